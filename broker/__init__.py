@@ -1,0 +1,1 @@
+"""The Weir broker: partition logs, stream processing, state and the command API."""

@@ -1,0 +1,1 @@
+"""The workflow engine: BPMN deployment, process instances and jobs."""

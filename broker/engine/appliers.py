@@ -1,0 +1,239 @@
+"""Event appliers: the only code that changes partition state.
+
+Live processing applies each event the moment it is written; followers and restarts apply the same events through the
+same functions during replay. Replay therefore equals processing by construction (and tests check it anyway).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from broker.engine.bpmn import model as bpmn
+from broker.engine.models import ModelCache
+from broker.protocol.enums import (
+    IncidentIntent,
+    JobBatchIntent,
+    JobIntent,
+    ProcessEventIntent,
+    ProcessInstanceCreationIntent,
+    ProcessInstanceIntent,
+    ProcessIntent,
+    ValueType,
+    VariableIntent,
+)
+from broker.protocol.record import Record
+from broker.state.repositories import JobState, PartitionState
+
+Applier = Callable[[PartitionState, Record], None]
+
+PI = ProcessInstanceIntent
+
+
+class EventAppliers:
+    """Maps (value type, intent) of an event to the function that applies it."""
+
+    def __init__(self, models: ModelCache) -> None:
+        self._models = models
+        self._table: dict[tuple[int, int], Applier] = {
+            (ValueType.PROCESS, ProcessIntent.CREATED): self._process_created,
+            (ValueType.PROCESS_INSTANCE, PI.ELEMENT_ACTIVATING): self._element_activating,
+            (ValueType.PROCESS_INSTANCE, PI.ELEMENT_ACTIVATED): self._element_state,
+            (ValueType.PROCESS_INSTANCE, PI.ELEMENT_COMPLETING): self._element_state,
+            (ValueType.PROCESS_INSTANCE, PI.ELEMENT_TERMINATING): self._element_state,
+            (ValueType.PROCESS_INSTANCE, PI.ELEMENT_COMPLETED): self._element_ended,
+            (ValueType.PROCESS_INSTANCE, PI.ELEMENT_TERMINATED): self._element_ended,
+            (ValueType.PROCESS_INSTANCE, PI.SEQUENCE_FLOW_TAKEN): self._sequence_flow_taken,
+            (ValueType.VARIABLE, VariableIntent.CREATED): self._variable_set,
+            (ValueType.VARIABLE, VariableIntent.UPDATED): self._variable_set,
+            (ValueType.JOB, JobIntent.CREATED): self._job_created,
+            (ValueType.JOB_BATCH, JobBatchIntent.ACTIVATED): self._jobs_activated,
+            (ValueType.JOB, JobIntent.COMPLETED): self._job_removed,
+            (ValueType.JOB, JobIntent.CANCELED): self._job_removed,
+            (ValueType.JOB, JobIntent.FAILED): self._job_failed,
+            (ValueType.JOB, JobIntent.TIMED_OUT): self._job_activatable,
+            (ValueType.JOB, JobIntent.RECURRED_AFTER_BACKOFF): self._job_activatable,
+            (ValueType.JOB, JobIntent.YIELDED): self._job_activatable,
+            (ValueType.JOB, JobIntent.RETRIES_UPDATED): self._job_updated,
+            (ValueType.JOB, JobIntent.TIMEOUT_UPDATED): self._job_updated,
+            (ValueType.JOB, JobIntent.ERROR_THROWN): self._job_error_thrown,
+            (ValueType.INCIDENT, IncidentIntent.CREATED): self._incident_created,
+            (ValueType.INCIDENT, IncidentIntent.RESOLVED): self._incident_resolved,
+            (ValueType.PROCESS_EVENT, ProcessEventIntent.TRIGGERING): self._event_triggering,
+            (ValueType.PROCESS_EVENT, ProcessEventIntent.TRIGGERED): self._event_triggered,
+            (
+                ValueType.PROCESS_INSTANCE_CREATION,
+                ProcessInstanceCreationIntent.CREATED,
+            ): self._instance_created,
+        }
+
+    def apply(self, state: PartitionState, record: Record) -> None:
+        fn = self._table.get((record.value_type, record.intent))
+        if fn is not None:
+            fn(state, record)
+
+    # -- deployment ------------------------------------------------------------------------------------------
+
+    def _process_created(self, state: PartitionState, r: Record) -> None:
+        state.processes.put(r.value)
+
+    # -- element instances -----------------------------------------------------------------------------------
+
+    def _element_activating(self, state: PartitionState, r: Record) -> None:
+        v = r.value
+        state.elements.add(
+            {
+                "key": r.key,
+                "state": PI.ELEMENT_ACTIVATING,
+                "value": v,
+                "children": 0,
+                "flows": 0,
+                "jobKey": -1,
+            }
+        )
+        parent_key = v["flowScopeKey"]
+        if parent_key <= 0:
+            return
+        parent = state.elements.get(parent_key)
+        if parent is None:
+            return
+        parent["children"] += 1
+        consumed = self._flows_consumed(v)
+        if consumed:
+            parent["flows"] -= consumed
+            if consumed > 1 or v["bpmnElementType"] == bpmn.PARALLEL_GATEWAY:
+                process = self._models.get(v["processDefinitionKey"])
+                element = process.element(v["elementId"])
+                for flow_id in element.incoming:
+                    state.joins.add(parent_key, element.id, flow_id, -1)
+        state.elements.put(parent)
+
+    def _flows_consumed(self, v: dict) -> int:
+        """How many taken sequence flows the activation of this element consumes (Zeebe's token counting)."""
+        etype = v["bpmnElementType"]
+        if etype in (bpmn.START_EVENT, bpmn.BOUNDARY_EVENT, bpmn.PROCESS, bpmn.EVENT_SUB_PROCESS):
+            return 0
+        element = self._models.get(v["processDefinitionKey"]).element(v["elementId"])
+        if etype == bpmn.PARALLEL_GATEWAY and len(element.incoming) > 1:
+            return len(element.incoming)
+        return 1 if element.incoming else 0
+
+    def _element_state(self, state: PartitionState, r: Record) -> None:
+        inst = state.elements.get(r.key)
+        if inst is not None:
+            inst["state"] = r.intent
+            state.elements.put(inst)
+
+    def _element_ended(self, state: PartitionState, r: Record) -> None:
+        inst = state.elements.remove(r.key)
+        state.variables.remove_scope(r.key)
+        state.joins.remove_scope(r.key)
+        state.event_triggers.remove(r.key)
+        if inst is None:
+            return
+        if inst["jobKey"] > 0:
+            state.jobs.remove(inst["jobKey"])
+        parent_key = r.value["flowScopeKey"]
+        if parent_key > 0:
+            parent = state.elements.get(parent_key)
+            if parent is not None:
+                parent["children"] -= 1
+                state.elements.put(parent)
+        else:
+            state.awaiting_results.remove(r.key)
+
+    def _sequence_flow_taken(self, state: PartitionState, r: Record) -> None:
+        v = r.value
+        parent = state.elements.get(v["flowScopeKey"])
+        if parent is None:
+            return
+        parent["flows"] += 1
+        state.elements.put(parent)
+        process = self._models.get(v["processDefinitionKey"])
+        flow = process.flow(v["elementId"])
+        target = process.element(flow.target_id)
+        if target.element_type == bpmn.PARALLEL_GATEWAY and len(target.incoming) > 1:
+            state.joins.add(v["flowScopeKey"], target.id, flow.id, 1)
+
+    def _instance_created(self, state: PartitionState, r: Record) -> None:
+        request = r.value.get("awaitingResult")
+        if request:
+            state.awaiting_results.put(r.value["processInstanceKey"], request)
+
+    # -- variables -------------------------------------------------------------------------------------------
+
+    def _variable_set(self, state: PartitionState, r: Record) -> None:
+        v = r.value
+        state.variables.put(v["scopeKey"], v["name"], r.key, v["value"])
+
+    # -- jobs ------------------------------------------------------------------------------------------------
+
+    def _job_created(self, state: PartitionState, r: Record) -> None:
+        state.jobs.put(r.key, JobState.ACTIVATABLE, r.value)
+        inst = state.elements.get(r.value["elementInstanceKey"])
+        if inst is not None:
+            inst["jobKey"] = r.key
+            state.elements.put(inst)
+
+    def _jobs_activated(self, state: PartitionState, r: Record) -> None:
+        for key, job in zip(r.value["jobKeys"], r.value["jobs"], strict=True):
+            stored = dict(job)
+            stored["variables"] = {}
+            state.jobs.put(key, JobState.ACTIVATED, stored)
+
+    def _job_removed(self, state: PartitionState, r: Record) -> None:
+        state.jobs.remove(r.key)
+        inst = state.elements.get(r.value["elementInstanceKey"])
+        if inst is not None and inst["jobKey"] == r.key:
+            inst["jobKey"] = -1
+            state.elements.put(inst)
+
+    def _job_failed(self, state: PartitionState, r: Record) -> None:
+        v = r.value
+        if v["retries"] > 0 and v.get("recurringTime", -1) <= 0:
+            state.jobs.put(r.key, JobState.ACTIVATABLE, _stored_job(v))
+        else:
+            state.jobs.put(r.key, JobState.FAILED, _stored_job(v))
+
+    def _job_activatable(self, state: PartitionState, r: Record) -> None:
+        state.jobs.put(r.key, JobState.ACTIVATABLE, _stored_job(r.value))
+
+    def _job_updated(self, state: PartitionState, r: Record) -> None:
+        job = state.jobs.get(r.key)
+        if job is not None:
+            state.jobs.put(r.key, job["state"], _stored_job(r.value))
+
+    def _job_error_thrown(self, state: PartitionState, r: Record) -> None:
+        state.jobs.put(r.key, JobState.ERROR_THROWN, _stored_job(r.value))
+
+    # -- incidents -------------------------------------------------------------------------------------------
+
+    def _incident_created(self, state: PartitionState, r: Record) -> None:
+        state.incidents.put(r.key, r.value)
+
+    def _incident_resolved(self, state: PartitionState, r: Record) -> None:
+        state.incidents.remove(r.key)
+        job_key = r.value.get("jobKey", -1)
+        if job_key > 0:
+            job = state.jobs.get(job_key)
+            resumable = job is not None and job["state"] in (JobState.FAILED, JobState.ERROR_THROWN)
+            if resumable and job["value"]["retries"] > 0:
+                value = dict(job["value"])
+                value["recurringTime"] = -1
+                state.jobs.put(job_key, JobState.ACTIVATABLE, value)
+
+    # -- event triggers (a caught error waiting for its scope to terminate) ----------------------------------
+
+    def _event_triggering(self, state: PartitionState, r: Record) -> None:
+        state.event_triggers.put(r.value["scopeKey"], r.value)
+
+    def _event_triggered(self, state: PartitionState, r: Record) -> None:
+        state.event_triggers.remove(r.value["scopeKey"])
+        state.event_triggers.put(r.key, r.value)
+
+
+def _stored_job(value: dict) -> dict:
+    """Job state never keeps the variables fetched for a worker: they belong to the activation, not the job."""
+    if value.get("variables"):
+        value = dict(value)
+        value["variables"] = {}
+    return value

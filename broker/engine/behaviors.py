@@ -1,0 +1,411 @@
+"""Shared behaviours composed by the processors: variables, incidents, jobs, sequence flows and error catching.
+
+Each function writes events through the processing context (which applies them) and never mutates state directly.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from broker.engine.bpmn import model as bpmn
+from broker.engine.context import ProcessingContext
+from broker.engine.expressions import ExpressionEvaluator, ExpressionFailure, type_name
+from broker.engine.models import ModelCache
+from broker.protocol.enums import (
+    IncidentIntent,
+    JobBatchIntent,
+    JobIntent,
+    ProcessEventIntent,
+    ProcessInstanceIntent,
+    ValueType,
+    VariableIntent,
+)
+from broker.protocol.record import Record
+from broker.state.repositories import JobState
+
+PI = ProcessInstanceIntent
+TENANT = "<default>"
+
+
+class Services:
+    """What processors share besides state: the model cache, the expression evaluator and the job streams."""
+
+    def __init__(self, models: ModelCache, expressions: ExpressionEvaluator, job_streams: Any) -> None:
+        self.models = models
+        self.expressions = expressions
+        self.job_streams = job_streams
+
+
+def services(ctx: ProcessingContext) -> Services:
+    return ctx.services
+
+
+# -- variables -----------------------------------------------------------------------------------------------
+
+
+def scope_chain(ctx: ProcessingContext, scope_key: int) -> list[int]:
+    """``scope_key`` and its flow scopes up to the process instance, innermost first."""
+    chain = []
+    key = scope_key
+    while key > 0:
+        chain.append(key)
+        inst = ctx.state.elements.get(key)
+        if inst is None:
+            break
+        key = inst["value"]["flowScopeKey"]
+    return chain
+
+
+def visible_variables(ctx: ProcessingContext, scope_key: int, names: list[str] | None = None) -> dict[str, Any]:
+    """Every variable visible from ``scope_key`` (inner scopes shadow outer ones), optionally only ``names``."""
+    out: dict[str, Any] = {}
+    chain = scope_chain(ctx, scope_key)
+    if names:
+        wanted = set(names)
+        for key in chain:
+            for name in list(wanted):
+                found = ctx.state.variables.get_local(key, name)
+                if found is not None:
+                    out[name] = found[1]
+                    wanted.discard(name)
+            if not wanted:
+                break
+        return out
+    for key in reversed(chain):
+        out.update(ctx.state.variables.local(key))
+    return out
+
+
+def _variable_value(ctx: ProcessingContext, scope_key: int, name: str, value: Any, inst: dict | None) -> dict:
+    v = inst["value"] if inst else {}
+    return {
+        "name": name,
+        "value": value,
+        "scopeKey": scope_key,
+        "processInstanceKey": v.get("processInstanceKey", scope_key),
+        "processDefinitionKey": v.get("processDefinitionKey", -1),
+        "bpmnProcessId": v.get("bpmnProcessId", ""),
+        "tenantId": TENANT,
+    }
+
+
+def set_local_variable(
+    ctx: ProcessingContext, scope_key: int, name: str, value: Any, *, instance: dict | None = None
+) -> None:
+    """Create or update a variable exactly at ``scope_key``; an unchanged value writes nothing."""
+    existing = ctx.state.variables.get_local(scope_key, name)
+    inst = instance if instance is not None else ctx.state.elements.get(scope_key)
+    if existing is None:
+        ctx.event(
+            ValueType.VARIABLE,
+            VariableIntent.CREATED,
+            ctx.keys.next_key(),
+            _variable_value(ctx, scope_key, name, value, inst),
+        )
+    elif existing[1] != value or type(existing[1]) is not type(value):
+        ctx.event(
+            ValueType.VARIABLE,
+            VariableIntent.UPDATED,
+            existing[0],
+            _variable_value(ctx, scope_key, name, value, inst),
+        )
+
+
+def set_local_document(
+    ctx: ProcessingContext, scope_key: int, document: dict[str, Any], instance: dict | None = None
+) -> None:
+    inst = instance if instance is not None else ctx.state.elements.get(scope_key)
+    for name, value in document.items():
+        set_local_variable(ctx, scope_key, name, value, instance=inst)
+
+
+def merge_document(ctx: ProcessingContext, scope_key: int, document: dict[str, Any]) -> None:
+    """Propagate each variable to the nearest scope (from ``scope_key`` up) that defines it, else the root."""
+    if not document:
+        return
+    chain = scope_chain(ctx, scope_key)
+    root = chain[-1]
+    for name, value in document.items():
+        target = root
+        for key in chain:
+            if ctx.state.variables.get_local(key, name) is not None:
+                target = key
+                break
+        set_local_variable(ctx, target, name, value)
+
+
+# -- incidents -----------------------------------------------------------------------------------------------
+
+
+def raise_incident(
+    ctx: ProcessingContext,
+    instance: dict,
+    error_type: str,
+    message: str,
+    *,
+    job_key: int = -1,
+    variable_scope_key: int | None = None,
+) -> None:
+    v = instance["value"]
+    ctx.event(
+        ValueType.INCIDENT,
+        IncidentIntent.CREATED,
+        ctx.keys.next_key(),
+        {
+            "errorType": error_type,
+            "errorMessage": message,
+            "bpmnProcessId": v["bpmnProcessId"],
+            "processDefinitionKey": v["processDefinitionKey"],
+            "processInstanceKey": v["processInstanceKey"],
+            "elementId": v["elementId"],
+            "elementInstanceKey": instance["key"],
+            "jobKey": job_key,
+            "variableScopeKey": variable_scope_key if variable_scope_key is not None else instance["key"],
+            "tenantId": TENANT,
+        },
+    )
+
+
+def resolve_incidents_of(ctx: ProcessingContext, instance: dict) -> None:
+    """Resolve the element's and its job's open incidents (the element is leaving: they no longer apply)."""
+    keys = []
+    ik = ctx.state.incidents.for_element(instance["key"])
+    if ik is not None:
+        keys.append(ik)
+    if instance["jobKey"] > 0:
+        jk = ctx.state.incidents.for_job(instance["jobKey"])
+        if jk is not None:
+            keys.append(jk)
+    for key in keys:
+        incident = ctx.state.incidents.get(key)
+        if incident is not None:
+            ctx.event(ValueType.INCIDENT, IncidentIntent.RESOLVED, key, incident)
+
+
+# -- expressions in an element's context ---------------------------------------------------------------------
+
+
+def evaluate(ctx: ProcessingContext, source: str, scope_key: int) -> Any:
+    """Evaluate a model attribute against the variables visible at ``scope_key``."""
+    if not source.startswith("="):
+        return source
+    return services(ctx).expressions.evaluate(source, visible_variables(ctx, scope_key), ctx.now)
+
+
+def apply_input_mappings(ctx: ProcessingContext, element: bpmn.Element, instance: dict) -> ExpressionFailure | None:
+    if not element.input_mappings:
+        return None
+    context = visible_variables(ctx, instance["key"])
+    local: dict[str, Any] = {}
+    for mapping in element.input_mappings:
+        value = _mapping_source(ctx, mapping.source, {**context, **local})
+        if isinstance(value, ExpressionFailure):
+            return value
+        _assign_path(local, mapping.target, value)
+    set_local_document(ctx, instance["key"], local, instance)
+    return None
+
+
+def apply_output_mappings(ctx: ProcessingContext, element: bpmn.Element, instance: dict) -> ExpressionFailure | None:
+    """Output mappings (or, for catch events without them, the event's variables) into the flow scope."""
+    scope_key = instance["value"]["flowScopeKey"]
+    if element.output_mappings:
+        context = visible_variables(ctx, instance["key"])
+        result: dict[str, Any] = {}
+        for mapping in element.output_mappings:
+            value = _mapping_source(ctx, mapping.source, context)
+            if isinstance(value, ExpressionFailure):
+                return value
+            target_root = mapping.target.split(".", 1)[0]
+            if "." in mapping.target and target_root not in result:
+                existing = visible_variables(ctx, scope_key, [target_root]).get(target_root)
+                if isinstance(existing, dict):
+                    result[target_root] = json.loads(json.dumps(existing))
+            _assign_path(result, mapping.target, value)
+        merge_document(ctx, scope_key, result)
+    elif element.element_type in (bpmn.BOUNDARY_EVENT, bpmn.INTERMEDIATE_CATCH_EVENT, bpmn.START_EVENT):
+        local = ctx.state.variables.local(instance["key"])
+        if local and scope_key > 0:
+            merge_document(ctx, scope_key, local)
+    return None
+
+
+def _mapping_source(ctx: ProcessingContext, source: str, context: dict[str, Any]) -> Any:
+    if not source.startswith("="):
+        return source
+    return services(ctx).expressions.evaluate(source, context, ctx.now)
+
+
+def _assign_path(target: dict[str, Any], path: str, value: Any) -> None:
+    parts = path.split(".")
+    node = target
+    for part in parts[:-1]:
+        child = node.get(part)
+        if not isinstance(child, dict):
+            child = {}
+            node[part] = child
+        node = child
+    node[parts[-1]] = value
+
+
+# -- jobs ----------------------------------------------------------------------------------------------------
+
+
+def job_became_activatable(ctx: ProcessingContext, job_key: int, job: dict) -> None:
+    """Push the job to an open job stream of its type, or tell long-polling workers that work is there."""
+    streams = services(ctx).job_streams
+    stream = streams.pick(job["type"]) if streams is not None else None
+    if stream is None:
+        ctx.side_effects.jobs_available.add(job["type"])
+        return
+    activated = activate_job(
+        ctx, job_key, job, worker=stream.worker, timeout=stream.timeout, fetch=stream.fetch_variables
+    )
+    record = ctx.event(
+        ValueType.JOB_BATCH,
+        JobBatchIntent.ACTIVATED,
+        ctx.keys.next_key(),
+        {
+            "type": job["type"],
+            "worker": stream.worker,
+            "timeout": stream.timeout,
+            "maxJobsToActivate": 1,
+            "jobKeys": [job_key],
+            "jobs": [activated],
+            "truncated": False,
+            "tenantIds": [TENANT],
+        },
+    )
+    ctx.side_effects.job_pushes.append((stream.stream_id, record))
+
+
+def activate_job(
+    ctx: ProcessingContext, job_key: int, job: dict, *, worker: str, timeout: int, fetch: list[str] | None
+) -> dict:
+    """The job as handed to a worker: deadline from the command's time, variables visible at its element."""
+    activated = dict(job)
+    activated["worker"] = worker
+    activated["deadline"] = ctx.now + timeout
+    activated["recurringTime"] = -1
+    activated["variables"] = visible_variables(ctx, job["elementInstanceKey"], fetch or None)
+    return activated
+
+
+def cancel_job(ctx: ProcessingContext, instance: dict) -> None:
+    job_key = instance["jobKey"]
+    if job_key <= 0:
+        return
+    job = ctx.state.jobs.get(job_key)
+    if job is not None and job["state"] != JobState.ERROR_THROWN:
+        ctx.event(ValueType.JOB, JobIntent.CANCELED, job_key, job["value"])
+
+
+# -- sequence flows ------------------------------------------------------------------------------------------
+
+
+def take_flow(ctx: ProcessingContext, process: bpmn.Process, flow: bpmn.SequenceFlow, instance: dict) -> None:
+    """Take a sequence flow out of ``instance`` and activate its target (a join only once all flows arrived)."""
+    v = instance["value"]
+    scope_key = v["flowScopeKey"]
+    ctx.event(
+        ValueType.PROCESS_INSTANCE,
+        PI.SEQUENCE_FLOW_TAKEN,
+        ctx.keys.next_key(),
+        {**v, "elementId": flow.id, "bpmnElementType": "SEQUENCE_FLOW", "bpmnEventType": bpmn.UNSPECIFIED},
+    )
+    target = process.element(flow.target_id)
+    is_join = target.element_type == bpmn.PARALLEL_GATEWAY and len(target.incoming) > 1
+    if is_join and not join_ready(ctx, scope_key, target):
+        return
+    activate_element(ctx, target, v, scope_key)
+
+
+def join_ready(ctx: ProcessingContext, scope_key: int, gateway: bpmn.Element) -> bool:
+    return all(ctx.state.joins.count(scope_key, gateway.id, f) > 0 for f in gateway.incoming)
+
+
+def activate_element(
+    ctx: ProcessingContext, element: bpmn.Element, like: dict, scope_key: int, key: int | None = None
+) -> Record:
+    """Write ACTIVATE_ELEMENT for ``element`` in flow scope ``scope_key`` (``like``: a sibling's record value)."""
+    return ctx.follow_up(
+        ValueType.PROCESS_INSTANCE,
+        PI.ACTIVATE_ELEMENT,
+        key if key is not None else ctx.keys.next_key(),
+        {
+            "bpmnProcessId": like["bpmnProcessId"],
+            "version": like["version"],
+            "processDefinitionKey": like["processDefinitionKey"],
+            "processInstanceKey": like["processInstanceKey"],
+            "elementId": element.id,
+            "flowScopeKey": scope_key,
+            "bpmnElementType": element.element_type,
+            "bpmnEventType": element.event_type,
+            "parentProcessInstanceKey": like.get("parentProcessInstanceKey", -1),
+            "parentElementInstanceKey": like.get("parentElementInstanceKey", -1),
+            "tenantId": TENANT,
+        },
+    )
+
+
+# -- BPMN errors ---------------------------------------------------------------------------------------------
+
+
+def find_error_catch(
+    ctx: ProcessingContext, process: bpmn.Process, start: dict, error_code: str
+) -> tuple[dict, bpmn.Element] | None:
+    """The nearest catching boundary event: (element instance it is attached to, boundary event).
+
+    Searches the throwing instance and then its flow scopes outwards; an exact code match wins over a catch-all at
+    the same level.
+    """
+    inst: dict | None = start
+    while inst is not None:
+        element_id = inst["value"]["elementId"]
+        if element_id in process.elements:
+            element = process.element(element_id)
+            catch_all = None
+            for boundary in process.boundary_events_of(element.id):
+                if boundary.event_type != bpmn.ERROR:
+                    continue
+                code = boundary.error.error_code if boundary.error else None
+                if code is None:
+                    catch_all = catch_all or boundary
+                elif code == error_code:
+                    return inst, boundary
+            if catch_all is not None:
+                return inst, catch_all
+        parent_key = inst["value"]["flowScopeKey"]
+        inst = ctx.state.elements.get(parent_key) if parent_key > 0 else None
+    return None
+
+
+def trigger_boundary(ctx: ProcessingContext, attached: dict, boundary: bpmn.Element, variables: dict) -> None:
+    """Record that ``boundary`` fires once ``attached`` has terminated, then terminate ``attached``."""
+    v = attached["value"]
+    ctx.event(
+        ValueType.PROCESS_EVENT,
+        ProcessEventIntent.TRIGGERING,
+        ctx.keys.next_key(),
+        {
+            "scopeKey": attached["key"],
+            "targetElementId": boundary.id,
+            "variables": variables,
+            "processDefinitionKey": v["processDefinitionKey"],
+            "processInstanceKey": v["processInstanceKey"],
+            "tenantId": TENANT,
+        },
+    )
+    ctx.follow_up(ValueType.PROCESS_INSTANCE, PI.TERMINATE_ELEMENT, attached["key"], v)
+
+
+def unhandled_error_message(code: str, message: str) -> str:
+    return (
+        f"Expected to throw an error event with the code '{code}' with message '{message}', but it was not caught."
+        " No error events are available in the scope."
+    )
+
+
+def describe_type(value: Any) -> str:
+    return type_name(value)

@@ -1,0 +1,71 @@
+"""BPMN 2.0 deployment: safe parsing, validation listing every problem, and the immutable model.
+
+The public surface: :func:`parse_bpmn` turns resource bytes into :class:`Process` models (or raises
+:class:`BpmnValidationError`), :func:`resource_checksum` detects identical re-deploys, and
+:func:`supported_kinds` lets the engine refuse models it cannot run yet.
+"""
+
+from .errors import BpmnValidationError, Problem
+from .model import (
+    DEFAULT_JOB_RETRIES,
+    USER_TASK_JOB_TYPE,
+    CalledDecision,
+    CalledElement,
+    Element,
+    ErrorDefinition,
+    JobDefinition,
+    Mapping,
+    MessageDefinition,
+    MultiInstance,
+    Process,
+    ScriptDefinition,
+    SequenceFlow,
+    TimerDefinition,
+    TimerKind,
+    UserTaskDefinition,
+    VariableMapping,
+)
+from .parser import (
+    BPMN_NS,
+    DEFAULT_MAX_FLOW_ELEMENTS,
+    ZEEBE_NS,
+    ExpressionCheck,
+    SupportCheck,
+    parse_bpmn,
+    resource_checksum,
+)
+from .safe_xml import DEFAULT_MAX_RESOURCE_BYTES, DEFAULT_MAX_XML_ELEMENTS
+from .support import INITIAL_ENGINE_KINDS, supported_kinds
+
+__all__ = [
+    "BPMN_NS",
+    "DEFAULT_JOB_RETRIES",
+    "DEFAULT_MAX_FLOW_ELEMENTS",
+    "DEFAULT_MAX_RESOURCE_BYTES",
+    "DEFAULT_MAX_XML_ELEMENTS",
+    "INITIAL_ENGINE_KINDS",
+    "USER_TASK_JOB_TYPE",
+    "ZEEBE_NS",
+    "BpmnValidationError",
+    "CalledDecision",
+    "CalledElement",
+    "Element",
+    "ErrorDefinition",
+    "ExpressionCheck",
+    "JobDefinition",
+    "Mapping",
+    "MessageDefinition",
+    "MultiInstance",
+    "Problem",
+    "Process",
+    "ScriptDefinition",
+    "SequenceFlow",
+    "SupportCheck",
+    "TimerDefinition",
+    "TimerKind",
+    "UserTaskDefinition",
+    "VariableMapping",
+    "parse_bpmn",
+    "resource_checksum",
+    "supported_kinds",
+]

@@ -1,0 +1,364 @@
+"""The immutable process model the engine walks.
+
+A deployed BPMN resource becomes one :class:`Process` per executable process. Everything here is
+frozen: processors share one model between many instances and partitions, so nothing may mutate it.
+Attribute values are kept as written in the XML: a value starting with ``=`` is a FEEL expression,
+anything else a static value. The engine decides how to evaluate them.
+
+Element and event type names follow Zeebe's ``BpmnElementType`` / ``BpmnEventType`` so that records
+and exporters speak the same vocabulary as Zeebe's.
+"""
+
+from __future__ import annotations
+
+import collections.abc as cabc
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Final, Literal, TypeVar
+
+# --- element and event types -------------------------------------------------------------------
+
+PROCESS: Final = "PROCESS"
+START_EVENT: Final = "START_EVENT"
+END_EVENT: Final = "END_EVENT"
+SERVICE_TASK: Final = "SERVICE_TASK"
+USER_TASK: Final = "USER_TASK"
+SEND_TASK: Final = "SEND_TASK"
+SCRIPT_TASK: Final = "SCRIPT_TASK"
+BUSINESS_RULE_TASK: Final = "BUSINESS_RULE_TASK"
+MANUAL_TASK: Final = "MANUAL_TASK"
+TASK: Final = "TASK"
+RECEIVE_TASK: Final = "RECEIVE_TASK"
+EXCLUSIVE_GATEWAY: Final = "EXCLUSIVE_GATEWAY"
+PARALLEL_GATEWAY: Final = "PARALLEL_GATEWAY"
+INCLUSIVE_GATEWAY: Final = "INCLUSIVE_GATEWAY"
+EVENT_BASED_GATEWAY: Final = "EVENT_BASED_GATEWAY"
+INTERMEDIATE_CATCH_EVENT: Final = "INTERMEDIATE_CATCH_EVENT"
+INTERMEDIATE_THROW_EVENT: Final = "INTERMEDIATE_THROW_EVENT"
+BOUNDARY_EVENT: Final = "BOUNDARY_EVENT"
+SUB_PROCESS: Final = "SUB_PROCESS"
+EVENT_SUB_PROCESS: Final = "EVENT_SUB_PROCESS"
+CALL_ACTIVITY: Final = "CALL_ACTIVITY"
+MULTI_INSTANCE_BODY: Final = "MULTI_INSTANCE_BODY"
+
+ELEMENT_TYPES: Final = frozenset(
+    {
+        PROCESS,
+        START_EVENT,
+        END_EVENT,
+        SERVICE_TASK,
+        USER_TASK,
+        SEND_TASK,
+        SCRIPT_TASK,
+        BUSINESS_RULE_TASK,
+        MANUAL_TASK,
+        TASK,
+        RECEIVE_TASK,
+        EXCLUSIVE_GATEWAY,
+        PARALLEL_GATEWAY,
+        INCLUSIVE_GATEWAY,
+        EVENT_BASED_GATEWAY,
+        INTERMEDIATE_CATCH_EVENT,
+        INTERMEDIATE_THROW_EVENT,
+        BOUNDARY_EVENT,
+        SUB_PROCESS,
+        EVENT_SUB_PROCESS,
+        CALL_ACTIVITY,
+        MULTI_INSTANCE_BODY,
+    }
+)
+
+UNSPECIFIED: Final = "UNSPECIFIED"
+NONE: Final = "NONE"
+ERROR: Final = "ERROR"
+MESSAGE: Final = "MESSAGE"
+TIMER: Final = "TIMER"
+SIGNAL: Final = "SIGNAL"
+ESCALATION: Final = "ESCALATION"
+TERMINATE: Final = "TERMINATE"
+LINK: Final = "LINK"
+COMPENSATION: Final = "COMPENSATION"
+CONDITIONAL: Final = "CONDITIONAL"
+
+EVENT_TYPES: Final = frozenset(
+    {UNSPECIFIED, NONE, ERROR, MESSAGE, TIMER, SIGNAL, ESCALATION, TERMINATE, LINK, COMPENSATION, CONDITIONAL}
+)
+
+EVENT_ELEMENT_TYPES: Final = frozenset(
+    {START_EVENT, END_EVENT, INTERMEDIATE_CATCH_EVENT, INTERMEDIATE_THROW_EVENT, BOUNDARY_EVENT}
+)
+GATEWAY_ELEMENT_TYPES: Final = frozenset({EXCLUSIVE_GATEWAY, PARALLEL_GATEWAY, INCLUSIVE_GATEWAY, EVENT_BASED_GATEWAY})
+SCOPE_ELEMENT_TYPES: Final = frozenset({SUB_PROCESS, EVENT_SUB_PROCESS})
+
+# The job type Zeebe gives user tasks that are implemented by job workers (Tasklist's worker).
+USER_TASK_JOB_TYPE: Final = "io.camunda.zeebe:userTask"
+DEFAULT_JOB_RETRIES: Final = "3"
+
+
+_K = TypeVar("_K")
+_V = TypeVar("_V")
+
+
+def _frozen_mapping(items: cabc.Mapping[_K, _V] | None = None) -> cabc.Mapping[_K, _V]:
+    """A read-only view over a private copy, so callers cannot mutate the model through it."""
+    return MappingProxyType(dict(items or {}))
+
+
+# --- parts of elements ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class VariableMapping:
+    """One ``zeebe:input`` / ``zeebe:output``: ``source`` as written (``=`` kept), ``target`` a path."""
+
+    source: str
+    target: str
+
+
+# The name the engine's design uses for a variable mapping; ``VariableMapping`` avoids shadowing
+# ``collections.abc.Mapping`` where both are needed.
+Mapping = VariableMapping
+
+
+@dataclass(frozen=True, slots=True)
+class JobDefinition:
+    """What a job created for the element looks like: ``type`` and ``retries`` may be FEEL expressions.
+
+    ``headers`` are the static custom headers handed to workers, in document order.
+    """
+
+    type: str
+    retries: str = DEFAULT_JOB_RETRIES
+    headers: tuple[tuple[str, str], ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class UserTaskDefinition:
+    """Assignment, schedule and form of a user task, kept as written.
+
+    - For job-worker user tasks, static values are already in the job's headers (as Zeebe sets
+      them); values that are FEEL expressions are evaluated by the engine when the job is created
+      and added under the same header names.
+    - ``native`` is True for ``zeebe:userTask`` (Camunda user tasks), which are not jobs.
+    """
+
+    native: bool = False
+    assignee: str | None = None
+    candidate_groups: str | None = None
+    candidate_users: str | None = None
+    due_date: str | None = None
+    follow_up_date: str | None = None
+    form_key: str | None = None
+    form_id: str | None = None
+    external_reference: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ErrorDefinition:
+    """A BPMN error. ``error_code`` None means catch-all (catch events); on throws it may be FEEL."""
+
+    error_code: str | None
+    error_id: str | None = None
+    name: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class MessageDefinition:
+    """A BPMN message: ``name`` and ``correlation_key`` may be FEEL expressions."""
+
+    name: str
+    correlation_key: str | None = None
+    message_id: str | None = None
+
+
+TimerKind = Literal["duration", "date", "cycle"]
+
+
+@dataclass(frozen=True, slots=True)
+class TimerDefinition:
+    """A timer: ISO 8601 duration/date/repeating interval or cron, or a FEEL expression yielding one."""
+
+    kind: TimerKind
+    expression: str
+
+
+@dataclass(frozen=True, slots=True)
+class CalledElement:
+    """The target of a call activity; ``process_id`` may be a FEEL expression."""
+
+    process_id: str
+    propagate_all_child_variables: bool = True
+    propagate_all_parent_variables: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class MultiInstance:
+    """Multi-instance loop characteristics (the element is wrapped in a MULTI_INSTANCE_BODY)."""
+
+    is_sequential: bool
+    input_collection: str
+    input_element: str | None = None
+    output_collection: str | None = None
+    output_element: str | None = None
+    completion_condition: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ScriptDefinition:
+    """A script task evaluated by the engine itself (``zeebe:script``): a FEEL expression and a result."""
+
+    expression: str
+    result_variable: str
+
+
+@dataclass(frozen=True, slots=True)
+class CalledDecision:
+    """A business rule task evaluated by the engine itself (``zeebe:calledDecision``)."""
+
+    decision_id: str
+    result_variable: str
+
+
+# --- elements ------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class SequenceFlow:
+    """A sequence flow; ``condition`` is the stripped ``conditionExpression`` text (``=`` kept)."""
+
+    id: str
+    source_id: str
+    target_id: str
+    condition: str | None = None
+    name: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Element:
+    """One flow node (task, event, gateway, sub-process …) with everything the engine needs to run it.
+
+    - ``flow_scope_id``: the enclosing process or (event) sub-process.
+    - ``incoming`` / ``outgoing``: sequence flow ids, in document order.
+    - Only the fields relevant to the element's type are set; the others keep their empty default.
+    """
+
+    id: str
+    element_type: str
+    flow_scope_id: str
+    name: str | None = None
+    event_type: str = UNSPECIFIED
+    incoming: tuple[str, ...] = ()
+    outgoing: tuple[str, ...] = ()
+    default_flow_id: str | None = None
+    input_mappings: tuple[VariableMapping, ...] = ()
+    output_mappings: tuple[VariableMapping, ...] = ()
+    job: JobDefinition | None = None
+    user_task: UserTaskDefinition | None = None
+    script: ScriptDefinition | None = None
+    called_decision: CalledDecision | None = None
+    attached_to_id: str | None = None
+    cancel_activity: bool = True
+    boundary_event_ids: tuple[str, ...] = ()
+    error: ErrorDefinition | None = None
+    message: MessageDefinition | None = None
+    timer: TimerDefinition | None = None
+    signal_name: str | None = None
+    escalation_code: str | None = None
+    link_name: str | None = None
+    condition: str | None = None
+    called_element: CalledElement | None = None
+    multi_instance: MultiInstance | None = None
+    is_interrupting: bool = True
+    triggered_by_event: bool = False
+    is_for_compensation: bool = False
+    properties: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def kind(self) -> str:
+        """``ELEMENT_TYPE`` or ``ELEMENT_TYPE:EVENT_TYPE`` for events: the unit of engine support."""
+        if self.event_type == UNSPECIFIED:
+            return self.element_type
+        return f"{self.element_type}:{self.event_type}"
+
+
+@dataclass(frozen=True, slots=True)
+class Process:
+    """An executable process: every flow node (nested ones included) and sequence flow, by id.
+
+    - ``none_start_event_id``: the process-level none start event that CreateProcessInstance uses;
+      None when the process only starts through messages, timers or signals.
+    - ``start_event_ids``: all process-level start events, in document order.
+    """
+
+    id: str
+    name: str | None
+    is_executable: bool
+    elements: cabc.Mapping[str, Element]
+    flows: cabc.Mapping[str, SequenceFlow]
+    none_start_event_id: str | None
+    start_event_ids: tuple[str, ...]
+    _children: cabc.Mapping[str, tuple[str, ...]] = field(default_factory=_frozen_mapping, repr=False)
+
+    @staticmethod
+    def build(
+        *,
+        id: str,
+        name: str | None,
+        elements: cabc.Iterable[Element],
+        flows: cabc.Iterable[SequenceFlow],
+        is_executable: bool = True,
+    ) -> Process:
+        """Assemble a process from its parts, deriving start events and the scope index."""
+        element_map = {element.id: element for element in elements}
+        children: dict[str, list[str]] = {}
+        for element in element_map.values():
+            children.setdefault(element.flow_scope_id, []).append(element.id)
+        start_event_ids = tuple(
+            element_id for element_id in children.get(id, []) if element_map[element_id].element_type == START_EVENT
+        )
+        none_starts = [s for s in start_event_ids if element_map[s].event_type == NONE]
+        return Process(
+            id=id,
+            name=name,
+            is_executable=is_executable,
+            elements=_frozen_mapping(element_map),
+            flows=_frozen_mapping({flow.id: flow for flow in flows}),
+            none_start_event_id=none_starts[0] if len(none_starts) == 1 else None,
+            start_event_ids=start_event_ids,
+            _children=_frozen_mapping({scope: tuple(ids) for scope, ids in children.items()}),
+        )
+
+    def element(self, element_id: str) -> Element:
+        """The flow node with this id; KeyError if there is none."""
+        return self.elements[element_id]
+
+    def flow(self, flow_id: str) -> SequenceFlow:
+        """The sequence flow with this id; KeyError if there is none."""
+        return self.flows[flow_id]
+
+    def children_of(self, scope_id: str) -> tuple[Element, ...]:
+        """Direct children of the process or of a (event) sub-process, in document order."""
+        return tuple(self.elements[element_id] for element_id in self._children.get(scope_id, ()))
+
+    def none_start_event_of(self, scope_id: str) -> Element | None:
+        """The none start event of a scope: where a process or embedded sub-process begins."""
+        for child in self.children_of(scope_id):
+            if child.element_type == START_EVENT and child.event_type == NONE:
+                return child
+        return None
+
+    def event_sub_processes_of(self, scope_id: str) -> tuple[Element, ...]:
+        """Event sub-processes directly inside a scope: their start events subscribe with the scope."""
+        return tuple(c for c in self.children_of(scope_id) if c.element_type == EVENT_SUB_PROCESS)
+
+    def boundary_events_of(self, activity_id: str) -> tuple[Element, ...]:
+        """Boundary events attached to an activity, in document order."""
+        return tuple(self.elements[b] for b in self.elements[activity_id].boundary_event_ids)
+
+    def outgoing_flows(self, element_id: str) -> tuple[SequenceFlow, ...]:
+        """Outgoing sequence flows of an element, in document order."""
+        return tuple(self.flows[f] for f in self.elements[element_id].outgoing)
+
+    def incoming_flows(self, element_id: str) -> tuple[SequenceFlow, ...]:
+        """Incoming sequence flows of an element, in document order."""
+        return tuple(self.flows[f] for f in self.elements[element_id].incoming)

@@ -1,0 +1,89 @@
+"""The engine: one processor per (value type, command intent), found through a table.
+
+The engine knows nothing about logs, transactions or networks. The stream processor hands it one command at a time
+with a :class:`ProcessingContext`; the engine writes events, follow-up commands, rejections and responses into it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from broker.engine import instance_processors as instances
+from broker.engine import job_processors as jobs
+from broker.engine.appliers import EventAppliers
+from broker.engine.behaviors import Services
+from broker.engine.bpmn_processor import BpmnElementProcessor
+from broker.engine.context import ProcessingContext
+from broker.engine.expressions import ExpressionEvaluator
+from broker.engine.job_streams import JobStreams
+from broker.engine.models import ModelCache
+from broker.protocol.enums import (
+    DeploymentIntent,
+    IncidentIntent,
+    JobBatchIntent,
+    JobIntent,
+    ProcessInstanceCreationIntent,
+    ProcessInstanceIntent,
+    RejectionType,
+    ValueType,
+    VariableDocumentIntent,
+)
+from broker.protocol.record import Record
+from broker.state.repositories import PartitionState
+
+Processor = Callable[[ProcessingContext, Record], None]
+
+
+class Engine:
+    """Routes commands to processors and owns what they share (models, expressions, job streams, appliers)."""
+
+    def __init__(self, state: PartitionState, job_streams: JobStreams | None = None) -> None:
+        self.state = state
+        self.models = ModelCache(lambda key: state.processes.get(key))
+        self.appliers = EventAppliers(self.models)
+        self.job_streams = job_streams if job_streams is not None else JobStreams()
+        self.services = Services(self.models, ExpressionEvaluator(), self.job_streams)
+        bpmn = BpmnElementProcessor()
+        pi = ProcessInstanceIntent
+        self._table: dict[tuple[int, int], Processor] = {
+            (ValueType.DEPLOYMENT, DeploymentIntent.CREATE): instances.deploy,
+            (
+                ValueType.PROCESS_INSTANCE_CREATION,
+                ProcessInstanceCreationIntent.CREATE,
+            ): instances.create_instance,
+            (
+                ValueType.PROCESS_INSTANCE_CREATION,
+                ProcessInstanceCreationIntent.CREATE_WITH_AWAITING_RESULT,
+            ): instances.create_instance,
+            (ValueType.PROCESS_INSTANCE, pi.CANCEL): instances.cancel_instance,
+            (ValueType.PROCESS_INSTANCE, pi.ACTIVATE_ELEMENT): bpmn.activate,
+            (ValueType.PROCESS_INSTANCE, pi.COMPLETE_ELEMENT): bpmn.complete_command,
+            (ValueType.PROCESS_INSTANCE, pi.TERMINATE_ELEMENT): bpmn.terminate_command,
+            (ValueType.VARIABLE_DOCUMENT, VariableDocumentIntent.UPDATE): instances.update_variables,
+            (ValueType.JOB_BATCH, JobBatchIntent.ACTIVATE): jobs.activate_batch,
+            (ValueType.JOB, JobIntent.COMPLETE): jobs.complete,
+            (ValueType.JOB, JobIntent.FAIL): jobs.fail,
+            (ValueType.JOB, JobIntent.THROW_ERROR): jobs.throw_error,
+            (ValueType.JOB, JobIntent.UPDATE_RETRIES): jobs.update_retries,
+            (ValueType.JOB, JobIntent.UPDATE_TIMEOUT): jobs.update_timeout,
+            (ValueType.JOB, JobIntent.TIME_OUT): jobs.time_out,
+            (ValueType.JOB, JobIntent.RECUR_AFTER_BACKOFF): jobs.recur_after_backoff,
+            (ValueType.JOB, JobIntent.YIELD): jobs.yield_job,
+            (ValueType.INCIDENT, IncidentIntent.RESOLVE): jobs.resolve_incident,
+        }
+
+    def apply_event(self, state: PartitionState, record: Record) -> None:
+        self.appliers.apply(state, record)
+
+    def process(self, ctx: ProcessingContext, command: Record) -> None:
+        """Process one command; an unknown (value type, intent) is rejected, never ignored."""
+        ctx.command = command
+        ctx.services = self.services
+        processor = self._table.get((command.value_type, command.intent))
+        if processor is None:
+            ctx.reject(
+                RejectionType.INVALID_ARGUMENT,
+                f"Expected a known command, but got {command.value_type.name}.{command.intent_enum.name}",
+            )
+            return
+        processor(ctx, command)

@@ -1,0 +1,135 @@
+"""One place where the engine evaluates model expressions (FEEL), with compile caching and failure reasons.
+
+A model attribute starting with ``=`` is a FEEL expression; anything else is a static value. Evaluation never
+raises into the engine: it returns a value or a :class:`ExpressionFailure` that processors turn into incidents.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import Any
+
+from broker import feel
+
+
+@dataclass(slots=True, frozen=True)
+class ExpressionFailure:
+    message: str
+
+
+_UTC = dt.UTC
+
+
+class ExpressionEvaluator:
+    """Compiles each distinct expression once and evaluates it against a variables context."""
+
+    def __init__(self, cache_size: int = 10_000) -> None:
+        self._compiled: dict[str, Any] = {}
+        self._cache_size = cache_size
+
+    @staticmethod
+    def check(expression: str) -> str | None:
+        """Deployment-time check: a syntax error message (with position) or None."""
+        try:
+            feel.parse(expression)
+        except feel.FeelSyntaxError as e:
+            return str(e)
+        return None
+
+    def _compile(self, text: str) -> Any:
+        c = self._compiled.get(text)
+        if c is None:
+            if len(self._compiled) >= self._cache_size:
+                self._compiled.clear()
+            c = feel.parse(text)
+            self._compiled[text] = c
+        return c
+
+    def evaluate(self, source: str, context: dict[str, Any], now_ms: int) -> Any:
+        """Value of ``source`` (FEEL if it starts with '=', else the static string) or an ExpressionFailure."""
+        if not source.startswith("="):
+            return source
+        return self.evaluate_feel(source[1:], context, now_ms)
+
+    def evaluate_feel(self, text: str, context: dict[str, Any], now_ms: int) -> Any:
+        try:
+            compiled = self._compile(text)
+        except feel.FeelSyntaxError as e:
+            return ExpressionFailure(f"failed to parse expression '{text}': {e}")
+        now = dt.datetime.fromtimestamp(now_ms / 1000, tz=_UTC)
+        try:
+            value, warnings = feel.evaluate_with_warnings(compiled, context, now=now)
+        except Exception as e:  # the evaluator must never take the partition down
+            return ExpressionFailure(f"failed to evaluate expression '{text}': {e}")
+        if value is None and warnings:
+            return ExpressionFailure(f"failed to evaluate expression '{text}': {'; '.join(warnings)}")
+        return to_json_value(value)
+
+    def evaluate_condition(self, source: str, context: dict[str, Any], now_ms: int) -> bool | ExpressionFailure:
+        text = source[1:] if source.startswith("=") else source
+        value = self.evaluate_feel(text, context, now_ms)
+        if isinstance(value, ExpressionFailure):
+            return value
+        if not isinstance(value, bool):
+            return ExpressionFailure(
+                f"Expected result of the expression '{text}' to be 'BOOLEAN', but was '{type_name(value)}'."
+            )
+        return value
+
+
+def type_name(value: Any) -> str:
+    if value is None:
+        return "NULL"
+    if isinstance(value, bool):
+        return "BOOLEAN"
+    if isinstance(value, int | float | Decimal):
+        return "NUMBER"
+    if isinstance(value, str):
+        return "STRING"
+    if isinstance(value, list):
+        return "ARRAY"
+    if isinstance(value, dict):
+        return "OBJECT"
+    return type(value).__name__.upper()
+
+
+def to_json_value(value: Any) -> Any:
+    """FEEL results to JSON-compatible values (decimals, temporals and durations become numbers and strings)."""
+    if value is None or isinstance(value, bool | int | str | float):
+        return value
+    if isinstance(value, Decimal):
+        if value == value.to_integral_value():
+            return int(value)
+        return float(value)
+    if isinstance(value, list | tuple):
+        return [to_json_value(v) for v in value]
+    if isinstance(value, dict):
+        return {str(k): to_json_value(v) for k, v in value.items()}
+    if isinstance(value, dt.datetime | dt.date | dt.time):
+        return value.isoformat()
+    if isinstance(value, dt.timedelta):
+        return _iso_duration(value)
+    return str(value)
+
+
+def _iso_duration(d: dt.timedelta) -> str:
+    total = int(d.total_seconds())
+    sign = "-" if total < 0 else ""
+    total = abs(total)
+    days, rem = divmod(total, 86400)
+    hours, rem = divmod(rem, 3600)
+    minutes, seconds = divmod(rem, 60)
+    out = f"{sign}P"
+    if days:
+        out += f"{days}D"
+    if hours or minutes or seconds or not days:
+        out += "T"
+        if hours:
+            out += f"{hours}H"
+        if minutes:
+            out += f"{minutes}M"
+        if seconds or not (hours or minutes):
+            out += f"{seconds}S"
+    return out

@@ -1,0 +1,214 @@
+"""Deployment, process instance creation and cancellation, and variable documents (SetVariables)."""
+
+from __future__ import annotations
+
+from broker.engine import behaviors as b
+from broker.engine.bpmn import BpmnValidationError, parse_bpmn, resource_checksum, supported_kinds
+from broker.engine.bpmn_processor import SUPPORTED_KINDS, BpmnElementProcessor
+from broker.engine.context import ProcessingContext
+from broker.protocol.enums import (
+    DeploymentIntent,
+    ProcessInstanceCreationIntent,
+    ProcessInstanceIntent,
+    ProcessIntent,
+    RejectionType,
+    ValueType,
+    VariableDocumentIntent,
+)
+from broker.protocol.record import Record
+
+_SUPPORTED = supported_kinds(SUPPORTED_KINDS)
+PI = ProcessInstanceIntent
+
+
+def deploy(ctx: ProcessingContext, cmd: Record) -> None:
+    """DEPLOYMENT CREATE: all resources or none; an identical re-deploy keeps the existing version."""
+    resources = cmd.value.get("resources") or []
+    if not resources:
+        ctx.reject(RejectionType.INVALID_ARGUMENT, "Expected to deploy at least one resource, but none given")
+        return
+    expressions = b.services(ctx).expressions
+    parsed = []
+    problems: list[str] = []
+    seen_ids: dict[str, str] = {}
+    for res in resources:
+        name = res["resourceName"]
+        data = res["resource"]
+        if not name.endswith((".bpmn", ".xml")):
+            problems.append(
+                f"'{name}': only BPMN resources (.bpmn, .xml) can be deployed; "
+                "DMN decisions and forms are not supported"
+            )
+            continue
+        try:
+            processes = parse_bpmn(data, name, check_expression=expressions.check, supported=_SUPPORTED)
+        except BpmnValidationError as e:
+            problems.append(str(e))
+            continue
+        for p in processes:
+            if p.id in seen_ids:
+                problems.append(f"Duplicated process id in resources '{seen_ids[p.id]}' and '{name}': '{p.id}'")
+            seen_ids[p.id] = name
+            parsed.append((name, data, p))
+    if problems:
+        ctx.reject(
+            RejectionType.INVALID_ARGUMENT,
+            "Expected to deploy new resources, but encountered the following errors:\n" + "\n".join(problems),
+        )
+        return
+    metadata = []
+    models = b.services(ctx).models
+    for name, data, process in parsed:
+        checksum = resource_checksum(data).hex()
+        latest = ctx.state.processes.latest(process.id)
+        if latest is not None and latest["checksum"] == checksum and latest["resourceName"] == name:
+            metadata.append(_metadata(latest, duplicate=True))
+            continue
+        key = ctx.keys.next_key()
+        stored = {
+            "bpmnProcessId": process.id,
+            "version": (latest["version"] + 1) if latest else 1,
+            "processDefinitionKey": key,
+            "resourceName": name,
+            "checksum": checksum,
+            "resource": data,
+            "tenantId": b.TENANT,
+        }
+        ctx.event(ValueType.PROCESS, ProcessIntent.CREATED, key, stored)
+        models.put(key, process)
+        metadata.append(_metadata(stored, duplicate=False))
+    rec = ctx.event(
+        ValueType.DEPLOYMENT,
+        DeploymentIntent.CREATED,
+        ctx.keys.next_key(),
+        {
+            "resources": [{"resourceName": r["resourceName"]} for r in resources],
+            "processesMetadata": metadata,
+            "tenantId": b.TENANT,
+        },
+    )
+    ctx.respond(rec)
+
+
+def _metadata(stored: dict, *, duplicate: bool) -> dict:
+    return {
+        "bpmnProcessId": stored["bpmnProcessId"],
+        "version": stored["version"],
+        "processDefinitionKey": stored["processDefinitionKey"],
+        "resourceName": stored["resourceName"],
+        "checksum": stored["checksum"],
+        "isDuplicate": duplicate,
+        "tenantId": b.TENANT,
+    }
+
+
+def create_instance(ctx: ProcessingContext, cmd: Record) -> None:
+    """PROCESS_INSTANCE_CREATION CREATE (and CREATE_WITH_AWAITING_RESULT)."""
+    v = cmd.value
+    process_id = v.get("bpmnProcessId", "")
+    key = v.get("processDefinitionKey", -1)
+    version = v.get("version", -1)
+    if key > 0:
+        stored = ctx.state.processes.get(key)
+        if stored is None:
+            ctx.reject(
+                RejectionType.NOT_FOUND,
+                f"Expected to find process definition with key '{key}', but none found",
+            )
+            return
+    elif version is None or version < 0:
+        stored = ctx.state.processes.latest(process_id)
+        if stored is None:
+            ctx.reject(
+                RejectionType.NOT_FOUND,
+                f"Expected to find process definition with process ID '{process_id}', but none found",
+            )
+            return
+    else:
+        found = ctx.state.processes.key_of(process_id, version)
+        stored = ctx.state.processes.get(found) if found is not None else None
+        if stored is None:
+            ctx.reject(
+                RejectionType.NOT_FOUND,
+                f"Expected to find process definition with process ID '{process_id}' and version '{version}',"
+                " but none found",
+            )
+            return
+    process = b.services(ctx).models.get(stored["processDefinitionKey"])
+    if process.none_start_event_id is None:
+        ctx.reject(
+            RejectionType.INVALID_STATE,
+            "Expected to create instance of process with none start event, but there is no such event",
+        )
+        return
+    pi_key = ctx.keys.next_key()
+    instance_value = {
+        "bpmnProcessId": stored["bpmnProcessId"],
+        "version": stored["version"],
+        "processDefinitionKey": stored["processDefinitionKey"],
+        "processInstanceKey": pi_key,
+        "elementId": stored["bpmnProcessId"],
+        "flowScopeKey": -1,
+        "bpmnElementType": "PROCESS",
+        "bpmnEventType": "UNSPECIFIED",
+        "parentProcessInstanceKey": -1,
+        "parentElementInstanceKey": -1,
+        "tenantId": b.TENANT,
+    }
+    variables = v.get("variables") or {}
+    like = {"value": instance_value}
+    for name, value in variables.items():
+        b.set_local_variable(ctx, pi_key, name, value, instance=like)
+    created = {
+        "bpmnProcessId": stored["bpmnProcessId"],
+        "version": stored["version"],
+        "processDefinitionKey": stored["processDefinitionKey"],
+        "processInstanceKey": pi_key,
+        "variables": variables,
+        "startInstructions": [],
+        "fetchVariables": v.get("fetchVariables") or [],
+        "tenantId": b.TENANT,
+    }
+    awaiting = cmd.intent == ProcessInstanceCreationIntent.CREATE_WITH_AWAITING_RESULT
+    if awaiting and cmd.request is not None:
+        created["awaitingResult"] = {
+            "streamId": cmd.request.stream_id,
+            "requestId": cmd.request.request_id,
+            "fetchVariables": v.get("fetchVariables") or [],
+        }
+    rec = ctx.event(ValueType.PROCESS_INSTANCE_CREATION, ProcessInstanceCreationIntent.CREATED, pi_key, created)
+    if not awaiting:
+        ctx.respond(rec)
+    ctx.follow_up(ValueType.PROCESS_INSTANCE, PI.ACTIVATE_ELEMENT, pi_key, instance_value)
+
+
+def cancel_instance(ctx: ProcessingContext, cmd: Record) -> None:
+    inst = ctx.state.elements.get(cmd.key)
+    if inst is None or inst["value"]["flowScopeKey"] > 0 or inst["state"] == PI.ELEMENT_TERMINATING:
+        ctx.reject(
+            RejectionType.NOT_FOUND,
+            f"Expected to cancel a process instance with key '{cmd.key}', but no such process was found",
+        )
+        return
+    rec = BpmnElementProcessor().terminate(ctx, inst)
+    ctx.respond(rec)
+
+
+def update_variables(ctx: ProcessingContext, cmd: Record) -> None:
+    """VARIABLE_DOCUMENT UPDATE: SetVariables on an element instance, local or propagating."""
+    v = cmd.value
+    scope_key = v.get("scopeKey", -1)
+    inst = ctx.state.elements.get(scope_key)
+    if inst is None:
+        ctx.reject(
+            RejectionType.NOT_FOUND,
+            f"Expected to update variables for element with key '{scope_key}', but no such element was found",
+        )
+        return
+    document = v.get("variables") or {}
+    if v.get("updateSemantics") == "LOCAL":
+        b.set_local_document(ctx, scope_key, document, inst)
+    else:
+        b.merge_document(ctx, scope_key, document)
+    rec = ctx.event(ValueType.VARIABLE_DOCUMENT, VariableDocumentIntent.UPDATED, ctx.keys.next_key(), v)
+    ctx.respond(rec)

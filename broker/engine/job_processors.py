@@ -1,0 +1,257 @@
+"""Job commands: activation in batches, complete, fail, throw error, retries, timeouts, back-off and yield.
+
+A job is accepted for completion, failure or error only while ACTIVATABLE or ACTIVATED; time-based commands (TIME_OUT,
+RECUR_AFTER_BACKOFF) are written by the leader's checkers and re-checked here against the command's own timestamp,
+so a stale or early command is rejected instead of acting on the wall clock.
+"""
+
+from __future__ import annotations
+
+from broker.engine import behaviors as b
+from broker.engine.context import ProcessingContext
+from broker.protocol.enums import (
+    IncidentIntent,
+    JobBatchIntent,
+    JobIntent,
+    ProcessInstanceIntent,
+    RejectionType,
+    ValueType,
+)
+from broker.protocol.record import Record
+from broker.state.repositories import JobState
+
+MAX_BATCH_BYTES = 4 * 1024 * 1024 - 64 * 1024
+
+
+def _job_or_reject(ctx: ProcessingContext, cmd: Record, action: str, allowed: tuple[str, ...]) -> dict | None:
+    job = ctx.state.jobs.get(cmd.key)
+    if job is None:
+        ctx.reject(
+            RejectionType.NOT_FOUND,
+            f"Expected to {action} job with key '{cmd.key}', but no such job was found",
+        )
+        return None
+    if job["state"] not in allowed:
+        ctx.reject(
+            RejectionType.INVALID_STATE,
+            f"Expected to {action} job with key '{cmd.key}', but it is in state '{job['state']}'",
+        )
+        return None
+    return job
+
+
+_ACTIVE = (JobState.ACTIVATABLE, JobState.ACTIVATED)
+
+
+def activate_batch(ctx: ProcessingContext, cmd: Record) -> None:
+    """JOB_BATCH ACTIVATE: hand up to maxJobsToActivate activatable jobs of a type to one worker."""
+    v = cmd.value
+    max_jobs = int(v.get("maxJobsToActivate", 1))
+    keys = ctx.state.jobs.activatable_keys(v["type"], max_jobs)
+    jobs = []
+    job_keys = []
+    size = 0
+    truncated = False
+    for key in keys:
+        job = ctx.state.jobs.get(key)
+        assert job is not None
+        activated = b.activate_job(
+            ctx,
+            key,
+            job["value"],
+            worker=v["worker"],
+            timeout=int(v["timeout"]),
+            fetch=v.get("variables") or None,
+        )
+        approx = len(str(activated["variables"])) + 512
+        if jobs and size + approx > MAX_BATCH_BYTES:
+            truncated = True
+            break
+        size += approx
+        jobs.append(activated)
+        job_keys.append(key)
+    value = {**v, "jobKeys": job_keys, "jobs": jobs, "truncated": truncated}
+    rec = ctx.event(ValueType.JOB_BATCH, JobBatchIntent.ACTIVATED, ctx.keys.next_key() if jobs else cmd.key, value)
+    ctx.respond(rec)
+
+
+def complete(ctx: ProcessingContext, cmd: Record) -> None:
+    job = _job_or_reject(ctx, cmd, "complete", _ACTIVE)
+    if job is None:
+        return
+    value = dict(job["value"])
+    variables = cmd.value.get("variables") or {}
+    value["variables"] = variables
+    rec = ctx.event(ValueType.JOB, JobIntent.COMPLETED, cmd.key, value)
+    ctx.respond(rec)
+    inst = ctx.state.elements.get(value["elementInstanceKey"])
+    if inst is None:
+        return
+    process = b.services(ctx).models.get(value["processDefinitionKey"])
+    element = process.element(value["elementId"])
+    if variables:
+        if element.output_mappings:
+            b.set_local_document(ctx, inst["key"], variables, inst)
+        else:
+            b.merge_document(ctx, inst["key"], variables)
+    ctx.follow_up(ValueType.PROCESS_INSTANCE, ProcessInstanceIntent.COMPLETE_ELEMENT, inst["key"], inst["value"])
+
+
+def fail(ctx: ProcessingContext, cmd: Record) -> None:
+    job = _job_or_reject(ctx, cmd, "fail", _ACTIVE)
+    if job is None:
+        return
+    v = cmd.value
+    retries = int(v.get("retries", 0))
+    backoff = int(v.get("retryBackoff", 0))
+    value = dict(job["value"])
+    value.update(
+        retries=retries,
+        errorMessage=v.get("errorMessage", ""),
+        retryBackoff=backoff,
+        recurringTime=ctx.now + backoff if retries > 0 and backoff > 0 else -1,
+        deadline=-1,
+        variables={},
+    )
+    rec = ctx.event(ValueType.JOB, JobIntent.FAILED, cmd.key, value)
+    ctx.respond(rec)
+    inst = ctx.state.elements.get(value["elementInstanceKey"])
+    variables = v.get("variables") or {}
+    if variables and inst is not None:
+        b.set_local_document(ctx, inst["key"], variables, inst)
+    if retries > 0:
+        if backoff <= 0:
+            b.job_became_activatable(ctx, cmd.key, value)
+    elif inst is not None:
+        message = value["errorMessage"] or "No more retries left."
+        b.raise_incident(ctx, inst, "JOB_NO_RETRIES", message, job_key=cmd.key)
+
+
+def throw_error(ctx: ProcessingContext, cmd: Record) -> None:
+    job = _job_or_reject(ctx, cmd, "throw an error for", _ACTIVE)
+    if job is None:
+        return
+    v = cmd.value
+    code = v.get("errorCode", "")
+    message = v.get("errorMessage", "")
+    value = dict(job["value"])
+    value.update(errorCode=code, errorMessage=message, variables={}, deadline=-1)
+    rec = ctx.event(ValueType.JOB, JobIntent.ERROR_THROWN, cmd.key, value)
+    ctx.respond(rec)
+    inst = ctx.state.elements.get(value["elementInstanceKey"])
+    if inst is None:
+        return
+    process = b.services(ctx).models.get(value["processDefinitionKey"])
+    catch = b.find_error_catch(ctx, process, inst, code)
+    if catch is None:
+        b.raise_incident(ctx, inst, "UNHANDLED_ERROR_EVENT", b.unhandled_error_message(code, message), job_key=cmd.key)
+        return
+    attached, boundary = catch
+    b.trigger_boundary(ctx, attached, boundary, v.get("variables") or {})
+
+
+def update_retries(ctx: ProcessingContext, cmd: Record) -> None:
+    job = _job_or_reject(ctx, cmd, "update retries of", (*_ACTIVE, JobState.FAILED, JobState.ERROR_THROWN))
+    if job is None:
+        return
+    retries = int(cmd.value.get("retries", 0))
+    if retries < 1:
+        ctx.reject(
+            RejectionType.INVALID_ARGUMENT,
+            f"Expected to update retries of job with key '{cmd.key}' with a positive amount of retries, "
+            f"but got '{retries}'",
+        )
+        return
+    value = dict(job["value"])
+    value["retries"] = retries
+    rec = ctx.event(ValueType.JOB, JobIntent.RETRIES_UPDATED, cmd.key, value)
+    ctx.respond(rec)
+
+
+def update_timeout(ctx: ProcessingContext, cmd: Record) -> None:
+    job = _job_or_reject(ctx, cmd, "update the timeout of", (JobState.ACTIVATED,))
+    if job is None:
+        return
+    timeout = int(cmd.value.get("timeout", 0))
+    value = dict(job["value"])
+    value["deadline"] = ctx.now + timeout
+    rec = ctx.event(ValueType.JOB, JobIntent.TIMEOUT_UPDATED, cmd.key, value)
+    ctx.respond(rec)
+
+
+def time_out(ctx: ProcessingContext, cmd: Record) -> None:
+    """Written by the deadline checker: only an activated job whose deadline has passed times out."""
+    job = ctx.state.jobs.get(cmd.key)
+    if job is None or job["state"] != JobState.ACTIVATED:
+        ctx.reject(
+            RejectionType.NOT_FOUND,
+            f"Expected to time out activated job with key '{cmd.key}', but none found",
+        )
+        return
+    value = dict(job["value"])
+    if value["deadline"] > ctx.now:
+        ctx.reject(RejectionType.INVALID_STATE, f"Job '{cmd.key}' is not due yet (deadline {value['deadline']})")
+        return
+    value["deadline"] = -1
+    value["worker"] = ""
+    ctx.event(ValueType.JOB, JobIntent.TIMED_OUT, cmd.key, value)
+    b.job_became_activatable(ctx, cmd.key, value)
+
+
+def recur_after_backoff(ctx: ProcessingContext, cmd: Record) -> None:
+    job = ctx.state.jobs.get(cmd.key)
+    if job is None or job["state"] != JobState.FAILED or job["value"].get("recurringTime", -1) <= 0:
+        ctx.reject(RejectionType.NOT_FOUND, f"Expected a job in back-off with key '{cmd.key}', but none found")
+        return
+    value = dict(job["value"])
+    if value["recurringTime"] > ctx.now:
+        ctx.reject(RejectionType.INVALID_STATE, f"Job '{cmd.key}' back-off has not elapsed yet")
+        return
+    value["recurringTime"] = -1
+    ctx.event(ValueType.JOB, JobIntent.RECURRED_AFTER_BACKOFF, cmd.key, value)
+    b.job_became_activatable(ctx, cmd.key, value)
+
+
+def yield_job(ctx: ProcessingContext, cmd: Record) -> None:
+    """A pushed job whose stream vanished goes back to being activatable."""
+    job = ctx.state.jobs.get(cmd.key)
+    if job is None or job["state"] != JobState.ACTIVATED:
+        ctx.reject(RejectionType.NOT_FOUND, f"Expected to yield activated job with key '{cmd.key}', but none found")
+        return
+    value = dict(job["value"])
+    value.update(deadline=-1, worker="")
+    ctx.event(ValueType.JOB, JobIntent.YIELDED, cmd.key, value)
+    ctx.side_effects.jobs_available.add(value["type"])
+
+
+def resolve_incident(ctx: ProcessingContext, cmd: Record) -> None:
+    incident = ctx.state.incidents.get(cmd.key)
+    if incident is None:
+        ctx.reject(
+            RejectionType.NOT_FOUND,
+            f"Expected to resolve incident with key '{cmd.key}', but no such incident was found",
+        )
+        return
+    rec = ctx.event(ValueType.INCIDENT, IncidentIntent.RESOLVED, cmd.key, incident)
+    ctx.respond(rec)
+    job_key = incident.get("jobKey", -1)
+    if job_key > 0:
+        job = ctx.state.jobs.get(job_key)
+        if job is None:
+            return
+        if job["state"] == JobState.ACTIVATABLE:
+            b.job_became_activatable(ctx, job_key, job["value"])
+        else:
+            inst = ctx.state.elements.get(incident["elementInstanceKey"])
+            if inst is not None:
+                message = job["value"].get("errorMessage") or "No more retries left."
+                b.raise_incident(ctx, inst, incident["errorType"], message, job_key=job_key)
+        return
+    inst = ctx.state.elements.get(incident["elementInstanceKey"])
+    if inst is None:
+        return
+    pi = ProcessInstanceIntent
+    if inst["state"] == pi.ELEMENT_ACTIVATING:
+        ctx.follow_up(ValueType.PROCESS_INSTANCE, pi.ACTIVATE_ELEMENT, inst["key"], inst["value"])
+    elif inst["state"] == pi.ELEMENT_COMPLETING:
+        ctx.follow_up(ValueType.PROCESS_INSTANCE, pi.COMPLETE_ELEMENT, inst["key"], inst["value"])

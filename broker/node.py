@@ -1,0 +1,118 @@
+"""A broker process: its partitions, an optional embedded gateway, and the monitoring server.
+
+``weir start`` runs one node with the gateway embedded: the single-node Weir a newcomer starts first.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+
+import grpc
+
+from broker import monitoring
+from broker.stream.partition import Partition, PartitionConfig
+
+log = logging.getLogger("weir.node")
+
+VERSION = "0.1.0"
+
+
+@dataclass(slots=True)
+class NodeConfig:
+    data_dir: Path = Path("data")
+    node_id: int = 0
+    partitions: int = 1
+    host: str = "127.0.0.1"
+    gateway_port: int = 26500
+    command_port: int = 26501
+    monitoring_port: int = 9600
+    embedded_gateway: bool = True
+    max_message_size: int = 4 * 1024 * 1024
+    long_poll_ms: int = 10_000
+    request_timeout_ms: int = 15_000
+    snapshot_period_s: float = 300.0
+
+
+class BrokerNode:
+    """Owns the partitions hosted here and the servers in front of them."""
+
+    def __init__(self, config: NodeConfig) -> None:
+        self.config = config
+        self.partitions: dict[int, Partition] = {}
+        self.gateway_server: grpc.aio.Server | None = None
+        self.gateway_port = 0
+        self.monitoring: monitoring.MonitoringServer | None = None
+        self.started = False
+
+    async def start(self) -> None:
+        cfg = self.config
+        cfg.data_dir.mkdir(parents=True, exist_ok=True)
+        for pid in range(1, cfg.partitions + 1):
+            pconf = PartitionConfig(partition_id=pid, snapshot_period_s=cfg.snapshot_period_s)
+            partition = Partition(cfg.data_dir / "partitions" / str(pid), pconf)
+            await asyncio.get_running_loop().run_in_executor(None, partition.open)
+            partition.start()
+            self.partitions[pid] = partition
+        self.monitoring = monitoring.MonitoringServer(
+            cfg.host, cfg.monitoring_port, health=self._health, ready=self._ready, startup=self._startup
+        )
+        if cfg.monitoring_port >= 0:
+            port = await self.monitoring.start()
+            log.info("monitoring on http://%s:%d (/metrics /health /ready /startup)", cfg.host, port)
+        if cfg.embedded_gateway:
+            from gateway.broker_client import LocalBrokerClient
+            from gateway.server import start_gateway_server
+            from gateway.service import GatewayService
+
+            client = LocalBrokerClient(
+                self.partitions, node_id=cfg.node_id, host=cfg.host, port=cfg.command_port, version=VERSION
+            )
+            service = GatewayService(client, long_poll_ms=cfg.long_poll_ms, request_timeout_ms=cfg.request_timeout_ms)
+            self.gateway_server, self.gateway_port = await start_gateway_server(
+                service, cfg.host, cfg.gateway_port, max_message_size=cfg.max_message_size
+            )
+            log.info("gateway listening on %s:%d (gateway_protocol.Gateway)", cfg.host, self.gateway_port)
+        self.started = True
+
+    async def stop(self) -> None:
+        if self.gateway_server is not None:
+            await self.gateway_server.stop(grace=1.0)
+        for partition in self.partitions.values():
+            await partition.close()
+        if self.monitoring is not None:
+            await self.monitoring.close()
+        log.info("broker %d stopped", self.config.node_id)
+
+    # -- probes ----------------------------------------------------------------------------------------------
+
+    def _partition_details(self) -> dict:
+        return {
+            "partitions": {
+                str(pid): {
+                    "role": "LEADER" if p.healthy else "INACTIVE",
+                    "healthy": p.healthy,
+                    "processedPosition": getattr(p, "processed_position", 0),
+                    "backlog": p.backlog,
+                    **({"failure": p.failure} if p.failure else {}),
+                }
+                for pid, p in self.partitions.items()
+            }
+        }
+
+    def _health(self) -> tuple[bool, dict]:
+        ok = all(p.healthy for p in self.partitions.values())
+        for pid, p in self.partitions.items():
+            monitoring.PARTITION_HEALTH.labels(str(pid)).set(1 if p.healthy else 0)
+            monitoring.PARTITION_ROLE.labels(str(pid)).set(0 if p.healthy else 2)
+            monitoring.BACKLOG.labels(str(pid)).set(p.backlog)
+        return ok, self._partition_details()
+
+    def _ready(self) -> tuple[bool, dict]:
+        ok, details = self._health()
+        return ok and self.started, details
+
+    def _startup(self) -> tuple[bool, dict]:
+        return self.started, {}

@@ -1,0 +1,99 @@
+"""Encoding of record batches into log block payloads.
+
+A block payload is one byte of format tag followed by a msgpack array ``[processed_position, records...]``,
+optionally compressed with zstandard when that saves space. ``processed_position`` is the highest command position
+the stream processor had processed when the block was written: replay uses it to know which commands still wait.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgpack
+import zstandard
+
+from broker.protocol.enums import RecordType, RejectionType, ValueType
+from broker.protocol.record import Record, RequestMetadata
+
+_PLAIN = 0
+_ZSTD = 1
+_COMPRESS_ABOVE = 1024
+
+_compressor = zstandard.ZstdCompressor(level=1)
+_decompressor = zstandard.ZstdDecompressor()
+
+# Decoding maps enum codes back through these lookups (faster than calling the enum on every record).
+_RECORD_TYPES = {int(m): m for m in RecordType}
+_VALUE_TYPES = {int(m): m for m in ValueType}
+_REJECTION_TYPES = {int(m): m for m in RejectionType}
+
+
+class CodecError(ValueError):
+    """A block payload could not be decoded: the data is not what the log's checksum promised."""
+
+
+def _record_to_list(r: Record) -> list[Any]:
+    req = r.request
+    return [
+        r.position,
+        r.key,
+        int(r.record_type),
+        int(r.value_type),
+        r.intent,
+        r.timestamp,
+        r.source_position,
+        r.value,
+        int(r.rejection_type),
+        r.rejection_reason,
+        req.stream_id if req else -1,
+        req.request_id if req else -1,
+        r.partition_id,
+    ]
+
+
+def encode_block(processed_position: int, records: list[Record]) -> bytes:
+    """Encode a batch of records (already carrying their positions) into a block payload."""
+    body = msgpack.packb([processed_position, *(_record_to_list(r) for r in records)], use_bin_type=True)
+    if len(body) > _COMPRESS_ABOVE:
+        compressed = _compressor.compress(body)
+        if len(compressed) < len(body):
+            return bytes((_ZSTD,)) + compressed
+    return bytes((_PLAIN,)) + body
+
+
+def decode_block(payload: bytes) -> tuple[int, list[Record]]:
+    """Decode a block payload into ``(processed_position, records)``."""
+    if not payload:
+        raise CodecError("empty block payload")
+    tag = payload[0]
+    try:
+        if tag == _PLAIN:
+            body = payload[1:]
+        elif tag == _ZSTD:
+            body = _decompressor.decompress(payload[1:])
+        else:
+            raise CodecError(f"unknown block format tag {tag}")
+        items = msgpack.unpackb(body, raw=False, strict_map_key=False)
+    except (zstandard.ZstdError, msgpack.UnpackException, ValueError) as e:
+        raise CodecError(f"undecodable block payload: {e}") from e
+    processed_position = items[0]
+    records = []
+    for it in items[1:]:
+        stream_id, request_id = it[10], it[11]
+        records.append(
+            Record(
+                position=it[0],
+                key=it[1],
+                record_type=_RECORD_TYPES[it[2]],
+                value_type=_VALUE_TYPES[it[3]],
+                intent=it[4],
+                timestamp=it[5],
+                source_position=it[6],
+                value=it[7],
+                rejection_type=_REJECTION_TYPES[it[8]],
+                rejection_reason=it[9],
+                request=RequestMetadata(stream_id, request_id) if request_id >= 0 else None,
+                partition_id=it[12],
+            )
+        )
+    return processed_position, records

@@ -1,0 +1,1 @@
+"""Partition state in LMDB behind typed repositories."""

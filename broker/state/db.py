@@ -1,0 +1,113 @@
+"""The partition's state store: one LMDB environment, one named sub-database per entity or index.
+
+LMDB is opened without sync: durability comes from the fsynced log (state is rebuilt from a snapshot plus replay
+after a crash), so syncing LMDB too would only cost time. Keys are fixed-width big-endian where order matters, so
+range scans over due dates and deadlines are natural.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import lmdb
+import msgpack
+
+U64 = struct.Struct(">Q")
+U32 = struct.Struct(">I")
+
+SUB_DATABASES = (
+    "meta",
+    "processes",
+    "process_versions",
+    "element_instances",
+    "element_children",
+    "variables",
+    "jobs",
+    "activatable_jobs",
+    "job_deadlines",
+    "job_backoffs",
+    "incidents",
+    "incidents_by_element",
+    "incidents_by_job",
+    "event_triggers",
+    "join_flows",
+    "awaiting_results",
+)
+
+DEFAULT_MAP_SIZE = 64 << 30
+
+
+def pack(value: Any) -> bytes:
+    return msgpack.packb(value, use_bin_type=True)
+
+
+def unpack(data: bytes) -> Any:
+    return msgpack.unpackb(data, raw=False, strict_map_key=False)
+
+
+def u64(n: int) -> bytes:
+    return U64.pack(n)
+
+
+def read_u64(b: bytes, offset: int = 0) -> int:
+    return U64.unpack_from(b, offset)[0]
+
+
+class StateDb:
+    """Owns the LMDB environment and the handles of its sub-databases."""
+
+    def __init__(self, directory: Path, *, map_size: int = DEFAULT_MAP_SIZE) -> None:
+        directory.mkdir(parents=True, exist_ok=True)
+        self.directory = directory
+        self.env = lmdb.open(
+            str(directory),
+            map_size=map_size,
+            max_dbs=len(SUB_DATABASES) + 4,
+            sync=False,
+            metasync=False,
+            readahead=False,
+            writemap=False,
+            lock=True,
+        )
+        self.dbs: dict[str, Any] = {}
+        with self.env.begin(write=True) as txn:
+            for name in SUB_DATABASES:
+                self.dbs[name] = self.env.open_db(name.encode(), txn=txn)
+
+    def begin(self, *, write: bool = False, parent: lmdb.Transaction | None = None) -> lmdb.Transaction:
+        return self.env.begin(write=write, parent=parent)
+
+    def close(self) -> None:
+        self.env.close()
+
+    def dump(self) -> dict[str, list[tuple[bytes, bytes]]]:
+        """Every sub-database's content, for replay-equals-processing checks."""
+        out: dict[str, list[tuple[bytes, bytes]]] = {}
+        with self.env.begin() as txn:
+            for name, db in self.dbs.items():
+                out[name] = list(txn.cursor(db=db).iternext())
+        return out
+
+
+def prefix_scan(txn: lmdb.Transaction, db: Any, prefix: bytes) -> Iterator[tuple[bytes, bytes]]:
+    """All entries whose key starts with ``prefix``, in key order."""
+    cur = txn.cursor(db=db)
+    if not cur.set_range(prefix):
+        return
+    for k, v in cur:
+        if not k.startswith(prefix):
+            return
+        yield k, v
+
+
+def prefix_keys(txn: lmdb.Transaction, db: Any, prefix: bytes) -> Iterator[bytes]:
+    cur = txn.cursor(db=db)
+    if not cur.set_range(prefix):
+        return
+    for k in cur.iternext(keys=True, values=False):
+        if not k.startswith(prefix):
+            return
+        yield k

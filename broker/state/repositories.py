@@ -1,0 +1,345 @@
+"""Typed repositories over the state's sub-databases.
+
+Processors read through these; only event appliers (broker/engine/appliers.py) call the mutating methods, so replay
+and live processing change state in exactly the same way. Every repository keeps its own indexes consistent.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import lmdb
+
+from broker.state.db import StateDb, pack, prefix_keys, prefix_scan, read_u64, u64, unpack
+
+_META_APPLIED = b"last_applied_position"
+_META_PROCESSED = b"last_processed_position"
+_META_KEYS = b"key_counter"
+
+
+class _Repository:
+    __slots__ = ("_db", "_sdb", "txn")
+
+    def __init__(self, sdb: StateDb, name: str) -> None:
+        self._sdb = sdb
+        self._db = sdb.dbs[name]
+        self.txn: lmdb.Transaction = None  # type: ignore[assignment]
+
+
+class MetaState(_Repository):
+    """Positions and the key counter: written in the same transaction as the state they describe."""
+
+    def __init__(self, sdb: StateDb) -> None:
+        super().__init__(sdb, "meta")
+
+    def _get(self, name: bytes) -> int:
+        v = self.txn.get(name, db=self._db)
+        return read_u64(v) if v else 0
+
+    def last_applied_position(self) -> int:
+        return self._get(_META_APPLIED)
+
+    def last_processed_position(self) -> int:
+        return self._get(_META_PROCESSED)
+
+    def key_counter(self) -> int:
+        return self._get(_META_KEYS)
+
+    def set_positions(self, applied: int, processed: int, key_counter: int) -> None:
+        self.txn.put(_META_APPLIED, u64(applied), db=self._db)
+        self.txn.put(_META_PROCESSED, u64(processed), db=self._db)
+        self.txn.put(_META_KEYS, u64(key_counter), db=self._db)
+
+
+class ProcessState(_Repository):
+    """Deployed process definitions, by key and by (process id, version)."""
+
+    def __init__(self, sdb: StateDb) -> None:
+        super().__init__(sdb, "processes")
+        self._versions = sdb.dbs["process_versions"]
+
+    @staticmethod
+    def _version_key(process_id: str, version: int) -> bytes:
+        return process_id.encode() + b"\0" + version.to_bytes(4, "big")
+
+    def get(self, key: int) -> dict[str, Any] | None:
+        v = self.txn.get(u64(key), db=self._db)
+        return unpack(v) if v else None
+
+    def key_of(self, process_id: str, version: int) -> int | None:
+        v = self.txn.get(self._version_key(process_id, version), db=self._versions)
+        return read_u64(v) if v else None
+
+    def latest(self, process_id: str) -> dict[str, Any] | None:
+        cur = self.txn.cursor(db=self._versions)
+        prefix = process_id.encode() + b"\0"
+        if cur.set_range(prefix + b"\xff\xff\xff\xff"):
+            if not cur.prev():
+                return None
+        elif not cur.last():
+            return None
+        k = cur.key()
+        if not k.startswith(prefix) or len(k) != len(prefix) + 4:
+            return None
+        return self.get(read_u64(cur.value()))
+
+    def put(self, process: dict[str, Any]) -> None:
+        key = process["processDefinitionKey"]
+        self.txn.put(u64(key), pack(process), db=self._db)
+        self.txn.put(self._version_key(process["bpmnProcessId"], process["version"]), u64(key), db=self._versions)
+
+
+class ElementInstanceState(_Repository):
+    """Element instances (process instances are the root ones) and their parent/child index."""
+
+    def __init__(self, sdb: StateDb) -> None:
+        super().__init__(sdb, "element_instances")
+        self._children = sdb.dbs["element_children"]
+
+    def get(self, key: int) -> dict[str, Any] | None:
+        v = self.txn.get(u64(key), db=self._db)
+        return unpack(v) if v else None
+
+    def children(self, key: int) -> list[int]:
+        return [read_u64(k, 8) for k in prefix_keys(self.txn, self._children, u64(key))]
+
+    def put(self, instance: dict[str, Any]) -> None:
+        self.txn.put(u64(instance["key"]), pack(instance), db=self._db)
+
+    def add(self, instance: dict[str, Any]) -> None:
+        self.put(instance)
+        parent = instance["value"]["flowScopeKey"]
+        if parent > 0:
+            self.txn.put(u64(parent) + u64(instance["key"]), b"", db=self._children)
+
+    def remove(self, key: int) -> dict[str, Any] | None:
+        instance = self.get(key)
+        if instance is None:
+            return None
+        self.txn.delete(u64(key), db=self._db)
+        parent = instance["value"]["flowScopeKey"]
+        if parent > 0:
+            self.txn.delete(u64(parent) + u64(key), db=self._children)
+        return instance
+
+
+class VariableState(_Repository):
+    """Variables by (scope key, name); values stored as decoded JSON values."""
+
+    def __init__(self, sdb: StateDb) -> None:
+        super().__init__(sdb, "variables")
+
+    def get_local(self, scope_key: int, name: str) -> tuple[int, Any] | None:
+        """``(variable key, value)`` of a variable defined exactly at this scope."""
+        v = self.txn.get(u64(scope_key) + name.encode(), db=self._db)
+        if v is None:
+            return None
+        key, value = unpack(v)
+        return key, value
+
+    def local(self, scope_key: int) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for k, v in prefix_scan(self.txn, self._db, u64(scope_key)):
+            out[k[8:].decode()] = unpack(v)[1]
+        return out
+
+    def put(self, scope_key: int, name: str, var_key: int, value: Any) -> None:
+        self.txn.put(u64(scope_key) + name.encode(), pack([var_key, value]), db=self._db)
+
+    def remove_scope(self, scope_key: int) -> None:
+        for k in list(prefix_keys(self.txn, self._db, u64(scope_key))):
+            self.txn.delete(k, db=self._db)
+
+
+class JobState(_Repository):
+    """Jobs with their lifecycle state, plus the activatable, deadline and back-off indexes."""
+
+    ACTIVATABLE = "ACTIVATABLE"
+    ACTIVATED = "ACTIVATED"
+    FAILED = "FAILED"
+    ERROR_THROWN = "ERROR_THROWN"
+
+    def __init__(self, sdb: StateDb) -> None:
+        super().__init__(sdb, "jobs")
+        self._activatable = sdb.dbs["activatable_jobs"]
+        self._deadlines = sdb.dbs["job_deadlines"]
+        self._backoffs = sdb.dbs["job_backoffs"]
+
+    def get(self, key: int) -> dict[str, Any] | None:
+        """``{"state": ..., "value": job record value}`` or None."""
+        v = self.txn.get(u64(key), db=self._db)
+        return unpack(v) if v else None
+
+    def activatable_keys(self, job_type: str, limit: int) -> list[int]:
+        out = []
+        for k in prefix_keys(self.txn, self._activatable, job_type.encode() + b"\0"):
+            out.append(read_u64(k, len(k) - 8))
+            if len(out) >= limit:
+                break
+        return out
+
+    def deadlines_before(self, timestamp: int, limit: int) -> list[tuple[int, int]]:
+        """``(deadline, job key)`` pairs due at or before ``timestamp``, earliest first."""
+        return self._due(self._deadlines, timestamp, limit)
+
+    def backoffs_before(self, timestamp: int, limit: int) -> list[tuple[int, int]]:
+        return self._due(self._backoffs, timestamp, limit)
+
+    def _due(self, db: Any, timestamp: int, limit: int) -> list[tuple[int, int]]:
+        out = []
+        cur = self.txn.cursor(db=db)
+        if not cur.first():
+            return out
+        for k in cur.iternext(keys=True, values=False):
+            due = read_u64(k)
+            if due > timestamp or len(out) >= limit:
+                break
+            out.append((due, read_u64(k, 8)))
+        return out
+
+    def _index_key(self, job_type: str, key: int) -> bytes:
+        return job_type.encode() + b"\0" + u64(key)
+
+    def _clear_indexes(self, key: int, job: dict[str, Any]) -> None:
+        value = job["value"]
+        self.txn.delete(self._index_key(value["type"], key), db=self._activatable)
+        if value.get("deadline", -1) > 0:
+            self.txn.delete(u64(value["deadline"]) + u64(key), db=self._deadlines)
+        if value.get("recurringTime", -1) > 0:
+            self.txn.delete(u64(value["recurringTime"]) + u64(key), db=self._backoffs)
+
+    def put(self, key: int, state: str, value: dict[str, Any]) -> None:
+        """Store the job in ``state``, moving it between indexes as the state requires."""
+        old = self.get(key)
+        if old is not None:
+            self._clear_indexes(key, old)
+        self.txn.put(u64(key), pack({"state": state, "value": value}), db=self._db)
+        if state == self.ACTIVATABLE:
+            self.txn.put(self._index_key(value["type"], key), b"", db=self._activatable)
+        elif state == self.ACTIVATED and value.get("deadline", -1) > 0:
+            self.txn.put(u64(value["deadline"]) + u64(key), b"", db=self._deadlines)
+        elif state == self.FAILED and value.get("recurringTime", -1) > 0:
+            self.txn.put(u64(value["recurringTime"]) + u64(key), b"", db=self._backoffs)
+
+    def remove(self, key: int) -> None:
+        old = self.get(key)
+        if old is None:
+            return
+        self._clear_indexes(key, old)
+        self.txn.delete(u64(key), db=self._db)
+
+
+class IncidentState(_Repository):
+    """Open incidents, findable by key, by element instance and by job."""
+
+    def __init__(self, sdb: StateDb) -> None:
+        super().__init__(sdb, "incidents")
+        self._by_element = sdb.dbs["incidents_by_element"]
+        self._by_job = sdb.dbs["incidents_by_job"]
+
+    def get(self, key: int) -> dict[str, Any] | None:
+        v = self.txn.get(u64(key), db=self._db)
+        return unpack(v) if v else None
+
+    def for_element(self, element_instance_key: int) -> int | None:
+        v = self.txn.get(u64(element_instance_key), db=self._by_element)
+        return read_u64(v) if v else None
+
+    def for_job(self, job_key: int) -> int | None:
+        v = self.txn.get(u64(job_key), db=self._by_job)
+        return read_u64(v) if v else None
+
+    def put(self, key: int, value: dict[str, Any]) -> None:
+        self.txn.put(u64(key), pack(value), db=self._db)
+        if value.get("jobKey", -1) > 0:
+            self.txn.put(u64(value["jobKey"]), u64(key), db=self._by_job)
+        else:
+            self.txn.put(u64(value["elementInstanceKey"]), u64(key), db=self._by_element)
+
+    def remove(self, key: int) -> None:
+        value = self.get(key)
+        if value is None:
+            return
+        self.txn.delete(u64(key), db=self._db)
+        if value.get("jobKey", -1) > 0:
+            self.txn.delete(u64(value["jobKey"]), db=self._by_job)
+        else:
+            self.txn.delete(u64(value["elementInstanceKey"]), db=self._by_element)
+
+
+class KeyedBlobState(_Repository):
+    """A small map from an entity key to a msgpack value (event triggers, awaited results)."""
+
+    def get(self, key: int) -> Any:
+        v = self.txn.get(u64(key), db=self._db)
+        return unpack(v) if v else None
+
+    def put(self, key: int, value: Any) -> None:
+        self.txn.put(u64(key), pack(value), db=self._db)
+
+    def remove(self, key: int) -> None:
+        self.txn.delete(u64(key), db=self._db)
+
+
+class JoinState(_Repository):
+    """Sequence flows taken into a parallel join, counted per flow-scope instance, join and flow."""
+
+    def __init__(self, sdb: StateDb) -> None:
+        super().__init__(sdb, "join_flows")
+
+    def _key(self, scope_key: int, gateway_id: str, flow_id: str) -> bytes:
+        return u64(scope_key) + gateway_id.encode() + b"\0" + flow_id.encode()
+
+    def count(self, scope_key: int, gateway_id: str, flow_id: str) -> int:
+        v = self.txn.get(self._key(scope_key, gateway_id, flow_id), db=self._db)
+        return int.from_bytes(v, "big") if v else 0
+
+    def add(self, scope_key: int, gateway_id: str, flow_id: str, delta: int) -> None:
+        k = self._key(scope_key, gateway_id, flow_id)
+        n = self.count(scope_key, gateway_id, flow_id) + delta
+        if n <= 0:
+            self.txn.delete(k, db=self._db)
+        else:
+            self.txn.put(k, n.to_bytes(4, "big"), db=self._db)
+
+    def remove_scope(self, scope_key: int) -> None:
+        for k in list(prefix_keys(self.txn, self._db, u64(scope_key))):
+            self.txn.delete(k, db=self._db)
+
+
+class PartitionState:
+    """All repositories of one partition, bound together to the current transaction."""
+
+    def __init__(self, sdb: StateDb) -> None:
+        self.db = sdb
+        self.meta = MetaState(sdb)
+        self.processes = ProcessState(sdb)
+        self.elements = ElementInstanceState(sdb)
+        self.variables = VariableState(sdb)
+        self.jobs = JobState(sdb)
+        self.incidents = IncidentState(sdb)
+        self.event_triggers = KeyedBlobState(sdb, "event_triggers")
+        self.awaiting_results = KeyedBlobState(sdb, "awaiting_results")
+        self.joins = JoinState(sdb)
+        self._repos: tuple[_Repository, ...] = (
+            self.meta,
+            self.processes,
+            self.elements,
+            self.variables,
+            self.jobs,
+            self.incidents,
+            self.event_triggers,
+            self.awaiting_results,
+            self.joins,
+        )
+        self.txn: lmdb.Transaction | None = None
+
+    def bind(self, txn: lmdb.Transaction | None) -> None:
+        self.txn = txn
+        for r in self._repos:
+            r.txn = txn  # type: ignore[assignment]
+
+    def iter_all(self, name: str) -> Iterator[tuple[bytes, bytes]]:
+        assert self.txn is not None
+        return iter(self.txn.cursor(db=self.db.dbs[name]))

@@ -1,0 +1,1 @@
+"""The stream processor: partitions, replay and snapshots."""

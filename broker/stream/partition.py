@@ -1,0 +1,442 @@
+"""One partition on its leader: recovery, the processing loop, and post-commit work.
+
+The pipeline of one round (one LMDB write transaction, one log block, one fsync)::
+
+    take queued follow-ups, then new client commands (each stamped with the leader's clock once per round)
+      └─ process each command in a nested transaction (an unexpected error rolls back only that command)
+    encode every record of the round into one block ──▶ append ──▶ fsync (worker thread; the loop keeps serving)
+      └─ store applied/processed positions in the same transaction ──▶ commit LMDB
+         └─ only now: send responses, notify waiting workers, push jobs to streams
+
+State is never ahead of the durable log: LMDB commits after the fsync, and recovery rebuilds state from a snapshot
+plus replay of the log, so a crash at any point loses nothing that was acknowledged.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import shutil
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from broker import monitoring
+from broker.engine.context import ProcessingContext
+from broker.engine.engine import Engine
+from broker.engine.job_streams import JobStreams
+from broker.log import FileLog, LogBlock, LogStorage
+from broker.protocol.codec import decode_block, encode_block
+from broker.protocol.enums import JobIntent, RecordType, RejectionType, ValueType
+from broker.protocol.keys import KeyGenerator
+from broker.protocol.record import Record, RequestMetadata
+from broker.state.db import StateDb
+from broker.state.repositories import PartitionState
+from broker.stream import snapshots
+
+log = logging.getLogger("weir.partition")
+
+Clock = Callable[[], int]
+
+
+def wall_clock_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class PartitionUnavailableError(Exception):
+    """The partition cannot take commands now (starting, stopped, or failed and stopped to protect data)."""
+
+
+class BackpressureError(Exception):
+    """The partition has more commands waiting than it accepts; the client should back off and retry."""
+
+
+@dataclass(slots=True)
+class PartitionConfig:
+    partition_id: int = 1
+    max_records_per_round: int = 4000
+    max_commands_per_round: int = 500
+    max_inbox: int = 10_000
+    snapshot_period_s: float = 300.0
+    snapshot_min_records: int = 100_000
+    checker_interval_s: float = 0.1
+    segment_size: int = 64 << 20
+
+
+class Partition:
+    """A partition's log, state and stream processor on this broker."""
+
+    def __init__(self, directory: Path, config: PartitionConfig | None = None, *, clock: Clock = wall_clock_ms) -> None:
+        self.config = config or PartitionConfig()
+        self.partition_id = self.config.partition_id
+        self.directory = directory
+        self.clock = clock
+        self.job_streams = JobStreams()
+        self.healthy = False
+        self.failure: str | None = None
+        self._inbox: deque[tuple[Record, asyncio.Future[Record] | None]] = deque()
+        self._queue: deque[Record] = deque()
+        self._futures: dict[int, asyncio.Future[Record]] = {}
+        self._next_request_id = 1
+        self._wake = asyncio.Event()
+        self._tasks: list[asyncio.Task[Any]] = []
+        self._closing = False
+        self._scheduled: set[tuple[int, int]] = set()
+        self.jobs_available_listeners: list[Callable[[set[str]], None]] = []
+        self.job_stream_sinks: dict[int, Callable[[Record], bool]] = {}
+        self.records_processed = 0
+        self._records_since_snapshot = 0
+        self._last_snapshot_time = time.monotonic()
+        self.db: StateDb | None = None
+        self.log_storage: LogStorage | None = None
+
+    # -- lifecycle -------------------------------------------------------------------------------------------
+
+    def open(self) -> None:
+        """Recover: newest valid snapshot (or empty state), then replay every durable record after it."""
+        self.directory.mkdir(parents=True, exist_ok=True)
+        runtime = self.directory / "runtime"
+        snap = snapshots.restore_latest(self.directory / "snapshots", runtime)
+        self.db = StateDb(runtime)
+        self.state = PartitionState(self.db)
+        self.engine = Engine(self.state, self.job_streams)
+        with self.db.begin() as txn:
+            self.state.bind(txn)
+            applied = self.state.meta.last_applied_position()
+            processed = self.state.meta.last_processed_position()
+            counter = self.state.meta.key_counter()
+            self.state.bind(None)
+        self.keys = KeyGenerator(self.partition_id, counter)
+        self.log_storage = FileLog(
+            self.directory / "log", segment_size=self.config.segment_size, committed_position_hint=applied
+        )
+        started = time.monotonic()
+        applied, processed, replayed = self._replay(applied, processed)
+        self.applied_position = applied
+        self.processed_position = processed
+        log.info(
+            "partition %d recovered: snapshot=%s applied=%d processed=%d replayed=%d records in %.2fs pending=%d",
+            self.partition_id,
+            snap.applied_position if snap else "none",
+            applied,
+            processed,
+            replayed,
+            time.monotonic() - started,
+            len(self._queue),
+        )
+        self.healthy = True
+
+    def _replay(self, applied: int, processed: int) -> tuple[int, int, int]:
+        """Apply the events of every block after ``applied``; commands above the processed position wait again."""
+        assert self.db is not None and self.log_storage is not None
+        storage = self.log_storage
+        if storage.last_position <= applied:
+            return applied, processed, 0
+        if storage.first_position > applied + 1:
+            raise RuntimeError(
+                f"partition {self.partition_id}: state is at position {applied} but the log starts at "
+                f"{storage.first_position}; records in between are missing (restore from a replica or backup)"
+            )
+        count = 0
+        pending: list[Record] = []
+        txn = self.db.begin(write=True)
+        self.state.bind(txn)
+        try:
+            for block in storage.read(applied + 1):
+                block_processed, records = decode_block(block.payload)
+                for rec in records:
+                    if rec.position <= applied:
+                        continue
+                    self.keys.observe(rec.key)
+                    if rec.record_type == RecordType.EVENT:
+                        self.engine.apply_event(self.state, rec)
+                    elif rec.record_type == RecordType.COMMAND:
+                        pending.append(rec)
+                    count += 1
+                processed = max(processed, block_processed)
+                applied = block.last_position
+                if count and count % 50_000 < len(records):
+                    self.state.meta.set_positions(applied, processed, self.keys.counter)
+                    txn.commit()
+                    txn = self.db.begin(write=True)
+                    self.state.bind(txn)
+            self.state.meta.set_positions(applied, processed, self.keys.counter)
+            txn.commit()
+        except BaseException:
+            txn.abort()
+            raise
+        finally:
+            self.state.bind(None)
+        self._queue.extend(r for r in pending if r.position > processed)
+        self.records_processed = count
+        return applied, processed, count
+
+    def start(self) -> None:
+        """Begin processing (leader). Must run inside the event loop."""
+        self._tasks.append(asyncio.create_task(self._run(), name=f"partition-{self.partition_id}-processor"))
+        self._tasks.append(asyncio.create_task(self._check_due(), name=f"partition-{self.partition_id}-checker"))
+        if self._queue:
+            self._wake.set()
+
+    async def close(self, *, snapshot: bool = True) -> None:
+        self._closing = True
+        self._wake.set()
+        for t in self._tasks:
+            t.cancel()
+        for t in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await t
+        self._tasks.clear()
+        self._fail_all(PartitionUnavailableError("partition is shutting down"))
+        if snapshot and self.healthy and self.db is not None:
+            try:
+                self.take_snapshot()
+            except Exception:
+                log.exception("partition %d: snapshot at shutdown failed", self.partition_id)
+        self.healthy = False
+        if self.log_storage is not None:
+            self.log_storage.close()
+        if self.db is not None:
+            self.db.close()
+            self.db = None
+
+    # -- command intake --------------------------------------------------------------------------------------
+
+    def execute(self, value_type: ValueType, intent: int, value: dict, key: int = -1) -> asyncio.Future[Record]:
+        """Queue a client command; the future resolves with the response record once it is durable."""
+        if not self.healthy or self._closing:
+            raise PartitionUnavailableError(self.failure or f"partition {self.partition_id} is not available")
+        if len(self._inbox) >= self.config.max_inbox:
+            raise BackpressureError(
+                f"partition {self.partition_id} is overloaded: {len(self._inbox)} commands are waiting"
+            )
+        request_id = self._next_request_id
+        self._next_request_id += 1
+        fut: asyncio.Future[Record] = asyncio.get_running_loop().create_future()
+        self._futures[request_id] = fut
+        fut.add_done_callback(lambda _f, rid=request_id: self._futures.pop(rid, None))
+        cmd = Record(
+            position=-1,
+            key=key,
+            record_type=RecordType.COMMAND,
+            value_type=value_type,
+            intent=int(intent),
+            timestamp=0,
+            value=value,
+            request=RequestMetadata(0, request_id),
+            partition_id=self.partition_id,
+        )
+        self._inbox.append((cmd, fut))
+        self._wake.set()
+        return fut
+
+    def write_internal(self, value_type: ValueType, intent: int, value: dict, key: int) -> None:
+        """Queue a command that expects no response (checkers, yielded pushes)."""
+        if not self.healthy or self._closing:
+            return
+        cmd = Record(-1, key, RecordType.COMMAND, value_type, int(intent), 0, value, partition_id=self.partition_id)
+        self._inbox.append((cmd, None))
+        self._wake.set()
+
+    @property
+    def backlog(self) -> int:
+        return len(self._inbox) + len(self._queue)
+
+    # -- processing ------------------------------------------------------------------------------------------
+
+    async def _run(self) -> None:
+        loop = asyncio.get_running_loop()
+        while not self._closing:
+            await self._wake.wait()
+            self._wake.clear()
+            while (self._queue or self._inbox) and not self._closing:
+                try:
+                    await self._round(loop)
+                except Exception as e:
+                    self._fail_stop(f"processing failed: {e!r}")
+                    log.exception("partition %d stopped after a failure", self.partition_id)
+                    return
+                await asyncio.sleep(0)
+            self._maybe_snapshot()
+
+    async def _round(self, loop: asyncio.AbstractEventLoop) -> None:
+        assert self.db is not None and self.log_storage is not None
+        storage = self.log_storage
+        txn = self.db.begin(write=True)
+        self.state.bind(txn)
+        ctx = ProcessingContext(
+            state=self.state,
+            keys=self.keys,
+            partition_id=self.partition_id,
+            apply_event=self.engine.apply_event,
+            next_position=storage.last_position + 1,
+        )
+        now = self.clock()
+        round_started = time.monotonic()
+        processed = self.processed_position
+        commands = 0
+        taken_from_queue: list[Record] = []
+        try:
+            while (
+                len(ctx.records) < self.config.max_records_per_round and commands < self.config.max_commands_per_round
+            ):
+                if self._queue:
+                    cmd = self._queue.popleft()
+                    taken_from_queue.append(cmd)
+                elif self._inbox:
+                    cmd, _fut = self._inbox.popleft()
+                    cmd.timestamp = now
+                    ctx.append_client_command(cmd)
+                else:
+                    break
+                self._process_one(ctx, txn, cmd)
+                processed = cmd.position
+                commands += 1
+                self._queue.extend(ctx.followups)
+                ctx.followups.clear()
+            if not ctx.records:
+                txn.abort()
+                return
+            first = ctx.records[0].position
+            last = ctx.records[-1].position
+            payload = encode_block(processed, ctx.records)
+            storage.append(LogBlock(first, last, payload))
+            await loop.run_in_executor(None, storage.flush)
+            self.state.meta.set_positions(last, processed, self.keys.counter)
+            txn.commit()
+        except BaseException:
+            txn.abort()
+            self.engine.models.clear()
+            raise
+        finally:
+            self.state.bind(None)
+        self.applied_position = last
+        self.processed_position = processed
+        self.records_processed += len(ctx.records)
+        label = str(self.partition_id)
+        monitoring.RECORDS_PROCESSED.labels(label).inc(len(ctx.records))
+        monitoring.COMMANDS_PROCESSED.labels(label).inc(commands)
+        monitoring.ROUND_LATENCY.labels(label).observe(time.monotonic() - round_started)
+        monitoring.LOG_POSITION.labels(label).set(last)
+        self._records_since_snapshot += len(ctx.records)
+        self._after_commit(ctx)
+
+    def _process_one(self, ctx: ProcessingContext, txn: Any, cmd: Record) -> None:
+        """Process one command in a nested transaction; an unexpected error rolls back only this command."""
+        mark = ctx.mark()
+        child = self.db.begin(write=True, parent=txn)  # type: ignore[union-attr]
+        self.state.bind(child)
+        try:
+            self.engine.process(ctx, cmd)
+            child.commit()
+        except Exception as e:
+            child.abort()
+            ctx.rollback(mark)
+            self.engine.models.clear()
+            log.exception(
+                "partition %d: unexpected error processing %s (key %d, position %d)",
+                self.partition_id,
+                cmd.describe(),
+                cmd.key,
+                cmd.position,
+            )
+            self.state.bind(txn)
+            ctx.command = cmd
+            ctx.reject(RejectionType.PROCESSING_ERROR, f"Unexpected error while processing the command: {e!r}")
+        finally:
+            self.state.bind(txn)
+
+    def _after_commit(self, ctx: ProcessingContext) -> None:
+        for response in ctx.responses:
+            fut = self._futures.pop(response.request.request_id, None)
+            if fut is not None and not fut.done():
+                fut.set_result(response.record)
+        effects = ctx.side_effects
+        for stream_id, record in effects.job_pushes:
+            sink = self.job_stream_sinks.get(stream_id)
+            delivered = False
+            if sink is not None:
+                try:
+                    delivered = sink(record)
+                except Exception:
+                    delivered = False
+            if not delivered:
+                for key, job in zip(record.value["jobKeys"], record.value["jobs"], strict=True):
+                    self.write_internal(ValueType.JOB, JobIntent.YIELD, job, key)
+        if effects.jobs_available:
+            for listener in self.jobs_available_listeners:
+                listener(effects.jobs_available)
+        for task in effects.tasks:
+            task()
+
+    # -- leader-side checkers (wall clock lives here, never in processors) -----------------------------------
+
+    async def _check_due(self) -> None:
+        while not self._closing:
+            await asyncio.sleep(self.config.checker_interval_s)
+            if not self.healthy or self.db is None:
+                continue
+            now = self.clock()
+            with self.db.begin() as txn:
+                self.state.jobs.txn = txn
+                try:
+                    timeouts = self.state.jobs.deadlines_before(now, 1000)
+                    backoffs = self.state.jobs.backoffs_before(now, 1000)
+                finally:
+                    self.state.jobs.txn = None  # type: ignore[assignment]
+            due = {(int(JobIntent.TIME_OUT), k) for _, k in timeouts} | {
+                (int(JobIntent.RECUR_AFTER_BACKOFF), k) for _, k in backoffs
+            }
+            self._scheduled &= due
+            for intent, key in due - self._scheduled:
+                self.write_internal(ValueType.JOB, intent, {}, key)
+            self._scheduled |= due
+
+    # -- snapshots -------------------------------------------------------------------------------------------
+
+    def _maybe_snapshot(self) -> None:
+        if self._records_since_snapshot == 0:
+            return
+        elapsed = time.monotonic() - self._last_snapshot_time
+        if self._records_since_snapshot >= self.config.snapshot_min_records or elapsed >= self.config.snapshot_period_s:
+            self.take_snapshot()
+
+    def take_snapshot(self) -> snapshots.Snapshot:
+        """Snapshot the state and compact the log below the oldest snapshot still kept."""
+        assert self.db is not None and self.log_storage is not None
+        snap = snapshots.take(self.db.env, self.directory / "snapshots")
+        self._records_since_snapshot = 0
+        self._last_snapshot_time = time.monotonic()
+        kept = snapshots.list_snapshots(self.directory / "snapshots")
+        if len(kept) >= snapshots.KEEP:
+            bound = min(s.applied_position for s in kept) + 1
+            freed = self.log_storage.delete_before(bound)
+            if freed:
+                log.info("partition %d: compacted log below %d (%d bytes freed)", self.partition_id, bound, freed)
+        log.info("partition %d: snapshot at position %d", self.partition_id, snap.applied_position)
+        return snap
+
+    # -- failure ---------------------------------------------------------------------------------------------
+
+    def _fail_stop(self, reason: str) -> None:
+        self.healthy = False
+        self.failure = f"partition {self.partition_id} stopped: {reason}"
+        self._fail_all(PartitionUnavailableError(self.failure))
+
+    def _fail_all(self, error: Exception) -> None:
+        while self._inbox:
+            _cmd, fut = self._inbox.popleft()
+            if fut is not None and not fut.done():
+                fut.set_exception(error)
+        for fut in list(self._futures.values()):
+            if not fut.done():
+                fut.set_exception(error)
+        self._futures.clear()
+
+
+def wipe_runtime(directory: Path) -> None:
+    shutil.rmtree(directory / "runtime", ignore_errors=True)

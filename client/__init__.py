@@ -1,0 +1,1 @@
+"""Weir clients: the weir command line."""

@@ -1,0 +1,240 @@
+"""The ``weir`` command: run brokers and gateways, and talk to a running Weir like zbctl does.
+
+Client commands reach the gateway at ``--address`` (default: ``ZEEBE_ADDRESS`` or ``127.0.0.1:26500``) over the Zeebe
+gateway protocol, so they work against any compatible gateway.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import os
+import signal
+import sys
+from pathlib import Path
+from typing import Any
+
+DEFAULT_ADDRESS = "127.0.0.1:26500"
+
+
+def _address(args: argparse.Namespace) -> str:
+    return args.address or os.environ.get("ZEEBE_ADDRESS") or DEFAULT_ADDRESS
+
+
+def setup_logging(level: str, fmt: str) -> None:
+    from broker.logs import configure
+
+    configure(level, fmt)
+
+
+# -- server commands -----------------------------------------------------------------------------------------
+
+
+def _node_config(args: argparse.Namespace, *, embedded_gateway: bool) -> Any:
+    from broker.node import NodeConfig
+
+    return NodeConfig(
+        data_dir=Path(args.data_dir),
+        node_id=args.node_id,
+        partitions=args.partitions,
+        host=args.host,
+        gateway_port=args.gateway_port,
+        command_port=args.command_port,
+        monitoring_port=args.monitoring_port,
+        embedded_gateway=embedded_gateway,
+        max_message_size=args.max_message_size,
+        snapshot_period_s=args.snapshot_period,
+    )
+
+
+def _run_node(args: argparse.Namespace, *, embedded_gateway: bool) -> int:
+    from broker.node import BrokerNode
+
+    setup_logging(args.log_level, args.log_format)
+    try:
+        import uvloop
+
+        uvloop.install()
+    except ImportError:  # pragma: no cover - uvloop is a dependency; keep running without it
+        pass
+
+    async def main() -> int:
+        node = BrokerNode(_node_config(args, embedded_gateway=embedded_gateway))
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, stop.set)
+        try:
+            await node.start()
+        except Exception as e:
+            logging.getLogger("weir").error("failed to start: %s", e)
+            await node.stop()
+            return 1
+        print(
+            f"Weir is running: gateway {args.host}:{node.gateway_port}, data in {Path(args.data_dir).resolve()}, "
+            f"monitoring http://{args.host}:{node.monitoring.port if node.monitoring else '-'}",
+            flush=True,
+        )
+        await stop.wait()
+        await node.stop()
+        return 0
+
+    return asyncio.run(main())
+
+
+def cmd_start(args: argparse.Namespace) -> int:
+    return _run_node(args, embedded_gateway=True)
+
+
+def cmd_broker(args: argparse.Namespace) -> int:
+    return _run_node(args, embedded_gateway=not args.no_gateway)
+
+
+# -- client commands -----------------------------------------------------------------------------------------
+
+
+def _stub(args: argparse.Namespace) -> Any:
+    import grpc
+
+    from gateway.api import gateway_pb2_grpc
+
+    channel = grpc.insecure_channel(_address(args))
+    return gateway_pb2_grpc.GatewayStub(channel)
+
+
+def _print(obj: Any) -> None:
+    from google.protobuf.json_format import MessageToDict
+
+    print(json.dumps(MessageToDict(obj, preserving_proto_field_name=True), indent=2))
+
+
+def cmd_deploy(args: argparse.Namespace) -> int:
+    from gateway.api import gateway_pb2 as pb
+
+    resources = []
+    for f in args.files:
+        path = Path(f)
+        try:
+            resources.append(pb.Resource(name=path.name, content=path.read_bytes()))
+        except OSError as e:
+            print(f"error: cannot read {f}: {e.strerror}", file=sys.stderr)
+            return 2
+    _print(_stub(args).DeployResource(pb.DeployResourceRequest(resources=resources), timeout=args.timeout))
+    return 0
+
+
+def cmd_create(args: argparse.Namespace) -> int:
+    from gateway.api import gateway_pb2 as pb
+
+    request = pb.CreateProcessInstanceRequest(
+        bpmnProcessId=args.process_id, version=args.version, variables=args.variables or ""
+    )
+    stub = _stub(args)
+    if args.with_result:
+        wr = pb.CreateProcessInstanceWithResultRequest(
+            request=request, requestTimeout=args.request_timeout, fetchVariables=args.fetch or []
+        )
+        _print(stub.CreateProcessInstanceWithResult(wr, timeout=args.request_timeout / 1000 + 5))
+    else:
+        _print(stub.CreateProcessInstance(request, timeout=args.timeout))
+    return 0
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    from gateway.api import gateway_pb2 as pb
+
+    topo = _stub(args).Topology(pb.TopologyRequest(), timeout=args.timeout)
+    if args.output == "json":
+        _print(topo)
+        return 0
+    print(f"Cluster size: {topo.clusterSize}")
+    print(f"Partitions count: {topo.partitionsCount}")
+    print(f"Replication factor: {topo.replicationFactor}")
+    print(f"Gateway version: {topo.gatewayVersion}")
+    print("Brokers:")
+    for b in topo.brokers:
+        print(f"  Broker {b.nodeId} - {b.host}:{b.port}")
+        print(f"    Version: {b.version}")
+        for p in b.partitions:
+            role = pb.Partition.PartitionBrokerRole.Name(p.role).capitalize()
+            health = pb.Partition.PartitionBrokerHealth.Name(p.health).capitalize()
+            print(f"    Partition {p.partitionId} : {role}, {health}")
+    return 0
+
+
+# -- parser --------------------------------------------------------------------------------------------------
+
+
+def _add_node_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--data-dir", default=os.environ.get("WEIR_DATA_DIR", "./data"), help="data folder (./data)")
+    p.add_argument("--host", default="127.0.0.1", help="address to bind (127.0.0.1)")
+    p.add_argument("--gateway-port", type=int, default=26500, help="client gRPC port (26500)")
+    p.add_argument("--command-port", type=int, default=26501, help="broker command port (26501)")
+    p.add_argument("--monitoring-port", type=int, default=9600, help="metrics and probes port (9600)")
+    p.add_argument("--partitions", type=int, default=1, help="partitions on this node (1)")
+    p.add_argument("--node-id", type=int, default=0, help="node id (0)")
+    p.add_argument("--max-message-size", type=int, default=4 * 1024 * 1024, help="max gRPC message (4 MiB)")
+    p.add_argument("--snapshot-period", type=float, default=300.0, help="seconds between snapshots (300)")
+    p.add_argument("--log-level", default=os.environ.get("WEIR_LOG_LEVEL", "INFO"))
+    p.add_argument("--log-format", choices=("text", "json"), default=os.environ.get("WEIR_LOG_FORMAT", "text"))
+
+
+def _add_client_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--address", help=f"gateway address (ZEEBE_ADDRESS or {DEFAULT_ADDRESS})")
+    p.add_argument("--timeout", type=float, default=10.0, help="request timeout in seconds (10)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="weir", description="Weir workflow broker")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("start", help="run a single-node Weir: one broker with an embedded gateway")
+    _add_node_args(p)
+    p.set_defaults(fn=cmd_start)
+
+    p = sub.add_parser("broker", help="run a broker")
+    _add_node_args(p)
+    p.add_argument("--no-gateway", action="store_true", help="do not embed a gateway")
+    p.set_defaults(fn=cmd_broker)
+
+    p = sub.add_parser("deploy", help="deploy BPMN resources")
+    p.add_argument("files", nargs="+")
+    _add_client_args(p)
+    p.set_defaults(fn=cmd_deploy)
+
+    p = sub.add_parser("create", help="create a process instance")
+    p.add_argument("process_id")
+    p.add_argument("--variables", help="JSON object of variables")
+    p.add_argument("--version", type=int, default=-1, help="process version (-1 = latest)")
+    p.add_argument("--with-result", action="store_true", help="wait for the instance to complete")
+    p.add_argument("--request-timeout", type=int, default=15000, help="with --with-result: ms to wait (15000)")
+    p.add_argument("--fetch", nargs="*", help="with --with-result: variables to return")
+    _add_client_args(p)
+    p.set_defaults(fn=cmd_create)
+
+    p = sub.add_parser("status", help="show brokers, partitions and roles")
+    p.add_argument("--output", choices=("text", "json"), default="text")
+    _add_client_args(p)
+    p.set_defaults(fn=cmd_status)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args.fn(args) or 0)
+    except KeyboardInterrupt:
+        return 130
+    except Exception as e:
+        import grpc
+
+        if isinstance(e, grpc.RpcError):
+            print(f"error: {e.code().name}: {e.details()}", file=sys.stderr)  # type: ignore[attr-defined]
+            return 1
+        raise
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""Weir's gateway: the Zeebe-compatible gRPC client API in front of the brokers."""

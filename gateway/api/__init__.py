@@ -1,0 +1,1 @@
+"""Generated stubs of the gateway protocol (proto/gateway.proto); regenerate with `make proto`."""

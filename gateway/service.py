@@ -1,0 +1,600 @@
+"""The Zeebe gateway protocol (``gateway_protocol.Gateway``) on top of a :class:`BrokerClient`.
+
+Each RPC validates its request, turns it into a command for the partition that owns it (creations round-robin,
+keyed commands by the partition in the key), and maps the response or rejection to what Zeebe clients expect:
+rejection types to gRPC status codes, with Zeebe's ``Command 'X' rejected with code 'Y': reason`` messages.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+import logging
+import time
+from collections.abc import AsyncIterator
+from typing import Any, NoReturn
+
+import grpc
+
+from broker.protocol.enums import (
+    DeploymentIntent,
+    IncidentIntent,
+    JobBatchIntent,
+    JobIntent,
+    ProcessInstanceCreationIntent,
+    ProcessInstanceIntent,
+    RecordType,
+    RejectionType,
+    ValueType,
+    VariableDocumentIntent,
+)
+from broker.protocol.keys import partition_of
+from broker.protocol.record import Record
+from broker.stream.partition import BackpressureError, PartitionUnavailableError
+from gateway.api import gateway_pb2 as pb
+from gateway.api import gateway_pb2_grpc as pb_grpc
+from gateway.broker_client import BrokerClient
+
+log = logging.getLogger("weir.gateway")
+
+TENANT = "<default>"
+DEFAULT_LONG_POLL_MS = 10_000
+DEFAULT_REQUEST_TIMEOUT_MS = 15_000
+VERSION = "8.5.0-weir"
+
+_STATUS = {
+    RejectionType.INVALID_ARGUMENT: grpc.StatusCode.INVALID_ARGUMENT,
+    RejectionType.NOT_FOUND: grpc.StatusCode.NOT_FOUND,
+    RejectionType.ALREADY_EXISTS: grpc.StatusCode.ALREADY_EXISTS,
+    RejectionType.INVALID_STATE: grpc.StatusCode.FAILED_PRECONDITION,
+    RejectionType.PROCESSING_ERROR: grpc.StatusCode.INTERNAL,
+}
+
+
+class _Abort(Exception):
+    def __init__(self, code: grpc.StatusCode, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+def _fail(code: grpc.StatusCode, message: str) -> NoReturn:
+    raise _Abort(code, message)
+
+
+def parse_variables(text: str, what: str = "variables") -> dict[str, Any]:
+    """A JSON object document, as every variables field must be; '' means {}."""
+    if not text:
+        return {}
+    try:
+        value = json.loads(text)
+    except (ValueError, RecursionError) as e:
+        _fail(
+            grpc.StatusCode.INVALID_ARGUMENT,
+            f"Expected to parse {what} as a JSON object, but it is not valid JSON: {e}",
+        )
+    if not isinstance(value, dict):
+        _fail(
+            grpc.StatusCode.INVALID_ARGUMENT,
+            f"Expected {what} to be a JSON object, but got a JSON {type(value).__name__}: '{text[:100]}'",
+        )
+    return value
+
+
+def _dumps(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+
+
+def _check_tenant(tenant_id: str) -> None:
+    if tenant_id not in ("", TENANT):
+        _fail(
+            grpc.StatusCode.INVALID_ARGUMENT,
+            f"Expected tenant id to be '{TENANT}' (multi-tenancy is disabled), but got '{tenant_id}'",
+        )
+
+
+def _check_tenants(tenant_ids: Any) -> None:
+    for t in tenant_ids:
+        _check_tenant(t)
+
+
+def activated_job(key: int, job: dict) -> pb.ActivatedJob:
+    return pb.ActivatedJob(
+        key=key,
+        type=job["type"],
+        processInstanceKey=job["processInstanceKey"],
+        bpmnProcessId=job["bpmnProcessId"],
+        processDefinitionVersion=job["processDefinitionVersion"],
+        processDefinitionKey=job["processDefinitionKey"],
+        elementId=job["elementId"],
+        elementInstanceKey=job["elementInstanceKey"],
+        customHeaders=_dumps(job.get("customHeaders") or {}),
+        worker=job.get("worker", ""),
+        retries=job["retries"],
+        deadline=job["deadline"],
+        variables=_dumps(job.get("variables") or {}),
+        tenantId=TENANT,
+    )
+
+
+class _JobWaiters:
+    """Long-polling ActivateJobs requests parked per job type, woken by brokers' jobs-available notices."""
+
+    def __init__(self) -> None:
+        self._generation: dict[str, int] = {}
+        self._events: dict[str, asyncio.Event] = {}
+
+    def generation(self, job_type: str) -> int:
+        return self._generation.get(job_type, 0)
+
+    def notify(self, _partition_id: int, types: set[str]) -> None:
+        for t in types:
+            self._generation[t] = self._generation.get(t, 0) + 1
+            ev = self._events.pop(t, None)
+            if ev is not None:
+                ev.set()
+
+    async def wait(self, job_type: str, seen: int, timeout: float) -> bool:
+        """Wait until the type's generation moves past ``seen``; False on timeout."""
+        if self.generation(job_type) != seen:
+            return True
+        ev = self._events.get(job_type)
+        if ev is None:
+            ev = asyncio.Event()
+            self._events[job_type] = ev
+        try:
+            await asyncio.wait_for(ev.wait(), timeout)
+            return True
+        except TimeoutError:
+            return self.generation(job_type) != seen
+
+
+class GatewayService(pb_grpc.GatewayServicer):
+    """Implements every RPC of ``gateway_protocol.Gateway``."""
+
+    def __init__(
+        self,
+        client: BrokerClient,
+        *,
+        long_poll_ms: int = DEFAULT_LONG_POLL_MS,
+        request_timeout_ms: int = DEFAULT_REQUEST_TIMEOUT_MS,
+    ) -> None:
+        self.client = client
+        self.long_poll_ms = long_poll_ms
+        self.request_timeout_ms = request_timeout_ms
+        self._round_robin = itertools.count()
+        self._waiters = _JobWaiters()
+        client.add_jobs_available_listener(self._waiters.notify)
+
+    # -- plumbing --------------------------------------------------------------------------------------------
+
+    def _next_partition(self) -> int:
+        ids = self.client.partition_ids
+        return ids[next(self._round_robin) % len(ids)]
+
+    def _partition_for_key(self, key: int, what: str) -> int:
+        pid = partition_of(key)
+        if pid not in self.client.partition_ids:
+            _fail(
+                grpc.StatusCode.NOT_FOUND,
+                f"Expected to find {what} with key '{key}', but no such {what} was found",
+            )
+        return pid
+
+    async def _execute(
+        self,
+        partition_id: int,
+        value_type: ValueType,
+        intent: int,
+        value: dict,
+        key: int = -1,
+        timeout_ms: int | None = None,
+    ) -> Record:
+        """Send a command; rejections and broker failures become gRPC errors."""
+        timeout = (timeout_ms if timeout_ms and timeout_ms > 0 else self.request_timeout_ms) / 1000
+        try:
+            record = await asyncio.wait_for(self.client.execute(partition_id, value_type, intent, value, key), timeout)
+        except TimeoutError:
+            _fail(
+                grpc.StatusCode.DEADLINE_EXCEEDED,
+                f"Time out between gateway and broker: request timed out after {timeout * 1000:.0f} ms",
+            )
+        except BackpressureError as e:
+            _fail(
+                grpc.StatusCode.RESOURCE_EXHAUSTED,
+                f"Expected to handle the request, but the broker is overloaded: {e}",
+            )
+        except PartitionUnavailableError as e:
+            _fail(grpc.StatusCode.UNAVAILABLE, str(e))
+        if record.record_type == RecordType.COMMAND_REJECTION:
+            code = _STATUS.get(record.rejection_type, grpc.StatusCode.UNKNOWN)
+            intent_name = record.intent_enum.name
+            _fail(
+                code,
+                f"Command '{intent_name}' rejected with code '{record.rejection_type.name}': {record.rejection_reason}",
+            )
+        return record
+
+    @staticmethod
+    async def _abort(context: grpc.aio.ServicerContext, e: _Abort) -> NoReturn:
+        await context.abort(e.code, e.message)
+        raise AssertionError("unreachable")
+
+    # -- topology --------------------------------------------------------------------------------------------
+
+    async def Topology(self, request: pb.TopologyRequest, context: grpc.aio.ServicerContext) -> pb.TopologyResponse:
+        topo = self.client.topology()
+        brokers = []
+        for b in topo.brokers:
+            parts = [
+                pb.Partition(
+                    partitionId=p.partition_id,
+                    role=getattr(pb.Partition.PartitionBrokerRole, p.role),
+                    health=pb.Partition.HEALTHY if p.healthy else pb.Partition.UNHEALTHY,
+                )
+                for p in b.partitions
+            ]
+            brokers.append(
+                pb.BrokerInfo(nodeId=b.node_id, host=b.host, port=b.port, partitions=parts, version=b.version)
+            )
+        return pb.TopologyResponse(
+            brokers=brokers,
+            clusterSize=topo.cluster_size,
+            partitionsCount=topo.partitions_count,
+            replicationFactor=topo.replication_factor,
+            gatewayVersion=VERSION,
+        )
+
+    # -- deployment ------------------------------------------------------------------------------------------
+
+    async def _deploy(self, resources: list[tuple[str, bytes]]) -> Record:
+        if not resources:
+            _fail(grpc.StatusCode.INVALID_ARGUMENT, "Expected to deploy at least one resource, but none given")
+        value = {"resources": [{"resourceName": n, "resource": c} for n, c in resources]}
+        return await self._execute(self.client.partition_ids[0], ValueType.DEPLOYMENT, DeploymentIntent.CREATE, value)
+
+    async def DeployResource(self, request: pb.DeployResourceRequest, context: grpc.aio.ServicerContext) -> Any:
+        try:
+            _check_tenant(request.tenantId)
+            rec = await self._deploy([(r.name, r.content) for r in request.resources])
+        except _Abort as e:
+            await self._abort(context, e)
+        deployments = [
+            pb.Deployment(
+                process=pb.ProcessMetadata(
+                    bpmnProcessId=m["bpmnProcessId"],
+                    version=m["version"],
+                    processDefinitionKey=m["processDefinitionKey"],
+                    resourceName=m["resourceName"],
+                    tenantId=TENANT,
+                )
+            )
+            for m in rec.value["processesMetadata"]
+        ]
+        return pb.DeployResourceResponse(key=rec.key, deployments=deployments, tenantId=TENANT)
+
+    async def DeployProcess(self, request: pb.DeployProcessRequest, context: grpc.aio.ServicerContext) -> Any:
+        try:
+            rec = await self._deploy([(p.name, p.definition) for p in request.processes])
+        except _Abort as e:
+            await self._abort(context, e)
+        processes = [
+            pb.ProcessMetadata(
+                bpmnProcessId=m["bpmnProcessId"],
+                version=m["version"],
+                processDefinitionKey=m["processDefinitionKey"],
+                resourceName=m["resourceName"],
+                tenantId=TENANT,
+            )
+            for m in rec.value["processesMetadata"]
+        ]
+        return pb.DeployProcessResponse(key=rec.key, processes=processes)
+
+    # -- process instances -----------------------------------------------------------------------------------
+
+    def _creation_value(
+        self, request: pb.CreateProcessInstanceRequest, fetch: list[str] | None = None
+    ) -> tuple[int, dict]:
+        _check_tenant(request.tenantId)
+        if request.startInstructions:
+            _fail(grpc.StatusCode.INVALID_ARGUMENT, "Start instructions are not supported yet")
+        if request.processDefinitionKey > 0 or request.bpmnProcessId:
+            pid = self._next_partition()
+        else:
+            _fail(
+                grpc.StatusCode.INVALID_ARGUMENT,
+                "Expected either a bpmnProcessId or a processDefinitionKey, but none given",
+            )
+        value = {
+            "bpmnProcessId": request.bpmnProcessId,
+            "version": request.version if request.version else -1,
+            "processDefinitionKey": request.processDefinitionKey if request.processDefinitionKey > 0 else -1,
+            "variables": parse_variables(request.variables),
+            "fetchVariables": list(fetch or []),
+            "tenantId": TENANT,
+        }
+        if request.version == 0 and request.bpmnProcessId:
+            value["version"] = -1
+        return pid, value
+
+    async def CreateProcessInstance(
+        self, request: pb.CreateProcessInstanceRequest, context: grpc.aio.ServicerContext
+    ) -> Any:
+        try:
+            pid, value = self._creation_value(request)
+            rec = await self._execute(
+                pid, ValueType.PROCESS_INSTANCE_CREATION, ProcessInstanceCreationIntent.CREATE, value
+            )
+        except _Abort as e:
+            await self._abort(context, e)
+        v = rec.value
+        return pb.CreateProcessInstanceResponse(
+            processDefinitionKey=v["processDefinitionKey"],
+            bpmnProcessId=v["bpmnProcessId"],
+            version=v["version"],
+            processInstanceKey=v["processInstanceKey"],
+            tenantId=TENANT,
+        )
+
+    async def CreateProcessInstanceWithResult(
+        self, request: pb.CreateProcessInstanceWithResultRequest, context: grpc.aio.ServicerContext
+    ) -> Any:
+        try:
+            pid, value = self._creation_value(request.request, list(request.fetchVariables))
+            rec = await self._execute(
+                pid,
+                ValueType.PROCESS_INSTANCE_CREATION,
+                ProcessInstanceCreationIntent.CREATE_WITH_AWAITING_RESULT,
+                value,
+                timeout_ms=request.requestTimeout or self.request_timeout_ms,
+            )
+        except _Abort as e:
+            await self._abort(context, e)
+        v = rec.value
+        return pb.CreateProcessInstanceWithResultResponse(
+            processDefinitionKey=v["processDefinitionKey"],
+            bpmnProcessId=v["bpmnProcessId"],
+            version=v["version"],
+            processInstanceKey=v["processInstanceKey"],
+            variables=_dumps(v.get("variables") or {}),
+            tenantId=TENANT,
+        )
+
+    async def CancelProcessInstance(
+        self, request: pb.CancelProcessInstanceRequest, context: grpc.aio.ServicerContext
+    ) -> Any:
+        try:
+            key = request.processInstanceKey
+            pid = self._partition_for_key(key, "process instance")
+            await self._execute(pid, ValueType.PROCESS_INSTANCE, ProcessInstanceIntent.CANCEL, {}, key)
+        except _Abort as e:
+            await self._abort(context, e)
+        return pb.CancelProcessInstanceResponse()
+
+    async def SetVariables(self, request: pb.SetVariablesRequest, context: grpc.aio.ServicerContext) -> Any:
+        try:
+            key = request.elementInstanceKey
+            pid = self._partition_for_key(key, "element instance")
+            value = {
+                "scopeKey": key,
+                "variables": parse_variables(request.variables),
+                "updateSemantics": "LOCAL" if request.local else "PROPAGATE",
+                "tenantId": TENANT,
+            }
+            rec = await self._execute(pid, ValueType.VARIABLE_DOCUMENT, VariableDocumentIntent.UPDATE, value, key)
+        except _Abort as e:
+            await self._abort(context, e)
+        return pb.SetVariablesResponse(key=rec.key)
+
+    async def ResolveIncident(self, request: pb.ResolveIncidentRequest, context: grpc.aio.ServicerContext) -> Any:
+        try:
+            key = request.incidentKey
+            pid = self._partition_for_key(key, "incident")
+            await self._execute(pid, ValueType.INCIDENT, IncidentIntent.RESOLVE, {}, key)
+        except _Abort as e:
+            await self._abort(context, e)
+        return pb.ResolveIncidentResponse()
+
+    # -- jobs ------------------------------------------------------------------------------------------------
+
+    async def _job_command(self, key: int, intent: JobIntent, value: dict) -> Record:
+        pid = self._partition_for_key(key, "job")
+        return await self._execute(pid, ValueType.JOB, intent, value, key)
+
+    async def CompleteJob(self, request: pb.CompleteJobRequest, context: grpc.aio.ServicerContext) -> Any:
+        try:
+            await self._job_command(
+                request.jobKey, JobIntent.COMPLETE, {"variables": parse_variables(request.variables)}
+            )
+        except _Abort as e:
+            await self._abort(context, e)
+        return pb.CompleteJobResponse()
+
+    async def FailJob(self, request: pb.FailJobRequest, context: grpc.aio.ServicerContext) -> Any:
+        try:
+            value = {
+                "retries": request.retries,
+                "errorMessage": request.errorMessage,
+                "retryBackoff": max(0, request.retryBackOff),
+                "variables": parse_variables(request.variables),
+            }
+            await self._job_command(request.jobKey, JobIntent.FAIL, value)
+        except _Abort as e:
+            await self._abort(context, e)
+        return pb.FailJobResponse()
+
+    async def ThrowError(self, request: pb.ThrowErrorRequest, context: grpc.aio.ServicerContext) -> Any:
+        try:
+            if not request.errorCode:
+                _fail(
+                    grpc.StatusCode.INVALID_ARGUMENT,
+                    "Expected argument 'errorCode' to be provided, but it is empty",
+                )
+            value = {
+                "errorCode": request.errorCode,
+                "errorMessage": request.errorMessage,
+                "variables": parse_variables(request.variables),
+            }
+            await self._job_command(request.jobKey, JobIntent.THROW_ERROR, value)
+        except _Abort as e:
+            await self._abort(context, e)
+        return pb.ThrowErrorResponse()
+
+    async def UpdateJobRetries(self, request: pb.UpdateJobRetriesRequest, context: grpc.aio.ServicerContext) -> Any:
+        try:
+            if request.retries < 1:
+                _fail(
+                    grpc.StatusCode.INVALID_ARGUMENT,
+                    f"Expected retries to be greater than zero, but got '{request.retries}'",
+                )
+            await self._job_command(request.jobKey, JobIntent.UPDATE_RETRIES, {"retries": request.retries})
+        except _Abort as e:
+            await self._abort(context, e)
+        return pb.UpdateJobRetriesResponse()
+
+    async def UpdateJobTimeout(self, request: pb.UpdateJobTimeoutRequest, context: grpc.aio.ServicerContext) -> Any:
+        try:
+            if request.timeout < 1:
+                _fail(
+                    grpc.StatusCode.INVALID_ARGUMENT,
+                    f"Expected timeout to be at least 1 ms, but got '{request.timeout}'",
+                )
+            await self._job_command(request.jobKey, JobIntent.UPDATE_TIMEOUT, {"timeout": request.timeout})
+        except _Abort as e:
+            await self._abort(context, e)
+        return pb.UpdateJobTimeoutResponse()
+
+    @staticmethod
+    def _validate_activation(job_type: str, worker: str, timeout: int, max_jobs: int | None) -> None:
+        problems = []
+        if not job_type.strip():
+            problems.append("Expected argument 'type' to be provided, but it is blank")
+        if worker is not None and not worker.strip():
+            problems.append("Expected argument 'worker' to be provided, but it is blank")
+        if timeout < 1:
+            problems.append(f"Expected argument 'timeout' to be greater than 0, but was {timeout}")
+        if max_jobs is not None and max_jobs < 1:
+            problems.append(f"Expected argument 'maxJobsToActivate' to be greater than 0, but was {max_jobs}")
+        if problems:
+            _fail(grpc.StatusCode.INVALID_ARGUMENT, "; ".join(problems))
+
+    async def ActivateJobs(
+        self, request: pb.ActivateJobsRequest, context: grpc.aio.ServicerContext
+    ) -> AsyncIterator[pb.ActivateJobsResponse]:
+        try:
+            self._validate_activation(request.type, request.worker, request.timeout, request.maxJobsToActivate)
+            _check_tenants(request.tenantIds)
+        except _Abort as e:
+            await self._abort(context, e)
+        poll_ms = request.requestTimeout if request.requestTimeout != 0 else self.long_poll_ms
+        remaining_time = context.time_remaining()
+        if poll_ms > 0 and remaining_time is not None:
+            poll_ms = min(poll_ms, max(0, int(remaining_time * 1000) - 200))
+        poll_deadline = time.monotonic() + max(poll_ms, 0) / 1000
+        remaining = request.maxJobsToActivate
+        fetch = list(request.fetchVariable)
+        partitions = self.client.partition_ids
+        start = next(self._round_robin)
+        while True:
+            seen = self._waiters.generation(request.type)
+            activated_any = False
+            for i in range(len(partitions)):
+                pid = partitions[(start + i) % len(partitions)]
+                value = {
+                    "type": request.type,
+                    "worker": request.worker,
+                    "timeout": request.timeout,
+                    "maxJobsToActivate": remaining,
+                    "variables": fetch,
+                    "jobKeys": [],
+                    "jobs": [],
+                    "truncated": False,
+                    "tenantIds": [TENANT],
+                }
+                try:
+                    rec = await self._execute(pid, ValueType.JOB_BATCH, JobBatchIntent.ACTIVATE, value)
+                except _Abort as e:
+                    if e.code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.RESOURCE_EXHAUSTED) and activated_any:
+                        continue
+                    if (
+                        e.code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.RESOURCE_EXHAUSTED)
+                        and len(partitions) > 1
+                    ):
+                        continue
+                    await self._abort(context, e)
+                jobs = [activated_job(k, j) for k, j in zip(rec.value["jobKeys"], rec.value["jobs"], strict=True)]
+                if jobs:
+                    activated_any = True
+                    remaining -= len(jobs)
+                    yield pb.ActivateJobsResponse(jobs=jobs)
+                if remaining <= 0:
+                    return
+            if activated_any or poll_ms <= 0:
+                return
+            left = poll_deadline - time.monotonic()
+            if left <= 0:
+                return
+            if not await self._waiters.wait(request.type, seen, left):
+                return
+
+    async def StreamActivatedJobs(
+        self, request: pb.StreamActivatedJobsRequest, context: grpc.aio.ServicerContext
+    ) -> AsyncIterator[pb.ActivatedJob]:
+        try:
+            self._validate_activation(request.type, request.worker or "worker", request.timeout, None)
+            _check_tenants(request.tenantIds)
+        except _Abort as e:
+            await self._abort(context, e)
+        queue: asyncio.Queue[Record] = asyncio.Queue()
+        open_ = True
+
+        def sink(record: Record) -> bool:
+            if not open_:
+                return False
+            queue.put_nowait(record)
+            return True
+
+        handle = self.client.open_job_stream(
+            request.type, request.worker or "", request.timeout, list(request.fetchVariable), sink
+        )
+        try:
+            while True:
+                record = await queue.get()
+                for key, job in zip(record.value["jobKeys"], record.value["jobs"], strict=True):
+                    yield activated_job(key, job)
+        finally:
+            open_ = False
+            handle.close()
+            while not queue.empty():
+                record = queue.get_nowait()
+                for key, job in zip(record.value["jobKeys"], record.value["jobs"], strict=True):
+                    pid = partition_of(key)
+                    try:
+                        await self.client.execute(pid, ValueType.JOB, JobIntent.YIELD, job, key)
+                    except Exception:
+                        log.debug("could not yield job %d after its stream closed", key)
+
+    # -- not yet supported -----------------------------------------------------------------------------------
+
+    async def _unsupported(self, context: grpc.aio.ServicerContext, what: str) -> NoReturn:
+        await context.abort(grpc.StatusCode.UNIMPLEMENTED, f"{what} is not supported by this version of Weir yet")
+        raise AssertionError("unreachable")
+
+    async def PublishMessage(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        await self._unsupported(context, "PublishMessage (messages)")
+
+    async def BroadcastSignal(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        await self._unsupported(context, "BroadcastSignal (signals)")
+
+    async def EvaluateDecision(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        await self._unsupported(context, "EvaluateDecision (DMN decisions)")
+
+    async def ModifyProcessInstance(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        await self._unsupported(context, "ModifyProcessInstance")
+
+    async def MigrateProcessInstance(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        await self._unsupported(context, "MigrateProcessInstance")
+
+    async def DeleteResource(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        await self._unsupported(context, "DeleteResource")
