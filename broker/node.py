@@ -30,6 +30,7 @@ class NodeConfig:
     command_port: int = 26501
     monitoring_port: int = 9600
     embedded_gateway: bool = True
+    command_api: bool = False
     max_message_size: int = 4 * 1024 * 1024
     long_poll_ms: int = 10_000
     request_timeout_ms: int = 15_000
@@ -44,6 +45,8 @@ class BrokerNode:
         self.partitions: dict[int, Partition] = {}
         self.gateway_server: grpc.aio.Server | None = None
         self.gateway_port = 0
+        self.command_server: grpc.aio.Server | None = None
+        self.command_port = 0
         self.monitoring: monitoring.MonitoringServer | None = None
         self.started = False
 
@@ -62,6 +65,14 @@ class BrokerNode:
         if cfg.monitoring_port >= 0:
             port = await self.monitoring.start()
             log.info("monitoring on http://%s:%d (/metrics /health /ready /startup)", cfg.host, port)
+        if cfg.command_api:
+            from broker.command_api import CommandApi, start_command_api
+
+            api = CommandApi(self.partitions, self.topology)
+            self.command_server, self.command_port = await start_command_api(
+                api, cfg.host, cfg.command_port, cfg.max_message_size
+            )
+            log.info("command API listening on %s:%d", cfg.host, self.command_port)
         if cfg.embedded_gateway:
             from gateway.broker_client import LocalBrokerClient
             from gateway.server import start_gateway_server
@@ -77,9 +88,24 @@ class BrokerNode:
             log.info("gateway listening on %s:%d (gateway_protocol.Gateway)", cfg.host, self.gateway_port)
         self.started = True
 
+    def topology(self) -> dict:
+        """This broker's view of its partitions, as the command API reports it to gateways."""
+        return {
+            "nodeId": self.config.node_id,
+            "version": VERSION,
+            "partitionsCount": self.config.partitions,
+            "replicationFactor": 1,
+            "partitions": [
+                {"id": pid, "role": "LEADER" if p.healthy else "INACTIVE", "healthy": p.healthy}
+                for pid, p in sorted(self.partitions.items())
+            ],
+        }
+
     async def stop(self) -> None:
         if self.gateway_server is not None:
             await self.gateway_server.stop(grace=1.0)
+        if self.command_server is not None:
+            await self.command_server.stop(grace=1.0)
         for partition in self.partitions.values():
             await partition.close()
         if self.monitoring is not None:

@@ -44,6 +44,7 @@ def _node_config(args: argparse.Namespace, *, embedded_gateway: bool) -> Any:
         command_port=args.command_port,
         monitoring_port=args.monitoring_port,
         embedded_gateway=embedded_gateway,
+        command_api=getattr(args, "command_api", False),
         max_message_size=args.max_message_size,
         snapshot_period_s=args.snapshot_period,
     )
@@ -89,7 +90,31 @@ def cmd_start(args: argparse.Namespace) -> int:
 
 
 def cmd_broker(args: argparse.Namespace) -> int:
-    return _run_node(args, embedded_gateway=not args.no_gateway)
+    args.command_api = True
+    return _run_node(args, embedded_gateway=args.embedded_gateway)
+
+
+def cmd_gateway(args: argparse.Namespace) -> int:
+    from gateway.main import GatewayConfig, main
+
+    setup_logging(args.log_level, args.log_format)
+    try:
+        import uvloop
+
+        uvloop.install()
+    except ImportError:  # pragma: no cover
+        pass
+    contact_points = args.broker or [
+        a for a in os.environ.get("WEIR_GATEWAY_CONTACT_POINTS", "127.0.0.1:26501").split(",") if a
+    ]
+    config = GatewayConfig(
+        contact_points=contact_points,
+        host=args.host,
+        port=args.gateway_port,
+        monitoring_port=args.monitoring_port,
+        max_message_size=args.max_message_size,
+    )
+    return main(config)
 
 
 # -- client commands -----------------------------------------------------------------------------------------
@@ -194,10 +219,20 @@ def build_parser() -> argparse.ArgumentParser:
     _add_node_args(p)
     p.set_defaults(fn=cmd_start)
 
-    p = sub.add_parser("broker", help="run a broker")
+    p = sub.add_parser("broker", help="run a broker serving its command API to gateways")
     _add_node_args(p)
-    p.add_argument("--no-gateway", action="store_true", help="do not embed a gateway")
+    p.add_argument("--embedded-gateway", action="store_true", help="also serve the client API on --gateway-port")
     p.set_defaults(fn=cmd_broker)
+
+    p = sub.add_parser("gateway", help="run a stateless gateway in front of brokers")
+    p.add_argument("--broker", action="append", help="broker command API address (repeatable; 127.0.0.1:26501)")
+    p.add_argument("--host", default="127.0.0.1", help="address to bind (127.0.0.1)")
+    p.add_argument("--gateway-port", type=int, default=26500, help="client gRPC port (26500)")
+    p.add_argument("--monitoring-port", type=int, default=9600, help="metrics and probes port (9600)")
+    p.add_argument("--max-message-size", type=int, default=4 * 1024 * 1024, help="max gRPC message (4 MiB)")
+    p.add_argument("--log-level", default=os.environ.get("WEIR_LOG_LEVEL", "INFO"))
+    p.add_argument("--log-format", choices=("text", "json"), default=os.environ.get("WEIR_LOG_FORMAT", "text"))
+    p.set_defaults(fn=cmd_gateway)
 
     p = sub.add_parser("deploy", help="deploy BPMN resources")
     p.add_argument("files", nargs="+")

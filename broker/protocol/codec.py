@@ -32,7 +32,8 @@ class CodecError(ValueError):
     """A block payload could not be decoded: the data is not what the log's checksum promised."""
 
 
-def _record_to_list(r: Record) -> list[Any]:
+def record_to_list(r: Record) -> list[Any]:
+    """A record as a flat list, the compact form used in blocks and on the command API."""
     req = r.request
     return [
         r.position,
@@ -53,7 +54,7 @@ def _record_to_list(r: Record) -> list[Any]:
 
 def encode_block(processed_position: int, records: list[Record]) -> bytes:
     """Encode a batch of records (already carrying their positions) into a block payload."""
-    body = msgpack.packb([processed_position, *(_record_to_list(r) for r in records)], use_bin_type=True)
+    body = msgpack.packb([processed_position, *(record_to_list(r) for r in records)], use_bin_type=True)
     if len(body) > _COMPRESS_ABOVE:
         compressed = _compressor.compress(body)
         if len(compressed) < len(body):
@@ -77,23 +78,22 @@ def decode_block(payload: bytes) -> tuple[int, list[Record]]:
     except (zstandard.ZstdError, msgpack.UnpackException, ValueError) as e:
         raise CodecError(f"undecodable block payload: {e}") from e
     processed_position = items[0]
-    records = []
-    for it in items[1:]:
-        stream_id, request_id = it[10], it[11]
-        records.append(
-            Record(
-                position=it[0],
-                key=it[1],
-                record_type=_RECORD_TYPES[it[2]],
-                value_type=_VALUE_TYPES[it[3]],
-                intent=it[4],
-                timestamp=it[5],
-                source_position=it[6],
-                value=it[7],
-                rejection_type=_REJECTION_TYPES[it[8]],
-                rejection_reason=it[9],
-                request=RequestMetadata(stream_id, request_id) if request_id >= 0 else None,
-                partition_id=it[12],
-            )
-        )
-    return processed_position, records
+    return processed_position, [record_from_list(it) for it in items[1:]]
+
+
+def record_from_list(it: list[Any]) -> Record:
+    stream_id, request_id = it[10], it[11]
+    return Record(
+        position=it[0],
+        key=it[1],
+        record_type=_RECORD_TYPES[it[2]],
+        value_type=_VALUE_TYPES[it[3]],
+        intent=it[4],
+        timestamp=it[5],
+        source_position=it[6],
+        value=it[7],
+        rejection_type=_REJECTION_TYPES[it[8]],
+        rejection_reason=it[9],
+        request=RequestMetadata(stream_id, request_id) if request_id >= 0 else None,
+        partition_id=it[12],
+    )

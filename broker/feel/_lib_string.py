@@ -1,0 +1,192 @@
+"""String built-ins. Patterns are XPath/Java-style regular expressions, which Python's ``re`` covers
+for the forms people write (classes, groups, quantifiers, anchors)."""
+
+from __future__ import annotations
+
+import base64
+import re
+from functools import lru_cache
+from typing import Any
+
+from ._registry import ArgumentError, arg_int, arg_list, arg_str, builtin, present
+from ._runtime import Env
+from ._values import to_feel_string
+
+_FLAGS = {"s": re.S, "m": re.M, "i": re.I, "x": re.X}
+
+
+@lru_cache(maxsize=256)
+def _compile(pattern: str, flags: str = "") -> re.Pattern[str]:
+    value = 0
+    literal = False
+    for flag in flags:
+        if flag == "q":
+            literal = True
+        elif flag in _FLAGS:
+            value |= _FLAGS[flag]
+        else:
+            raise ArgumentError(f"unknown regular expression flag '{flag}'")
+    try:
+        return re.compile(re.escape(pattern) if literal else pattern, value)
+    except re.error as error:
+        raise ArgumentError(f"invalid regular expression '{pattern}': {error}") from error
+
+
+def _flags(value: Any) -> str:
+    return arg_str(value) if present(value) and value is not None else ""
+
+
+@builtin("substring", "string, start position, length?")
+def _substring(env: Env, text: Any, start: Any, length: Any = None) -> str:
+    text = arg_str(text)
+    begin = arg_int(start)
+    index = begin - 1 if begin > 0 else max(len(text) + begin, 0)
+    if present(length) and length is not None:
+        count = arg_int(length)
+        if count < 0:
+            raise ArgumentError("length must not be negative")
+        return text[index : index + count]
+    return text[index:]
+
+
+@builtin("string length", "string")
+def _string_length(env: Env, text: Any) -> int:
+    return len(arg_str(text))
+
+
+@builtin("upper case", "string")
+def _upper_case(env: Env, text: Any) -> str:
+    return arg_str(text).upper()
+
+
+@builtin("lower case", "string")
+def _lower_case(env: Env, text: Any) -> str:
+    return arg_str(text).lower()
+
+
+@builtin("substring before", "string, match")
+def _substring_before(env: Env, text: Any, match: Any) -> str:
+    text, match = arg_str(text), arg_str(match)
+    index = text.find(match)
+    return text[:index] if index >= 0 and match else ""
+
+
+@builtin("substring after", "string, match")
+def _substring_after(env: Env, text: Any, match: Any) -> str:
+    text, match = arg_str(text), arg_str(match)
+    if not match:
+        return text
+    index = text.find(match)
+    return text[index + len(match) :] if index >= 0 else ""
+
+
+@builtin("contains", "string, match")
+def _contains(env: Env, text: Any, match: Any) -> bool:
+    return arg_str(match) in arg_str(text)
+
+
+@builtin("starts with", "string, match")
+def _starts_with(env: Env, text: Any, match: Any) -> bool:
+    return arg_str(text).startswith(arg_str(match))
+
+
+@builtin("ends with", "string, match")
+def _ends_with(env: Env, text: Any, match: Any) -> bool:
+    return arg_str(text).endswith(arg_str(match))
+
+
+@builtin("matches", "input, pattern, flags?")
+def _matches(env: Env, text: Any, pattern: Any, flags: Any = None) -> bool:
+    return _compile(arg_str(pattern), _flags(flags)).search(arg_str(text)) is not None
+
+
+def _replacement(template: str) -> Any:
+    """Translate a ``$1``-style replacement into a function over the match (``\\$`` is a literal $)."""
+    parts: list[str | int] = []
+    i = 0
+    literal: list[str] = []
+    while i < len(template):
+        ch = template[i]
+        if ch == "\\" and i + 1 < len(template):
+            literal.append(template[i + 1])
+            i += 2
+        elif ch == "$" and i + 1 < len(template) and template[i + 1].isdigit():
+            j = i + 1
+            while j < len(template) and template[j].isdigit():
+                j += 1
+            if literal:
+                parts.append("".join(literal))
+                literal = []
+            parts.append(int(template[i + 1 : j]))
+            i = j
+        else:
+            literal.append(ch)
+            i += 1
+    if literal:
+        parts.append("".join(literal))
+
+    def expand(match: re.Match[str]) -> str:
+        out = []
+        for part in parts:
+            if isinstance(part, int):
+                if part > (match.re.groups or 0):
+                    raise ArgumentError(f"no group {part} in the pattern")
+                out.append(match.group(part) or "")
+            else:
+                out.append(part)
+        return "".join(out)
+
+    return expand
+
+
+@builtin("replace", "input, pattern, replacement, flags?")
+def _replace(env: Env, text: Any, pattern: Any, replacement: Any, flags: Any = None) -> str:
+    regex = _compile(arg_str(pattern), _flags(flags))
+    return regex.sub(_replacement(arg_str(replacement)), arg_str(text))
+
+
+@builtin("split", "string, delimiter")
+def _split(env: Env, text: Any, delimiter: Any) -> list[str]:
+    text = arg_str(text)
+    regex = _compile(arg_str(delimiter))
+    parts: list[str] = []
+    last = 0
+    for match in regex.finditer(text):
+        if match.end() == match.start():
+            continue
+        parts.append(text[last : match.start()])
+        last = match.end()
+    parts.append(text[last:])
+    return parts
+
+
+@builtin("extract", "string, pattern")
+def _extract(env: Env, text: Any, pattern: Any) -> list[str]:
+    return [m.group(0) for m in _compile(arg_str(pattern)).finditer(arg_str(text))]
+
+
+@builtin("trim", "string")
+def _trim(env: Env, text: Any) -> str:
+    return arg_str(text).strip()
+
+
+@builtin("is blank", "string")
+def _is_blank(env: Env, text: Any) -> bool:
+    return not arg_str(text).strip()
+
+
+@builtin("to base64", "value")
+def _to_base64(env: Env, text: Any) -> str:
+    return base64.b64encode(arg_str(text).encode("utf-8")).decode("ascii")
+
+
+@builtin("string join", "list, delimiter?, prefix?, suffix?")
+def _string_join(env: Env, values: Any, delimiter: Any = None, prefix: Any = None, suffix: Any = None) -> str:
+    items = arg_list(values)
+    for item in items:
+        if item is not None and type(item) is not str:
+            raise ArgumentError(f"expected a list of strings but found {to_feel_string(values, True)}")
+    sep = arg_str(delimiter) if present(delimiter) and delimiter is not None else ""
+    head = arg_str(prefix) if present(prefix) and prefix is not None else ""
+    tail = arg_str(suffix) if present(suffix) and suffix is not None else ""
+    return head + sep.join(item for item in items if item is not None) + tail

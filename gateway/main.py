@@ -1,0 +1,61 @@
+"""``weir gateway``: a stateless gateway process in front of brokers' command APIs."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+from dataclasses import dataclass, field
+
+from broker.monitoring import MonitoringServer
+from gateway.remote import RemoteBrokerClient
+from gateway.server import start_gateway_server
+from gateway.service import GatewayService
+
+log = logging.getLogger("weir.gateway")
+
+
+@dataclass(slots=True)
+class GatewayConfig:
+    contact_points: list[str] = field(default_factory=lambda: ["127.0.0.1:26501"])
+    host: str = "127.0.0.1"
+    port: int = 26500
+    monitoring_port: int = 9600
+    max_message_size: int = 4 * 1024 * 1024
+    long_poll_ms: int = 10_000
+    request_timeout_ms: int = 15_000
+
+
+async def run_gateway(config: GatewayConfig, stop: asyncio.Event) -> int:
+    client = RemoteBrokerClient(config.contact_points, max_message_size=config.max_message_size)
+    await client.start()
+    service = GatewayService(client, long_poll_ms=config.long_poll_ms, request_timeout_ms=config.request_timeout_ms)
+    server, port = await start_gateway_server(
+        service, config.host, config.port, max_message_size=config.max_message_size
+    )
+
+    def ready() -> tuple[bool, dict]:
+        return client.knows_all_leaders(), {"leaders": len(client.partition_ids)}
+
+    monitoring = MonitoringServer(
+        config.host, config.monitoring_port, health=lambda: (True, {}), ready=ready, startup=lambda: (True, {})
+    )
+    if config.monitoring_port >= 0:
+        await monitoring.start()
+    print(f"Weir gateway is running on {config.host}:{port}, brokers {', '.join(config.contact_points)}", flush=True)
+    await stop.wait()
+    await server.stop(grace=1.0)
+    await monitoring.close()
+    await client.close()
+    return 0
+
+
+def main(config: GatewayConfig) -> int:
+    async def amain() -> int:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, stop.set)
+        return await run_gateway(config, stop)
+
+    return asyncio.run(amain())

@@ -1,0 +1,195 @@
+"""A gateway in its own process: reaches brokers through their command API (``weir.broker.CommandApi``).
+
+It learns from each contact point which partitions the broker leads, keeps that fresh, and routes every command to
+the partition's leader. A command whose broker cannot be reached fails with UNAVAILABLE; the gateway never resends a
+command that may have been delivered.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable
+from typing import Any
+
+import grpc
+import msgpack
+
+from broker.protocol.codec import record_from_list
+from broker.protocol.enums import ValueType
+from broker.protocol.record import Record
+from broker.stream.partition import BackpressureError, PartitionUnavailableError
+from gateway.broker_client import (
+    BrokerInfo,
+    JobsAvailableListener,
+    JobSink,
+    PartitionInfo,
+    Topology,
+)
+
+log = logging.getLogger("weir.gateway.remote")
+
+_SERVICE = "/weir.broker.CommandApi/"
+_IDENTITY: Callable[[bytes], bytes] = lambda b: b  # noqa: E731
+
+
+def _pack(obj: Any) -> bytes:
+    return msgpack.packb(obj, use_bin_type=True)
+
+
+def _unpack(data: bytes) -> Any:
+    return msgpack.unpackb(data, raw=False, strict_map_key=False)
+
+
+class _Broker:
+    """One broker's channel and the callables of its command API."""
+
+    def __init__(self, address: str, max_message_size: int) -> None:
+        self.address = address
+        self.channel = grpc.aio.insecure_channel(
+            address,
+            options=[
+                ("grpc.max_receive_message_length", max_message_size + 65536),
+                ("grpc.max_send_message_length", max_message_size + 65536),
+            ],
+        )
+        self.execute = self.channel.unary_unary(_SERVICE + "Execute", _IDENTITY, _IDENTITY)
+        self.topology = self.channel.unary_unary(_SERVICE + "Topology", _IDENTITY, _IDENTITY)
+        self.subscribe = self.channel.unary_stream(_SERVICE + "Subscribe", _IDENTITY, _IDENTITY)
+        self.stream_jobs = self.channel.unary_stream(_SERVICE + "StreamJobs", _IDENTITY, _IDENTITY)
+        self.info: dict | None = None
+
+
+class _RemoteStream:
+    def __init__(self, tasks: list[asyncio.Task[None]]) -> None:
+        self._tasks = tasks
+
+    def close(self) -> None:
+        for t in self._tasks:
+            t.cancel()
+
+
+class RemoteBrokerClient:
+    """Routes gateway commands to brokers over their command API."""
+
+    def __init__(self, contact_points: list[str], *, max_message_size: int = 4 * 1024 * 1024) -> None:
+        self._brokers = [_Broker(a, max_message_size) for a in contact_points]
+        self._leaders: dict[int, _Broker] = {}
+        self._partition_count = 0
+        self._listeners: list[JobsAvailableListener] = []
+        self._tasks: list[asyncio.Task[None]] = []
+
+    async def start(self) -> None:
+        await self.refresh()
+        for broker in self._brokers:
+            self._tasks.append(asyncio.create_task(self._subscribe(broker)))
+        self._tasks.append(asyncio.create_task(self._refresh_loop()))
+
+    async def close(self) -> None:
+        for t in self._tasks:
+            t.cancel()
+        for t in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await t
+        for b in self._brokers:
+            await b.channel.close()
+
+    # -- topology ---------------------------------------------------------------------------------------------
+
+    async def refresh(self) -> None:
+        leaders: dict[int, _Broker] = {}
+        count = 0
+        for broker in self._brokers:
+            try:
+                info = _unpack(await broker.topology(b"", timeout=2))
+            except grpc.aio.AioRpcError:
+                broker.info = None
+                continue
+            broker.info = info
+            count = max(count, info.get("partitionsCount", 0))
+            for p in info["partitions"]:
+                if p["role"] == "LEADER" and p["healthy"]:
+                    leaders[p["id"]] = broker
+        self._leaders = leaders
+        self._partition_count = count
+
+    async def _refresh_loop(self) -> None:
+        while True:
+            await asyncio.sleep(1.0)
+            await self.refresh()
+
+    @property
+    def partition_ids(self) -> list[int]:
+        return list(range(1, self._partition_count + 1))
+
+    def knows_all_leaders(self) -> bool:
+        return self._partition_count > 0 and all(p in self._leaders for p in self.partition_ids)
+
+    def topology(self) -> Topology:
+        brokers = []
+        replication = 1
+        for b in self._brokers:
+            if b.info is None:
+                continue
+            host, _, port = b.address.rpartition(":")
+            parts = [PartitionInfo(p["id"], p["role"], p["healthy"]) for p in b.info["partitions"]]
+            brokers.append(BrokerInfo(b.info["nodeId"], host, int(port), b.info["version"], parts))
+            replication = max(replication, b.info.get("replicationFactor", 1))
+        return Topology(brokers, max(len(brokers), 1), self._partition_count, replication)
+
+    # -- commands ---------------------------------------------------------------------------------------------
+
+    async def execute(
+        self, partition_id: int, value_type: ValueType, intent: int, value: dict, key: int = -1
+    ) -> Record:
+        broker = self._leaders.get(partition_id)
+        if broker is None:
+            raise PartitionUnavailableError(f"no leader known for partition {partition_id}")
+        request = _pack({"p": partition_id, "vt": int(value_type), "i": int(intent), "k": key, "v": value})
+        try:
+            reply = _unpack(await broker.execute(request))
+        except grpc.aio.AioRpcError as e:
+            raise PartitionUnavailableError(
+                f"broker {broker.address} (partition {partition_id}) is unreachable: {e.details()}"
+            ) from e
+        if "ok" in reply:
+            return record_from_list(reply["ok"])
+        if reply.get("err") == "backpressure":
+            raise BackpressureError(reply.get("msg", "overloaded"))
+        raise PartitionUnavailableError(reply.get("msg", "partition unavailable"))
+
+    # -- notifications and job streams ------------------------------------------------------------------------
+
+    def add_jobs_available_listener(self, listener: JobsAvailableListener) -> None:
+        self._listeners.append(listener)
+
+    async def _subscribe(self, broker: _Broker) -> None:
+        while True:
+            try:
+                async for raw in broker.subscribe(b""):
+                    msg = _unpack(raw)
+                    if "types" in msg:
+                        for listener in self._listeners:
+                            listener(msg["p"], set(msg["types"]))
+            except grpc.aio.AioRpcError:
+                pass
+            await asyncio.sleep(0.5)
+
+    def open_job_stream(
+        self, job_type: str, worker: str, timeout: int, fetch_variables: list[str], sink: JobSink
+    ) -> _RemoteStream:
+        request = _pack({"type": job_type, "worker": worker, "timeout": timeout, "fetch": fetch_variables})
+
+        async def pump(broker: _Broker) -> None:
+            while True:
+                try:
+                    async for raw in broker.stream_jobs(request):
+                        msg = _unpack(raw)
+                        if "ok" in msg:
+                            sink(record_from_list(msg["ok"]))
+                except grpc.aio.AioRpcError:
+                    pass
+                await asyncio.sleep(0.5)
+
+        return _RemoteStream([asyncio.create_task(pump(b)) for b in self._brokers])
