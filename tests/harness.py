@@ -94,7 +94,11 @@ class WeirProcess:
                 body = r.read()
                 return r.status, json.loads(body) if path != "/metrics" else {"text": body.decode()}
         except urllib.error.HTTPError as e:
-            return e.code, json.loads(e.read() or b"{}")
+            body = e.read()
+            try:
+                return e.code, json.loads(body or b"{}")
+            except ValueError:
+                return e.code, {"text": body.decode(errors="replace")}
 
     def wait_ready(self, timeout: float = 30.0) -> None:
         def ready() -> bool:

@@ -1,0 +1,60 @@
+"""The weir command line against a running Weir: deploy, create, status, and clear failures."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+from tests.harness import BPMN, REPO, WeirProcess
+
+
+def weir_cli(*args: str, address: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "client.cli", *args, "--address", address],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+def test_deploy_create_status(weir: WeirProcess) -> None:
+    out = weir_cli("deploy", str(BPMN / "one-task.bpmn"), address=weir.address)
+    assert out.returncode == 0, out.stderr
+    deployed = json.loads(out.stdout)
+    assert deployed["deployments"][0]["process"]["bpmnProcessId"] == "one-task"
+
+    out = weir_cli("create", "one-task", "--variables", '{"orderId": 7}', address=weir.address)
+    assert out.returncode == 0, out.stderr
+    created = json.loads(out.stdout)
+    assert int(created["processInstanceKey"]) >> 51 == 1
+
+    out = weir_cli("status", address=weir.address)
+    assert out.returncode == 0, out.stderr
+    assert "Partition 1 : Leader, Healthy" in out.stdout
+
+
+def test_failures_exit_non_zero_with_the_status(weir: WeirProcess) -> None:
+    out = weir_cli("create", "no-such-process", address=weir.address)
+    assert out.returncode == 1
+    assert "NOT_FOUND" in out.stderr and "no-such-process" in out.stderr
+
+    out = weir_cli("create", "one-task", "--variables", "[1, 2]", address=weir.address)
+    assert out.returncode == 1
+    assert "INVALID_ARGUMENT" in out.stderr
+
+    out = weir_cli("deploy", str(BPMN / "does-not-exist.bpmn"), address=weir.address)
+    assert out.returncode == 2
+    assert "cannot read" in out.stderr
+
+
+def test_probes_and_metrics(weir: WeirProcess) -> None:
+    status, body = weir.probe("/health")
+    assert status == 200 and body["status"] == "UP"
+    assert body["partitions"]["1"]["role"] == "LEADER"
+    assert weir.probe("/ready")[0] == 200
+    assert weir.probe("/startup")[0] == 200
+    metrics = weir.probe("/metrics")[1]["text"]
+    assert "weir_stream_processor_records_total" in metrics
+    assert weir.probe("/nope")[0] == 404
