@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 DATA_DIR ?= ./data
 
-.PHONY: install run test lint proto bench clean
+.PHONY: install run test lint proto bench clean node-clients
 
 install: $(VENV)/.installed
 
@@ -19,8 +19,19 @@ run: install
 	$(VENV)/bin/weir start --data-dir $(DATA_DIR)
 
 ## test: install and run the linter and the whole test suite
-test: install lint
+test: install node-clients lint
 	$(PY) -m pytest -q -p no:cacheprovider
+
+## node-clients: zbctl and zeebe-node from the npm registry, for the compatibility tests
+NODE_CLIENTS := .cache/node-clients
+node-clients: $(NODE_CLIENTS)/.installed
+
+$(NODE_CLIENTS)/.installed:
+	@command -v npm >/dev/null || { [ "$$(id -u)" = 0 ] && apt-get update -qq && apt-get install -y -qq nodejs npm; }
+	mkdir -p $(NODE_CLIENTS)
+	cd $(NODE_CLIENTS) && npm install --no-package-lock --ignore-scripts --no-audit --no-fund --silent \
+		zbctl@8.4.1 zeebe-node@8.3.2
+	touch $@
 
 lint: install
 	$(PY) -m ruff check .
