@@ -32,28 +32,49 @@ def setup_logging(level: str, fmt: str) -> None:
 # -- server commands -----------------------------------------------------------------------------------------
 
 
+def _pick(cli_value: Any, configured: Any) -> Any:
+    return configured if cli_value is None else cli_value
+
+
+def _load_config(args: argparse.Namespace) -> dict[str, Any]:
+    from broker.config import load
+
+    return load(Path(args.config) if getattr(args, "config", None) else None)
+
+
 def _node_config(args: argparse.Namespace, *, embedded_gateway: bool) -> Any:
     from broker.node import NodeConfig
 
+    cfg = _load_config(args)
+    b, g = cfg["broker"], cfg["gateway"]
     return NodeConfig(
-        data_dir=Path(args.data_dir),
-        node_id=args.node_id,
-        partitions=args.partitions,
-        host=args.host,
-        gateway_port=args.gateway_port,
-        command_port=args.command_port,
-        monitoring_port=args.monitoring_port,
+        data_dir=Path(_pick(args.data_dir, b["dataDir"])),
+        node_id=_pick(args.node_id, b["cluster"]["nodeId"]),
+        partitions=_pick(args.partitions, b["cluster"]["partitionsCount"]),
+        host=_pick(args.host, b["host"]),
+        gateway_port=_pick(args.gateway_port, g["port"]),
+        command_port=_pick(args.command_port, b["ports"]["command"]),
+        monitoring_port=_pick(args.monitoring_port, b["ports"]["monitoring"]),
         embedded_gateway=embedded_gateway,
         command_api=getattr(args, "command_api", False),
-        max_message_size=args.max_message_size,
-        snapshot_period_s=args.snapshot_period,
+        max_message_size=_pick(args.max_message_size, g["maxMessageSize"]),
+        long_poll_ms=g["longPollTimeout"],
+        request_timeout_ms=g["requestTimeout"],
+        snapshot_period_s=_pick(args.snapshot_period, b["snapshotPeriod"]),
     )
 
 
 def _run_node(args: argparse.Namespace, *, embedded_gateway: bool) -> int:
+    from broker.config import ConfigError
     from broker.node import BrokerNode
 
-    setup_logging(args.log_level, args.log_format)
+    try:
+        node_config = _node_config(args, embedded_gateway=embedded_gateway)
+        logging_cfg = _load_config(args)["logging"]
+    except ConfigError as e:
+        print(f"error: invalid configuration: {e}", file=sys.stderr)
+        return 2
+    setup_logging(_pick(args.log_level, logging_cfg["level"]), _pick(args.log_format, logging_cfg["format"]))
     try:
         import uvloop
 
@@ -62,7 +83,7 @@ def _run_node(args: argparse.Namespace, *, embedded_gateway: bool) -> int:
         pass
 
     async def main() -> int:
-        node = BrokerNode(_node_config(args, embedded_gateway=embedded_gateway))
+        node = BrokerNode(node_config)
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
@@ -74,8 +95,9 @@ def _run_node(args: argparse.Namespace, *, embedded_gateway: bool) -> int:
             await node.stop()
             return 1
         print(
-            f"Weir is running: gateway {args.host}:{node.gateway_port}, data in {Path(args.data_dir).resolve()}, "
-            f"monitoring http://{args.host}:{node.monitoring.port if node.monitoring else '-'}",
+            f"Weir is running: gateway {node_config.host}:{node.gateway_port}, "
+            f"data in {node_config.data_dir.resolve()}, "
+            f"monitoring http://{node_config.host}:{node.monitoring.port if node.monitoring else '-'}",
             flush=True,
         )
         await stop.wait()
@@ -95,26 +117,43 @@ def cmd_broker(args: argparse.Namespace) -> int:
 
 
 def cmd_gateway(args: argparse.Namespace) -> int:
+    from broker.config import ConfigError
     from gateway.main import GatewayConfig, main
 
-    setup_logging(args.log_level, args.log_format)
+    try:
+        cfg = _load_config(args)
+    except ConfigError as e:
+        print(f"error: invalid configuration: {e}", file=sys.stderr)
+        return 2
+    g = cfg["gateway"]
+    setup_logging(_pick(args.log_level, cfg["logging"]["level"]), _pick(args.log_format, cfg["logging"]["format"]))
     try:
         import uvloop
 
         uvloop.install()
     except ImportError:  # pragma: no cover
         pass
-    contact_points = args.broker or [
-        a for a in os.environ.get("WEIR_GATEWAY_CONTACT_POINTS", "127.0.0.1:26501").split(",") if a
-    ]
     config = GatewayConfig(
-        contact_points=contact_points,
-        host=args.host,
-        port=args.gateway_port,
-        monitoring_port=args.monitoring_port,
-        max_message_size=args.max_message_size,
+        contact_points=args.broker or g["contactPoints"],
+        host=_pick(args.host, g["host"]),
+        port=_pick(args.gateway_port, g["port"]),
+        monitoring_port=_pick(args.monitoring_port, g["monitoringPort"]),
+        max_message_size=_pick(args.max_message_size, g["maxMessageSize"]),
+        long_poll_ms=g["longPollTimeout"],
+        request_timeout_ms=g["requestTimeout"],
     )
     return main(config)
+
+
+def cmd_config_show(args: argparse.Namespace) -> int:
+    from broker.config import ConfigError, dump
+
+    try:
+        print(dump(_load_config(args)), end="")
+    except ConfigError as e:
+        print(f"error: invalid configuration: {e}", file=sys.stderr)
+        return 2
+    return 0
 
 
 # -- client commands -----------------------------------------------------------------------------------------
@@ -193,17 +232,23 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 
 def _add_node_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--data-dir", default=os.environ.get("WEIR_DATA_DIR", "./data"), help="data folder (./data)")
-    p.add_argument("--host", default="127.0.0.1", help="address to bind (127.0.0.1)")
-    p.add_argument("--gateway-port", type=int, default=26500, help="client gRPC port (26500)")
-    p.add_argument("--command-port", type=int, default=26501, help="broker command port (26501)")
-    p.add_argument("--monitoring-port", type=int, default=9600, help="metrics and probes port (9600)")
-    p.add_argument("--partitions", type=int, default=1, help="partitions on this node (1)")
-    p.add_argument("--node-id", type=int, default=0, help="node id (0)")
-    p.add_argument("--max-message-size", type=int, default=4 * 1024 * 1024, help="max gRPC message (4 MiB)")
-    p.add_argument("--snapshot-period", type=float, default=300.0, help="seconds between snapshots (300)")
-    p.add_argument("--log-level", default=os.environ.get("WEIR_LOG_LEVEL", "INFO"))
-    p.add_argument("--log-format", choices=("text", "json"), default=os.environ.get("WEIR_LOG_FORMAT", "text"))
+    """Flags override the configuration file and WEIR_… variables; unset flags leave them be."""
+    p.add_argument("--config", help="YAML configuration file")
+    p.add_argument("--data-dir", help="data folder (./data)")
+    p.add_argument("--host", help="address to bind (127.0.0.1)")
+    p.add_argument("--gateway-port", type=int, help="client gRPC port (26500)")
+    p.add_argument("--command-port", type=int, help="broker command port (26501)")
+    p.add_argument("--monitoring-port", type=int, help="metrics and probes port (9600)")
+    p.add_argument("--partitions", type=int, help="partitions on this node (1)")
+    p.add_argument("--node-id", type=int, help="node id (0)")
+    p.add_argument("--max-message-size", type=int, help="max gRPC message in bytes (4 MiB)")
+    p.add_argument("--snapshot-period", type=float, help="seconds between snapshots (300)")
+    _add_logging_args(p)
+
+
+def _add_logging_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--log-level", help="DEBUG, INFO, WARNING, ERROR (INFO)")
+    p.add_argument("--log-format", choices=("text", "json"), help="text or json (text)")
 
 
 def _add_client_args(p: argparse.ArgumentParser) -> None:
@@ -225,14 +270,20 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(fn=cmd_broker)
 
     p = sub.add_parser("gateway", help="run a stateless gateway in front of brokers")
+    p.add_argument("--config", help="YAML configuration file")
     p.add_argument("--broker", action="append", help="broker command API address (repeatable; 127.0.0.1:26501)")
-    p.add_argument("--host", default="127.0.0.1", help="address to bind (127.0.0.1)")
-    p.add_argument("--gateway-port", type=int, default=26500, help="client gRPC port (26500)")
-    p.add_argument("--monitoring-port", type=int, default=9600, help="metrics and probes port (9600)")
-    p.add_argument("--max-message-size", type=int, default=4 * 1024 * 1024, help="max gRPC message (4 MiB)")
-    p.add_argument("--log-level", default=os.environ.get("WEIR_LOG_LEVEL", "INFO"))
-    p.add_argument("--log-format", choices=("text", "json"), default=os.environ.get("WEIR_LOG_FORMAT", "text"))
+    p.add_argument("--host", help="address to bind (127.0.0.1)")
+    p.add_argument("--gateway-port", type=int, help="client gRPC port (26500)")
+    p.add_argument("--monitoring-port", type=int, help="metrics and probes port (9600)")
+    p.add_argument("--max-message-size", type=int, help="max gRPC message in bytes (4 MiB)")
+    _add_logging_args(p)
     p.set_defaults(fn=cmd_gateway)
+
+    p = sub.add_parser("config", help="configuration")
+    config_sub = p.add_subparsers(dest="config_command", required=True)
+    show = config_sub.add_parser("show", help="print the effective configuration (defaults, file, WEIR_… variables)")
+    show.add_argument("--config", help="YAML configuration file")
+    show.set_defaults(fn=cmd_config_show)
 
     p = sub.add_parser("deploy", help="deploy BPMN resources")
     p.add_argument("files", nargs="+")

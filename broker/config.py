@@ -1,0 +1,198 @@
+"""Configuration: one YAML file plus environment overrides, validated at start-up.
+
+The same image runs on a laptop and in a Kubernetes StatefulSet: every key can be set in the file
+(``weir start --config weir.yaml``) or by an environment variable named after its path, e.g.
+``broker.cluster.nodeId`` ← ``WEIR_BROKER_CLUSTER_NODE_ID``. Precedence: defaults < file < environment < command line.
+A bad value stops start-up with a message naming the key.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+DEFAULTS: dict[str, Any] = {
+    "broker": {
+        "dataDir": "./data",
+        "host": "127.0.0.1",
+        "cluster": {
+            "nodeId": 0,
+            "clusterSize": 1,
+            "partitionsCount": 1,
+            "replicationFactor": 1,
+            "initialContactPoints": [],
+        },
+        "ports": {"command": 26501, "raft": 26502, "monitoring": 9600},
+        "embeddedGateway": True,
+        "snapshotPeriod": 300.0,
+        "exporters": {},
+    },
+    "gateway": {
+        "host": "127.0.0.1",
+        "port": 26500,
+        "monitoringPort": 9600,
+        "contactPoints": ["127.0.0.1:26501"],
+        "maxMessageSize": 4 * 1024 * 1024,
+        "longPollTimeout": 10_000,
+        "requestTimeout": 15_000,
+    },
+    "logging": {"level": "INFO", "format": "text"},
+}
+
+
+class ConfigError(ValueError):
+    """A configuration value is missing, of the wrong type or out of range; the message names the key."""
+
+
+def _env_name(path: tuple[str, ...]) -> str:
+    parts = []
+    for p in path:
+        parts.append(re.sub(r"(?<!^)(?=[A-Z])", "_", p).upper())
+    return "WEIR_" + "_".join(parts)
+
+
+def _coerce(path: str, default: Any, raw: str) -> Any:
+    """Parse an environment value into the type of the key's default."""
+    try:
+        if isinstance(default, bool):
+            if raw.lower() in ("true", "1", "yes", "on"):
+                return True
+            if raw.lower() in ("false", "0", "no", "off"):
+                return False
+            raise ValueError(raw)
+        if isinstance(default, int):
+            return int(raw)
+        if isinstance(default, float):
+            return float(raw)
+        if isinstance(default, list):
+            return [x.strip() for x in raw.split(",") if x.strip()]
+        if isinstance(default, dict):
+            value = yaml.safe_load(raw)
+            if not isinstance(value, dict):
+                raise ValueError(raw)
+            return value
+    except ValueError:
+        raise ConfigError(f"{path}: cannot use '{raw}' (expected {type(default).__name__})") from None
+    return raw
+
+
+def _merge(base: dict[str, Any], override: Mapping[str, Any], prefix: str = "") -> None:
+    for key, value in override.items():
+        path = f"{prefix}{key}"
+        if key not in base:
+            raise ConfigError(f"{path}: unknown configuration key")
+        if isinstance(base[key], dict) and key != "exporters":
+            if not isinstance(value, Mapping):
+                raise ConfigError(f"{path}: expected a mapping")
+            _merge(base[key], value, path + ".")
+        else:
+            base[key] = value
+
+
+def _apply_env(config: dict[str, Any], env: Mapping[str, str], path: tuple[str, ...] = ()) -> None:
+    for key, value in config.items():
+        here = (*path, key)
+        if isinstance(value, dict) and key != "exporters":
+            _apply_env(value, env, here)
+            continue
+        name = _env_name(here)
+        if name in env:
+            config[key] = _coerce(".".join(here), value, env[name])
+    exporters = config.get("exporters") if path == ("broker",) else None
+    if exporters is not None:
+        _apply_exporter_env(exporters, env)
+
+
+def _apply_exporter_env(exporters: dict[str, Any], env: Mapping[str, str]) -> None:
+    """``WEIR_BROKER_EXPORTERS_<ID>_CLASSNAME`` and ``…_ARGS_<KEY>`` configure exporters by id, as in Zeebe."""
+    prefix = "WEIR_BROKER_EXPORTERS_"
+    for name, raw in env.items():
+        if not name.startswith(prefix):
+            continue
+        rest = name[len(prefix) :]
+        m = re.match(r"([A-Z0-9]+)_(CLASSNAME|ARGS_(.+))$", rest)
+        if not m:
+            continue
+        exporter_id = m.group(1).lower()
+        entry = exporters.setdefault(exporter_id, {})
+        if m.group(2) == "CLASSNAME":
+            entry["className"] = raw
+        else:
+            arg = _camel(m.group(3))
+            entry.setdefault("args", {})[arg] = yaml.safe_load(raw) if raw else raw
+
+
+def _camel(upper_snake: str) -> str:
+    head, *rest = upper_snake.lower().split("_")
+    return head + "".join(p.capitalize() for p in rest)
+
+
+def node_id_from_hostname(hostname: str) -> int | None:
+    """A StatefulSet pod name ends in its ordinal: ``weir-broker-2`` → 2."""
+    m = re.search(r"-(\d+)$", hostname)
+    return int(m.group(1)) if m else None
+
+
+def load(path: Path | None = None, env: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """Defaults, then the YAML file, then ``WEIR_…`` environment variables; validated."""
+    env = os.environ if env is None else env
+    config = copy.deepcopy(DEFAULTS)
+    if path is not None:
+        try:
+            loaded = yaml.safe_load(path.read_text()) or {}
+        except OSError as e:
+            raise ConfigError(f"cannot read configuration file {path}: {e.strerror}") from None
+        except yaml.YAMLError as e:
+            raise ConfigError(f"configuration file {path} is not valid YAML: {e}") from None
+        if not isinstance(loaded, Mapping):
+            raise ConfigError(f"configuration file {path} must hold a mapping at the top level")
+        _merge(config, loaded)
+    _apply_env(config, env)
+    if "WEIR_BROKER_CLUSTER_NODE_ID" not in env and env.get("WEIR_NODE_ID_FROM_HOSTNAME"):
+        ordinal = node_id_from_hostname(env.get("HOSTNAME", ""))
+        if ordinal is not None:
+            config["broker"]["cluster"]["nodeId"] = ordinal
+    validate(config)
+    return config
+
+
+def validate(config: dict[str, Any]) -> None:
+    cluster = config["broker"]["cluster"]
+    for key in ("nodeId", "clusterSize", "partitionsCount", "replicationFactor"):
+        if not isinstance(cluster[key], int) or isinstance(cluster[key], bool):
+            raise ConfigError(f"broker.cluster.{key}: expected an integer, got {cluster[key]!r}")
+    if cluster["clusterSize"] < 1:
+        raise ConfigError("broker.cluster.clusterSize: must be at least 1")
+    if not 0 <= cluster["nodeId"] < cluster["clusterSize"]:
+        raise ConfigError(
+            f"broker.cluster.nodeId: {cluster['nodeId']} is outside 0..{cluster['clusterSize'] - 1} (clusterSize)"
+        )
+    if not 1 <= cluster["partitionsCount"] <= 8191:
+        raise ConfigError("broker.cluster.partitionsCount: must be between 1 and 8191")
+    if not 1 <= cluster["replicationFactor"] <= cluster["clusterSize"]:
+        raise ConfigError(
+            f"broker.cluster.replicationFactor: {cluster['replicationFactor']} must be between 1 and clusterSize "
+            f"({cluster['clusterSize']})"
+        )
+    for section, key in (("broker", "ports"),):
+        for name, port in config[section][key].items():
+            if not isinstance(port, int) or not 0 <= port <= 65535:
+                raise ConfigError(f"{section}.{key}.{name}: not a port number: {port!r}")
+    gw = config["gateway"]
+    if not isinstance(gw["maxMessageSize"], int) or gw["maxMessageSize"] < 1024:
+        raise ConfigError("gateway.maxMessageSize: must be an integer of at least 1024 bytes")
+    if config["logging"]["format"] not in ("text", "json"):
+        raise ConfigError("logging.format: must be 'text' or 'json'")
+    for exporter_id, entry in config["broker"]["exporters"].items():
+        if not isinstance(entry, Mapping) or not entry.get("className"):
+            raise ConfigError(f"broker.exporters.{exporter_id}.className: required (an import path)")
+
+
+def dump(config: dict[str, Any]) -> str:
+    return yaml.safe_dump(config, sort_keys=False)
