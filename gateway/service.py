@@ -63,12 +63,17 @@ def _fail(code: grpc.StatusCode, message: str) -> NoReturn:
     raise _Abort(code, message)
 
 
+def _reject_non_json_constant(name: str) -> NoReturn:
+    """Python's json module accepts NaN and Infinity; JSON (and every other Zeebe client) does not."""
+    raise ValueError(f"'{name}' is not a JSON value")
+
+
 def parse_variables(text: str, what: str = "variables") -> dict[str, Any]:
     """A JSON object document, as every variables field must be; '' means {}."""
     if not text:
         return {}
     try:
-        value = json.loads(text)
+        value = json.loads(text, parse_constant=_reject_non_json_constant)
     except (ValueError, RecursionError) as e:
         _fail(
             grpc.StatusCode.INVALID_ARGUMENT,

@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from broker.engine import behaviors as b
+from broker.engine.bpmn import INITIAL_ENGINE_KINDS
 from broker.engine.bpmn import model as bpmn
 from broker.engine.context import ProcessingContext
 from broker.engine.expressions import ExpressionFailure
@@ -27,25 +28,8 @@ from broker.protocol.record import Record, RequestMetadata
 
 PI = ProcessInstanceIntent
 
-SUPPORTED_KINDS = frozenset(
-    {
-        f"{bpmn.START_EVENT}:{bpmn.NONE}",
-        f"{bpmn.END_EVENT}:{bpmn.NONE}",
-        f"{bpmn.END_EVENT}:{bpmn.ERROR}",
-        f"{bpmn.INTERMEDIATE_THROW_EVENT}:{bpmn.NONE}",
-        f"{bpmn.BOUNDARY_EVENT}:{bpmn.ERROR}",
-        bpmn.SERVICE_TASK,
-        bpmn.SEND_TASK,
-        bpmn.SCRIPT_TASK,
-        bpmn.BUSINESS_RULE_TASK,
-        bpmn.USER_TASK,
-        bpmn.TASK,
-        bpmn.MANUAL_TASK,
-        bpmn.EXCLUSIVE_GATEWAY,
-        bpmn.PARALLEL_GATEWAY,
-        bpmn.SUB_PROCESS,
-    }
-)
+# What this processor runs; deployment rejects models with anything else.
+SUPPORTED_KINDS = INITIAL_ENGINE_KINDS
 
 _PASS_THROUGH = frozenset(
     {bpmn.START_EVENT, bpmn.TASK, bpmn.MANUAL_TASK, bpmn.INTERMEDIATE_THROW_EVENT, bpmn.BOUNDARY_EVENT}
@@ -345,10 +329,11 @@ class BpmnElementProcessor:
         b.resolve_incidents_of(ctx, inst)
         v = inst["value"]
         awaiting = ctx.state.awaiting_results.get(inst["key"]) if v["flowScopeKey"] <= 0 else None
+        # read before TERMINATED: ending the element removes its state, the pending trigger included
+        trigger = ctx.state.event_triggers.get(inst["key"])
         ctx.event(ValueType.PROCESS_INSTANCE, PI.ELEMENT_TERMINATED, inst["key"], v)
         if awaiting is not None:
             self._reject_result(ctx, v, awaiting)
-        trigger = ctx.state.event_triggers.get(inst["key"])
         scope_key = v["flowScopeKey"]
         if trigger is not None:
             process = b.services(ctx).models.get(v["processDefinitionKey"])

@@ -1,6 +1,5 @@
 """The shortest path a newcomer takes: deploy, start, work, get the result — with pyzeebe."""
 
-
 import asyncio
 
 from pyzeebe import Job, ZeebeClient, ZeebeWorker, create_insecure_channel

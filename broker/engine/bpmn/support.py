@@ -29,6 +29,7 @@ INITIAL_ENGINE_KINDS: Final = frozenset(
         m.MANUAL_TASK,
         m.EXCLUSIVE_GATEWAY,
         m.PARALLEL_GATEWAY,
+        m.SUB_PROCESS,
     }
 )
 
