@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import shutil
 import time
@@ -30,13 +31,14 @@ from broker.engine.context import ProcessingContext
 from broker.engine.engine import Engine
 from broker.engine.job_streams import JobStreams
 from broker.log import FileLog, LogBlock, LogStorage
-from broker.protocol.codec import decode_block, encode_block
+from broker.protocol.codec import encode_block
 from broker.protocol.enums import JobIntent, RecordType, RejectionType, ValueType
 from broker.protocol.keys import KeyGenerator
 from broker.protocol.record import Record, RequestMetadata
 from broker.state.db import StateDb
 from broker.state.repositories import PartitionState
-from broker.stream import snapshots
+from broker.stream import commit_marker, snapshots
+from broker.stream.replay import replay_blocks, replay_start
 
 log = logging.getLogger("weir.partition")
 
@@ -65,6 +67,7 @@ class PartitionConfig:
     snapshot_min_records: int = 100_000
     checker_interval_s: float = 0.1
     segment_size: int = 64 << 20
+    close_timeout_s: float = 10.0
 
 
 class Partition:
@@ -93,6 +96,7 @@ class Partition:
         self._last_snapshot_time = time.monotonic()
         self.db: StateDb | None = None
         self.log_storage: LogStorage | None = None
+        self._marker: commit_marker.CommitMarker | None = None
 
     # -- lifecycle -------------------------------------------------------------------------------------------
 
@@ -111,9 +115,13 @@ class Partition:
             counter = self.state.meta.key_counter()
             self.state.bind(None)
         self.keys = KeyGenerator(self.partition_id, counter)
+        # The marker knows the commit position after the snapshot, so damage in the last blocks is never taken
+        # for a torn write (which would silently drop acknowledged records).
+        committed = max(applied, commit_marker.read(self.directory))
         self.log_storage = FileLog(
-            self.directory / "log", segment_size=self.config.segment_size, committed_position_hint=applied
+            self.directory / "log", segment_size=self.config.segment_size, committed_position_hint=committed
         )
+        self._marker = commit_marker.CommitMarker(self.directory)
         started = time.monotonic()
         applied, processed, replayed = self._replay(applied, processed)
         self.applied_position = applied
@@ -131,49 +139,30 @@ class Partition:
         self.healthy = True
 
     def _replay(self, applied: int, processed: int) -> tuple[int, int, int]:
-        """Apply the events of every block after ``applied``; commands above the processed position wait again."""
+        """Apply the events after ``applied``; commands after ``processed`` are queued to be processed again."""
         assert self.db is not None and self.log_storage is not None
         storage = self.log_storage
-        if storage.last_position <= applied:
+        start = replay_start(applied, processed)
+        if storage.last_position < start:
             return applied, processed, 0
-        if storage.first_position > applied + 1:
+        if storage.first_position > start:
             raise RuntimeError(
-                f"partition {self.partition_id}: state is at position {applied} but the log starts at "
-                f"{storage.first_position}; records in between are missing (restore from a replica or backup)"
+                f"partition {self.partition_id}: state is at position {applied} (processed {processed}) but the "
+                f"log starts at {storage.first_position}; records in between are missing (restore from a replica "
+                "or backup)"
             )
-        count = 0
-        pending: list[Record] = []
-        txn = self.db.begin(write=True)
-        self.state.bind(txn)
-        try:
-            for block in storage.read(applied + 1):
-                block_processed, records = decode_block(block.payload)
-                for rec in records:
-                    if rec.position <= applied:
-                        continue
-                    self.keys.observe(rec.key)
-                    if rec.record_type == RecordType.EVENT:
-                        self.engine.apply_event(self.state, rec)
-                    elif rec.record_type == RecordType.COMMAND:
-                        pending.append(rec)
-                    count += 1
-                processed = max(processed, block_processed)
-                applied = block.last_position
-                if count and count % 50_000 < len(records):
-                    self.state.meta.set_positions(applied, processed, self.keys.counter)
-                    txn.commit()
-                    txn = self.db.begin(write=True)
-                    self.state.bind(txn)
-            self.state.meta.set_positions(applied, processed, self.keys.counter)
-            txn.commit()
-        except BaseException:
-            txn.abort()
-            raise
-        finally:
-            self.state.bind(None)
-        self._queue.extend(r for r in pending if r.position > processed)
-        self.records_processed = count
-        return applied, processed, count
+        result = replay_blocks(
+            storage.read(start),
+            self.db,
+            self.state,
+            self.engine,
+            self.keys,
+            applied=applied,
+            processed=processed,
+        )
+        self._queue.extend(result.pending)
+        self.records_processed = result.records_read
+        return result.applied_position, result.processed_position, result.records_read
 
     def start(self) -> None:
         """Begin processing (leader). Must run inside the event loop."""
@@ -183,10 +172,18 @@ class Partition:
             self._wake.set()
 
     async def close(self, *, snapshot: bool = True) -> None:
+        """Stop after the round in flight (its clients get their answers), snapshot, release files."""
         self._closing = True
         self._wake.set()
-        for t in self._tasks:
+        processor, others = self._tasks[:1], self._tasks[1:]
+        for t in others:
             t.cancel()
+        if processor:
+            # Cancelling a round mid-fsync would leave a durable block whose requests never got an answer.
+            done, _ = await asyncio.wait(processor, timeout=self.config.close_timeout_s)
+            if not done:
+                log.warning("partition %d: round still running at shutdown, cancelling it", self.partition_id)
+                processor[0].cancel()
         for t in self._tasks:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await t
@@ -200,6 +197,8 @@ class Partition:
         self.healthy = False
         if self.log_storage is not None:
             self.log_storage.close()
+        if self._marker is not None:
+            self._marker.close()
         if self.db is not None:
             self.db.close()
             self.db = None
@@ -218,7 +217,7 @@ class Partition:
         self._next_request_id += 1
         fut: asyncio.Future[Record] = asyncio.get_running_loop().create_future()
         self._futures[request_id] = fut
-        fut.add_done_callback(lambda _f, rid=request_id: self._futures.pop(rid, None))
+        fut.add_done_callback(functools.partial(self._forget_request, request_id))
         cmd = Record(
             position=-1,
             key=key,
@@ -233,6 +232,9 @@ class Partition:
         self._inbox.append((cmd, fut))
         self._wake.set()
         return fut
+
+    def _forget_request(self, request_id: int, _future: asyncio.Future[Record]) -> None:
+        self._futures.pop(request_id, None)
 
     def write_internal(self, value_type: ValueType, intent: int, value: dict, key: int) -> None:
         """Queue a command that expects no response (checkers, yielded pushes)."""
@@ -261,7 +263,8 @@ class Partition:
                     log.exception("partition %d stopped after a failure", self.partition_id)
                     return
                 await asyncio.sleep(0)
-            self._maybe_snapshot()
+            if not self._closing:
+                self._maybe_snapshot()
 
     async def _round(self, loop: asyncio.AbstractEventLoop) -> None:
         assert self.db is not None and self.log_storage is not None
@@ -305,7 +308,7 @@ class Partition:
             last = ctx.records[-1].position
             payload = encode_block(processed, ctx.records)
             storage.append(LogBlock(first, last, payload))
-            await loop.run_in_executor(None, storage.flush)
+            await loop.run_in_executor(None, self._flush)
             self.state.meta.set_positions(last, processed, self.keys.counter)
             txn.commit()
         except BaseException:
@@ -324,6 +327,13 @@ class Partition:
         monitoring.LOG_POSITION.labels(label).set(last)
         self._records_since_snapshot += len(ctx.records)
         self._after_commit(ctx)
+
+    def _flush(self) -> None:
+        """Make the round durable (worker thread), then remember the commit position for recovery."""
+        assert self.log_storage is not None
+        position = self.log_storage.flush()
+        if self._marker is not None:
+            self._marker.record(position)
 
     def _process_one(self, ctx: ProcessingContext, txn: Any, cmd: Record) -> None:
         """Process one command in a nested transaction; an unexpected error rolls back only this command."""
@@ -413,7 +423,8 @@ class Partition:
         self._last_snapshot_time = time.monotonic()
         kept = snapshots.list_snapshots(self.directory / "snapshots")
         if len(kept) >= snapshots.KEEP:
-            bound = min(s.applied_position for s in kept) + 1
+            # Recovery from any kept snapshot reads from its processed position on (unprocessed follow-ups).
+            bound = min(replay_start(s.applied_position, s.processed_position) for s in kept)
             freed = self.log_storage.delete_before(bound)
             if freed:
                 log.info("partition %d: compacted log below %d (%d bytes freed)", self.partition_id, bound, freed)

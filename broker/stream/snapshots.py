@@ -97,7 +97,7 @@ def _positions(directory: Path) -> tuple[int, int]:
 
 def list_snapshots(snapshots_dir: Path) -> list[Snapshot]:
     """Published snapshots, newest first (unverified)."""
-    out = []
+    out: list[Snapshot] = []
     if not snapshots_dir.exists():
         return out
     for d in snapshots_dir.iterdir():

@@ -1,0 +1,1 @@
+"""Offline tools for operators and tests: read a partition's log, rebuild its state, compare states."""

@@ -1,0 +1,416 @@
+"""Replay equals processing: the state a partition built while processing is exactly the state its log replays to.
+
+Partitions run in-process (no gRPC); commands go through ``Partition.execute`` as the gateway sends them. After each
+scenario the partition stops, and the live state is compared with a replay of the whole log into an empty state
+(broker.tools.inspect.replay, the same replay function recovery uses) and with the state a restart recovers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import random
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from broker.engine.behaviors import TENANT
+from broker.protocol.enums import (
+    DeploymentIntent,
+    IncidentIntent,
+    JobBatchIntent,
+    JobIntent,
+    ProcessInstanceCreationIntent,
+    ProcessInstanceIntent,
+    RecordType,
+    ValueType,
+    VariableDocumentIntent,
+)
+from broker.protocol.record import Record
+from broker.state.repositories import PartitionState
+from broker.stream.partition import Partition, PartitionConfig
+from broker.tools.inspect import StateDump, diff_dumps, dump_state, iter_records, replay, replay_log
+from tests.harness import BPMN
+
+FIXTURES = [
+    "one-task.bpmn",
+    "error-boundary.bpmn",
+    "error-end-event.bpmn",
+    "exclusive-gateway.bpmn",
+    "io-mapping.bpmn",
+    "parallel-gateway.bpmn",
+    "pass-through.bpmn",
+    "ten-tasks.bpmn",
+]
+
+# Variables each process needs to run its happy path (others run with these too: extra variables are harmless).
+START_VARIABLES: dict[str, dict[str, Any]] = {
+    "exclusive-gateway": {"amount": 150},
+    "io-mapping": {"order": {"items": ["a", "b"], "customer": {"id": "c-1"}}, "maxRetries": 2},
+}
+JOB_TYPES = [
+    "test",
+    "charge",
+    "send-invoice",
+    "handle-error",
+    "check-order",
+    "approve-large",
+    "approve-small",
+    "reserve-stock",
+    "ship",
+    "bill",
+    *(f"task-{i}" for i in range(1, 11)),
+]
+
+
+class FakeClock:
+    """Processing time under the test's control, so job timeouts happen when the test says so."""
+
+    def __init__(self) -> None:
+        self.now = 1_700_000_000_000
+
+    def __call__(self) -> int:
+        return self.now
+
+
+class Driver:
+    """Runs one partition in a directory across restarts and sends it commands like the gateway does."""
+
+    def __init__(self, directory: Path, config: PartitionConfig | None = None) -> None:
+        self.directory = directory
+        self.config = config or PartitionConfig(checker_interval_s=0.005)
+        self.clock = FakeClock()
+        self.partition: Partition | None = None
+
+    def open(self) -> Partition:
+        self.partition = Partition(self.directory, self.config, clock=self.clock)
+        self.partition.open()
+        self.partition.start()
+        return self.partition
+
+    async def close(self, *, snapshot: bool = True) -> None:
+        assert self.partition is not None
+        await self.partition.close(snapshot=snapshot)
+        self.partition = None
+
+    async def send(self, value_type: ValueType, intent: int, value: dict, key: int = -1) -> Record:
+        assert self.partition is not None
+        return await asyncio.wait_for(self.partition.execute(value_type, intent, value, key), 10)
+
+    async def settle(self) -> None:
+        """Wait until every queued command and follow-up is processed."""
+        assert self.partition is not None
+        for _ in range(2000):
+            if self.partition.backlog == 0:
+                await asyncio.sleep(0.002)
+                if self.partition.backlog == 0:
+                    return
+            await asyncio.sleep(0.001)
+        raise AssertionError(f"partition still has {self.partition.backlog} commands waiting")
+
+    def read(self, fn: Callable[[PartitionState], Any]) -> Any:
+        """Read live state through a view of its own (never the processor's bound repositories)."""
+        assert self.partition is not None and self.partition.db is not None
+        view = PartitionState(self.partition.db)
+        with self.partition.db.begin() as txn:
+            view.bind(txn)
+            return fn(view)
+
+    # -- commands, shaped like the gateway's ---------------------------------------------------------------
+
+    async def deploy(self, *names: str) -> Record:
+        resources = [{"resourceName": n, "resource": (BPMN / n).read_bytes()} for n in names]
+        return await self.send(ValueType.DEPLOYMENT, DeploymentIntent.CREATE, {"resources": resources})
+
+    async def create(self, process_id: str, variables: dict | None = None) -> Record:
+        value = {
+            "bpmnProcessId": process_id,
+            "version": -1,
+            "processDefinitionKey": -1,
+            "variables": variables if variables is not None else START_VARIABLES.get(process_id, {}),
+            "fetchVariables": [],
+            "tenantId": TENANT,
+        }
+        return await self.send(ValueType.PROCESS_INSTANCE_CREATION, ProcessInstanceCreationIntent.CREATE, value)
+
+    async def activate(self, job_type: str, max_jobs: int = 10, timeout: int = 60_000) -> list[int]:
+        value = {
+            "type": job_type,
+            "worker": "replay-test",
+            "timeout": timeout,
+            "maxJobsToActivate": max_jobs,
+            "variables": [],
+            "jobKeys": [],
+            "jobs": [],
+            "truncated": False,
+            "tenantIds": [TENANT],
+        }
+        rec = await self.send(ValueType.JOB_BATCH, JobBatchIntent.ACTIVATE, value)
+        assert rec.record_type == RecordType.EVENT, rec.rejection_reason
+        return list(rec.value["jobKeys"])
+
+    async def complete(self, job_key: int, variables: dict | None = None) -> Record:
+        return await self.send(ValueType.JOB, JobIntent.COMPLETE, {"variables": variables or {}}, job_key)
+
+    async def fail(self, job_key: int, retries: int, backoff: int = 0) -> Record:
+        value = {"retries": retries, "errorMessage": "boom", "retryBackoff": backoff, "variables": {"tried": True}}
+        return await self.send(ValueType.JOB, JobIntent.FAIL, value, job_key)
+
+    async def throw_error(self, job_key: int, code: str) -> Record:
+        value = {"errorCode": code, "errorMessage": "declined", "variables": {"reason": code}}
+        return await self.send(ValueType.JOB, JobIntent.THROW_ERROR, value, job_key)
+
+    async def update_retries(self, job_key: int, retries: int) -> Record:
+        return await self.send(ValueType.JOB, JobIntent.UPDATE_RETRIES, {"retries": retries}, job_key)
+
+    async def cancel(self, instance_key: int) -> Record:
+        return await self.send(ValueType.PROCESS_INSTANCE, ProcessInstanceIntent.CANCEL, {}, instance_key)
+
+    async def set_variables(self, scope_key: int, variables: dict, *, local: bool = False) -> Record:
+        value = {
+            "scopeKey": scope_key,
+            "variables": variables,
+            "updateSemantics": "LOCAL" if local else "PROPAGATE",
+            "tenantId": TENANT,
+        }
+        return await self.send(ValueType.VARIABLE_DOCUMENT, VariableDocumentIntent.UPDATE, value, scope_key)
+
+    async def resolve(self, incident_key: int) -> Record:
+        return await self.send(ValueType.INCIDENT, IncidentIntent.RESOLVE, {}, incident_key)
+
+    def incidents(self) -> list[tuple[int, dict]]:
+        from broker.state.db import read_u64, unpack
+
+        return self.read(lambda s: [(read_u64(k), unpack(v)) for k, v in s.iter_all("incidents")])
+
+
+def accepted(rec: Record) -> Record:
+    assert rec.record_type == RecordType.EVENT, f"{rec.describe()}: {rec.rejection_reason}"
+    return rec
+
+
+def assert_same(expected: StateDump, actual: StateDump, what: str) -> None:
+    differences = diff_dumps(expected, actual, limit=15)
+    assert not differences, f"{what} differs from the live state:\n" + "\n".join(differences)
+
+
+def check_replay_equals_live(directory: Path, scratch: Path) -> StateDump:
+    """With the partition stopped: the live state equals a full replay and the newest snapshot."""
+    live = dump_state(directory / "runtime")
+    assert sum(len(v) for v in live.values()) > 0
+    target = scratch / f"replay-{len(list(scratch.glob('replay-*')))}"
+    assert_same(live, replay(directory, target), "the state replayed from an empty database")
+    return live
+
+
+async def check_restart_recovers(driver: Driver, live: StateDump, *, from_scratch: bool) -> None:
+    """A restart (from the snapshot, or with snapshots removed: from the log alone) recovers the live state."""
+    if from_scratch:
+        shutil.rmtree(driver.directory / "snapshots")
+    driver.open()
+    await driver.close(snapshot=False)
+    assert_same(live, dump_state(driver.directory / "runtime"), "the state recovered by a restart")
+
+
+# -- scripted scenarios --------------------------------------------------------------------------------------
+
+
+async def test_every_command_kind_replays_to_the_live_state(tmp_path: Path) -> None:
+    d = Driver(tmp_path / "p" / "1")
+    d.open()
+    deployed = accepted(await d.deploy(*FIXTURES))
+    assert len(deployed.value["processesMetadata"]) >= len(FIXTURES)
+    # happy paths
+    for pid in ("one-task", "exclusive-gateway", "parallel-gateway", "pass-through", "io-mapping"):
+        accepted(await d.create(pid))
+    accepted(await d.create("exclusive-gateway", {"amount": 5}))
+    await d.settle()
+    for job in await d.activate("test"):
+        accepted(await d.complete(job, {"done": 1}))
+    for job_type in ("approve-large", "approve-small", "ship", "bill"):
+        for job in await d.activate(job_type):
+            accepted(await d.complete(job))
+    for job in await d.activate("reserve-stock"):
+        accepted(await d.complete(job, {"reservation": {"id": "r-1", "items": [1, 2]}}))
+    # errors: caught by a boundary event, and unhandled (an incident)
+    first = accepted(await d.create("error-boundary"))
+    await d.create("error-end-event", {})
+    await d.settle()
+    charge = await d.activate("charge", 1)
+    accepted(await d.throw_error(charge[0], "PAYMENT_FAILED"))
+    for job in await d.activate("check-order"):
+        accepted(await d.complete(job, {"valid": False}))
+    accepted(await d.create("error-boundary"))
+    await d.settle()
+    unhandled = await d.activate("charge", 1)
+    accepted(await d.throw_error(unhandled[0], "NOT_MODELED"))
+    # failures: retry, then no retries left (incident), then fix and resolve
+    accepted(await d.create("one-task", {"n": 1}))
+    await d.settle()
+    job = (await d.activate("test"))[0]
+    accepted(await d.fail(job, retries=1))
+    job = (await d.activate("test"))[0]
+    accepted(await d.fail(job, retries=0))
+    await d.settle()
+    incidents = d.incidents()
+    assert any(inc["jobKey"] == job for _, inc in incidents)
+    accepted(await d.update_retries(job, 2))
+    for key, inc in incidents:
+        if inc["jobKey"] == job:
+            accepted(await d.resolve(key))
+    await d.settle()
+    accepted(await d.complete((await d.activate("test"))[0]))
+    # variables, timeouts and cancellation
+    running = accepted(await d.create("ten-tasks", {"count": 0}))
+    key = running.value["processInstanceKey"]
+    await d.settle()
+    accepted(await d.set_variables(key, {"count": 1, "nested": {"a": [1, 2]}}))
+    accepted(await d.set_variables(key, {"local": "yes"}, local=True))
+    await d.activate("task-1", timeout=1000)
+    d.clock.now += 5_000
+    await asyncio.sleep(0.05)  # the deadline checker writes TIME_OUT
+    retaken = await d.activate("task-1")
+    assert retaken, "the timed-out job should be activatable again"
+    accepted(await d.cancel(key))
+    accepted(await d.cancel(first.value["processInstanceKey"]))  # still waiting in its error path
+    assert (await d.cancel(key)).record_type == RecordType.COMMAND_REJECTION
+    await d.settle()
+    await d.close()
+
+    live = check_replay_equals_live(d.directory, tmp_path)
+    kinds = {(r.value_type, r.intent) for r in iter_records(d.directory) if r.record_type == RecordType.EVENT}
+    for expected in [
+        (ValueType.JOB, JobIntent.COMPLETED),
+        (ValueType.JOB, JobIntent.FAILED),
+        (ValueType.JOB, JobIntent.ERROR_THROWN),
+        (ValueType.JOB, JobIntent.TIMED_OUT),
+        (ValueType.JOB, JobIntent.CANCELED),
+        (ValueType.JOB, JobIntent.RETRIES_UPDATED),
+        (ValueType.INCIDENT, IncidentIntent.CREATED),
+        (ValueType.INCIDENT, IncidentIntent.RESOLVED),
+        (ValueType.VARIABLE_DOCUMENT, VariableDocumentIntent.UPDATED),
+        (ValueType.PROCESS_INSTANCE, ProcessInstanceIntent.ELEMENT_TERMINATED),
+    ]:
+        assert expected in kinds, f"the scenario never produced {expected}"
+    await check_restart_recovers(d, live, from_scratch=False)
+    await check_restart_recovers(d, live, from_scratch=True)
+
+
+async def test_follow_ups_queued_at_shutdown_are_processed_after_restart(tmp_path: Path) -> None:
+    """A graceful stop may leave written but unprocessed follow-ups; the restart must process them."""
+    d = Driver(tmp_path / "p" / "1", PartitionConfig(max_commands_per_round=1, checker_interval_s=0.005))
+    d.open()
+    accepted(await d.deploy("one-task.bpmn"))
+    created = [accepted(await d.create("one-task", {"i": i})) for i in range(3)]
+    assert d.partition is not None and d.partition.backlog > 0, "expected follow-ups still queued"
+    await d.close()
+    check_replay_equals_live(d.directory, tmp_path)
+
+    d.open()
+    await d.settle()
+    jobs = await d.activate("test")
+    assert len(jobs) == len(created), "every instance created before the stop should have reached its task"
+    await d.close()
+    check_replay_equals_live(d.directory, tmp_path)
+
+
+async def test_restart_after_stop_without_snapshot_recovers_and_continues(tmp_path: Path) -> None:
+    """Like a crash: no snapshot at stop, so recovery replays the log tail over the older snapshot."""
+    d = Driver(tmp_path / "p" / "1")
+    d.open()
+    accepted(await d.deploy("one-task.bpmn"))
+    accepted(await d.create("one-task"))
+    await d.settle()
+    await d.close()  # snapshot 1
+    d.open()
+    keys = [accepted(await d.create("one-task")).value["processInstanceKey"] for _ in range(5)]
+    await d.settle()
+    await d.close(snapshot=False)
+    live = check_replay_equals_live(d.directory, tmp_path)
+    await check_restart_recovers(d, live, from_scratch=False)
+    d.open()
+    new = accepted(await d.create("one-task")).value["processInstanceKey"]
+    assert new > max(keys), "a restart must never issue a key again"
+    await d.settle()
+    assert len(await d.activate("test")) == 7
+    await d.close()
+    check_replay_equals_live(d.directory, tmp_path)
+
+
+# -- randomized ----------------------------------------------------------------------------------------------
+
+STEPS = int(os.environ.get("WEIR_REPLAY_STEPS", "240"))
+BATCH = 40
+
+
+async def _random_step(d: Driver, rng: random.Random, known: dict[str, set[int]]) -> None:
+    action = rng.choices(
+        ["create", "activate", "complete", "fail", "throw", "cancel", "variables", "resolve", "time", "bogus"],
+        weights=[6, 5, 6, 2, 2, 1, 2, 2, 1, 1],
+    )[0]
+    if action in ("complete", "fail", "throw") and not known["jobs"]:
+        action = "activate"
+    if action == "create" or not known["instances"]:
+        pid = rng.choice([f.removesuffix(".bpmn") for f in FIXTURES])
+        variables = dict(START_VARIABLES.get(pid, {}))
+        if pid == "exclusive-gateway":
+            variables["amount"] = rng.choice([5, 150, 100])
+        rec = await d.create(pid, variables)
+        if rec.record_type == RecordType.EVENT:
+            known["instances"].add(rec.value["processInstanceKey"])
+    elif action == "activate":
+        known["jobs"].update(await d.activate(rng.choice(JOB_TYPES), rng.randint(1, 3), rng.choice([1000, 60_000])))
+    elif action in ("complete", "fail", "throw"):
+        job = rng.choice(sorted(known["jobs"]))
+        if action == "complete":
+            rec = await d.complete(job, {"reservation": {"id": "r", "items": [1]}, "step": rng.randint(0, 9)})
+        elif action == "fail":
+            rec = await d.fail(job, retries=rng.choice([0, 1, 2]), backoff=rng.choice([0, 0, 500]))
+        else:
+            rec = await d.throw_error(job, rng.choice(["PAYMENT_FAILED", "ORDER_REJECTED", "UNKNOWN"]))
+        if rec.record_type == RecordType.COMMAND_REJECTION or action == "complete":
+            known["jobs"].discard(job)
+    elif action == "cancel":
+        await d.cancel(rng.choice(sorted(known["instances"])))
+    elif action == "variables":
+        await d.set_variables(rng.choice(sorted(known["instances"])), {"v": rng.random(), "s": "x" * rng.randint(0, 9)})
+    elif action == "resolve":
+        for key, incident in d.incidents()[:2]:
+            if incident.get("jobKey", -1) > 0:
+                await d.update_retries(incident["jobKey"], 1)
+            await d.resolve(key)
+    elif action == "time":
+        d.clock.now += rng.choice([600, 2_000, 70_000])
+        await asyncio.sleep(0.02)
+    else:
+        await d.complete(rng.randint(1, 1 << 40))
+
+
+@pytest.mark.timeout(60)
+async def test_random_command_sequences_replay_to_the_live_state(tmp_path: Path) -> None:
+    seed = int(os.environ.get("WEIR_REPLAY_SEED", random.SystemRandom().randrange(1 << 32)))
+    print(f"WEIR_REPLAY_SEED={seed}")
+    rng = random.Random(seed)
+    config = PartitionConfig(checker_interval_s=0.005, max_commands_per_round=rng.choice([1, 3, 500]))
+    d = Driver(tmp_path / "p" / "1", config)
+    d.open()
+    accepted(await d.deploy(*FIXTURES))
+    known: dict[str, set[int]] = {"instances": set(), "jobs": set()}
+    for step in range(STEPS):
+        await _random_step(d, rng, known)
+        if (step + 1) % BATCH == 0:
+            if rng.random() < 0.5:
+                await d.settle()
+            await d.close(snapshot=rng.random() < 0.7)
+            live = check_replay_equals_live(d.directory, tmp_path)
+            if rng.random() < 0.3:
+                await check_restart_recovers(d, live, from_scratch=rng.random() < 0.5)
+            d.open()
+    await d.settle()
+    await d.close()
+    check_replay_equals_live(d.directory, tmp_path)
+    report = replay_log(d.directory, tmp_path / "final")
+    assert report.result.records_read == report.result.applied_position
