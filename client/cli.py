@@ -156,6 +156,19 @@ def cmd_config_show(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_debug(args: argparse.Namespace) -> int:
+    """Offline inspection of a stopped broker's partition: its records, or a full replay compared with its state."""
+    from broker.tools.inspect import main as inspect_main
+
+    partition_dir = str(Path(args.data_dir) / "partitions" / str(args.partition))
+    argv = [args.debug_command, partition_dir]
+    if args.debug_command == "records":
+        argv += ["--from", str(args.from_position), "--limit", str(args.limit)] + (["--json"] if args.json else [])
+    elif args.compare:
+        argv += ["--compare", args.compare]
+    return inspect_main(argv)
+
+
 # -- client commands -----------------------------------------------------------------------------------------
 
 
@@ -284,6 +297,19 @@ def build_parser() -> argparse.ArgumentParser:
     show = config_sub.add_parser("show", help="print the effective configuration (defaults, file, WEIR_… variables)")
     show.add_argument("--config", help="YAML configuration file")
     show.set_defaults(fn=cmd_config_show)
+
+    p = sub.add_parser("debug", help="inspect a stopped broker's data offline")
+    debug_sub = p.add_subparsers(dest="debug_command", required=True)
+    rec = debug_sub.add_parser("records", help="print a partition's records, one per line")
+    rec.add_argument("--json", action="store_true", help="Zeebe-shaped JSON, one record per line")
+    rec.add_argument("--from", dest="from_position", type=int, default=1, help="first position to show")
+    rec.add_argument("--limit", type=int, default=0, help="show at most this many records (0 = all)")
+    rep = debug_sub.add_parser("replay", help="rebuild state from the whole log and compare it with the broker's")
+    rep.add_argument("--compare", choices=("runtime", "snapshot"), default="runtime")
+    for q in (rec, rep):
+        q.add_argument("--data-dir", default="./data", help="the broker's data folder (./data)")
+        q.add_argument("--partition", type=int, default=1, help="partition id (1)")
+        q.set_defaults(fn=cmd_debug)
 
     p = sub.add_parser("deploy", help="deploy BPMN resources")
     p.add_argument("files", nargs="+")
