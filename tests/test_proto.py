@@ -104,9 +104,7 @@ def load_pyzeebe_reference() -> descriptor_pb2.FileDescriptorProto:
         "from pyzeebe.proto import gateway_pb2\n"
         "sys.stdout.write(base64.b64encode(gateway_pb2.DESCRIPTOR.serialized_pb).decode())\n"
     )
-    completed = subprocess.run(
-        [sys.executable, "-c", script], capture_output=True, text=True, timeout=60, check=False
-    )
+    completed = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60, check=False)
     assert completed.returncode == 0, completed.stderr
     return descriptor_pb2.FileDescriptorProto.FromString(base64.b64decode(completed.stdout))
 
@@ -221,11 +219,7 @@ def differences(ours: dict[str, dict], reference: dict[str, dict], kind: str | N
             mine, theirs = ours[key].get(attribute), reference[key].get(attribute)
             if mine == theirs:
                 continue
-            if (
-                isinstance(mine, list)
-                and isinstance(theirs, list)
-                and _only_documented_extras(key, mine, theirs)
-            ):
+            if isinstance(mine, list) and isinstance(theirs, list) and _only_documented_extras(key, mine, theirs):
                 continue
             problems.append(f"{key}: {attribute} is {mine!r}, reference has {theirs!r}")
     return problems
@@ -235,9 +229,7 @@ def _only_documented_extras(key: str, mine: list[str], theirs: list[str]) -> boo
     """True when ``mine`` is ``theirs`` in the same order plus children listed as documented additions."""
     parent = key.split(" ", 1)[1]
     extras = [name for name in mine if name not in theirs]
-    documented = all(
-        any(addition.endswith(f"{parent}.{name}") for addition in DOCUMENTED_ADDITIONS) for name in extras
-    )
+    documented = all(any(addition.endswith(f"{parent}.{name}") for addition in DOCUMENTED_ADDITIONS) for name in extras)
     return documented and [name for name in mine if name in theirs] == theirs
 
 

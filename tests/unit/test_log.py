@@ -56,9 +56,7 @@ def open_log(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[OpenLog
     opened: list[LogStorage] = []
 
     def factory() -> LogStorage:
-        log: LogStorage = (
-            FileLog(tmp_path / "log", segment_size=600) if request.param == "file" else MemoryLog()
-        )
+        log: LogStorage = FileLog(tmp_path / "log", segment_size=600) if request.param == "file" else MemoryLog()
         opened.append(log)
         return log
 
@@ -268,9 +266,7 @@ def test_segments_are_named_by_first_position_and_bounded_in_size(tmp_path: Path
     assert all(size <= 1000 for size in sizes.values())
 
 
-def test_reading_a_large_log_from_near_the_end_uses_the_index(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_reading_a_large_log_from_near_the_end_uses_the_index(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Reads far into a big segment touch only a little of the file (the sparse index bounds the skip)."""
     with FileLog(tmp_path, segment_size=64 * 1024 * 1024) as log:
         append_run(log, 1, 4000, size=1024)
@@ -403,9 +399,7 @@ def test_a_flipped_byte_in_a_middle_block_stops_the_open_even_without_a_hint(tmp
     middle_offset = frame_size(blocks[0])  # the second frame of the last segment; valid frames follow it
     flip_byte(last_segment, middle_offset + HEADER_SIZE + 1)
     position = int(last_segment.stem) + 1
-    with pytest.raises(
-        LogCorruptionError, match=f"at byte {middle_offset} \\(positions {position}..{position}\\)"
-    ):
+    with pytest.raises(LogCorruptionError, match=f"at byte {middle_offset} \\(positions {position}..{position}\\)"):
         FileLog(tmp_path, segment_size=1000)
 
 
@@ -485,9 +479,7 @@ def test_compaction_frees_whole_segment_files(tmp_path: Path) -> None:
 # -- the file log: write failures ---------------------------------------------------------------------------
 
 
-def test_a_short_write_then_enospc_leaves_no_partial_frame(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_a_short_write_then_enospc_leaves_no_partial_frame(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     log = FileLog(tmp_path)
     blocks = append_run(log, 1, 5)
     real_pwritev = os.pwritev
@@ -571,6 +563,4 @@ def test_a_full_disk_leaves_no_partial_frame_and_the_log_stays_usable(tiny_disk:
     log.close()
     with FileLog(tiny_disk / "log", segment_size=256 * 1024) as reopened:
         assert reopened.last_position == len(written) + 1
-        assert [item.first_position for item in reopened.read(reopened.first_position)][-1] == len(
-            written
-        ) + 1
+        assert [item.first_position for item in reopened.read(reopened.first_position)][-1] == len(written) + 1
