@@ -31,6 +31,9 @@ DEFAULTS: dict[str, Any] = {
         "ports": {"command": 26501, "raft": 26502, "monitoring": 9600},
         "embeddedGateway": True,
         "snapshotPeriod": 300.0,
+        # Below this many free bytes under dataDir, partitions reject new commands until space is back.
+        "minFreeDiskBytes": 256 * 1024 * 1024,
+        # Exporters by id. `weir start` adds a JSON-lines exporter into <dataDir>/exports unless told otherwise.
         "exporters": {},
     },
     "gateway": {

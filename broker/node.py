@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import grpc
@@ -35,6 +35,8 @@ class NodeConfig:
     long_poll_ms: int = 10_000
     request_timeout_ms: int = 15_000
     snapshot_period_s: float = 300.0
+    exporters: dict = field(default_factory=dict)
+    min_free_disk_bytes: int = 256 << 20
 
 
 class BrokerNode:
@@ -54,7 +56,12 @@ class BrokerNode:
         cfg = self.config
         cfg.data_dir.mkdir(parents=True, exist_ok=True)
         for pid in range(1, cfg.partitions + 1):
-            pconf = PartitionConfig(partition_id=pid, snapshot_period_s=cfg.snapshot_period_s)
+            pconf = PartitionConfig(
+                partition_id=pid,
+                snapshot_period_s=cfg.snapshot_period_s,
+                exporters=cfg.exporters,
+                min_free_disk_bytes=cfg.min_free_disk_bytes,
+            )
             partition = Partition(cfg.data_dir / "partitions" / str(pid), pconf)
             await asyncio.get_running_loop().run_in_executor(None, partition.open)
             partition.start()

@@ -61,17 +61,35 @@ def _node_config(args: argparse.Namespace, *, embedded_gateway: bool) -> Any:
         long_poll_ms=g["longPollTimeout"],
         request_timeout_ms=g["requestTimeout"],
         snapshot_period_s=_pick(args.snapshot_period, b["snapshotPeriod"]),
+        exporters=_exporters(args, b),
+        min_free_disk_bytes=b["minFreeDiskBytes"],
     )
+
+
+def _exporters(args: argparse.Namespace, broker_cfg: dict[str, Any]) -> dict[str, Any]:
+    """Configured exporters; `weir start` adds a JSON-lines file exporter so a newcomer sees records at once."""
+    from exporters import validate_exporter_configs
+
+    exporters = dict(broker_cfg["exporters"])
+    if getattr(args, "command", "") == "start" and not exporters and not args.no_exporter:
+        data_dir = Path(_pick(args.data_dir, broker_cfg["dataDir"]))
+        exporters["jsonl"] = {
+            "className": "exporters.jsonl.JsonLinesExporter",
+            "args": {"directory": str((data_dir / "exports").resolve())},
+        }
+    validate_exporter_configs(exporters)
+    return exporters
 
 
 def _run_node(args: argparse.Namespace, *, embedded_gateway: bool) -> int:
     from broker.config import ConfigError
     from broker.node import BrokerNode
+    from exporters import ExporterConfigurationError
 
     try:
         node_config = _node_config(args, embedded_gateway=embedded_gateway)
         logging_cfg = _load_config(args)["logging"]
-    except ConfigError as e:
+    except (ConfigError, ExporterConfigurationError) as e:
         print(f"error: invalid configuration: {e}", file=sys.stderr)
         return 2
     setup_logging(_pick(args.log_level, logging_cfg["level"]), _pick(args.log_format, logging_cfg["format"]))
@@ -275,6 +293,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("start", help="run a single-node Weir: one broker with an embedded gateway")
     _add_node_args(p)
+    p.add_argument(
+        "--no-exporter", action="store_true", help="do not add the default JSON-lines exporter (DATA_DIR/exports)"
+    )
     p.set_defaults(fn=cmd_start)
 
     p = sub.add_parser("broker", help="run a broker serving its command API to gateways")

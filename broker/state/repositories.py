@@ -16,6 +16,7 @@ from broker.state.db import StateDb, pack, prefix_keys, prefix_scan, read_u64, u
 _META_APPLIED = b"last_applied_position"
 _META_PROCESSED = b"last_processed_position"
 _META_KEYS = b"key_counter"
+_META_EXPORTERS = b"exporter_positions"
 
 
 class _Repository:
@@ -45,6 +46,14 @@ class MetaState(_Repository):
 
     def key_counter(self) -> int:
         return self._get(_META_KEYS)
+
+    def exporter_positions(self) -> dict[str, int]:
+        """Acknowledged position per exporter id, persisted with the state (and so with every snapshot)."""
+        v = self.txn.get(_META_EXPORTERS, db=self._db)
+        return dict(unpack(v)) if v else {}
+
+    def set_exporter_positions(self, positions: dict[str, int]) -> None:
+        self.txn.put(_META_EXPORTERS, pack(positions), db=self._db)
 
     def set_positions(self, applied: int, processed: int, key_counter: int) -> None:
         self.txn.put(_META_APPLIED, u64(applied), db=self._db)

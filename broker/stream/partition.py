@@ -21,8 +21,8 @@ import logging
 import shutil
 import time
 from collections import deque
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +31,7 @@ from broker.engine.context import ProcessingContext
 from broker.engine.engine import Engine
 from broker.engine.job_streams import JobStreams
 from broker.log import FileLog, LogBlock, LogStorage
-from broker.protocol.codec import encode_block
+from broker.protocol.codec import decode_block, encode_block
 from broker.protocol.enums import JobIntent, RecordType, RejectionType, ValueType
 from broker.protocol.keys import KeyGenerator
 from broker.protocol.record import Record, RequestMetadata
@@ -39,6 +39,7 @@ from broker.state.db import StateDb
 from broker.state.repositories import PartitionState
 from broker.stream import commit_marker, snapshots
 from broker.stream.replay import replay_blocks, replay_start
+from exporters import ExporterDirector
 
 log = logging.getLogger("weir.partition")
 
@@ -68,12 +69,23 @@ class PartitionConfig:
     checker_interval_s: float = 0.1
     segment_size: int = 64 << 20
     close_timeout_s: float = 10.0
+    # Exporters by id: {"className": "pkg.mod.Class", "args": {...}} (see exporters/).
+    exporters: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # Below this much free disk the partition rejects new commands (RESOURCE_EXHAUSTED) until space is back.
+    min_free_disk_bytes: int = 256 << 20
 
 
 class Partition:
     """A partition's log, state and stream processor on this broker."""
 
-    def __init__(self, directory: Path, config: PartitionConfig | None = None, *, clock: Clock = wall_clock_ms) -> None:
+    def __init__(
+        self,
+        directory: Path,
+        config: PartitionConfig | None = None,
+        *,
+        clock: Clock = wall_clock_ms,
+        free_disk: Callable[[Path], int] | None = None,
+    ) -> None:
         self.config = config or PartitionConfig()
         self.partition_id = self.config.partition_id
         self.directory = directory
@@ -97,6 +109,10 @@ class Partition:
         self.db: StateDb | None = None
         self.log_storage: LogStorage | None = None
         self._marker: commit_marker.CommitMarker | None = None
+        self.exporters: ExporterDirector | None = None
+        self._exporter_positions: dict[str, int] = {}
+        self._free_disk = free_disk or _free_disk_bytes
+        self.disk_full = False
 
     # -- lifecycle -------------------------------------------------------------------------------------------
 
@@ -113,6 +129,7 @@ class Partition:
             applied = self.state.meta.last_applied_position()
             processed = self.state.meta.last_processed_position()
             counter = self.state.meta.key_counter()
+            self._exporter_positions = self.state.meta.exporter_positions()
             self.state.bind(None)
         self.keys = KeyGenerator(self.partition_id, counter)
         # The marker knows the commit position after the snapshot, so damage in the last blocks is never taken
@@ -166,6 +183,7 @@ class Partition:
 
     def start(self) -> None:
         """Begin processing (leader). Must run inside the event loop."""
+        self._start_exporters()
         self._tasks.append(asyncio.create_task(self._run(), name=f"partition-{self.partition_id}-processor"))
         self._tasks.append(asyncio.create_task(self._check_due(), name=f"partition-{self.partition_id}-checker"))
         if self._queue:
@@ -189,6 +207,9 @@ class Partition:
                 await t
         self._tasks.clear()
         self._fail_all(PartitionUnavailableError("partition is shutting down"))
+        if self.exporters is not None:
+            await self.exporters.close()
+            self._persist_exporter_positions()
         if snapshot and self.healthy and self.db is not None:
             try:
                 self.take_snapshot()
@@ -209,6 +230,12 @@ class Partition:
         """Queue a client command; the future resolves with the response record once it is durable."""
         if not self.healthy or self._closing:
             raise PartitionUnavailableError(self.failure or f"partition {self.partition_id} is not available")
+        if self.disk_full:
+            raise BackpressureError(
+                f"partition {self.partition_id} is not accepting new commands: free disk space under "
+                f"{self.directory} is below {self.config.min_free_disk_bytes} bytes; it resumes once exporters catch "
+                "up and the log is compacted, or space is freed"
+            )
         if len(self._inbox) >= self.config.max_inbox:
             raise BackpressureError(
                 f"partition {self.partition_id} is overloaded: {len(self._inbox)} commands are waiting"
@@ -310,6 +337,7 @@ class Partition:
             storage.append(LogBlock(first, last, payload))
             await loop.run_in_executor(None, self._flush)
             self.state.meta.set_positions(last, processed, self.keys.counter)
+            self._store_exporter_positions()
             txn.commit()
         except BaseException:
             txn.abort()
@@ -326,6 +354,8 @@ class Partition:
         monitoring.ROUND_LATENCY.labels(label).observe(time.monotonic() - round_started)
         monitoring.LOG_POSITION.labels(label).set(last)
         self._records_since_snapshot += len(ctx.records)
+        if self.exporters is not None:
+            self.exporters.notify_committed(last)
         self._after_commit(ctx)
 
     def _flush(self) -> None:
@@ -405,6 +435,73 @@ class Partition:
             for intent, key in due - self._scheduled:
                 self.write_internal(ValueType.JOB, intent, {}, key)
             self._scheduled |= due
+            self._check_disk()
+
+    # -- exporters and disk space ----------------------------------------------------------------------------
+
+    def _start_exporters(self) -> None:
+        if not self.config.exporters:
+            return
+        self.exporters = ExporterDirector(
+            self.partition_id,
+            self.config.exporters,
+            read_records=self._read_committed_records,
+            positions=self._exporter_positions,
+            clock=self.clock,
+        )
+        self._tasks.append(asyncio.create_task(self._run_exporters(), name=f"partition-{self.partition_id}-exporters"))
+
+    async def _run_exporters(self) -> None:
+        assert self.exporters is not None and self.log_storage is not None
+        await self.exporters.start()
+        self.exporters.notify_committed(self.log_storage.commit_position)
+
+    def _read_committed_records(self, from_position: int) -> Iterator[Record]:
+        """Committed records from ``from_position`` on (the block holding it may start earlier)."""
+        assert self.log_storage is not None
+        start = max(from_position, self.log_storage.first_position)
+        for block in self.log_storage.read(start):
+            yield from decode_block(block.payload)[1]
+
+    def _store_exporter_positions(self) -> None:
+        """Write changed exporter positions in the round's transaction (they travel with every snapshot)."""
+        if self.exporters is None:
+            return
+        positions = self.exporters.positions()
+        if positions != self._exporter_positions:
+            self.state.meta.set_exporter_positions(positions)
+            self._exporter_positions = positions
+
+    def _persist_exporter_positions(self) -> None:
+        if self.exporters is None or self.db is None:
+            return
+        with self.db.begin(write=True) as txn:
+            self.state.meta.txn = txn
+            try:
+                self.state.meta.set_exporter_positions(self.exporters.positions())
+            finally:
+                self.state.meta.txn = None  # type: ignore[assignment]
+
+    def _check_disk(self) -> None:
+        """The processing watermark: refuse new commands before the disk is full, take them again after."""
+        try:
+            free = self._free_disk(self.directory)
+        except OSError:
+            return
+        low = free < self.config.min_free_disk_bytes
+        if low and not self.disk_full:
+            log.warning(
+                "partition %d: only %d bytes free under %s (watermark %d): rejecting new commands",
+                self.partition_id,
+                free,
+                self.directory,
+                self.config.min_free_disk_bytes,
+            )
+            if self._records_since_snapshot:
+                self.take_snapshot()  # compaction may give space back right away
+        elif not low and self.disk_full:
+            log.info("partition %d: disk space is back (%d bytes free): accepting commands", self.partition_id, free)
+        self.disk_full = low
 
     # -- snapshots -------------------------------------------------------------------------------------------
 
@@ -422,14 +519,21 @@ class Partition:
         self._records_since_snapshot = 0
         self._last_snapshot_time = time.monotonic()
         kept = snapshots.list_snapshots(self.directory / "snapshots")
-        if len(kept) >= snapshots.KEEP:
-            # Recovery from any kept snapshot reads from its processed position on (unprocessed follow-ups).
-            bound = min(replay_start(s.applied_position, s.processed_position) for s in kept)
+        if len(kept) >= snapshots.KEEP or self.disk_full:
+            # Recovery from any kept snapshot reads from its processed position on (unprocessed follow-ups), and
+            # exporters resume from the positions that snapshot holds: the log keeps both.
+            bound = min(self._snapshot_bound(s) for s in kept)
             freed = self.log_storage.delete_before(bound)
             if freed:
                 log.info("partition %d: compacted log below %d (%d bytes freed)", self.partition_id, bound, freed)
         log.info("partition %d: snapshot at position %d", self.partition_id, snap.applied_position)
         return snap
+
+    def _snapshot_bound(self, snap: snapshots.Snapshot) -> int:
+        bound = replay_start(snap.applied_position, snap.processed_position)
+        for exporter_id in self.config.exporters:
+            bound = min(bound, snap.exporter_positions.get(exporter_id, 0) + 1)
+        return bound
 
     # -- failure ---------------------------------------------------------------------------------------------
 
@@ -447,6 +551,10 @@ class Partition:
             if not fut.done():
                 fut.set_exception(error)
         self._futures.clear()
+
+
+def _free_disk_bytes(directory: Path) -> int:
+    return shutil.disk_usage(directory).free
 
 
 def wipe_runtime(directory: Path) -> None:

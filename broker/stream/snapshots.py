@@ -11,12 +11,12 @@ import logging
 import os
 import shutil
 import zlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import lmdb
 
-from broker.state.db import read_u64
+from broker.state.db import read_u64, unpack
 
 log = logging.getLogger("weir.snapshot")
 
@@ -30,6 +30,7 @@ class Snapshot:
     directory: Path
     applied_position: int
     processed_position: int
+    exporter_positions: dict[str, int] = field(default_factory=dict)
 
     @property
     def data_file(self) -> Path:
@@ -63,9 +64,14 @@ def take(env: lmdb.Environment, snapshots_dir: Path) -> Snapshot:
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir()
     env.copy(str(tmp), compact=True)
-    applied, processed = _positions(tmp)
+    applied, processed, exporter_positions = _positions(tmp)
     data = tmp / _DATA
-    manifest = {"appliedPosition": applied, "processedPosition": processed, "crc32": _crc_file(data)}
+    manifest = {
+        "appliedPosition": applied,
+        "processedPosition": processed,
+        "exporterPositions": exporter_positions,
+        "crc32": _crc_file(data),
+    }
     (tmp / _MANIFEST).write_text(json.dumps(manifest))
     for name in (_DATA, _MANIFEST):
         fd = os.open(tmp / name, os.O_RDONLY)
@@ -80,17 +86,22 @@ def take(env: lmdb.Environment, snapshots_dir: Path) -> Snapshot:
     _fsync_dir(snapshots_dir)
     for old in list_snapshots(snapshots_dir)[KEEP:]:
         shutil.rmtree(old.directory, ignore_errors=True)
-    return Snapshot(final, applied, processed)
+    return Snapshot(final, applied, processed, exporter_positions)
 
 
-def _positions(directory: Path) -> tuple[int, int]:
+def _positions(directory: Path) -> tuple[int, int, dict[str, int]]:
     env = lmdb.open(str(directory), readonly=True, lock=False, max_dbs=32, subdir=True)
     try:
         meta = env.open_db(b"meta", create=False)
         with env.begin() as txn:
             applied = txn.get(b"last_applied_position", db=meta)
             processed = txn.get(b"last_processed_position", db=meta)
-        return (read_u64(applied) if applied else 0, read_u64(processed) if processed else 0)
+            exporters = txn.get(b"exporter_positions", db=meta)
+        return (
+            read_u64(applied) if applied else 0,
+            read_u64(processed) if processed else 0,
+            dict(unpack(exporters)) if exporters else {},
+        )
     finally:
         env.close()
 
@@ -105,7 +116,8 @@ def list_snapshots(snapshots_dir: Path) -> list[Snapshot]:
             continue
         try:
             m = json.loads((d / _MANIFEST).read_text())
-            out.append(Snapshot(d, int(m["appliedPosition"]), int(m["processedPosition"])))
+            exported = {str(k): int(v) for k, v in m.get("exporterPositions", {}).items()}
+            out.append(Snapshot(d, int(m["appliedPosition"]), int(m["processedPosition"]), exported))
         except (ValueError, KeyError, OSError):
             log.warning("ignoring unreadable snapshot manifest in %s", d)
     out.sort(key=lambda s: s.applied_position, reverse=True)

@@ -1,0 +1,245 @@
+"""Index mappings of the Elasticsearch exporter: Zeebe's record fields, strict, per value type.
+
+One component template holds the record envelope; one index template per value type composes it and adds the
+value's fields. Mappings are strict, so a field that is not declared fails the bulk item loudly instead of
+growing the mapping by guesswork; booleans are JSON booleans (some servers ignore the string "false").
+Field names and types follow Zeebe's Elasticsearch exporter, so Zeebe users' queries keep working.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from broker.protocol.enums import ValueType
+
+Mapping = dict[str, Any]
+
+KEYWORD: Mapping = {"type": "keyword"}
+LONG: Mapping = {"type": "long"}
+INTEGER: Mapping = {"type": "integer"}
+TEXT: Mapping = {"type": "text"}
+BOOLEAN: Mapping = {"type": "boolean"}
+DATE: Mapping = {"type": "date"}
+STORED_ONLY: Mapping = {"enabled": False}  # kept in _source, not indexed (documents, binary resources)
+
+
+def _object(**properties: Mapping) -> Mapping:
+    return {"properties": properties}
+
+
+RECORD_PROPERTIES: Mapping = {
+    "partitionId": INTEGER,
+    "position": LONG,
+    "sourceRecordPosition": LONG,
+    "key": LONG,
+    "timestamp": DATE,
+    "recordType": KEYWORD,
+    "valueType": KEYWORD,
+    "intent": KEYWORD,
+    "rejectionType": KEYWORD,
+    "rejectionReason": TEXT,
+    "brokerVersion": KEYWORD,
+    "recordVersion": INTEGER,
+    "authorizations": STORED_ONLY,
+}
+
+_JOB_FIELDS: Mapping = {
+    "type": KEYWORD,
+    "worker": KEYWORD,
+    "retries": LONG,
+    "retryBackoff": LONG,
+    "recurringTime": LONG,
+    "deadline": LONG,
+    "timeout": LONG,
+    "customHeaders": STORED_ONLY,
+    "variables": STORED_ONLY,
+    "errorMessage": TEXT,
+    "errorCode": TEXT,
+    "elementId": TEXT,
+    "elementInstanceKey": LONG,
+    "processInstanceKey": LONG,
+    "bpmnProcessId": KEYWORD,
+    "processDefinitionVersion": INTEGER,
+    "processDefinitionKey": LONG,
+    "tenantId": KEYWORD,
+    "jobKind": KEYWORD,
+    "jobListenerEventType": KEYWORD,
+    "changedAttributes": TEXT,
+    "tags": KEYWORD,
+}
+
+_PROCESS_METADATA: Mapping = _object(
+    bpmnProcessId=KEYWORD,
+    processName=KEYWORD,
+    version=LONG,
+    processDefinitionKey=LONG,
+    resourceName=TEXT,
+    checksum=STORED_ONLY,
+    duplicate=BOOLEAN,
+    tenantId=KEYWORD,
+    deploymentKey=LONG,
+    versionTag=KEYWORD,
+)
+
+VALUE_PROPERTIES: dict[ValueType, Mapping] = {
+    ValueType.JOB: _JOB_FIELDS,
+    ValueType.JOB_BATCH: {
+        "type": KEYWORD,
+        "worker": KEYWORD,
+        "timeout": LONG,
+        "maxJobsToActivate": INTEGER,
+        "jobKeys": LONG,
+        "jobs": {
+            "type": "nested",
+            "dynamic": "strict",
+            "properties": {**_JOB_FIELDS, "deadline": DATE, "listenerEventType": KEYWORD},
+        },
+        "truncated": BOOLEAN,
+        "tenantIds": KEYWORD,
+    },
+    ValueType.PROCESS_INSTANCE: {
+        "bpmnProcessId": KEYWORD,
+        "version": INTEGER,
+        "processDefinitionKey": LONG,
+        "processInstanceKey": LONG,
+        "elementId": KEYWORD,
+        "flowScopeKey": LONG,
+        "bpmnElementType": KEYWORD,
+        "bpmnEventType": KEYWORD,
+        "parentProcessInstanceKey": LONG,
+        "parentElementInstanceKey": LONG,
+        "tenantId": KEYWORD,
+        "elementInstancePath": STORED_ONLY,
+        "processDefinitionPath": STORED_ONLY,
+        "callingElementPath": STORED_ONLY,
+        "tags": KEYWORD,
+        "rootProcessInstanceKey": LONG,
+    },
+    ValueType.PROCESS_INSTANCE_CREATION: {
+        "bpmnProcessId": KEYWORD,
+        "version": INTEGER,
+        "processDefinitionKey": LONG,
+        "processInstanceKey": LONG,
+        "variables": STORED_ONLY,
+        "startInstructions": _object(elementId=KEYWORD),
+        "tenantId": KEYWORD,
+        "tags": KEYWORD,
+        "rootProcessInstanceKey": LONG,
+    },
+    ValueType.VARIABLE: {
+        "name": KEYWORD,
+        "value": {"type": "keyword", "ignore_above": 8191},
+        "scopeKey": LONG,
+        "processInstanceKey": LONG,
+        "processDefinitionKey": LONG,
+        "bpmnProcessId": KEYWORD,
+        "tenantId": KEYWORD,
+        "rootProcessInstanceKey": LONG,
+    },
+    ValueType.VARIABLE_DOCUMENT: {
+        "scopeKey": LONG,
+        "updateSemantics": KEYWORD,
+        "variables": STORED_ONLY,
+        "tenantId": KEYWORD,
+    },
+    ValueType.INCIDENT: {
+        "errorType": KEYWORD,
+        "errorMessage": TEXT,
+        "bpmnProcessId": KEYWORD,
+        "processDefinitionKey": LONG,
+        "processInstanceKey": LONG,
+        "elementId": KEYWORD,
+        "elementInstanceKey": LONG,
+        "jobKey": LONG,
+        "variableScopeKey": LONG,
+        "tenantId": KEYWORD,
+        "elementInstancePath": STORED_ONLY,
+        "processDefinitionPath": STORED_ONLY,
+        "callingElementPath": STORED_ONLY,
+        "rootProcessInstanceKey": LONG,
+    },
+    ValueType.PROCESS: {
+        "bpmnProcessId": KEYWORD,
+        "name": KEYWORD,
+        "version": LONG,
+        "processDefinitionKey": LONG,
+        "resourceName": TEXT,
+        "resource": STORED_ONLY,
+        "checksum": STORED_ONLY,
+        "duplicate": BOOLEAN,
+        "tenantId": KEYWORD,
+        "deploymentKey": LONG,
+        "versionTag": KEYWORD,
+    },
+    ValueType.DEPLOYMENT: {
+        "resources": _object(resource=STORED_ONLY, resourceName=TEXT),
+        "processesMetadata": _PROCESS_METADATA,
+        "decisionRequirementsMetadata": STORED_ONLY,
+        "decisionsMetadata": STORED_ONLY,
+        "formMetadata": STORED_ONLY,
+        "resourceMetadata": STORED_ONLY,
+        "tenantId": KEYWORD,
+        "deploymentKey": LONG,
+    },
+    ValueType.PROCESS_EVENT: {
+        "scopeKey": LONG,
+        "processInstanceKey": LONG,
+        "processDefinitionKey": LONG,
+        "targetElementId": KEYWORD,
+        "variables": STORED_ONLY,
+        "tenantId": KEYWORD,
+    },
+}
+
+EXPORTABLE_VALUE_TYPES: frozenset[ValueType] = frozenset(VALUE_PROPERTIES)
+
+
+def value_type_slug(value_type: ValueType) -> str:
+    """The value type in index names and aliases: ``PROCESS_INSTANCE`` → ``process-instance``."""
+    return value_type.name.lower().replace("_", "-")
+
+
+def component_template(number_of_shards: int, number_of_replicas: int) -> Mapping:
+    """The record envelope shared by every value type's index."""
+    return {
+        "template": {
+            "settings": {
+                "number_of_shards": number_of_shards,
+                "number_of_replicas": number_of_replicas,
+                "index.queries.cache.enabled": False,
+            },
+            "mappings": {"dynamic": "strict", "properties": RECORD_PROPERTIES},
+        }
+    }
+
+
+def index_template(
+    prefix: str,
+    value_type: ValueType,
+    version: str,
+    *,
+    number_of_shards: int,
+    number_of_replicas: int,
+    lifecycle_policy: str | None,
+) -> Mapping:
+    """The index template of one value type: its index pattern, alias and value mapping."""
+    slug = value_type_slug(value_type)
+    value_mapping = {"dynamic": "strict", "properties": VALUE_PROPERTIES[value_type]}
+    settings: Mapping = {"number_of_shards": number_of_shards, "number_of_replicas": number_of_replicas}
+    if lifecycle_policy:
+        settings["index.lifecycle.name"] = lifecycle_policy
+    return {
+        "index_patterns": [f"{prefix}_{slug}_{version}_*"],
+        "composed_of": [prefix],
+        "priority": 20,
+        "template": {
+            "settings": settings,
+            "aliases": {f"{prefix}-{slug}": {}},
+            "mappings": {"properties": {"value": value_mapping}},
+        },
+    }
+
+
+def retention_policy(minimum_age: str) -> Mapping:
+    """An index lifecycle policy that deletes record indices once they are ``minimum_age`` old."""
+    return {"policy": {"phases": {"delete": {"min_age": minimum_age, "actions": {"delete": {}}}}}}

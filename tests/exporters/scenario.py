@@ -1,0 +1,146 @@
+"""Real Weir records for exporter tests: an in-process partition runs BPMN processes and its log is read back.
+
+The records are whatever the engine writes (deployments with resources, element lifecycles, jobs, variables,
+incidents, rejections), so exporter tests check Weir's actual shapes, not hand-written guesses.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from broker.engine.behaviors import TENANT
+from broker.log import FileLog
+from broker.protocol.codec import decode_block
+from broker.protocol.enums import (
+    DeploymentIntent,
+    IncidentIntent,
+    JobBatchIntent,
+    JobIntent,
+    ProcessInstanceCreationIntent,
+    ProcessInstanceIntent,
+    RecordType,
+    ValueType,
+    VariableDocumentIntent,
+)
+from broker.protocol.record import Record
+from broker.stream.partition import Partition, PartitionConfig
+from tests.harness import BPMN
+
+
+class FixedClock:
+    """Processing time under the test's control (a fixed day, so the index date is known)."""
+
+    def __init__(self, now: int = 1_700_000_000_000) -> None:
+        self.now = now
+
+    def __call__(self) -> int:
+        return self.now
+
+
+class PartitionDriver:
+    """Sends commands to an in-process partition the way the gateway does."""
+
+    def __init__(self, partition: Partition) -> None:
+        self.partition = partition
+
+    async def send(self, value_type: ValueType, intent: int, value: dict[str, Any], key: int = -1) -> Record:
+        return await asyncio.wait_for(self.partition.execute(value_type, intent, value, key), 10)
+
+    async def settle(self) -> None:
+        """Wait until every queued command and follow-up is processed."""
+        for _ in range(2000):
+            if self.partition.backlog == 0:
+                await asyncio.sleep(0.002)
+                if self.partition.backlog == 0:
+                    return
+            await asyncio.sleep(0.001)
+        raise AssertionError(f"partition still has {self.partition.backlog} commands waiting")
+
+    async def deploy(self, *names: str) -> Record:
+        resources = [{"resourceName": n, "resource": (BPMN / n).read_bytes()} for n in names]
+        return await self.send(ValueType.DEPLOYMENT, DeploymentIntent.CREATE, {"resources": resources})
+
+    async def create(self, process_id: str, variables: dict[str, Any] | None = None) -> Record:
+        value = {
+            "bpmnProcessId": process_id,
+            "version": -1,
+            "processDefinitionKey": -1,
+            "variables": variables or {},
+            "fetchVariables": [],
+            "tenantId": TENANT,
+        }
+        return await self.send(ValueType.PROCESS_INSTANCE_CREATION, ProcessInstanceCreationIntent.CREATE, value)
+
+    async def activate(self, job_type: str, max_jobs: int = 100) -> list[int]:
+        value = {
+            "type": job_type,
+            "worker": "exporter-test",
+            "timeout": 60_000,
+            "maxJobsToActivate": max_jobs,
+            "variables": [],
+            "jobKeys": [],
+            "jobs": [],
+            "truncated": False,
+            "tenantIds": [TENANT],
+        }
+        rec = await self.send(ValueType.JOB_BATCH, JobBatchIntent.ACTIVATE, value)
+        assert rec.record_type == RecordType.EVENT, rec.rejection_reason
+        return list(rec.value["jobKeys"])
+
+    async def complete(self, job_key: int, variables: dict[str, Any] | None = None) -> Record:
+        return await self.send(ValueType.JOB, JobIntent.COMPLETE, {"variables": variables or {}}, job_key)
+
+    async def fail(self, job_key: int, retries: int) -> Record:
+        value = {"retries": retries, "errorMessage": "boom", "retryBackoff": 0, "variables": {}}
+        return await self.send(ValueType.JOB, JobIntent.FAIL, value, job_key)
+
+
+async def run_scenario(directory: Path, *, instances: int = 3) -> list[Record]:
+    """Deploy, create instances, complete their jobs, fail one into an incident, reject a command.
+
+    Returns every record of the partition's log, in position order.
+    """
+    clock = FixedClock()
+    partition = Partition(directory, PartitionConfig(checker_interval_s=0.01), clock=clock)
+    partition.open()
+    partition.start()
+    try:
+        d = PartitionDriver(partition)
+        await d.deploy("one-task.bpmn")
+        for i in range(instances):
+            await d.create("one-task", {"i": i, "order": {"id": f"o-{i}", "lines": [1, 2]}})
+        await d.settle()
+        jobs = await d.activate("test")
+        for job in jobs[:-1]:
+            await d.complete(job, {"done": True})
+        await d.fail(jobs[-1], retries=0)  # no retries left: an incident
+        await d.settle()
+        first = await d.create("one-task", {"late": "yes"})
+        await d.send(
+            ValueType.VARIABLE_DOCUMENT,
+            VariableDocumentIntent.UPDATE,
+            {"scopeKey": first.value["processInstanceKey"], "variables": {"x": 1}, "updateSemantics": "PROPAGATE"},
+            first.value["processInstanceKey"],
+        )
+        await d.send(ValueType.PROCESS_INSTANCE, ProcessInstanceIntent.CANCEL, {}, first.value["processInstanceKey"])
+        await d.send(ValueType.INCIDENT, IncidentIntent.RESOLVE, {}, 12345)  # rejected: not found
+        await d.settle()
+    finally:
+        await partition.close(snapshot=False)
+    return list(read_log(directory / "log"))
+
+
+def read_log(log_directory: Path, from_position: int = 1) -> Iterator[Record]:
+    """Committed records of a partition log from ``from_position`` on (the way the broker reads them)."""
+    log = FileLog(log_directory)
+    try:
+        for block in log.read(from_position):
+            _processed, records = decode_block(block.payload)
+            for record in records:
+                if record.position >= from_position:
+                    yield record
+    finally:
+        log.close()
