@@ -67,9 +67,11 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=10.0)
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--concurrency", type=int, default=64)
+    parser.add_argument("--no-exporter", action="store_true", help="without weir start's default JSON-lines exporter")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
-        weir = WeirProcess(Path(tmp) / "data", extra_args=["--log-level", "WARNING"])
+        extra = ["--log-level", "WARNING"] + (["--no-exporter"] if args.no_exporter else [])
+        weir = WeirProcess(Path(tmp) / "data", extra_args=extra)
         weir.start()
         try:
             rates = []
