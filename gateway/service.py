@@ -8,11 +8,12 @@ rejection types to gRPC status codes, with Zeebe's ``Command 'X' rejected with c
 from __future__ import annotations
 
 import asyncio
+import functools
 import itertools
 import json
 import logging
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, NoReturn
 
 import grpc
@@ -155,6 +156,19 @@ class _JobWaiters:
             return self.generation(job_type) != seen
 
 
+def _unary(method: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
+    """Turn a validation failure or rejection (``_Abort``) raised anywhere in an RPC into its gRPC status."""
+
+    @functools.wraps(method)
+    async def wrapper(self: Any, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        try:
+            return await method(self, request, context)
+        except _Abort as e:
+            await context.abort(e.code, e.message)
+
+    return wrapper
+
+
 class GatewayService(pb_grpc.GatewayServicer):
     """Implements every RPC of ``gateway_protocol.Gateway``."""
 
@@ -259,12 +273,10 @@ class GatewayService(pb_grpc.GatewayServicer):
         value = {"resources": [{"resourceName": n, "resource": c} for n, c in resources]}
         return await self._execute(self.client.partition_ids[0], ValueType.DEPLOYMENT, DeploymentIntent.CREATE, value)
 
+    @_unary
     async def DeployResource(self, request: pb.DeployResourceRequest, context: grpc.aio.ServicerContext) -> Any:
-        try:
-            _check_tenant(request.tenantId)
-            rec = await self._deploy([(r.name, r.content) for r in request.resources])
-        except _Abort as e:
-            await self._abort(context, e)
+        _check_tenant(request.tenantId)
+        rec = await self._deploy([(r.name, r.content) for r in request.resources])
         deployments = [
             pb.Deployment(
                 process=pb.ProcessMetadata(
@@ -279,11 +291,9 @@ class GatewayService(pb_grpc.GatewayServicer):
         ]
         return pb.DeployResourceResponse(key=rec.key, deployments=deployments, tenantId=TENANT)
 
+    @_unary
     async def DeployProcess(self, request: pb.DeployProcessRequest, context: grpc.aio.ServicerContext) -> Any:
-        try:
-            rec = await self._deploy([(p.name, p.definition) for p in request.processes])
-        except _Abort as e:
-            await self._abort(context, e)
+        rec = await self._deploy([(p.name, p.definition) for p in request.processes])
         processes = [
             pb.ProcessMetadata(
                 bpmnProcessId=m["bpmnProcessId"],
@@ -323,16 +333,12 @@ class GatewayService(pb_grpc.GatewayServicer):
             value["version"] = -1
         return pid, value
 
+    @_unary
     async def CreateProcessInstance(
         self, request: pb.CreateProcessInstanceRequest, context: grpc.aio.ServicerContext
     ) -> Any:
-        try:
-            pid, value = self._creation_value(request)
-            rec = await self._execute(
-                pid, ValueType.PROCESS_INSTANCE_CREATION, ProcessInstanceCreationIntent.CREATE, value
-            )
-        except _Abort as e:
-            await self._abort(context, e)
+        pid, value = self._creation_value(request)
+        rec = await self._execute(pid, ValueType.PROCESS_INSTANCE_CREATION, ProcessInstanceCreationIntent.CREATE, value)
         v = rec.value
         return pb.CreateProcessInstanceResponse(
             processDefinitionKey=v["processDefinitionKey"],
@@ -342,20 +348,18 @@ class GatewayService(pb_grpc.GatewayServicer):
             tenantId=TENANT,
         )
 
+    @_unary
     async def CreateProcessInstanceWithResult(
         self, request: pb.CreateProcessInstanceWithResultRequest, context: grpc.aio.ServicerContext
     ) -> Any:
-        try:
-            pid, value = self._creation_value(request.request, list(request.fetchVariables))
-            rec = await self._execute(
-                pid,
-                ValueType.PROCESS_INSTANCE_CREATION,
-                ProcessInstanceCreationIntent.CREATE_WITH_AWAITING_RESULT,
-                value,
-                timeout_ms=request.requestTimeout or self.request_timeout_ms,
-            )
-        except _Abort as e:
-            await self._abort(context, e)
+        pid, value = self._creation_value(request.request, list(request.fetchVariables))
+        rec = await self._execute(
+            pid,
+            ValueType.PROCESS_INSTANCE_CREATION,
+            ProcessInstanceCreationIntent.CREATE_WITH_AWAITING_RESULT,
+            value,
+            timeout_ms=request.requestTimeout or self.request_timeout_ms,
+        )
         v = rec.value
         return pb.CreateProcessInstanceWithResultResponse(
             processDefinitionKey=v["processDefinitionKey"],
@@ -366,39 +370,33 @@ class GatewayService(pb_grpc.GatewayServicer):
             tenantId=TENANT,
         )
 
+    @_unary
     async def CancelProcessInstance(
         self, request: pb.CancelProcessInstanceRequest, context: grpc.aio.ServicerContext
     ) -> Any:
-        try:
-            key = request.processInstanceKey
-            pid = self._partition_for_key(key, "process instance")
-            await self._execute(pid, ValueType.PROCESS_INSTANCE, ProcessInstanceIntent.CANCEL, {}, key)
-        except _Abort as e:
-            await self._abort(context, e)
+        key = request.processInstanceKey
+        pid = self._partition_for_key(key, "process instance")
+        await self._execute(pid, ValueType.PROCESS_INSTANCE, ProcessInstanceIntent.CANCEL, {}, key)
         return pb.CancelProcessInstanceResponse()
 
+    @_unary
     async def SetVariables(self, request: pb.SetVariablesRequest, context: grpc.aio.ServicerContext) -> Any:
-        try:
-            key = request.elementInstanceKey
-            pid = self._partition_for_key(key, "element instance")
-            value = {
-                "scopeKey": key,
-                "variables": parse_variables(request.variables),
-                "updateSemantics": "LOCAL" if request.local else "PROPAGATE",
-                "tenantId": TENANT,
-            }
-            rec = await self._execute(pid, ValueType.VARIABLE_DOCUMENT, VariableDocumentIntent.UPDATE, value, key)
-        except _Abort as e:
-            await self._abort(context, e)
+        key = request.elementInstanceKey
+        pid = self._partition_for_key(key, "element instance")
+        value = {
+            "scopeKey": key,
+            "variables": parse_variables(request.variables),
+            "updateSemantics": "LOCAL" if request.local else "PROPAGATE",
+            "tenantId": TENANT,
+        }
+        rec = await self._execute(pid, ValueType.VARIABLE_DOCUMENT, VariableDocumentIntent.UPDATE, value, key)
         return pb.SetVariablesResponse(key=rec.key)
 
+    @_unary
     async def ResolveIncident(self, request: pb.ResolveIncidentRequest, context: grpc.aio.ServicerContext) -> Any:
-        try:
-            key = request.incidentKey
-            pid = self._partition_for_key(key, "incident")
-            await self._execute(pid, ValueType.INCIDENT, IncidentIntent.RESOLVE, {}, key)
-        except _Abort as e:
-            await self._abort(context, e)
+        key = request.incidentKey
+        pid = self._partition_for_key(key, "incident")
+        await self._execute(pid, ValueType.INCIDENT, IncidentIntent.RESOLVE, {}, key)
         return pb.ResolveIncidentResponse()
 
     # -- jobs ------------------------------------------------------------------------------------------------
@@ -407,67 +405,55 @@ class GatewayService(pb_grpc.GatewayServicer):
         pid = self._partition_for_key(key, "job")
         return await self._execute(pid, ValueType.JOB, intent, value, key)
 
+    @_unary
     async def CompleteJob(self, request: pb.CompleteJobRequest, context: grpc.aio.ServicerContext) -> Any:
-        try:
-            await self._job_command(
-                request.jobKey, JobIntent.COMPLETE, {"variables": parse_variables(request.variables)}
-            )
-        except _Abort as e:
-            await self._abort(context, e)
+        await self._job_command(request.jobKey, JobIntent.COMPLETE, {"variables": parse_variables(request.variables)})
         return pb.CompleteJobResponse()
 
+    @_unary
     async def FailJob(self, request: pb.FailJobRequest, context: grpc.aio.ServicerContext) -> Any:
-        try:
-            value = {
-                "retries": request.retries,
-                "errorMessage": request.errorMessage,
-                "retryBackoff": max(0, request.retryBackOff),
-                "variables": parse_variables(request.variables),
-            }
-            await self._job_command(request.jobKey, JobIntent.FAIL, value)
-        except _Abort as e:
-            await self._abort(context, e)
+        value = {
+            "retries": request.retries,
+            "errorMessage": request.errorMessage,
+            "retryBackoff": max(0, request.retryBackOff),
+            "variables": parse_variables(request.variables),
+        }
+        await self._job_command(request.jobKey, JobIntent.FAIL, value)
         return pb.FailJobResponse()
 
+    @_unary
     async def ThrowError(self, request: pb.ThrowErrorRequest, context: grpc.aio.ServicerContext) -> Any:
-        try:
-            if not request.errorCode:
-                _fail(
-                    grpc.StatusCode.INVALID_ARGUMENT,
-                    "Expected argument 'errorCode' to be provided, but it is empty",
-                )
-            value = {
-                "errorCode": request.errorCode,
-                "errorMessage": request.errorMessage,
-                "variables": parse_variables(request.variables),
-            }
-            await self._job_command(request.jobKey, JobIntent.THROW_ERROR, value)
-        except _Abort as e:
-            await self._abort(context, e)
+        if not request.errorCode:
+            _fail(
+                grpc.StatusCode.INVALID_ARGUMENT,
+                "Expected argument 'errorCode' to be provided, but it is empty",
+            )
+        value = {
+            "errorCode": request.errorCode,
+            "errorMessage": request.errorMessage,
+            "variables": parse_variables(request.variables),
+        }
+        await self._job_command(request.jobKey, JobIntent.THROW_ERROR, value)
         return pb.ThrowErrorResponse()
 
+    @_unary
     async def UpdateJobRetries(self, request: pb.UpdateJobRetriesRequest, context: grpc.aio.ServicerContext) -> Any:
-        try:
-            if request.retries < 1:
-                _fail(
-                    grpc.StatusCode.INVALID_ARGUMENT,
-                    f"Expected retries to be greater than zero, but got '{request.retries}'",
-                )
-            await self._job_command(request.jobKey, JobIntent.UPDATE_RETRIES, {"retries": request.retries})
-        except _Abort as e:
-            await self._abort(context, e)
+        if request.retries < 1:
+            _fail(
+                grpc.StatusCode.INVALID_ARGUMENT,
+                f"Expected retries to be greater than zero, but got '{request.retries}'",
+            )
+        await self._job_command(request.jobKey, JobIntent.UPDATE_RETRIES, {"retries": request.retries})
         return pb.UpdateJobRetriesResponse()
 
+    @_unary
     async def UpdateJobTimeout(self, request: pb.UpdateJobTimeoutRequest, context: grpc.aio.ServicerContext) -> Any:
-        try:
-            if request.timeout < 1:
-                _fail(
-                    grpc.StatusCode.INVALID_ARGUMENT,
-                    f"Expected timeout to be at least 1 ms, but got '{request.timeout}'",
-                )
-            await self._job_command(request.jobKey, JobIntent.UPDATE_TIMEOUT, {"timeout": request.timeout})
-        except _Abort as e:
-            await self._abort(context, e)
+        if request.timeout < 1:
+            _fail(
+                grpc.StatusCode.INVALID_ARGUMENT,
+                f"Expected timeout to be at least 1 ms, but got '{request.timeout}'",
+            )
+        await self._job_command(request.jobKey, JobIntent.UPDATE_TIMEOUT, {"timeout": request.timeout})
         return pb.UpdateJobTimeoutResponse()
 
     @staticmethod
