@@ -63,6 +63,7 @@ def _node_config(args: argparse.Namespace, *, embedded_gateway: bool) -> Any:
         snapshot_period_s=_pick(args.snapshot_period, b["snapshotPeriod"]),
         exporters=_exporters(args, b),
         min_free_disk_bytes=b["minFreeDiskBytes"],
+        log_segment_size=b["logSegmentSize"],
     )
 
 
@@ -237,6 +238,12 @@ def cmd_create(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_bench(args: argparse.Namespace) -> int:
+    from client.bench import run
+
+    return run(args)
+
+
 def cmd_status(args: argparse.Namespace) -> int:
     from gateway.api import gateway_pb2 as pb
 
@@ -346,6 +353,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--fetch", nargs="*", help="with --with-result: variables to return")
     _add_client_args(p)
     p.set_defaults(fn=cmd_create)
+
+    p = sub.add_parser("bench", help="generate load and report throughput and latency")
+    from client.bench import add_arguments as add_bench_arguments
+
+    add_bench_arguments(p)
+    p.set_defaults(fn=cmd_bench)
 
     p = sub.add_parser("status", help="show brokers, partitions and roles")
     p.add_argument("--output", choices=("text", "json"), default="text")
