@@ -31,6 +31,8 @@ DEFAULTS: dict[str, Any] = {
         "ports": {"command": 26501, "raft": 26502, "monitoring": 9600},
         "embeddedGateway": True,
         "snapshotPeriod": 300.0,
+        # Log segment files roll at this size; compaction deletes whole segments only, so small disks need small ones.
+        "logSegmentSize": 64 * 1024 * 1024,
         # Below this many free bytes under dataDir, partitions reject new commands until space is back.
         "minFreeDiskBytes": 256 * 1024 * 1024,
         # Exporters by id. `weir start` adds a JSON-lines exporter into <dataDir>/exports unless told otherwise.
@@ -47,6 +49,9 @@ DEFAULTS: dict[str, Any] = {
     },
     "logging": {"level": "INFO", "format": "text"},
 }
+
+
+MIN_LOG_SEGMENT_SIZE = 1024 * 1024
 
 
 class ConfigError(ValueError):
@@ -187,6 +192,9 @@ def validate(config: dict[str, Any]) -> None:
         for name, port in config[section][key].items():
             if not isinstance(port, int) or not 0 <= port <= 65535:
                 raise ConfigError(f"{section}.{key}.{name}: not a port number: {port!r}")
+    segment_size = config["broker"]["logSegmentSize"]
+    if not isinstance(segment_size, int) or isinstance(segment_size, bool) or segment_size < MIN_LOG_SEGMENT_SIZE:
+        raise ConfigError(f"broker.logSegmentSize: must be an integer of at least {MIN_LOG_SEGMENT_SIZE} bytes")
     gw = config["gateway"]
     if not isinstance(gw["maxMessageSize"], int) or gw["maxMessageSize"] < 1024:
         raise ConfigError("gateway.maxMessageSize: must be an integer of at least 1024 bytes")

@@ -37,6 +37,7 @@ class NodeConfig:
     snapshot_period_s: float = 300.0
     exporters: dict = field(default_factory=dict)
     min_free_disk_bytes: int = 256 << 20
+    log_segment_size: int = 64 << 20
 
 
 class BrokerNode:
@@ -61,6 +62,7 @@ class BrokerNode:
                 snapshot_period_s=cfg.snapshot_period_s,
                 exporters=cfg.exporters,
                 min_free_disk_bytes=cfg.min_free_disk_bytes,
+                segment_size=cfg.log_segment_size,
             )
             partition = Partition(cfg.data_dir / "partitions" / str(pid), pconf)
             await asyncio.get_running_loop().run_in_executor(None, partition.open)

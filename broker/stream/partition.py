@@ -45,6 +45,9 @@ log = logging.getLogger("weir.partition")
 
 Clock = Callable[[], int]
 
+# While the disk is full, snapshots that record exporter progress (and so compact the log) come at most this often.
+_DISK_FULL_SNAPSHOT_INTERVAL_S = 1.0
+
 
 def wall_clock_ms() -> int:
     return int(time.time() * 1000)
@@ -473,14 +476,21 @@ class Partition:
             self._exporter_positions = positions
 
     def _persist_exporter_positions(self) -> None:
+        """Write the acknowledged positions outside a round (processor task or shutdown: no round is open)."""
         if self.exporters is None or self.db is None:
             return
+        positions = self.exporters.positions()
         with self.db.begin(write=True) as txn:
             self.state.meta.txn = txn
             try:
-                self.state.meta.set_exporter_positions(self.exporters.positions())
+                self.state.meta.set_exporter_positions(positions)
             finally:
                 self.state.meta.txn = None  # type: ignore[assignment]
+        self._exporter_positions = positions
+
+    def _exporters_advanced(self) -> bool:
+        """Exporters acknowledged more than the state (and so the next snapshot, which compaction reads) holds."""
+        return self.exporters is not None and self.exporters.positions() != self._exporter_positions
 
     def _check_disk(self) -> None:
         """The processing watermark: refuse new commands before the disk is full, take them again after."""
@@ -489,7 +499,8 @@ class Partition:
         except OSError:
             return
         low = free < self.config.min_free_disk_bytes
-        if low and not self.disk_full:
+        was_full, self.disk_full = self.disk_full, low
+        if low and not was_full:
             log.warning(
                 "partition %d: only %d bytes free under %s (watermark %d): rejecting new commands",
                 self.partition_id,
@@ -499,13 +510,21 @@ class Partition:
             )
             if self._records_since_snapshot:
                 self.take_snapshot()  # compaction may give space back right away
-        elif not low and self.disk_full:
+        elif not low and was_full:
             log.info("partition %d: disk space is back (%d bytes free): accepting commands", self.partition_id, free)
-        self.disk_full = low
+        if low and self._exporters_advanced():
+            # No rounds run while commands are refused, so the processor must be woken to record the exporters'
+            # progress and snapshot: otherwise the log is never compacted and the partition refuses for good.
+            self._wake.set()
 
     # -- snapshots -------------------------------------------------------------------------------------------
 
     def _maybe_snapshot(self) -> None:
+        if self.disk_full and self._exporters_advanced():
+            if time.monotonic() - self._last_snapshot_time >= _DISK_FULL_SNAPSHOT_INTERVAL_S:
+                self._persist_exporter_positions()
+                self.take_snapshot()  # compacts up to what the exporters acknowledged: space comes back
+            return
         if self._records_since_snapshot == 0:
             return
         elapsed = time.monotonic() - self._last_snapshot_time
@@ -521,18 +540,25 @@ class Partition:
         kept = snapshots.list_snapshots(self.directory / "snapshots")
         if len(kept) >= snapshots.KEEP or self.disk_full:
             # Recovery from any kept snapshot reads from its processed position on (unprocessed follow-ups), and
-            # exporters resume from the positions that snapshot holds: the log keeps both.
-            bound = min(self._snapshot_bound(s) for s in kept)
+            # exporters resume after what they acknowledged: the log keeps both (see _snapshot_bound).
+            bound = min(self._snapshot_bound(s, snap) for s in kept)
             freed = self.log_storage.delete_before(bound)
             if freed:
                 log.info("partition %d: compacted log below %d (%d bytes freed)", self.partition_id, bound, freed)
         log.info("partition %d: snapshot at position %d", self.partition_id, snap.applied_position)
         return snap
 
-    def _snapshot_bound(self, snap: snapshots.Snapshot) -> int:
+    def _snapshot_bound(self, snap: snapshots.Snapshot, newest: snapshots.Snapshot) -> int:
+        """What recovery from ``snap`` needs of the log: its replay and the exporters' unacknowledged records.
+
+        Acknowledged positions only move forward and ``newest`` holds the latest durable ones: a record it counts
+        as exported was exported, even if recovery falls back to an older snapshot (exporting then resumes at the
+        log's first position). Taking an older snapshot's positions instead would pin the log at them until a
+        second snapshot with new applied positions exists, which never comes while a full disk refuses commands.
+        """
         bound = replay_start(snap.applied_position, snap.processed_position)
         for exporter_id in self.config.exporters:
-            bound = min(bound, snap.exporter_positions.get(exporter_id, 0) + 1)
+            bound = min(bound, newest.exporter_positions.get(exporter_id, 0) + 1)
         return bound
 
     # -- failure ---------------------------------------------------------------------------------------------
