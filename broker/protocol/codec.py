@@ -1,8 +1,10 @@
 """Encoding of record batches into log block payloads.
 
-A block payload is one byte of format tag followed by a msgpack array ``[processed_position, records...]``,
-optionally compressed with zstandard when that saves space. ``processed_position`` is the highest command position
-the stream processor had processed when the block was written: replay uses it to know which commands still wait.
+A block payload is one byte of format tag followed by a msgpack array ``[header, records...]``, optionally
+compressed with zstandard when that saves space. The header is the highest command position the stream processor had
+processed when the block was written (replay uses it to know which commands still wait), or ``[processed_position,
+{exporter id: acknowledged position}]`` when the leader also reports its exporters' progress, so that replicas (and a
+future leader) know how far the log may be compacted.
 """
 
 from __future__ import annotations
@@ -52,9 +54,12 @@ def record_to_list(r: Record) -> list[Any]:
     ]
 
 
-def encode_block(processed_position: int, records: list[Record]) -> bytes:
+def encode_block(
+    processed_position: int, records: list[Record], exporter_positions: dict[str, int] | None = None
+) -> bytes:
     """Encode a batch of records (already carrying their positions) into a block payload."""
-    body = msgpack.packb([processed_position, *(record_to_list(r) for r in records)], use_bin_type=True)
+    header: Any = [processed_position, exporter_positions] if exporter_positions else processed_position
+    body = msgpack.packb([header, *(record_to_list(r) for r in records)], use_bin_type=True)
     if len(body) > _COMPRESS_ABOVE:
         compressed = _compressor.compress(body)
         if len(compressed) < len(body):
@@ -64,6 +69,12 @@ def encode_block(processed_position: int, records: list[Record]) -> bytes:
 
 def decode_block(payload: bytes) -> tuple[int, list[Record]]:
     """Decode a block payload into ``(processed_position, records)``."""
+    processed, _exporters, records = decode_block_full(payload)
+    return processed, records
+
+
+def decode_block_full(payload: bytes) -> tuple[int, dict[str, int] | None, list[Record]]:
+    """Decode a block payload into ``(processed_position, exporter positions or None, records)``."""
     if not payload:
         raise CodecError("empty block payload")
     tag = payload[0]
@@ -77,8 +88,12 @@ def decode_block(payload: bytes) -> tuple[int, list[Record]]:
         items = msgpack.unpackb(body, raw=False, strict_map_key=False)
     except (zstandard.ZstdError, msgpack.UnpackException, ValueError) as e:
         raise CodecError(f"undecodable block payload: {e}") from e
-    processed_position = items[0]
-    return processed_position, [record_from_list(it) for it in items[1:]]
+    header = items[0]
+    if isinstance(header, list):
+        processed_position, exporters = header[0], header[1]
+    else:
+        processed_position, exporters = header, None
+    return processed_position, exporters, [record_from_list(it) for it in items[1:]]
 
 
 def record_from_list(it: list[Any]) -> Record:

@@ -17,8 +17,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import json
 import logging
 import shutil
+import struct
 import time
 from collections import deque
 from collections.abc import Callable, Iterator
@@ -35,6 +37,12 @@ from broker.protocol.codec import decode_block, encode_block
 from broker.protocol.enums import JobIntent, RecordType, RejectionType, ValueType
 from broker.protocol.keys import KeyGenerator
 from broker.protocol.record import Record, RequestMetadata
+from broker.raft import (
+    RaftConfig,
+    RaftRole,
+    ReplicatedLog,
+    ReplicationError,
+)
 from broker.state.db import StateDb
 from broker.state.repositories import PartitionState
 from broker.stream import commit_marker, snapshots
@@ -55,6 +63,10 @@ def wall_clock_ms() -> int:
 
 class PartitionUnavailableError(Exception):
     """The partition cannot take commands now (starting, stopped, or failed and stopped to protect data)."""
+
+
+class NotLeaderError(PartitionUnavailableError):
+    """This replica does not lead the partition (now); the command was not taken, so it is safe to retry."""
 
 
 class BackpressureError(Exception):
@@ -116,6 +128,17 @@ class Partition:
         self._exporter_positions: dict[str, int] = {}
         self._free_disk = free_disk or _free_disk_bytes
         self.disk_full = False
+        # Replication: None runs the partition alone (fsync = commit); a Raft group replicates every block.
+        self.raft: ReplicatedLog | None = None
+        self.role = "INACTIVE"
+        self._processing = False
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._round_block: tuple[int, int] | None = None
+        self._durable = asyncio.Condition()
+        self._flushing = False
+        self._barriers: dict[int, asyncio.Future[None]] = {}
+        self._next_barrier = 1
+        self._leadership: asyncio.Task[None] | None = None
 
     # -- lifecycle -------------------------------------------------------------------------------------------
 
@@ -135,6 +158,7 @@ class Partition:
             self._exporter_positions = self.state.meta.exporter_positions()
             self.state.bind(None)
         self.keys = KeyGenerator(self.partition_id, counter)
+        self._committed_key_counter = counter
         # The marker knows the commit position after the snapshot, so damage in the last blocks is never taken
         # for a torn write (which would silently drop acknowledged records).
         committed = max(applied, commit_marker.read(self.directory))
@@ -144,6 +168,7 @@ class Partition:
         self._marker = commit_marker.CommitMarker(self.directory)
         started = time.monotonic()
         applied, processed, replayed = self._replay(applied, processed)
+        self._committed_key_counter = self.keys.counter
         self.applied_position = applied
         self.processed_position = processed
         log.info(
@@ -184,18 +209,49 @@ class Partition:
         self.records_processed = result.records_read
         return result.applied_position, result.processed_position, result.records_read
 
-    def start(self) -> None:
-        """Begin processing (leader). Must run inside the event loop."""
-        self._start_exporters()
+    def start(self, raft_config: RaftConfig | None = None) -> None:
+        """Begin serving (inside the event loop): alone, this replica leads at once; with Raft, when elected."""
+        self._loop = asyncio.get_running_loop()
         self._tasks.append(asyncio.create_task(self._run(), name=f"partition-{self.partition_id}-processor"))
         self._tasks.append(asyncio.create_task(self._check_due(), name=f"partition-{self.partition_id}-checker"))
+        if raft_config is None:
+            self._lead()
+            return
+        self.role = "FOLLOWER"
+        self.raft = ReplicatedLog(
+            raft_config,
+            on_commit=self._raft_committed,
+            snapshot_provider=self._raft_snapshot,
+            snapshot_installer=self._raft_install,
+            on_role_change=self._raft_role_changed,
+        )
+
+    def _lead(self) -> None:
+        """Take commands: the state holds every committed block, so processing may continue from it."""
+        self.role = "LEADER"
+        self._processing = True
+        self._start_exporters()
+        log.info("partition %d: leader, processing from position %d", self.partition_id, self.processed_position)
         if self._queue:
             self._wake.set()
+
+    async def _follow(self) -> None:
+        """Stop taking commands; committed blocks keep arriving through Raft and are applied as they come."""
+        if self._processing:
+            log.info("partition %d: no longer the leader", self.partition_id)
+        self._processing = False
+        self.role = "FOLLOWER"
+        self._fail_inbox(NotLeaderError(f"this broker no longer leads partition {self.partition_id}"))
+        if self.exporters is not None:
+            exporters, self.exporters = self.exporters, None
+            await exporters.close()
 
     async def close(self, *, snapshot: bool = True) -> None:
         """Stop after the round in flight (its clients get their answers), snapshot, release files."""
         self._closing = True
         self._wake.set()
+        if self._leadership is not None:
+            self._leadership.cancel()
         processor, others = self._tasks[:1], self._tasks[1:]
         for t in others:
             t.cancel()
@@ -210,6 +266,13 @@ class Partition:
                 await t
         self._tasks.clear()
         self._fail_all(PartitionUnavailableError("partition is shutting down"))
+        if self.raft is not None:
+            raft, self.raft = self.raft, None
+            await asyncio.get_running_loop().run_in_executor(None, raft.close)
+        async with self._durable:
+            pass
+        while self._flushing:
+            await asyncio.sleep(0.01)
         if self.exporters is not None:
             await self.exporters.close()
             self._persist_exporter_positions()
@@ -233,6 +296,8 @@ class Partition:
         """Queue a client command; the future resolves with the response record once it is durable."""
         if not self.healthy or self._closing:
             raise PartitionUnavailableError(self.failure or f"partition {self.partition_id} is not available")
+        if not self._processing:
+            raise NotLeaderError(f"this broker does not lead partition {self.partition_id} (role {self.role})")
         if self.disk_full:
             raise BackpressureError(
                 f"partition {self.partition_id} is not accepting new commands: free disk space under "
@@ -268,7 +333,7 @@ class Partition:
 
     def write_internal(self, value_type: ValueType, intent: int, value: dict, key: int) -> None:
         """Queue a command that expects no response (checkers, yielded pushes)."""
-        if not self.healthy or self._closing:
+        if not self.healthy or self._closing or not self._processing:
             return
         cmd = Record(-1, key, RecordType.COMMAND, value_type, int(intent), 0, value, partition_id=self.partition_id)
         self._inbox.append((cmd, None))
@@ -285,9 +350,16 @@ class Partition:
         while not self._closing:
             await self._wake.wait()
             self._wake.clear()
-            while (self._queue or self._inbox) and not self._closing:
+            while (self._queue or self._inbox) and self._processing and not self._closing:
                 try:
                     await self._round(loop)
+                except _RoundNotCommitted as e:
+                    log.warning("partition %d: round not committed (%s); stepping back", self.partition_id, e)
+                    self._fail_inbox(NotLeaderError(str(e)))
+                    await self._follow()
+                    if self.raft is not None and self.raft.is_leader:
+                        self._raft_role_changed(RaftRole.LEADER, self.raft.term, None)
+                    break
                 except Exception as e:
                     self._fail_stop(f"processing failed: {e!r}")
                     log.exception("partition %d stopped after a failure", self.partition_id)
@@ -313,6 +385,7 @@ class Partition:
         processed = self.processed_position
         commands = 0
         taken_from_queue: list[Record] = []
+        queue_before = list(self._queue)
         try:
             while (
                 len(ctx.records) < self.config.max_records_per_round and commands < self.config.max_commands_per_round
@@ -336,18 +409,21 @@ class Partition:
                 return
             first = ctx.records[0].position
             last = ctx.records[-1].position
-            payload = encode_block(processed, ctx.records)
-            storage.append(LogBlock(first, last, payload))
-            await loop.run_in_executor(None, self._flush)
+            exporter_positions = self._store_exporter_positions()
+            payload = encode_block(processed, ctx.records, exporter_positions)
+            await self._commit_block(LogBlock(first, last, payload), loop)
             self.state.meta.set_positions(last, processed, self.keys.counter)
-            self._store_exporter_positions()
             txn.commit()
         except BaseException:
             txn.abort()
             self.engine.models.clear()
+            self.keys.reset(self._committed_key_counter)
+            # Queued commands go back; follow-ups of the rolled-back round were never committed.
+            self._queue = deque(queue_before)
             raise
         finally:
             self.state.bind(None)
+        self._committed_key_counter = self.keys.counter
         self.applied_position = last
         self.processed_position = processed
         self.records_processed += len(ctx.records)
@@ -360,6 +436,33 @@ class Partition:
         if self.exporters is not None:
             self.exporters.notify_committed(last)
         self._after_commit(ctx)
+
+    async def _commit_block(self, block: LogBlock, loop: asyncio.AbstractEventLoop) -> None:
+        """Make the round's block committed: durable here alone, or on a Raft majority and then here."""
+        assert self.log_storage is not None
+        if self.raft is None:
+            self.log_storage.append(block)
+            await loop.run_in_executor(None, self._flush)
+            return
+        self._round_block = (block.first_position, block.last_position)
+        try:
+            try:
+                future = self.raft.replicate(_frame(block))
+            except ReplicationError as e:
+                raise _RoundNotCommitted(f"replication refused: {e}") from e
+            try:
+                await asyncio.wrap_future(future)
+            except ReplicationError as e:
+                raise _RoundNotCommitted(f"replication failed: {e}") from e
+            await self._wait_durable(block.last_position)
+        finally:
+            self._round_block = None
+
+    async def _wait_durable(self, position: int) -> None:
+        """Until the log here holds ``position`` durably (committed blocks arrive through _on_committed)."""
+        assert self.log_storage is not None
+        async with self._durable:
+            await self._durable.wait_for(lambda: self.log_storage.commit_position >= position or self._closing)
 
     def _flush(self) -> None:
         """Make the round durable (worker thread), then remember the commit position for recovery."""
@@ -421,7 +524,7 @@ class Partition:
     async def _check_due(self) -> None:
         while not self._closing:
             await asyncio.sleep(self.config.checker_interval_s)
-            if not self.healthy or self.db is None:
+            if not self.healthy or self.db is None or not self._processing:
                 continue
             now = self.clock()
             with self.db.begin() as txn:
@@ -466,14 +569,20 @@ class Partition:
         for block in self.log_storage.read(start):
             yield from decode_block(block.payload)[1]
 
-    def _store_exporter_positions(self) -> None:
-        """Write changed exporter positions in the round's transaction (they travel with every snapshot)."""
+    def _store_exporter_positions(self) -> dict[str, int] | None:
+        """Write changed exporter positions in the round's transaction; returned to travel in the block too.
+
+        In the state they go with every snapshot; in the block they reach the replicas, so any of them, once
+        leader, resumes exporting (and bounds compaction) from where this leader's exporters were.
+        """
         if self.exporters is None:
-            return
+            return None
         positions = self.exporters.positions()
-        if positions != self._exporter_positions:
-            self.state.meta.set_exporter_positions(positions)
-            self._exporter_positions = positions
+        if positions == self._exporter_positions:
+            return None
+        self.state.meta.set_exporter_positions(positions)
+        self._exporter_positions = positions
+        return positions
 
     def _persist_exporter_positions(self) -> None:
         """Write the acknowledged positions outside a round (processor task or shutdown: no round is open)."""
@@ -561,6 +670,142 @@ class Partition:
             bound = min(bound, newest.exporter_positions.get(exporter_id, 0) + 1)
         return bound
 
+    # -- Raft: committed blocks, roles and snapshots ---------------------------------------------------------
+
+    def _raft_committed(self, index: int, payload: bytes) -> None:
+        """Raft thread: a committed block (every replica, in order); handled on the event loop."""
+        loop = self._loop
+        if loop is not None and not loop.is_closed():
+            loop.call_soon_threadsafe(self._on_committed, payload)
+
+    def _on_committed(self, payload: bytes) -> None:
+        """Append a committed block to the log here; a follower also applies its events at once."""
+        if self._closing or self.log_storage is None or self.db is None:
+            return
+        first, last, body = _unframe(payload)
+        if first == 0:
+            waiter = self._barriers.pop(last, None)
+            if waiter is not None and not waiter.done():
+                waiter.set_result(None)
+            return
+        storage = self.log_storage
+        if last <= storage.last_position:
+            return  # already held: Raft re-delivers from its snapshot after a restart
+        if first != storage.last_position + 1:
+            self._fail_stop(f"committed block {first}..{last} does not follow the log's end {storage.last_position}")
+            return
+        block = LogBlock(first, last, body)
+        storage.append(block)
+        self._schedule_flush()
+        if self._round_block == (first, last):
+            return  # the leader's own round: its transaction holds the effects and commits once this is durable
+        if self._round_block is not None:
+            self._fail_stop(f"a foreign block {first}..{last} was committed while this leader's round was open")
+            return
+        result = replay_blocks(
+            [block],
+            self.db,
+            self.state,
+            self.engine,
+            self.keys,
+            applied=self.applied_position,
+            processed=self.processed_position,
+        )
+        self.applied_position, self.processed_position = result.applied_position, result.processed_position
+        if result.exporter_positions is not None:
+            self._exporter_positions = result.exporter_positions
+        self._queue = deque(r for r in (*self._queue, *result.pending) if r.position > self.processed_position)
+        self._committed_key_counter = self.keys.counter
+        self._records_since_snapshot += result.records_read
+        label = str(self.partition_id)
+        monitoring.RECORDS_PROCESSED.labels(label).inc(result.records_read)
+        monitoring.LOG_POSITION.labels(label).set(last)
+        if not self._processing:
+            self._maybe_snapshot()
+
+    def _schedule_flush(self) -> None:
+        """Group-commit the log here: one fsync covers every block that arrived while the previous one ran."""
+        if self._flushing or self._loop is None:
+            return
+        self._flushing = True
+
+        async def flush() -> None:
+            assert self.log_storage is not None
+            try:
+                while self.log_storage.commit_position < self.log_storage.last_position and not self._closing:
+                    await asyncio.get_running_loop().run_in_executor(None, self._flush)
+                    async with self._durable:
+                        self._durable.notify_all()
+            except Exception as e:
+                self._fail_stop(f"flushing the log failed: {e!r}")
+            finally:
+                self._flushing = False
+
+        self._loop.create_task(flush())
+
+    def _raft_role_changed(self, role: RaftRole, term: int, leader: str | None) -> None:
+        """Raft thread (or the loop after a failed round): follow the role on the event loop."""
+        loop = self._loop
+        if loop is None or loop.is_closed():
+            return
+
+        def change() -> None:
+            if self._closing:
+                return
+            if self._leadership is not None:
+                self._leadership.cancel()
+                self._leadership = None
+            monitoring.PARTITION_ROLE.labels(str(self.partition_id)).set(0 if role == RaftRole.LEADER else 1)
+            if role == RaftRole.LEADER:
+                self._leadership = loop.create_task(self._take_leadership(term))
+            else:
+                loop.create_task(self._follow())
+
+        loop.call_soon_threadsafe(change)
+
+    async def _take_leadership(self, term: int) -> None:
+        """Lead only once every block committed before this term is applied here: a barrier proves it."""
+        log.info("partition %d: elected leader in term %d; catching up", self.partition_id, term)
+        while not self._closing and self.raft is not None and self.raft.is_leader:
+            barrier = self._next_barrier
+            self._next_barrier += 1
+            waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+            self._barriers[barrier] = waiter
+            try:
+                await asyncio.wrap_future(self.raft.replicate(_BARRIER.pack(0, barrier)))
+                await asyncio.wait_for(waiter, 10)
+            except (ReplicationError, TimeoutError) as e:
+                log.info("partition %d: barrier not committed (%s); retrying", self.partition_id, e)
+                await asyncio.sleep(0.05)
+                continue
+            finally:
+                self._barriers.pop(barrier, None)
+            if self.raft is not None and self.raft.is_leader and not self._closing:
+                self._lead()
+            return
+
+    def _raft_snapshot(self, index: int) -> bytes:
+        """Raft thread, at compaction: what this replica holds durably (its own snapshots and log keep the data)."""
+        position = self.log_storage.commit_position if self.log_storage is not None else 0
+        return json.dumps({"partition": self.partition_id, "position": position}).encode()
+
+    def _raft_install(self, index: int, data: bytes) -> None:
+        """Raft thread: a snapshot from the leader (or our own at restart); ours covers it, or we cannot go on."""
+        try:
+            position = int(json.loads(data)["position"])
+        except (ValueError, KeyError, TypeError):
+            position = -1
+        held = self.log_storage.last_position if self.log_storage is not None else 0
+        if 0 <= position <= held:
+            return
+        reason = (
+            f"this replica holds positions up to {held} but the leader compacted its Raft log past position "
+            f"{position}; restore this partition directory from a healthy replica"
+        )
+        loop = self._loop
+        if loop is not None and not loop.is_closed():
+            loop.call_soon_threadsafe(self._fail_stop, reason)
+
     # -- failure ---------------------------------------------------------------------------------------------
 
     def _fail_stop(self, reason: str) -> None:
@@ -568,15 +813,36 @@ class Partition:
         self.failure = f"partition {self.partition_id} stopped: {reason}"
         self._fail_all(PartitionUnavailableError(self.failure))
 
-    def _fail_all(self, error: Exception) -> None:
+    def _fail_inbox(self, error: Exception) -> None:
+        """Commands not yet written anywhere: failing them is safe, the client may retry on the new leader."""
         while self._inbox:
             _cmd, fut = self._inbox.popleft()
             if fut is not None and not fut.done():
                 fut.set_exception(error)
+
+    def _fail_all(self, error: Exception) -> None:
+        self._fail_inbox(error)
         for fut in list(self._futures.values()):
             if not fut.done():
                 fut.set_exception(error)
         self._futures.clear()
+
+
+class _RoundNotCommitted(Exception):
+    """Raft did not commit the round's block (lost leadership, timeout): its transaction is rolled back."""
+
+
+# A replicated block is framed with its positions; a barrier (first position 0) carries only a sequence number.
+_BARRIER = struct.Struct(">QQ")
+
+
+def _frame(block: LogBlock) -> bytes:
+    return _BARRIER.pack(block.first_position, block.last_position) + block.payload
+
+
+def _unframe(payload: bytes) -> tuple[int, int, bytes]:
+    first, last = _BARRIER.unpack_from(payload)
+    return first, last, payload[_BARRIER.size :]
 
 
 def _free_disk_bytes(directory: Path) -> int:

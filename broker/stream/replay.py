@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 from broker.engine.engine import Engine
 from broker.log import LogBlock
-from broker.protocol.codec import decode_block
+from broker.protocol.codec import decode_block_full
 from broker.protocol.enums import RecordType
 from broker.protocol.keys import KeyGenerator
 from broker.protocol.record import Record
@@ -35,6 +35,8 @@ class ReplayResult:
     records_read: int = 0
     events_applied: int = 0
     pending: list[Record] = field(default_factory=list)
+    # The latest exporter positions a leader reported in the replayed blocks (None: none reported).
+    exporter_positions: dict[str, int] | None = None
 
 
 def replay_start(applied: int, processed: int) -> int:
@@ -64,7 +66,10 @@ def replay_blocks(
     state.bind(txn)
     try:
         for block in blocks:
-            block_processed, records = decode_block(block.payload)
+            block_processed, exporter_positions, records = decode_block_full(block.payload)
+            if exporter_positions is not None and block.last_position > result.applied_position:
+                result.exporter_positions = exporter_positions
+                state.meta.set_exporter_positions(exporter_positions)
             for rec in records:
                 if rec.record_type == RecordType.COMMAND and rec.position > result.processed_position:
                     unprocessed.append(rec)
