@@ -24,7 +24,7 @@ import msgpack
 from broker.protocol.codec import record_to_list
 from broker.protocol.enums import JobIntent, ValueType
 from broker.protocol.record import Record
-from broker.stream.partition import BackpressureError, Partition, PartitionUnavailableError
+from broker.stream.partition import BackpressureError, NotLeaderError, Partition, PartitionUnavailableError
 
 log = logging.getLogger("weir.command_api")
 
@@ -68,6 +68,8 @@ class CommandApi:
             record = await partition.execute(value_type, intent, value, key)
         except BackpressureError as e:
             return pack({"err": "backpressure", "msg": str(e)})
+        except NotLeaderError as e:
+            return pack({"err": "not_leader", "msg": str(e)})
         except PartitionUnavailableError as e:
             return pack({"err": "unavailable", "msg": str(e)})
         return pack({"ok": record_to_list(record)})

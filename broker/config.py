@@ -26,7 +26,10 @@ DEFAULTS: dict[str, Any] = {
             "clusterSize": 1,
             "partitionsCount": 1,
             "replicationFactor": 1,
+            # The brokers' Raft addresses "host:raftBasePort", in node-id order (empty: a single broker).
             "initialContactPoints": [],
+            # Encrypts and authenticates Raft traffic; required when partitions are replicated.
+            "raftPassword": "",
         },
         "ports": {"command": 26501, "raft": 26502, "monitoring": 9600},
         "embeddedGateway": True,

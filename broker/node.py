@@ -9,6 +9,7 @@ import asyncio
 import logging
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import grpc
 
@@ -38,6 +39,14 @@ class NodeConfig:
     exporters: dict = field(default_factory=dict)
     min_free_disk_bytes: int = 256 << 20
     log_segment_size: int = 64 << 20
+    # Cluster mode: the brokers' Raft addresses (host:raftBasePort) in node-id order; empty runs alone.
+    contact_points: list[str] = field(default_factory=list)
+    replication_factor: int = 1
+    raft_password: str = ""
+
+    @property
+    def clustered(self) -> bool:
+        return len(self.contact_points) > 1 or self.replication_factor > 1
 
 
 class BrokerNode:
@@ -49,6 +58,7 @@ class BrokerNode:
         self.gateway_server: grpc.aio.Server | None = None
         self.gateway_port = 0
         self.command_server: grpc.aio.Server | None = None
+        self.inter_partition: Any = None
         self.command_port = 0
         self.monitoring: monitoring.MonitoringServer | None = None
         self.started = False
@@ -56,18 +66,45 @@ class BrokerNode:
     async def start(self) -> None:
         cfg = self.config
         cfg.data_dir.mkdir(parents=True, exist_ok=True)
-        for pid in range(1, cfg.partitions + 1):
+        layout = None
+        hosted = list(range(1, cfg.partitions + 1))
+        if cfg.clustered:
+            from broker.cluster.node import build_layout
+
+            layout = build_layout(
+                node_id=cfg.node_id,
+                contact_points=cfg.contact_points,
+                partitions_count=cfg.partitions,
+                replication_factor=cfg.replication_factor,
+            )
+            hosted = layout.partitions_of(cfg.node_id)
+        for pid in hosted:
             pconf = PartitionConfig(
                 partition_id=pid,
+                partitions_count=cfg.partitions,
                 snapshot_period_s=cfg.snapshot_period_s,
                 exporters=cfg.exporters,
                 min_free_disk_bytes=cfg.min_free_disk_bytes,
                 segment_size=cfg.log_segment_size,
             )
-            partition = Partition(cfg.data_dir / "partitions" / str(pid), pconf)
+            directory = cfg.data_dir / "partitions" / str(pid)
+            partition = Partition(directory, pconf)
             await asyncio.get_running_loop().run_in_executor(None, partition.open)
-            partition.start()
+            if layout is None:
+                partition.start()
+            else:
+                from broker.cluster.node import raft_config
+
+                partition.start(raft_config(layout, cfg.node_id, pid, directory, cfg.raft_password))
             self.partitions[pid] = partition
+        if layout is not None and cfg.partitions > 1:
+            from gateway.remote import RemoteBrokerClient
+
+            peers = [m.command_address(cfg.command_port) for m in layout.members]
+            self.inter_partition = RemoteBrokerClient(peers, max_message_size=cfg.max_message_size)
+            await self.inter_partition.start()
+            for partition in self.partitions.values():
+                partition.inter_partition = self.inter_partition
         self.monitoring = monitoring.MonitoringServer(
             cfg.host, cfg.monitoring_port, health=self._health, ready=self._ready, startup=self._startup
         )
@@ -82,6 +119,11 @@ class BrokerNode:
                 api, cfg.host, cfg.command_port, cfg.max_message_size
             )
             log.info("command API listening on %s:%d", cfg.host, self.command_port)
+        if cfg.embedded_gateway and cfg.clustered:
+            raise ValueError(
+                "an embedded gateway serves a single broker only; in a cluster run `weir gateway` in front of the "
+                "brokers (broker.embeddedGateway: false)"
+            )
         if cfg.embedded_gateway:
             from gateway.broker_client import LocalBrokerClient
             from gateway.server import start_gateway_server
@@ -103,9 +145,9 @@ class BrokerNode:
             "nodeId": self.config.node_id,
             "version": VERSION,
             "partitionsCount": self.config.partitions,
-            "replicationFactor": 1,
+            "replicationFactor": self.config.replication_factor,
             "partitions": [
-                {"id": pid, "role": "LEADER" if p.healthy else "INACTIVE", "healthy": p.healthy}
+                {"id": pid, "role": p.role if p.healthy else "INACTIVE", "healthy": p.healthy}
                 for pid, p in sorted(self.partitions.items())
             ],
         }
@@ -117,6 +159,8 @@ class BrokerNode:
             await self.command_server.stop(grace=1.0)
         for partition in self.partitions.values():
             await partition.close()
+        if self.inter_partition is not None:
+            await self.inter_partition.close()
         if self.monitoring is not None:
             await self.monitoring.close()
         log.info("broker %d stopped", self.config.node_id)
@@ -127,7 +171,7 @@ class BrokerNode:
         return {
             "partitions": {
                 str(pid): {
-                    "role": "LEADER" if p.healthy else "INACTIVE",
+                    "role": p.role if p.healthy else "INACTIVE",
                     "healthy": p.healthy,
                     "processedPosition": getattr(p, "processed_position", 0),
                     "backlog": p.backlog,
@@ -141,13 +185,16 @@ class BrokerNode:
         ok = all(p.healthy for p in self.partitions.values())
         for pid, p in self.partitions.items():
             monitoring.PARTITION_HEALTH.labels(str(pid)).set(1 if p.healthy else 0)
-            monitoring.PARTITION_ROLE.labels(str(pid)).set(0 if p.healthy else 2)
+            monitoring.PARTITION_ROLE.labels(str(pid)).set({"LEADER": 0, "FOLLOWER": 1}.get(p.role, 2))
             monitoring.BACKLOG.labels(str(pid)).set(p.backlog)
         return ok, self._partition_details()
 
     def _ready(self) -> tuple[bool, dict]:
+        """Ready: every partition here has a role, and where this broker leads, it is processing."""
         ok, details = self._health()
-        return ok and self.started, details
+        roles_known = all(p.role in ("LEADER", "FOLLOWER") for p in self.partitions.values())
+        leading = all(p.processing for p in self.partitions.values() if p.role == "LEADER")
+        return ok and self.started and roles_known and leading, details
 
     def _startup(self) -> tuple[bool, dict]:
         return self.started, {}

@@ -62,6 +62,9 @@ def _node_config(args: argparse.Namespace, *, embedded_gateway: bool) -> Any:
         request_timeout_ms=g["requestTimeout"],
         snapshot_period_s=_pick(args.snapshot_period, b["snapshotPeriod"]),
         exporters=_exporters(args, b),
+        contact_points=list(b["cluster"]["initialContactPoints"]),
+        replication_factor=b["cluster"]["replicationFactor"],
+        raft_password=b["cluster"]["raftPassword"],
         min_free_disk_bytes=b["minFreeDiskBytes"],
         log_segment_size=b["logSegmentSize"],
     )
@@ -338,6 +341,10 @@ def build_parser() -> argparse.ArgumentParser:
         q.add_argument("--data-dir", default="./data", help="the broker's data folder (./data)")
         q.add_argument("--partition", type=int, default=1, help="partition id (1)")
         q.set_defaults(fn=cmd_debug)
+
+    from client.cluster import add_parser as add_cluster_parser
+
+    add_cluster_parser(sub)
 
     p = sub.add_parser("deploy", help="deploy BPMN resources")
     p.add_argument("files", nargs="+")

@@ -113,7 +113,7 @@ class LocalBrokerClient:
 
     def topology(self) -> Topology:
         infos = [
-            PartitionInfo(pid, "LEADER" if p.healthy else "INACTIVE", p.healthy)
+            PartitionInfo(pid, p.role if p.healthy else "INACTIVE", p.healthy)
             for pid, p in sorted(self._partitions.items())
         ]
         broker = BrokerInfo(self._node_id, self._host, self._port, self._version, infos)

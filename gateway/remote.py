@@ -31,6 +31,8 @@ from gateway.broker_client import (
 log = logging.getLogger("weir.gateway.remote")
 
 _SERVICE = "/weir.broker.CommandApi/"
+# How long a command waits for a partition leader to be known (elections take well under a second).
+NOT_LEADER_RETRY_S = 3.0
 _IDENTITY: Callable[[bytes], bytes] = lambda b: b  # noqa: E731
 
 
@@ -79,6 +81,7 @@ class RemoteBrokerClient:
         self._partition_count = 0
         self._listeners: list[JobsAvailableListener] = []
         self._tasks: list[asyncio.Task[None]] = []
+        self._refreshed_at = -1.0
 
     async def start(self) -> None:
         await self.refresh()
@@ -98,6 +101,11 @@ class RemoteBrokerClient:
     # -- topology ---------------------------------------------------------------------------------------------
 
     async def refresh(self) -> None:
+        """Ask every broker which partitions it leads (at most every 100 ms however many callers ask)."""
+        now = asyncio.get_running_loop().time()
+        if now - self._refreshed_at < 0.1:
+            return
+        self._refreshed_at = now
         leaders: dict[int, _Broker] = {}
         count = 0
         for broker in self._brokers:
@@ -143,21 +151,34 @@ class RemoteBrokerClient:
     async def execute(
         self, partition_id: int, value_type: ValueType, intent: int, value: dict, key: int = -1
     ) -> Record:
-        broker = self._leaders.get(partition_id)
-        if broker is None:
-            raise PartitionUnavailableError(f"no leader known for partition {partition_id}")
+        """Send to the partition's leader; retried only when the command was certainly not taken.
+
+        That is: no leader known yet, or the broker answered that it does not lead the partition. A command whose
+        delivery is unknown (connection lost mid-call) is never resent: the client gets UNAVAILABLE.
+        """
         request = _pack({"p": partition_id, "vt": int(value_type), "i": int(intent), "k": key, "v": value})
-        try:
-            reply = _unpack(await broker.execute(request))
-        except grpc.aio.AioRpcError as e:
-            raise PartitionUnavailableError(
-                f"broker {broker.address} (partition {partition_id}) is unreachable: {e.details()}"
-            ) from e
-        if "ok" in reply:
-            return record_from_list(reply["ok"])
-        if reply.get("err") == "backpressure":
-            raise BackpressureError(reply.get("msg", "overloaded"))
-        raise PartitionUnavailableError(reply.get("msg", "partition unavailable"))
+        deadline = asyncio.get_running_loop().time() + NOT_LEADER_RETRY_S
+        while True:
+            broker = self._leaders.get(partition_id)
+            if broker is not None:
+                try:
+                    reply = _unpack(await broker.execute(request))
+                except grpc.aio.AioRpcError as e:
+                    self._leaders.pop(partition_id, None)
+                    raise PartitionUnavailableError(
+                        f"broker {broker.address} (partition {partition_id}) is unreachable: {e.details()}"
+                    ) from e
+                if "ok" in reply:
+                    return record_from_list(reply["ok"])
+                if reply.get("err") == "backpressure":
+                    raise BackpressureError(reply.get("msg", "overloaded"))
+                if reply.get("err") != "not_leader":
+                    raise PartitionUnavailableError(reply.get("msg", "partition unavailable"))
+                self._leaders.pop(partition_id, None)
+            if asyncio.get_running_loop().time() >= deadline:
+                raise PartitionUnavailableError(f"no leader known for partition {partition_id}")
+            await asyncio.sleep(0.1)
+            await self.refresh()
 
     # -- notifications and job streams ------------------------------------------------------------------------
 

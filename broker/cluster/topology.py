@@ -11,11 +11,16 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True, slots=True)
 class Member:
-    """A broker as the cluster knows it: node id, host, and the base of its Raft ports (one port per partition)."""
+    """A broker as the cluster knows it: node id, host, the base of its Raft ports (one port per partition) and,
+    when it differs from this broker's own, the port of its command API."""
 
     node_id: int
     host: str
     raft_base_port: int
+    command_port: int | None = None
+
+    def command_address(self, default_port: int) -> str:
+        return f"{self.host}:{self.command_port or default_port}"
 
     def raft_address(self, partition_id: int, partitions_count: int) -> str:
         """The Raft member address of this broker for ``partition_id``: base port + partition index."""
@@ -43,13 +48,14 @@ class ClusterLayout:
 
     @staticmethod
     def parse_members(specs: list[str]) -> tuple[Member, ...]:
-        """``host:raftBasePort`` per node id, in node-id order (``initialContactPoints``)."""
+        """``host:raftBasePort[:commandPort]`` per node id, in node-id order (``initialContactPoints``)."""
         out = []
         for node_id, spec in enumerate(specs):
-            host, sep, port = spec.rpartition(":")
-            if not sep or not host or not port.isdigit():
-                raise ValueError(f"contact point #{node_id} '{spec}' must look like host:raftBasePort")
-            out.append(Member(node_id, host, int(port)))
+            parts = spec.rsplit(":", 2) if spec.count(":") >= 2 else spec.rsplit(":", 1)
+            host, ports = parts[0], parts[1:]
+            if not host or not ports or not all(p.isdigit() for p in ports):
+                raise ValueError(f"contact point #{node_id} '{spec}' must look like host:raftBasePort[:commandPort]")
+            out.append(Member(node_id, host, int(ports[0]), int(ports[1]) if len(ports) == 2 else None))
         return tuple(out)
 
     @property

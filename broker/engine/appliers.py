@@ -11,6 +11,7 @@ from collections.abc import Callable
 from broker.engine.bpmn import model as bpmn
 from broker.engine.models import ModelCache
 from broker.protocol.enums import (
+    CommandDistributionIntent,
     IncidentIntent,
     JobBatchIntent,
     JobIntent,
@@ -64,6 +65,8 @@ class EventAppliers:
                 ValueType.PROCESS_INSTANCE_CREATION,
                 ProcessInstanceCreationIntent.CREATED,
             ): self._instance_created,
+            (ValueType.COMMAND_DISTRIBUTION, CommandDistributionIntent.STARTED): self._distribution_started,
+            (ValueType.COMMAND_DISTRIBUTION, CommandDistributionIntent.ACKNOWLEDGED): self._distribution_acknowledged,
         }
 
     def apply(self, state: PartitionState, record: Record) -> None:
@@ -220,6 +223,14 @@ class EventAppliers:
                 value = dict(job["value"])
                 value["recurringTime"] = -1
                 state.jobs.put(job_key, JobState.ACTIVATABLE, value)
+
+    # -- command distribution -------------------------------------------------------------------------------
+
+    def _distribution_started(self, state: PartitionState, r: Record) -> None:
+        state.distributions.put(r.key, r.value["partitionId"], r.value)
+
+    def _distribution_acknowledged(self, state: PartitionState, r: Record) -> None:
+        state.distributions.remove(r.key, r.value["partitionId"])
 
     # -- event triggers (a caught error waiting for its scope to terminate) ----------------------------------
 

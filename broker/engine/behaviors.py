@@ -31,10 +31,13 @@ TENANT = "<default>"
 class Services:
     """What processors share besides state: the model cache, the expression evaluator and the job streams."""
 
-    def __init__(self, models: ModelCache, expressions: ExpressionEvaluator, job_streams: Any) -> None:
+    def __init__(
+        self, models: ModelCache, expressions: ExpressionEvaluator, job_streams: Any, partitions_count: int = 1
+    ) -> None:
         self.models = models
         self.expressions = expressions
         self.job_streams = job_streams
+        self.partitions_count = partitions_count
 
 
 def services(ctx: ProcessingContext) -> Services:

@@ -18,6 +18,7 @@ from broker.engine.expressions import ExpressionEvaluator
 from broker.engine.job_streams import JobStreams
 from broker.engine.models import ModelCache
 from broker.protocol.enums import (
+    CommandDistributionIntent,
     DeploymentIntent,
     IncidentIntent,
     JobBatchIntent,
@@ -37,12 +38,14 @@ Processor = Callable[[ProcessingContext, Record], None]
 class Engine:
     """Routes commands to processors and owns what they share (models, expressions, job streams, appliers)."""
 
-    def __init__(self, state: PartitionState, job_streams: JobStreams | None = None) -> None:
+    def __init__(
+        self, state: PartitionState, job_streams: JobStreams | None = None, *, partitions_count: int = 1
+    ) -> None:
         self.state = state
         self.models = ModelCache(lambda key: state.processes.get(key))
         self.appliers = EventAppliers(self.models)
         self.job_streams = job_streams if job_streams is not None else JobStreams()
-        self.services = Services(self.models, ExpressionEvaluator(), self.job_streams)
+        self.services = Services(self.models, ExpressionEvaluator(), self.job_streams, partitions_count)
         bpmn = BpmnElementProcessor()
         pi = ProcessInstanceIntent
         self._table: dict[tuple[int, int], Processor] = {
@@ -70,6 +73,7 @@ class Engine:
             (ValueType.JOB, JobIntent.RECUR_AFTER_BACKOFF): jobs.recur_after_backoff,
             (ValueType.JOB, JobIntent.YIELD): jobs.yield_job,
             (ValueType.INCIDENT, IncidentIntent.RESOLVE): jobs.resolve_incident,
+            (ValueType.COMMAND_DISTRIBUTION, CommandDistributionIntent.ACKNOWLEDGE): instances.acknowledge_distribution,
         }
 
     def apply_event(self, state: PartitionState, record: Record) -> None:

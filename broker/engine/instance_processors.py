@@ -7,6 +7,7 @@ from broker.engine.bpmn import BpmnValidationError, parse_bpmn, resource_checksu
 from broker.engine.bpmn_processor import SUPPORTED_KINDS, BpmnElementProcessor
 from broker.engine.context import ProcessingContext
 from broker.protocol.enums import (
+    CommandDistributionIntent,
     DeploymentIntent,
     ProcessInstanceCreationIntent,
     ProcessInstanceIntent,
@@ -22,7 +23,14 @@ PI = ProcessInstanceIntent
 
 
 def deploy(ctx: ProcessingContext, cmd: Record) -> None:
-    """DEPLOYMENT CREATE: all resources or none; an identical re-deploy keeps the existing version."""
+    """DEPLOYMENT CREATE: all resources or none; an identical re-deploy keeps the existing version.
+
+    Deployments are made on one partition, which then distributes the new processes — keys and versions included —
+    to every other partition (COMMAND_DISTRIBUTION), so instances of a new version can start anywhere.
+    """
+    if cmd.value.get("distributedFrom"):
+        _deploy_distributed(ctx, cmd)
+        return
     resources = cmd.value.get("resources") or []
     if not resources:
         ctx.reject(RejectionType.INVALID_ARGUMENT, "Expected to deploy at least one resource, but none given")
@@ -57,6 +65,7 @@ def deploy(ctx: ProcessingContext, cmd: Record) -> None:
         )
         return
     metadata = []
+    created: list[dict] = []
     models = b.services(ctx).models
     for name, data, process in parsed:
         checksum = resource_checksum(data).hex()
@@ -76,11 +85,13 @@ def deploy(ctx: ProcessingContext, cmd: Record) -> None:
         }
         ctx.event(ValueType.PROCESS, ProcessIntent.CREATED, key, stored)
         models.put(key, process)
+        created.append(stored)
         metadata.append(_metadata(stored, duplicate=False))
+    deployment_key = ctx.keys.next_key()
     rec = ctx.event(
         ValueType.DEPLOYMENT,
         DeploymentIntent.CREATED,
-        ctx.keys.next_key(),
+        deployment_key,
         {
             "resources": [{"resourceName": r["resourceName"]} for r in resources],
             "processesMetadata": metadata,
@@ -88,6 +99,63 @@ def deploy(ctx: ProcessingContext, cmd: Record) -> None:
         },
     )
     ctx.respond(rec)
+    if created:
+        _start_distribution(ctx, deployment_key, created)
+
+
+def _start_distribution(ctx: ProcessingContext, deployment_key: int, processes: list[dict]) -> None:
+    """Record, per other partition, that it must receive these processes; the leader delivers them until acked."""
+    for partition_id in range(1, b.services(ctx).partitions_count + 1):
+        if partition_id == ctx.partition_id:
+            continue
+        ctx.event(
+            ValueType.COMMAND_DISTRIBUTION,
+            CommandDistributionIntent.STARTED,
+            deployment_key,
+            {
+                "partitionId": partition_id,
+                "valueType": ValueType.DEPLOYMENT.name,
+                "intent": DeploymentIntent.CREATE.name,
+                "commandValue": {
+                    "distributedFrom": ctx.partition_id,
+                    "deploymentKey": deployment_key,
+                    "processes": processes,
+                },
+            },
+        )
+
+
+def _deploy_distributed(ctx: ProcessingContext, cmd: Record) -> None:
+    """A deployment made on another partition: store its processes under their keys and versions (idempotent)."""
+    metadata = []
+    for stored in cmd.value.get("processes") or []:
+        if ctx.state.processes.get(stored["processDefinitionKey"]) is None:
+            ctx.event(ValueType.PROCESS, ProcessIntent.CREATED, stored["processDefinitionKey"], stored)
+        metadata.append(_metadata(stored, duplicate=False))
+    rec = ctx.event(
+        ValueType.DEPLOYMENT,
+        DeploymentIntent.CREATED,
+        cmd.value.get("deploymentKey", -1),
+        {
+            "resources": [{"resourceName": p["resourceName"]} for p in cmd.value.get("processes") or []],
+            "processesMetadata": metadata,
+            "tenantId": b.TENANT,
+        },
+    )
+    ctx.respond(rec)
+
+
+def acknowledge_distribution(ctx: ProcessingContext, cmd: Record) -> None:
+    """COMMAND_DISTRIBUTION ACKNOWLEDGE: the target partition has the command; stop delivering it."""
+    partition_id = cmd.value.get("partitionId", -1)
+    pending = ctx.state.distributions.get(cmd.key, partition_id)
+    if pending is None:
+        ctx.reject(
+            RejectionType.NOT_FOUND,
+            f"Expected a distribution with key '{cmd.key}' to partition {partition_id}, but none is pending",
+        )
+        return
+    ctx.event(ValueType.COMMAND_DISTRIBUTION, CommandDistributionIntent.ACKNOWLEDGED, cmd.key, pending)
 
 
 def _metadata(stored: dict, *, duplicate: bool) -> dict:

@@ -35,6 +35,7 @@ SUB_DATABASES = (
     "event_triggers",
     "join_flows",
     "awaiting_results",
+    "distributions",
 )
 
 DEFAULT_MAP_SIZE = 64 << 30

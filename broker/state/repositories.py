@@ -291,6 +291,36 @@ class KeyedBlobState(_Repository):
         self.txn.delete(u64(key), db=self._db)
 
 
+class DistributionState(_Repository):
+    """Commands this partition still has to deliver to other partitions, by (distribution key, partition)."""
+
+    def __init__(self, sdb: StateDb) -> None:
+        super().__init__(sdb, "distributions")
+
+    @staticmethod
+    def _key(distribution_key: int, partition_id: int) -> bytes:
+        return u64(distribution_key) + partition_id.to_bytes(4, "big")
+
+    def put(self, distribution_key: int, partition_id: int, value: dict[str, Any]) -> None:
+        self.txn.put(self._key(distribution_key, partition_id), pack(value), db=self._db)
+
+    def get(self, distribution_key: int, partition_id: int) -> dict[str, Any] | None:
+        v = self.txn.get(self._key(distribution_key, partition_id), db=self._db)
+        return unpack(v) if v else None
+
+    def remove(self, distribution_key: int, partition_id: int) -> None:
+        self.txn.delete(self._key(distribution_key, partition_id), db=self._db)
+
+    def pending(self, limit: int = 1000) -> list[tuple[int, int, dict[str, Any]]]:
+        """``(distribution key, partition, value)`` still waiting for their acknowledgement, oldest first."""
+        out = []
+        for k, v in self.txn.cursor(db=self._db):
+            out.append((read_u64(k), int.from_bytes(k[8:12], "big"), unpack(v)))
+            if len(out) >= limit:
+                break
+        return out
+
+
 class JoinState(_Repository):
     """Sequence flows taken into a parallel join, counted per flow-scope instance, join and flow."""
 
@@ -331,6 +361,7 @@ class PartitionState:
         self.event_triggers = KeyedBlobState(sdb, "event_triggers")
         self.awaiting_results = KeyedBlobState(sdb, "awaiting_results")
         self.joins = JoinState(sdb)
+        self.distributions = DistributionState(sdb)
         self._repos: tuple[_Repository, ...] = (
             self.meta,
             self.processes,
@@ -341,6 +372,7 @@ class PartitionState:
             self.event_triggers,
             self.awaiting_results,
             self.joins,
+            self.distributions,
         )
         self.txn: lmdb.Transaction | None = None
 

@@ -34,7 +34,14 @@ from broker.engine.engine import Engine
 from broker.engine.job_streams import JobStreams
 from broker.log import FileLog, LogBlock, LogStorage
 from broker.protocol.codec import decode_block, encode_block
-from broker.protocol.enums import JobIntent, RecordType, RejectionType, ValueType
+from broker.protocol.enums import (
+    INTENTS,
+    CommandDistributionIntent,
+    JobIntent,
+    RecordType,
+    RejectionType,
+    ValueType,
+)
 from broker.protocol.keys import KeyGenerator
 from broker.protocol.record import Record, RequestMetadata
 from broker.raft import (
@@ -86,6 +93,8 @@ class PartitionConfig:
     close_timeout_s: float = 10.0
     # Exporters by id: {"className": "pkg.mod.Class", "args": {...}} (see exporters/).
     exporters: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # All partitions of the cluster: deployments made here are distributed to the others.
+    partitions_count: int = 1
     # Below this much free disk the partition rejects new commands (RESOURCE_EXHAUSTED) until space is back.
     min_free_disk_bytes: int = 256 << 20
 
@@ -139,6 +148,9 @@ class Partition:
         self._barriers: dict[int, asyncio.Future[None]] = {}
         self._next_barrier = 1
         self._leadership: asyncio.Task[None] | None = None
+        # Reaches other partitions' leaders (deployment distribution); set by the node in a cluster.
+        self.inter_partition: Any = None
+        self._distributing: set[tuple[int, int]] = set()
 
     # -- lifecycle -------------------------------------------------------------------------------------------
 
@@ -149,7 +161,7 @@ class Partition:
         snap = snapshots.restore_latest(self.directory / "snapshots", runtime)
         self.db = StateDb(runtime)
         self.state = PartitionState(self.db)
-        self.engine = Engine(self.state, self.job_streams)
+        self.engine = Engine(self.state, self.job_streams, partitions_count=self.config.partitions_count)
         with self.db.begin() as txn:
             self.state.bind(txn)
             applied = self.state.meta.last_applied_position()
@@ -338,6 +350,11 @@ class Partition:
         cmd = Record(-1, key, RecordType.COMMAND, value_type, int(intent), 0, value, partition_id=self.partition_id)
         self._inbox.append((cmd, None))
         self._wake.set()
+
+    @property
+    def processing(self) -> bool:
+        """True while this replica leads and takes commands."""
+        return self._processing
 
     @property
     def backlog(self) -> int:
@@ -542,6 +559,50 @@ class Partition:
                 self.write_internal(ValueType.JOB, intent, {}, key)
             self._scheduled |= due
             self._check_disk()
+            self._distribute_pending()
+
+    # -- command distribution to other partitions ------------------------------------------------------------
+
+    def _distribute_pending(self) -> None:
+        """Deliver every pending distribution not already on its way; acknowledged ones leave the state."""
+        if self.inter_partition is None or self.db is None:
+            return
+        with self.db.begin() as txn:
+            self.state.distributions.txn = txn
+            try:
+                pending = self.state.distributions.pending()
+            finally:
+                self.state.distributions.txn = None  # type: ignore[assignment]
+        for key, partition_id, value in pending:
+            if (key, partition_id) not in self._distributing:
+                self._distributing.add((key, partition_id))
+                task = asyncio.get_running_loop().create_task(self._distribute(key, partition_id, value))
+                task.add_done_callback(lambda _t, k=(key, partition_id): self._distributing.discard(k))
+
+    async def _distribute(self, key: int, partition_id: int, value: dict) -> None:
+        value_type = ValueType[value["valueType"]]
+        intent = INTENTS[value_type][value["intent"]]
+        try:
+            reply = await asyncio.wait_for(
+                self.inter_partition.execute(partition_id, value_type, intent, value["commandValue"]), 10
+            )
+        except Exception as e:  # unreachable, no leader, overloaded: the checker tries again
+            log.debug(
+                "partition %d: distribution %d to partition %d failed: %r", self.partition_id, key, partition_id, e
+            )
+            await asyncio.sleep(0.5)
+            return
+        if reply.record_type == RecordType.COMMAND_REJECTION:
+            log.error(
+                "partition %d: partition %d rejected distribution %d: %s",
+                self.partition_id,
+                partition_id,
+                key,
+                reply.rejection_reason,
+            )
+        self.write_internal(
+            ValueType.COMMAND_DISTRIBUTION, CommandDistributionIntent.ACKNOWLEDGE, {"partitionId": partition_id}, key
+        )
 
     # -- exporters and disk space ----------------------------------------------------------------------------
 

@@ -1,0 +1,296 @@
+"""``weir cluster up|down|restart-broker``: a local cluster of brokers and a gateway, for development and tests.
+
+``up`` starts N ``weir broker`` processes and one ``weir gateway`` on loopback with free ports, waits until every
+partition has a leader, writes ``DIR/cluster.json`` (gateway address; per broker: node id, pid, ports, data
+directory, the exact command and environment) and keeps running until interrupted, then stops everything.
+``restart-broker ID`` restarts one broker from ``cluster.json`` (after a ``kill -9`` in a test, say);
+``down`` stops the cluster.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+CLUSTER_FILE = "cluster.json"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def free_port_range(count: int) -> int:
+    """A base port with ``count`` consecutive free ports (one Raft member per partition)."""
+    for _ in range(200):
+        base = free_port()
+        if base + count >= 65535:
+            continue
+        ok = True
+        for port in range(base, base + count):
+            with socket.socket() as s:
+                try:
+                    s.bind(("127.0.0.1", port))
+                except OSError:
+                    ok = False
+                    break
+        if ok:
+            return base
+    raise RuntimeError(f"no {count} consecutive free ports found")
+
+
+def _spawn(command: list[str], env: dict[str, str], log_path: Path) -> int:
+    with log_path.open("ab") as log:
+        proc = subprocess.Popen(
+            command,
+            env={**os.environ, **env},
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+    return proc.pid
+
+
+def _http_ok(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(url, timeout=1) as r:
+            return bool(r.status == 200)
+    except OSError:
+        return False
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:  # a zombie child of ours counts as gone
+        done, _ = os.waitpid(pid, os.WNOHANG)
+        return done == 0
+    except ChildProcessError:
+        return True
+
+
+def read_cluster(data_dir: Path) -> dict[str, Any]:
+    path = data_dir / CLUSTER_FILE
+    try:
+        return json.loads(path.read_text())
+    except OSError:
+        raise SystemExit(
+            f"error: no cluster at {data_dir} ({path} is missing); start one with `weir cluster up`"
+        ) from None
+
+
+def write_cluster(data_dir: Path, cluster: dict[str, Any]) -> None:
+    tmp = data_dir / (CLUSTER_FILE + ".tmp")
+    tmp.write_text(json.dumps(cluster, indent=2))
+    os.replace(tmp, data_dir / CLUSTER_FILE)
+
+
+def plan(args: argparse.Namespace) -> dict[str, Any]:
+    data_dir = Path(args.data_dir).resolve()
+    brokers = []
+    raft_bases = [free_port_range(args.partitions) for _ in range(args.brokers)]
+    command_ports = [free_port() for _ in range(args.brokers)]
+    contact_points = ",".join(f"127.0.0.1:{base}:{cmd}" for base, cmd in zip(raft_bases, command_ports, strict=True))
+    password = os.environ.get("WEIR_BROKER_CLUSTER_RAFT_PASSWORD") or os.urandom(16).hex()
+    for node_id in range(args.brokers):
+        command_port, monitoring_port = command_ports[node_id], free_port()
+        broker_dir = data_dir / f"broker-{node_id}"
+        env = {
+            "WEIR_BROKER_CLUSTER_NODE_ID": str(node_id),
+            "WEIR_BROKER_CLUSTER_CLUSTER_SIZE": str(args.brokers),
+            "WEIR_BROKER_CLUSTER_PARTITIONS_COUNT": str(args.partitions),
+            "WEIR_BROKER_CLUSTER_REPLICATION_FACTOR": str(args.replication),
+            "WEIR_BROKER_CLUSTER_INITIAL_CONTACT_POINTS": contact_points,
+            "WEIR_BROKER_CLUSTER_RAFT_PASSWORD": password,
+            "WEIR_BROKER_PORTS_RAFT": str(raft_bases[node_id]),
+            "WEIR_BROKER_EMBEDDED_GATEWAY": "false",
+        }
+        command = [
+            sys.executable,
+            "-m",
+            "client.cli",
+            "broker",
+            "--data-dir",
+            str(broker_dir),
+            "--command-port",
+            str(command_port),
+            "--monitoring-port",
+            str(monitoring_port),
+            *args.broker_args,
+        ]
+        brokers.append(
+            {
+                "nodeId": node_id,
+                "pid": 0,
+                "commandPort": command_port,
+                "monitoringPort": monitoring_port,
+                "raftBasePort": raft_bases[node_id],
+                "dataDir": str(broker_dir),
+                "log": str(data_dir / f"broker-{node_id}.log"),
+                "command": command,
+                "env": env,
+            }
+        )
+    gateway_port = args.gateway_port or free_port()
+    gateway_monitoring = free_port()
+    gateway_command = [
+        sys.executable,
+        "-m",
+        "client.cli",
+        "gateway",
+        "--gateway-port",
+        str(gateway_port),
+        "--monitoring-port",
+        str(gateway_monitoring),
+        *[a for b in brokers for a in ("--broker", f"127.0.0.1:{b['commandPort']}")],
+    ]
+    return {
+        "dataDir": str(data_dir),
+        "brokers": brokers,
+        "partitionsCount": args.partitions,
+        "replicationFactor": args.replication,
+        "gateway": {
+            "address": f"127.0.0.1:{gateway_port}",
+            "monitoringPort": gateway_monitoring,
+            "pid": 0,
+            "log": str(data_dir / "gateway.log"),
+            "command": gateway_command,
+        },
+        "supervisorPid": os.getpid(),
+    }
+
+
+def start_broker(broker: dict[str, Any]) -> None:
+    Path(broker["dataDir"]).mkdir(parents=True, exist_ok=True)
+    broker["pid"] = _spawn(broker["command"], broker["env"], Path(broker["log"]))
+
+
+def wait_ready(cluster: dict[str, Any], timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    gateway_ready = f"http://127.0.0.1:{cluster['gateway']['monitoringPort']}/ready"
+    while time.monotonic() < deadline:
+        brokers_ready = all(_http_ok(f"http://127.0.0.1:{b['monitoringPort']}/ready") for b in cluster["brokers"])
+        if brokers_ready and _http_ok(gateway_ready):
+            return
+        for b in cluster["brokers"]:
+            if not _alive(b["pid"]):
+                raise SystemExit(f"error: broker {b['nodeId']} exited during start-up; see {b['log']}")
+        time.sleep(0.2)
+    raise SystemExit(f"error: the cluster was not ready within {timeout:.0f}s; see the logs in {cluster['dataDir']}")
+
+
+def stop_pids(pids: list[int], timeout: float = 20.0) -> None:
+    for pid in pids:
+        if pid and _alive(pid):
+            os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and any(pid and _alive(pid) for pid in pids):
+        time.sleep(0.1)
+    for pid in pids:
+        if pid and _alive(pid):
+            os.kill(pid, signal.SIGKILL)
+
+
+def cmd_up(args: argparse.Namespace) -> int:
+    if args.replication > args.brokers:
+        print("error: --replication cannot exceed --brokers", file=sys.stderr)
+        return 2
+    data_dir = Path(args.data_dir)
+    data_dir.mkdir(parents=True, exist_ok=True)
+    cluster = plan(args)
+    for broker in cluster["brokers"]:
+        start_broker(broker)
+    gw = cluster["gateway"]
+    gw["pid"] = _spawn(gw["command"], {}, Path(gw["log"]))
+    write_cluster(data_dir, cluster)
+    stop = False
+
+    def on_signal(_signum: int, _frame: Any) -> None:
+        nonlocal stop
+        stop = True
+
+    signal.signal(signal.SIGINT, on_signal)
+    signal.signal(signal.SIGTERM, on_signal)
+    try:
+        wait_ready(cluster, args.timeout)
+        print(
+            f"Weir cluster is up: {args.brokers} brokers, {args.partitions} partitions, replication "
+            f"{args.replication}; gateway {gw['address']}; {data_dir / CLUSTER_FILE}",
+            flush=True,
+        )
+        while not stop:
+            time.sleep(0.2)
+    finally:
+        current = json.loads((data_dir / CLUSTER_FILE).read_text())
+        stop_pids([current["gateway"]["pid"]] + [b["pid"] for b in current["brokers"]])
+    return 0
+
+
+def cmd_down(args: argparse.Namespace) -> int:
+    cluster = read_cluster(Path(args.data_dir))
+    supervisor = cluster.get("supervisorPid", 0)
+    stop_pids([supervisor] if supervisor and _alive(supervisor) else [])
+    stop_pids([cluster["gateway"]["pid"]] + [b["pid"] for b in cluster["brokers"]])
+    print("Weir cluster is down")
+    return 0
+
+
+def cmd_restart_broker(args: argparse.Namespace) -> int:
+    data_dir = Path(args.data_dir)
+    cluster = read_cluster(data_dir)
+    matches = [b for b in cluster["brokers"] if b["nodeId"] == args.node_id]
+    if not matches:
+        print(f"error: no broker {args.node_id} in {data_dir / CLUSTER_FILE}", file=sys.stderr)
+        return 2
+    broker = matches[0]
+    stop_pids([broker["pid"]])
+    start_broker(broker)
+    write_cluster(data_dir, cluster)
+    deadline = time.monotonic() + args.timeout
+    while time.monotonic() < deadline:
+        if _http_ok(f"http://127.0.0.1:{broker['monitoringPort']}/ready"):
+            print(f"broker {args.node_id} restarted (pid {broker['pid']})")
+            return 0
+        if not _alive(broker["pid"]):
+            print(f"error: broker {args.node_id} exited; see {broker['log']}", file=sys.stderr)
+            return 1
+        time.sleep(0.2)
+    print(f"error: broker {args.node_id} not ready within {args.timeout:.0f}s", file=sys.stderr)
+    return 1
+
+
+def add_parser(sub: Any) -> None:
+    p = sub.add_parser("cluster", help="a local cluster of brokers and a gateway on loopback")
+    csub = p.add_subparsers(dest="cluster_command", required=True)
+    up = csub.add_parser("up", help="start brokers and a gateway, wait until every partition has a leader")
+    up.add_argument("--brokers", type=int, default=3)
+    up.add_argument("--partitions", type=int, default=3)
+    up.add_argument("--replication", type=int, default=3)
+    up.add_argument("--data-dir", required=True)
+    up.add_argument("--gateway-port", type=int, default=0, help="client gRPC port (default: a free one)")
+    up.add_argument("--timeout", type=float, default=60.0, help="seconds to wait for readiness (60)")
+    up.add_argument("--broker-arg", dest="broker_args", action="append", default=[], help="extra `weir broker` flag")
+    up.set_defaults(fn=cmd_up)
+    down = csub.add_parser("down", help="stop the cluster described by DATA_DIR/cluster.json")
+    down.add_argument("--data-dir", required=True)
+    down.set_defaults(fn=cmd_down)
+    rb = csub.add_parser("restart-broker", help="restart one broker from DATA_DIR/cluster.json")
+    rb.add_argument("node_id", type=int)
+    rb.add_argument("--data-dir", required=True)
+    rb.add_argument("--timeout", type=float, default=60.0)
+    rb.set_defaults(fn=cmd_restart_broker)
