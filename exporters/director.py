@@ -22,6 +22,7 @@ import inspect
 import itertools
 import logging
 import time
+from collections import deque
 from collections.abc import Awaitable, Callable, Iterator, Mapping
 from typing import Any
 
@@ -159,6 +160,7 @@ class ExporterContainer:
         read_records: ReadRecords,
         position: int,
         retry_initial_s: float,
+        recent: RecentRecords | None = None,
         retry_max_s: float,
         yield_every: int,
     ) -> None:
@@ -167,6 +169,7 @@ class ExporterContainer:
         self.context = context
         self.partition_id = partition_id
         self._read_records = read_records
+        self._recent = recent
         self._acknowledged = position
         self._next_position = position + 1  # the next record to offer or skip
         self._last_offered = position  # the last record handed to export() successfully
@@ -340,6 +343,11 @@ class ExporterContainer:
             return record
         if self._next_position > self._committed:
             return None
+        if self._reader is None and self._recent is not None:
+            # Caught up: take the record the partition just committed instead of decoding the log again.
+            recent = self._recent.get(self._next_position)
+            if recent is not None:
+                return recent
         if self._reader is None:
             self._reader = self._read_records(self._next_position)
         for record in self._reader:
@@ -417,6 +425,26 @@ class ExporterContainer:
         self._lag_gauge.set(max(0, self._committed - self._acknowledged))
 
 
+class RecentRecords:
+    """The last records the partition committed, by position: caught-up exporters read them without the log."""
+
+    def __init__(self, capacity: int = 20_000) -> None:
+        self._records: deque[Record] = deque(maxlen=capacity)
+
+    def add(self, records: list[Record]) -> None:
+        if self._records and records and records[0].position != self._records[-1].position + 1:
+            self._records.clear()  # keep the buffer contiguous
+        self._records.extend(records)
+
+    def get(self, position: int) -> Record | None:
+        if not self._records:
+            return None
+        index = position - self._records[0].position
+        if 0 <= index < len(self._records):
+            return self._records[index]
+        return None
+
+
 class ExporterDirector:
     """Runs the configured exporters of one partition on its leader.
 
@@ -452,6 +480,7 @@ class ExporterDirector:
         self._retry = (retry_initial_s, retry_max_s)
         self._yield_every = yield_every
         self.containers: dict[str, ExporterContainer] = {}
+        self._recent = RecentRecords()
         self._committed = 0
         self._paused = False
 
@@ -465,6 +494,7 @@ class ExporterDirector:
                 partition_id=self.partition_id,
                 read_records=self._read_records,
                 position=max(0, int(self._positions.get(exporter_id, 0))),
+                recent=self._recent,
                 retry_initial_s=self._retry[0],
                 retry_max_s=self._retry[1],
                 yield_every=self._yield_every,
@@ -479,8 +509,10 @@ class ExporterDirector:
         """Stop every exporter after its call in flight and close it; acknowledged positions stay readable."""
         await asyncio.gather(*(c.close(self._close_timeout_s) for c in self.containers.values()))
 
-    def notify_committed(self, position: int) -> None:
-        """Records up to ``position`` are committed: wake exporters that are waiting for them."""
+    def notify_committed(self, position: int, records: list[Record] | None = None) -> None:
+        """Records up to ``position`` are committed (``records``: the ones just committed, when at hand)."""
+        if records:
+            self._recent.add(records)
         if position > self._committed:
             self._committed = position
             for container in self.containers.values():

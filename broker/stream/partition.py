@@ -451,7 +451,7 @@ class Partition:
         monitoring.LOG_POSITION.labels(label).set(last)
         self._records_since_snapshot += len(ctx.records)
         if self.exporters is not None:
-            self.exporters.notify_committed(last)
+            self.exporters.notify_committed(last, ctx.records)
         self._after_commit(ctx)
 
     async def _commit_block(self, block: LogBlock, loop: asyncio.AbstractEventLoop) -> None:
