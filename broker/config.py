@@ -32,7 +32,8 @@ DEFAULTS: dict[str, Any] = {
             "raftPassword": "",
         },
         "ports": {"command": 26501, "raft": 26502, "monitoring": 9600},
-        "embeddedGateway": True,
+        # `weir broker` also serves the client API itself when true (single broker only); `weir start` always does.
+        "embeddedGateway": False,
         "snapshotPeriod": 300.0,
         # Log segment files roll at this size; compaction deletes whole segments only, so small disks need small ones.
         "logSegmentSize": 64 * 1024 * 1024,
@@ -136,7 +137,17 @@ def _apply_exporter_env(exporters: dict[str, Any], env: Mapping[str, str]) -> No
             entry["className"] = raw
         else:
             arg = _camel(m.group(3))
-            entry.setdefault("args", {})[arg] = yaml.safe_load(raw) if raw else raw
+            entry.setdefault("args", {})[arg] = _exporter_arg(arg, raw)
+
+
+# Secrets and addresses stay text even when they look like numbers or booleans ("12345", "yes").
+_TEXT_ARGS = ("password", "username", "apikey", "url", "token", "secret")
+
+
+def _exporter_arg(name: str, raw: str) -> Any:
+    if not raw or any(word in name.lower() for word in _TEXT_ARGS):
+        return raw
+    return yaml.safe_load(raw)
 
 
 def _camel(upper_snake: str) -> str:

@@ -134,8 +134,15 @@ def cmd_start(args: argparse.Namespace) -> int:
 
 
 def cmd_broker(args: argparse.Namespace) -> int:
+    from broker.config import ConfigError
+
     args.command_api = True
-    return _run_node(args, embedded_gateway=args.embedded_gateway)
+    try:
+        embedded = args.embedded_gateway or bool(_load_config(args)["broker"]["embeddedGateway"])
+    except ConfigError as e:
+        print(f"error: invalid configuration: {e}", file=sys.stderr)
+        return 2
+    return _run_node(args, embedded_gateway=embedded)
 
 
 def cmd_gateway(args: argparse.Namespace) -> int:

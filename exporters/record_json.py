@@ -16,7 +16,8 @@ from broker.protocol.record import Record
 
 # Value fields Weir keeps for processing that Zeebe's JSON leaves out.
 _INTERNAL_FIELDS: dict[ValueType, tuple[str, ...]] = {
-    ValueType.PROCESS_INSTANCE_CREATION: ("fetchVariables",),
+    # awaitingResult: where to answer a create-with-result; the broker's business, not the record's.
+    ValueType.PROCESS_INSTANCE_CREATION: ("fetchVariables", "awaitingResult"),
     ValueType.JOB_BATCH: ("variables",),
 }
 # Boolean getters Zeebe's JSON names without the "is" prefix.

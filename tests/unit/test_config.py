@@ -30,14 +30,14 @@ def test_lists_booleans_and_exporters_from_environment() -> None:
     cfg = load(
         env={
             "WEIR_GATEWAY_CONTACT_POINTS": "a:26501, b:26501",
-            "WEIR_BROKER_EMBEDDED_GATEWAY": "false",
+            "WEIR_BROKER_EMBEDDED_GATEWAY": "true",
             "WEIR_BROKER_EXPORTERS_ELASTICSEARCH_CLASSNAME": "exporters.elasticsearch.ElasticsearchExporter",
             "WEIR_BROKER_EXPORTERS_ELASTICSEARCH_ARGS_URL": "http://127.0.0.1:9200",
             "WEIR_BROKER_EXPORTERS_ELASTICSEARCH_ARGS_BULK_SIZE": "500",
         }
     )
     assert cfg["gateway"]["contactPoints"] == ["a:26501", "b:26501"]
-    assert cfg["broker"]["embeddedGateway"] is False
+    assert cfg["broker"]["embeddedGateway"] is True
     es = cfg["broker"]["exporters"]["elasticsearch"]
     assert es["className"] == "exporters.elasticsearch.ElasticsearchExporter"
     assert es["args"] == {"url": "http://127.0.0.1:9200", "bulkSize": 500}
@@ -76,3 +76,15 @@ def test_node_id_from_statefulset_pod_name() -> None:
     assert node_id_from_hostname("weir-broker") is None
     cfg = load(env={"WEIR_NODE_ID_FROM_HOSTNAME": "1", "HOSTNAME": "weir-broker-0"})
     assert cfg["broker"]["cluster"]["nodeId"] == 0
+
+
+def test_exporter_secrets_stay_text() -> None:
+    cfg = load(
+        env={
+            "WEIR_BROKER_EXPORTERS_ES_CLASSNAME": "exporters.elasticsearch.ElasticsearchExporter",
+            "WEIR_BROKER_EXPORTERS_ES_ARGS_PASSWORD": "12345",
+            "WEIR_BROKER_EXPORTERS_ES_ARGS_USERNAME": "yes",
+            "WEIR_BROKER_EXPORTERS_ES_ARGS_BULK_DELAY": "0.5",
+        }
+    )
+    assert cfg["broker"]["exporters"]["es"]["args"] == {"password": "12345", "username": "yes", "bulkDelay": 0.5}
