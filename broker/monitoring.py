@@ -32,17 +32,39 @@ PARTITION_ROLE = Gauge("weir_partition_role", "0 leader, 1 follower, 2 inactive"
 BACKLOG = Gauge("weir_partition_backlog", "Commands waiting to be processed", ["partition"])
 LOG_POSITION = Gauge("weir_log_last_position", "Last position appended to the partition log", ["partition"])
 GRPC_REQUESTS = Counter("weir_gateway_requests_total", "Gateway requests by method and status code", ["method", "code"])
+RAFT_TERM = Gauge("weir_raft_term", "Raft term of the partition's replica here", ["partition"])
+LOG_BYTES = Gauge("weir_log_size_bytes", "Bytes of log segments the partition keeps", ["partition"])
+SNAPSHOT_AGE = Gauge("weir_snapshot_age_seconds", "Seconds since the partition's last snapshot", ["partition"])
+JOB_ACTIVATION_LATENCY = Histogram(
+    "weir_job_activation_seconds",
+    "Time from an ActivateJobs request to its first jobs (long polls included)",
+    buckets=(0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1.0, 5.0, 10.0, 30.0),
+)
 
 Probe = Callable[[], tuple[bool, dict]]
+# An admin action: (status code, JSON body).
+Action = Callable[[], tuple[int, dict]]
 
 
 class MonitoringServer:
     """Serves /metrics, /health (liveness), /ready and /startup from probe callbacks."""
 
-    def __init__(self, host: str, port: int, *, health: Probe, ready: Probe, startup: Probe) -> None:
+    def __init__(
+        self,
+        host: str,
+        port: int,
+        *,
+        health: Probe,
+        ready: Probe,
+        startup: Probe,
+        on_scrape: Callable[[], None] | None = None,
+        actions: dict[tuple[str, str], Action] | None = None,
+    ) -> None:
         self.host = host
         self.port = port
         self._probes = {"/health": health, "/ready": ready, "/startup": startup}
+        self._on_scrape = on_scrape
+        self._actions = actions or {}
         self._server: asyncio.base_events.Server | None = None
 
     async def start(self) -> int:
@@ -64,8 +86,14 @@ class MonitoringServer:
                 if line in (b"\r\n", b"\n", b""):
                     break
             parts = request_line.decode("latin-1").split()
+            method = parts[0] if parts else "GET"
             path = parts[1].split("?", 1)[0] if len(parts) >= 2 else "/"
-            if path == "/metrics":
+            if (method, path) in self._actions:
+                status, result = self._actions[(method, path)]()
+                ctype, body = "application/json", json.dumps(result).encode()
+            elif path == "/metrics":
+                if self._on_scrape is not None:
+                    self._on_scrape()
                 status, ctype, body = 200, CONTENT_TYPE_LATEST, generate_latest(REGISTRY)
             elif path in self._probes:
                 ok, details = self._probes[path]()
@@ -73,7 +101,9 @@ class MonitoringServer:
                 body = json.dumps({"status": "UP" if ok else "DOWN", **details}).encode()
             else:
                 status, ctype, body = 404, "text/plain", b"not found\n"
-            reason = {200: "OK", 404: "Not Found", 503: "Service Unavailable"}[status]
+            reason = {200: "OK", 400: "Bad Request", 404: "Not Found", 409: "Conflict", 503: "Service Unavailable"}.get(
+                status, "OK"
+            )
             head = (
                 f"HTTP/1.1 {status} {reason}\r\nContent-Type: {ctype}\r\n"
                 f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n"

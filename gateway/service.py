@@ -18,11 +18,13 @@ from typing import Any, NoReturn
 
 import grpc
 
+from broker.engine.partitioning import subscription_partition
 from broker.protocol.enums import (
     DeploymentIntent,
     IncidentIntent,
     JobBatchIntent,
     JobIntent,
+    MessageIntent,
     ProcessInstanceCreationIntent,
     ProcessInstanceIntent,
     RecordType,
@@ -572,8 +574,26 @@ class GatewayService(pb_grpc.GatewayServicer):
         await context.abort(grpc.StatusCode.UNIMPLEMENTED, f"{what} is not supported by this version of Weir yet")
         raise AssertionError("unreachable")
 
-    async def PublishMessage(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
-        await self._unsupported(context, "PublishMessage (messages)")
+    @_unary
+    async def PublishMessage(self, request: pb.PublishMessageRequest, context: grpc.aio.ServicerContext) -> Any:
+        """The message goes to the partition its correlation key hashes to (as in Zeebe), to wait there."""
+        _check_tenant(request.tenantId)
+        if not request.name:
+            _fail(grpc.StatusCode.INVALID_ARGUMENT, "Expected a message name, but none given")
+        if request.timeToLive < 0:
+            _fail(grpc.StatusCode.INVALID_ARGUMENT, f"Expected a time to live >= 0, but got {request.timeToLive}")
+        count = self.client.topology().partitions_count or len(self.client.partition_ids)
+        value = {
+            "name": request.name,
+            "correlationKey": request.correlationKey,
+            "timeToLive": request.timeToLive,
+            "messageId": request.messageId,
+            "variables": parse_variables(request.variables),
+            "tenantId": TENANT,
+        }
+        pid = subscription_partition(request.correlationKey, count)
+        rec = await self._execute(pid, ValueType.MESSAGE, MessageIntent.PUBLISH, value)
+        return pb.PublishMessageResponse(key=rec.key, tenantId=TENANT)
 
     async def BroadcastSignal(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
         await self._unsupported(context, "BroadcastSignal (signals)")

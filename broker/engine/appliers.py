@@ -15,19 +15,28 @@ from broker.protocol.enums import (
     IncidentIntent,
     JobBatchIntent,
     JobIntent,
+    MessageIntent,
+    MessageStartEventSubscriptionIntent,
+    MessageSubscriptionIntent,
     ProcessEventIntent,
     ProcessInstanceCreationIntent,
     ProcessInstanceIntent,
     ProcessIntent,
+    ProcessMessageSubscriptionIntent,
+    TimerIntent,
     ValueType,
     VariableIntent,
 )
 from broker.protocol.record import Record
+from broker.state.db import u64
 from broker.state.repositories import JobState, PartitionState
 
 Applier = Callable[[PartitionState, Record], None]
 
 PI = ProcessInstanceIntent
+MS = MessageSubscriptionIntent
+PMS = ProcessMessageSubscriptionIntent
+MSE = MessageStartEventSubscriptionIntent
 
 
 class EventAppliers:
@@ -67,6 +76,24 @@ class EventAppliers:
             ): self._instance_created,
             (ValueType.COMMAND_DISTRIBUTION, CommandDistributionIntent.STARTED): self._distribution_started,
             (ValueType.COMMAND_DISTRIBUTION, CommandDistributionIntent.ACKNOWLEDGED): self._distribution_acknowledged,
+            (ValueType.TIMER, TimerIntent.CREATED): self._timer_created,
+            (ValueType.TIMER, TimerIntent.TRIGGERED): self._timer_removed,
+            (ValueType.TIMER, TimerIntent.CANCELED): self._timer_removed,
+            (ValueType.MESSAGE, MessageIntent.PUBLISHED): self._message_published,
+            (ValueType.MESSAGE, MessageIntent.EXPIRED): self._message_expired,
+            (ValueType.MESSAGE_SUBSCRIPTION, MS.CREATED): self._subscription_created,
+            (ValueType.MESSAGE_SUBSCRIPTION, MS.CORRELATING): self._subscription_correlating,
+            (ValueType.MESSAGE_SUBSCRIPTION, MS.CORRELATED): self._subscription_correlated,
+            (ValueType.MESSAGE_SUBSCRIPTION, MS.REJECTED): self._subscription_rejected,
+            (ValueType.MESSAGE_SUBSCRIPTION, MS.DELETED): self._subscription_deleted,
+            (ValueType.PROCESS_MESSAGE_SUBSCRIPTION, PMS.CREATING): self._process_subscription_creating,
+            (ValueType.PROCESS_MESSAGE_SUBSCRIPTION, PMS.CREATED): self._process_subscription_created,
+            (ValueType.PROCESS_MESSAGE_SUBSCRIPTION, PMS.CORRELATED): self._process_subscription_correlated,
+            (ValueType.PROCESS_MESSAGE_SUBSCRIPTION, PMS.DELETING): self._process_subscription_deleting,
+            (ValueType.PROCESS_MESSAGE_SUBSCRIPTION, PMS.DELETED): self._process_subscription_deleted,
+            (ValueType.MESSAGE_START_EVENT_SUBSCRIPTION, MSE.CREATED): self._message_start_created,
+            (ValueType.MESSAGE_START_EVENT_SUBSCRIPTION, MSE.CORRELATED): self._message_start_correlated,
+            (ValueType.MESSAGE_START_EVENT_SUBSCRIPTION, MSE.DELETED): self._message_start_deleted,
         }
 
     def apply(self, state: PartitionState, record: Record) -> None:
@@ -143,6 +170,7 @@ class EventAppliers:
                 state.elements.put(parent)
         else:
             state.awaiting_results.remove(r.key)
+            state.message_starts.unlock(r.key)
 
     def _sequence_flow_taken(self, state: PartitionState, r: Record) -> None:
         v = r.value
@@ -240,6 +268,136 @@ class EventAppliers:
     def _event_triggered(self, state: PartitionState, r: Record) -> None:
         state.event_triggers.remove(r.value["scopeKey"])
         state.event_triggers.put(r.key, r.value)
+
+    # -- timers ----------------------------------------------------------------------------------------------
+
+    def _timer_created(self, state: PartitionState, r: Record) -> None:
+        state.timers.put(r.key, r.value)
+
+    def _timer_removed(self, state: PartitionState, r: Record) -> None:
+        state.timers.remove(r.key)
+
+    # -- messages (the message partition's side) -------------------------------------------------------------
+
+    def _message_published(self, state: PartitionState, r: Record) -> None:
+        state.messages.put(r.key, r.value)
+
+    def _message_expired(self, state: PartitionState, r: Record) -> None:
+        state.messages.remove(r.key)
+
+    def _subscription_created(self, state: PartitionState, r: Record) -> None:
+        state.message_subscriptions.put(r.value)
+
+    def _subscription_correlating(self, state: PartitionState, r: Record) -> None:
+        v = r.value
+        sub = state.message_subscriptions.get(v["elementInstanceKey"], v["messageName"])
+        if sub is None:
+            return
+        sub["correlatingMessageKey"] = v["messageKey"]
+        state.message_subscriptions.put(sub)
+        state.messages.mark_correlated(v["messageKey"], str(v["processInstanceKey"]))
+        state.outbox.put(
+            outbox_key(b"M", v),
+            {
+                "partitionId": v["processInstancePartitionId"],
+                "valueType": ValueType.PROCESS_MESSAGE_SUBSCRIPTION.name,
+                "intent": PMS.CORRELATE.name,
+                "value": {
+                    "elementInstanceKey": v["elementInstanceKey"],
+                    "messageName": v["messageName"],
+                    "messageKey": v["messageKey"],
+                    "variables": v.get("variables") or {},
+                    "subscriptionPartitionId": v["subscriptionPartitionId"],
+                },
+            },
+        )
+
+    def _subscription_correlated(self, state: PartitionState, r: Record) -> None:
+        v = r.value
+        state.outbox.remove(outbox_key(b"M", v))
+        if v["interrupting"]:
+            state.message_subscriptions.remove(v["elementInstanceKey"], v["messageName"])
+            return
+        sub = state.message_subscriptions.get(v["elementInstanceKey"], v["messageName"])
+        if sub is not None:
+            sub["correlatingMessageKey"] = -1
+            state.message_subscriptions.put(sub)
+
+    def _subscription_rejected(self, state: PartitionState, r: Record) -> None:
+        v = r.value
+        state.outbox.remove(outbox_key(b"M", v))
+        state.message_subscriptions.remove(v["elementInstanceKey"], v["messageName"])
+        state.messages.unmark_correlated(v["messageKey"], str(v["processInstanceKey"]))
+
+    def _subscription_deleted(self, state: PartitionState, r: Record) -> None:
+        v = r.value
+        state.outbox.remove(outbox_key(b"M", v))
+        state.message_subscriptions.remove(v["elementInstanceKey"], v["messageName"])
+
+    def _message_start_created(self, state: PartitionState, r: Record) -> None:
+        state.message_starts.put(r.value)
+
+    def _message_start_deleted(self, state: PartitionState, r: Record) -> None:
+        state.message_starts.remove(r.value["messageName"], r.value["processDefinitionKey"])
+
+    def _message_start_correlated(self, state: PartitionState, r: Record) -> None:
+        v = r.value
+        state.messages.mark_correlated(v["messageKey"], "P:" + v["bpmnProcessId"])
+        if v.get("correlationKey"):
+            state.message_starts.lock(v["bpmnProcessId"], v["correlationKey"], v["processInstanceKey"])
+
+    # -- message subscriptions (the process instance's side) -------------------------------------------------
+
+    def _process_subscription_creating(self, state: PartitionState, r: Record) -> None:
+        v = r.value
+        state.process_message_subscriptions.put({**v, "state": "CREATING"})
+        state.outbox.put(outbox_key(b"I", v), _to_message_partition(v, MS.CREATE))
+
+    def _process_subscription_created(self, state: PartitionState, r: Record) -> None:
+        v = r.value
+        sub = state.process_message_subscriptions.get(v["elementInstanceKey"], v["messageName"])
+        if sub is not None and sub["state"] == "CREATING":
+            sub["state"] = "CREATED"
+            state.process_message_subscriptions.put(sub)
+        state.outbox.remove(outbox_key(b"I", v))
+
+    def _process_subscription_correlated(self, state: PartitionState, r: Record) -> None:
+        v = r.value
+        if v["interrupting"]:
+            state.process_message_subscriptions.remove(v["elementInstanceKey"], v["messageName"])
+            state.outbox.remove(outbox_key(b"I", v))
+            return
+        sub = state.process_message_subscriptions.get(v["elementInstanceKey"], v["messageName"])
+        if sub is not None:
+            sub["messageKey"] = v["messageKey"]
+            state.process_message_subscriptions.put(sub)
+
+    def _process_subscription_deleting(self, state: PartitionState, r: Record) -> None:
+        v = r.value
+        sub = state.process_message_subscriptions.get(v["elementInstanceKey"], v["messageName"])
+        if sub is not None:
+            sub["state"] = "DELETING"
+            state.process_message_subscriptions.put(sub)
+        state.outbox.put(outbox_key(b"I", v), _to_message_partition(v, MS.DELETE))
+
+    def _process_subscription_deleted(self, state: PartitionState, r: Record) -> None:
+        v = r.value
+        state.process_message_subscriptions.remove(v["elementInstanceKey"], v["messageName"])
+        state.outbox.remove(outbox_key(b"I", v))
+
+
+def outbox_key(side: bytes, v: dict) -> bytes:
+    """One pending command per subscription and side: ``I`` instance → message partition, ``M`` the reverse."""
+    return side + u64(v["elementInstanceKey"]) + v["messageName"].encode()
+
+
+def _to_message_partition(v: dict, intent: MessageSubscriptionIntent) -> dict:
+    return {
+        "partitionId": v["subscriptionPartitionId"],
+        "valueType": ValueType.MESSAGE_SUBSCRIPTION.name,
+        "intent": intent.name,
+        "value": {k: val for k, val in v.items() if k != "state"},
+    }
 
 
 def _stored_job(value: dict) -> dict:

@@ -38,6 +38,8 @@ class Services:
         self.expressions = expressions
         self.job_streams = job_streams
         self.partitions_count = partitions_count
+        # Sends a command to a partition after commit (set by the leader's partition; None while replaying).
+        self.sender: Any = None
 
 
 def services(ctx: ProcessingContext) -> Services:
@@ -227,7 +229,12 @@ def apply_output_mappings(ctx: ProcessingContext, element: bpmn.Element, instanc
                     result[target_root] = json.loads(json.dumps(existing))
             _assign_path(result, mapping.target, value)
         merge_document(ctx, scope_key, result)
-    elif element.element_type in (bpmn.BOUNDARY_EVENT, bpmn.INTERMEDIATE_CATCH_EVENT, bpmn.START_EVENT):
+    elif element.element_type in (
+        bpmn.BOUNDARY_EVENT,
+        bpmn.INTERMEDIATE_CATCH_EVENT,
+        bpmn.START_EVENT,
+        bpmn.RECEIVE_TASK,
+    ):
         local = ctx.state.variables.local(instance["key"])
         if local and scope_key > 0:
             merge_document(ctx, scope_key, local)

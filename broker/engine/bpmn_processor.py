@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from broker.engine import behaviors as b
+from broker.engine import events
 from broker.engine.bpmn import INITIAL_ENGINE_KINDS
 from broker.engine.bpmn import model as bpmn
 from broker.engine.context import ProcessingContext
@@ -81,12 +82,18 @@ class BpmnElementProcessor:
         v = inst["value"]
         if element is None:  # the process itself
             self._activated(ctx, inst)
+            trigger = ctx.state.event_triggers.get(inst["key"])
+            if trigger is not None:  # started by a timer, message or signal start event
+                start_key = ctx.keys.next_key()
+                ctx.event(ValueType.PROCESS_EVENT, ProcessEventIntent.TRIGGERED, start_key, trigger)
+                b.activate_element(ctx, process.element(trigger["targetElementId"]), v, inst["key"], key=start_key)
+                return
             start = process.none_start_event_of(process.id)
             assert start is not None
             b.activate_element(ctx, start, v, inst["key"])
             return
         etype = element.element_type
-        if etype == bpmn.BOUNDARY_EVENT:
+        if etype in (bpmn.BOUNDARY_EVENT, bpmn.START_EVENT):
             trigger = ctx.state.event_triggers.get(inst["key"])
             if trigger and trigger.get("variables"):
                 b.set_local_document(ctx, inst["key"], trigger["variables"], inst)
@@ -94,7 +101,13 @@ class BpmnElementProcessor:
         if failure is not None:
             b.raise_incident(ctx, inst, "IO_MAPPING_ERROR", failure.message)
             return
-        if etype in _JOB_TASKS:
+        problem = events.open_subscriptions(ctx, process, element, inst)
+        if problem is not None:
+            b.raise_incident(ctx, inst, "EXTRACT_VALUE_ERROR", problem)
+            return
+        if etype in events.CATCH_ELEMENTS:
+            self._activated(ctx, inst)  # waits for its timer or message
+        elif etype in _JOB_TASKS:
             self._create_job(ctx, process, element, inst)
         elif etype == bpmn.SUB_PROCESS:
             self._activated(ctx, inst)
@@ -255,6 +268,7 @@ class BpmnElementProcessor:
         if inst["state"] != PI.ELEMENT_COMPLETING:
             ctx.event(ValueType.PROCESS_INSTANCE, PI.ELEMENT_COMPLETING, inst["key"], v)
             inst["state"] = PI.ELEMENT_COMPLETING
+            events.close_subscriptions(ctx, inst)
         if element is not None:
             failure = b.apply_output_mappings(ctx, element, inst)
             if failure is not None:
@@ -326,6 +340,7 @@ class BpmnElementProcessor:
 
     def _terminated(self, ctx: ProcessingContext, inst: dict) -> None:
         b.cancel_job(ctx, inst)
+        events.close_subscriptions(ctx, inst)
         b.resolve_incidents_of(ctx, inst)
         v = inst["value"]
         awaiting = ctx.state.awaiting_results.get(inst["key"]) if v["flowScopeKey"] <= 0 else None

@@ -8,8 +8,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from broker.engine import events
 from broker.engine import instance_processors as instances
 from broker.engine import job_processors as jobs
+from broker.engine import message_processors as messages
 from broker.engine.appliers import EventAppliers
 from broker.engine.behaviors import Services
 from broker.engine.bpmn_processor import BpmnElementProcessor
@@ -23,9 +25,13 @@ from broker.protocol.enums import (
     IncidentIntent,
     JobBatchIntent,
     JobIntent,
+    MessageIntent,
+    MessageSubscriptionIntent,
     ProcessInstanceCreationIntent,
     ProcessInstanceIntent,
+    ProcessMessageSubscriptionIntent,
     RejectionType,
+    TimerIntent,
     ValueType,
     VariableDocumentIntent,
 )
@@ -48,6 +54,8 @@ class Engine:
         self.services = Services(self.models, ExpressionEvaluator(), self.job_streams, partitions_count)
         bpmn = BpmnElementProcessor()
         pi = ProcessInstanceIntent
+        ms = MessageSubscriptionIntent
+        pms = ProcessMessageSubscriptionIntent
         self._table: dict[tuple[int, int], Processor] = {
             (ValueType.DEPLOYMENT, DeploymentIntent.CREATE): instances.deploy,
             (
@@ -74,6 +82,16 @@ class Engine:
             (ValueType.JOB, JobIntent.YIELD): jobs.yield_job,
             (ValueType.INCIDENT, IncidentIntent.RESOLVE): jobs.resolve_incident,
             (ValueType.COMMAND_DISTRIBUTION, CommandDistributionIntent.ACKNOWLEDGE): instances.acknowledge_distribution,
+            (ValueType.TIMER, TimerIntent.TRIGGER): events.trigger_timer,
+            (ValueType.MESSAGE, MessageIntent.PUBLISH): messages.publish,
+            (ValueType.MESSAGE, MessageIntent.EXPIRE): messages.expire,
+            (ValueType.MESSAGE_SUBSCRIPTION, ms.CREATE): messages.subscription_create,
+            (ValueType.MESSAGE_SUBSCRIPTION, ms.CORRELATE): messages.subscription_correlated,
+            (ValueType.MESSAGE_SUBSCRIPTION, ms.REJECT): messages.subscription_rejected,
+            (ValueType.MESSAGE_SUBSCRIPTION, ms.DELETE): messages.subscription_delete,
+            (ValueType.PROCESS_MESSAGE_SUBSCRIPTION, pms.CREATE): messages.process_subscription_created,
+            (ValueType.PROCESS_MESSAGE_SUBSCRIPTION, pms.CORRELATE): messages.process_subscription_correlate,
+            (ValueType.PROCESS_MESSAGE_SUBSCRIPTION, pms.DELETE): messages.process_subscription_deleted,
         }
 
     def apply_event(self, state: PartitionState, record: Record) -> None:

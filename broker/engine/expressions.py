@@ -67,6 +67,24 @@ class ExpressionEvaluator:
             return ExpressionFailure(f"failed to evaluate expression '{text}': {'; '.join(warnings)}")
         return to_json_value(value)
 
+    def evaluate_raw(self, source: str, context: dict[str, Any], now_ms: int) -> Any:
+        """Like :meth:`evaluate`, but FEEL temporals stay temporals (timers need durations and dates exactly)."""
+        if not source.startswith("="):
+            return source
+        text = source[1:]
+        try:
+            compiled = self._compile(text)
+        except feel.FeelSyntaxError as e:
+            return ExpressionFailure(f"failed to parse expression '{text}': {e}")
+        now = dt.datetime.fromtimestamp(now_ms / 1000, tz=_UTC)
+        try:
+            value, warnings = feel.evaluate_with_warnings(compiled, context, now=now)
+        except Exception as e:  # the evaluator must never take the partition down
+            return ExpressionFailure(f"failed to evaluate expression '{text}': {e}")
+        if value is None and warnings:
+            return ExpressionFailure(f"failed to evaluate expression '{text}': {'; '.join(warnings)}")
+        return value
+
     def evaluate_condition(self, source: str, context: dict[str, Any], now_ms: int) -> bool | ExpressionFailure:
         text = source[1:] if source.startswith("=") else source
         value = self.evaluate_feel(text, context, now_ms)

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 from broker.engine import behaviors as b
+from broker.engine import events
 from broker.engine.bpmn import BpmnValidationError, parse_bpmn, resource_checksum, supported_kinds
+from broker.engine.bpmn import model as bpmn
 from broker.engine.bpmn_processor import SUPPORTED_KINDS, BpmnElementProcessor
 from broker.engine.context import ProcessingContext
 from broker.protocol.enums import (
     CommandDistributionIntent,
     DeploymentIntent,
+    MessageStartEventSubscriptionIntent,
     ProcessInstanceCreationIntent,
     ProcessInstanceIntent,
     ProcessIntent,
@@ -85,6 +88,10 @@ def deploy(ctx: ProcessingContext, cmd: Record) -> None:
         }
         ctx.event(ValueType.PROCESS, ProcessIntent.CREATED, key, stored)
         models.put(key, process)
+        if latest is not None:
+            events.close_start_timers_of(ctx, latest["processDefinitionKey"])
+        events.open_start_timers(ctx, process, key)
+        _replace_message_starts(ctx, process, key)
         created.append(stored)
         metadata.append(_metadata(stored, duplicate=False))
     deployment_key = ctx.keys.next_key()
@@ -130,7 +137,11 @@ def _deploy_distributed(ctx: ProcessingContext, cmd: Record) -> None:
     metadata = []
     for stored in cmd.value.get("processes") or []:
         if ctx.state.processes.get(stored["processDefinitionKey"]) is None:
+            latest = ctx.state.processes.latest(stored["bpmnProcessId"])
             ctx.event(ValueType.PROCESS, ProcessIntent.CREATED, stored["processDefinitionKey"], stored)
+            if latest is None or latest["version"] < stored["version"]:
+                process = b.services(ctx).models.get(stored["processDefinitionKey"])
+                _replace_message_starts(ctx, process, stored["processDefinitionKey"])
         metadata.append(_metadata(stored, duplicate=False))
     rec = ctx.event(
         ValueType.DEPLOYMENT,
@@ -143,6 +154,40 @@ def _deploy_distributed(ctx: ProcessingContext, cmd: Record) -> None:
         },
     )
     ctx.respond(rec)
+
+
+def _replace_message_starts(ctx: ProcessingContext, process: bpmn.Process, definition_key: int) -> None:
+    """The latest version's message start events are the ones that listen: older versions' subscriptions go."""
+    for old in ctx.state.message_starts.for_process(process.id):
+        ctx.event(
+            ValueType.MESSAGE_START_EVENT_SUBSCRIPTION,
+            MessageStartEventSubscriptionIntent.DELETED,
+            old["processDefinitionKey"],
+            old,
+        )
+    for start_id in process.start_event_ids:
+        start = process.element(start_id)
+        if start.message is None:
+            continue
+        name = b.evaluate(ctx, start.message.name, -1)
+        if not isinstance(name, str) or not name:
+            continue
+        ctx.event(
+            ValueType.MESSAGE_START_EVENT_SUBSCRIPTION,
+            MessageStartEventSubscriptionIntent.CREATED,
+            definition_key,
+            {
+                "processDefinitionKey": definition_key,
+                "bpmnProcessId": process.id,
+                "startEventId": start.id,
+                "messageName": name,
+                "messageKey": -1,
+                "processInstanceKey": -1,
+                "correlationKey": "",
+                "variables": {},
+                "tenantId": b.TENANT,
+            },
+        )
 
 
 def acknowledge_distribution(ctx: ProcessingContext, cmd: Record) -> None:

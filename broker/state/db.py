@@ -36,6 +36,20 @@ SUB_DATABASES = (
     "join_flows",
     "awaiting_results",
     "distributions",
+    "timers",
+    "timer_due_dates",
+    "timers_by_scope",
+    "messages",
+    "message_deadlines",
+    "messages_by_name",
+    "message_ids",
+    "message_correlations",
+    "message_subscriptions",
+    "message_subscriptions_by_name",
+    "process_message_subscriptions",
+    "message_start_subscriptions",
+    "message_start_instances",
+    "subscription_outbox",
 )
 
 DEFAULT_MAP_SIZE = 64 << 30

@@ -347,6 +347,259 @@ class JoinState(_Repository):
             self.txn.delete(k, db=self._db)
 
 
+class TimerState(_Repository):
+    """Pending timers by key, by due date (for the leader's checker) and by the scope that owns them.
+
+    A timer's owner is the element instance it waits in (catch event, activity with boundary timers) or, for timer
+    start events, the process definition.
+    """
+
+    def __init__(self, sdb: StateDb) -> None:
+        super().__init__(sdb, "timers")
+        self._due = sdb.dbs["timer_due_dates"]
+        self._by_scope = sdb.dbs["timers_by_scope"]
+
+    @staticmethod
+    def owner(value: dict[str, Any]) -> int:
+        key = value.get("elementInstanceKey", -1)
+        return key if key > 0 else value["processDefinitionKey"]
+
+    def get(self, key: int) -> dict[str, Any] | None:
+        v = self.txn.get(u64(key), db=self._db)
+        return unpack(v) if v else None
+
+    def put(self, key: int, value: dict[str, Any]) -> None:
+        self.txn.put(u64(key), pack(value), db=self._db)
+        self.txn.put(u64(value["dueDate"]) + u64(key), b"", db=self._due)
+        self.txn.put(u64(self.owner(value)) + u64(key), b"", db=self._by_scope)
+
+    def remove(self, key: int) -> None:
+        value = self.get(key)
+        if value is None:
+            return
+        self.txn.delete(u64(key), db=self._db)
+        self.txn.delete(u64(value["dueDate"]) + u64(key), db=self._due)
+        self.txn.delete(u64(self.owner(value)) + u64(key), db=self._by_scope)
+
+    def of_owner(self, owner_key: int) -> list[int]:
+        return [read_u64(k, 8) for k in prefix_keys(self.txn, self._by_scope, u64(owner_key))]
+
+    def due_before(self, timestamp: int, limit: int) -> list[tuple[int, int]]:
+        """``(due date, timer key)`` pairs due at or before ``timestamp``, earliest first."""
+        out: list[tuple[int, int]] = []
+        cur = self.txn.cursor(db=self._due)
+        if not cur.first():
+            return out
+        for k in cur.iternext(keys=True, values=False):
+            due = read_u64(k)
+            if due > timestamp or len(out) >= limit:
+                break
+            out.append((due, read_u64(k, 8)))
+        return out
+
+
+def _name_key(name: str, correlation_key: str) -> bytes:
+    return name.encode() + b"\0" + correlation_key.encode() + b"\0"
+
+
+class MessageState(_Repository):
+    """Buffered messages (on the partition their correlation key hashes to), their TTL deadlines and ids.
+
+    ``message_correlations`` remembers which process instances (and, for start events, which process ids) a message
+    already reached, so it reaches each at most once.
+    """
+
+    def __init__(self, sdb: StateDb) -> None:
+        super().__init__(sdb, "messages")
+        self._deadlines = sdb.dbs["message_deadlines"]
+        self._by_name = sdb.dbs["messages_by_name"]
+        self._ids = sdb.dbs["message_ids"]
+        self._correlations = sdb.dbs["message_correlations"]
+
+    def get(self, key: int) -> dict[str, Any] | None:
+        v = self.txn.get(u64(key), db=self._db)
+        return unpack(v) if v else None
+
+    @staticmethod
+    def _id_key(value: dict[str, Any]) -> bytes:
+        return _name_key(value["name"], value["correlationKey"]) + value["messageId"].encode()
+
+    def key_of_id(self, name: str, correlation_key: str, message_id: str) -> int | None:
+        v = self.txn.get(_name_key(name, correlation_key) + message_id.encode(), db=self._ids)
+        return read_u64(v) if v else None
+
+    def put(self, key: int, value: dict[str, Any]) -> None:
+        self.txn.put(u64(key), pack(value), db=self._db)
+        self.txn.put(u64(value["deadline"]) + u64(key), b"", db=self._deadlines)
+        self.txn.put(_name_key(value["name"], value["correlationKey"]) + u64(key), b"", db=self._by_name)
+        if value.get("messageId"):
+            self.txn.put(self._id_key(value), u64(key), db=self._ids)
+
+    def remove(self, key: int) -> None:
+        value = self.get(key)
+        if value is None:
+            return
+        self.txn.delete(u64(key), db=self._db)
+        self.txn.delete(u64(value["deadline"]) + u64(key), db=self._deadlines)
+        self.txn.delete(_name_key(value["name"], value["correlationKey"]) + u64(key), db=self._by_name)
+        if value.get("messageId"):
+            self.txn.delete(self._id_key(value), db=self._ids)
+        for k in list(prefix_keys(self.txn, self._correlations, u64(key))):
+            self.txn.delete(k, db=self._correlations)
+
+    def keys_for(self, name: str, correlation_key: str) -> list[int]:
+        """Buffered messages with this name and correlation key, oldest first."""
+        prefix = _name_key(name, correlation_key)
+        return [read_u64(k, len(prefix)) for k in prefix_keys(self.txn, self._by_name, prefix)]
+
+    def deadlines_before(self, timestamp: int, limit: int) -> list[tuple[int, int]]:
+        out: list[tuple[int, int]] = []
+        cur = self.txn.cursor(db=self._deadlines)
+        if not cur.first():
+            return out
+        for k in cur.iternext(keys=True, values=False):
+            due = read_u64(k)
+            if due > timestamp or len(out) >= limit:
+                break
+            out.append((due, read_u64(k, 8)))
+        return out
+
+    def correlated(self, key: int, target: str) -> bool:
+        """Whether the message already reached ``target`` (a process instance key or a process id, as text)."""
+        return self.txn.get(u64(key) + target.encode(), db=self._correlations) is not None
+
+    def mark_correlated(self, key: int, target: str) -> None:
+        if self.get(key) is not None:
+            self.txn.put(u64(key) + target.encode(), b"", db=self._correlations)
+
+    def unmark_correlated(self, key: int, target: str) -> None:
+        self.txn.delete(u64(key) + target.encode(), db=self._correlations)
+
+
+class MessageSubscriptionState(_Repository):
+    """The message partition's copy of subscriptions, by (element instance, message name) and by correlation key."""
+
+    def __init__(self, sdb: StateDb) -> None:
+        super().__init__(sdb, "message_subscriptions")
+        self._by_name = sdb.dbs["message_subscriptions_by_name"]
+
+    @staticmethod
+    def _key(element_instance_key: int, name: str) -> bytes:
+        return u64(element_instance_key) + name.encode()
+
+    def get(self, element_instance_key: int, name: str) -> dict[str, Any] | None:
+        v = self.txn.get(self._key(element_instance_key, name), db=self._db)
+        return unpack(v) if v else None
+
+    def put(self, value: dict[str, Any]) -> None:
+        eik, name = value["elementInstanceKey"], value["messageName"]
+        self.txn.put(self._key(eik, name), pack(value), db=self._db)
+        self.txn.put(_name_key(name, value["correlationKey"]) + u64(eik), b"", db=self._by_name)
+
+    def remove(self, element_instance_key: int, name: str) -> None:
+        value = self.get(element_instance_key, name)
+        if value is None:
+            return
+        self.txn.delete(self._key(element_instance_key, name), db=self._db)
+        self.txn.delete(_name_key(name, value["correlationKey"]) + u64(element_instance_key), db=self._by_name)
+
+    def for_correlation(self, name: str, correlation_key: str) -> list[dict[str, Any]]:
+        prefix = _name_key(name, correlation_key)
+        out = []
+        for k in prefix_keys(self.txn, self._by_name, prefix):
+            found = self.get(read_u64(k, len(prefix)), name)
+            if found is not None:
+                out.append(found)
+        return out
+
+
+class ProcessMessageSubscriptionState(_Repository):
+    """The instance partition's subscriptions of waiting elements, by (element instance, message name)."""
+
+    def __init__(self, sdb: StateDb) -> None:
+        super().__init__(sdb, "process_message_subscriptions")
+
+    def get(self, element_instance_key: int, name: str) -> dict[str, Any] | None:
+        v = self.txn.get(u64(element_instance_key) + name.encode(), db=self._db)
+        return unpack(v) if v else None
+
+    def put(self, value: dict[str, Any]) -> None:
+        key = u64(value["elementInstanceKey"]) + value["messageName"].encode()
+        self.txn.put(key, pack(value), db=self._db)
+
+    def remove(self, element_instance_key: int, name: str) -> None:
+        self.txn.delete(u64(element_instance_key) + name.encode(), db=self._db)
+
+    def of_element(self, element_instance_key: int) -> list[dict[str, Any]]:
+        return [unpack(v) for _, v in prefix_scan(self.txn, self._db, u64(element_instance_key))]
+
+
+class MessageStartState(_Repository):
+    """Message start event subscriptions of deployed processes, and the instance each correlation key runs."""
+
+    def __init__(self, sdb: StateDb) -> None:
+        super().__init__(sdb, "message_start_subscriptions")
+        self._instances = sdb.dbs["message_start_instances"]
+
+    def put(self, value: dict[str, Any]) -> None:
+        key = value["messageName"].encode() + b"\0" + u64(value["processDefinitionKey"])
+        self.txn.put(key, pack(value), db=self._db)
+
+    def remove(self, name: str, process_definition_key: int) -> None:
+        self.txn.delete(name.encode() + b"\0" + u64(process_definition_key), db=self._db)
+
+    def for_name(self, name: str) -> list[dict[str, Any]]:
+        return [unpack(v) for _, v in prefix_scan(self.txn, self._db, name.encode() + b"\0")]
+
+    def for_process(self, process_id: str) -> list[dict[str, Any]]:
+        return [unpack(v) for _, v in self.txn.cursor(db=self._db) if unpack(v)["bpmnProcessId"] == process_id]
+
+    @staticmethod
+    def _lock(process_id: str, correlation_key: str) -> bytes:
+        return b"K" + process_id.encode() + b"\0" + correlation_key.encode()
+
+    def active_instance(self, process_id: str, correlation_key: str) -> int | None:
+        v = self.txn.get(self._lock(process_id, correlation_key), db=self._instances)
+        return read_u64(v) if v else None
+
+    def lock(self, process_id: str, correlation_key: str, instance_key: int) -> None:
+        self.txn.put(self._lock(process_id, correlation_key), u64(instance_key), db=self._instances)
+        self.txn.put(b"I" + u64(instance_key), pack([process_id, correlation_key]), db=self._instances)
+
+    def unlock(self, instance_key: int) -> None:
+        v = self.txn.get(b"I" + u64(instance_key), db=self._instances)
+        if v is None:
+            return
+        process_id, correlation_key = unpack(v)
+        self.txn.delete(b"I" + u64(instance_key), db=self._instances)
+        self.txn.delete(self._lock(process_id, correlation_key), db=self._instances)
+
+
+class OutboxState(_Repository):
+    """Commands for other partitions (or this one) that must arrive: resent by the leader until acknowledged."""
+
+    def __init__(self, sdb: StateDb) -> None:
+        super().__init__(sdb, "subscription_outbox")
+
+    def put(self, key: bytes, value: dict[str, Any]) -> None:
+        self.txn.put(key, pack(value), db=self._db)
+
+    def get(self, key: bytes) -> dict[str, Any] | None:
+        v = self.txn.get(key, db=self._db)
+        return unpack(v) if v else None
+
+    def remove(self, key: bytes) -> None:
+        self.txn.delete(key, db=self._db)
+
+    def pending(self, limit: int = 1000) -> list[tuple[bytes, dict[str, Any]]]:
+        out = []
+        for k, v in self.txn.cursor(db=self._db):
+            out.append((bytes(k), unpack(v)))
+            if len(out) >= limit:
+                break
+        return out
+
+
 class PartitionState:
     """All repositories of one partition, bound together to the current transaction."""
 
@@ -362,6 +615,12 @@ class PartitionState:
         self.awaiting_results = KeyedBlobState(sdb, "awaiting_results")
         self.joins = JoinState(sdb)
         self.distributions = DistributionState(sdb)
+        self.timers = TimerState(sdb)
+        self.messages = MessageState(sdb)
+        self.message_subscriptions = MessageSubscriptionState(sdb)
+        self.process_message_subscriptions = ProcessMessageSubscriptionState(sdb)
+        self.message_starts = MessageStartState(sdb)
+        self.outbox = OutboxState(sdb)
         self._repos: tuple[_Repository, ...] = (
             self.meta,
             self.processes,
@@ -373,6 +632,12 @@ class PartitionState:
             self.awaiting_results,
             self.joins,
             self.distributions,
+            self.timers,
+            self.messages,
+            self.message_subscriptions,
+            self.process_message_subscriptions,
+            self.message_starts,
+            self.outbox,
         )
         self.txn: lmdb.Transaction | None = None
 

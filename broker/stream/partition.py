@@ -38,8 +38,10 @@ from broker.protocol.enums import (
     INTENTS,
     CommandDistributionIntent,
     JobIntent,
+    MessageIntent,
     RecordType,
     RejectionType,
+    TimerIntent,
     ValueType,
 )
 from broker.protocol.keys import KeyGenerator
@@ -539,6 +541,9 @@ class Partition:
     # -- leader-side checkers (wall clock lives here, never in processors) -----------------------------------
 
     async def _check_due(self) -> None:
+        self._outbox_sent: dict[tuple[bytes, str], float] = {}
+        self._sends: set[asyncio.Task[None]] = set()
+        self.engine.services.sender = self._send_command
         while not self._closing:
             await asyncio.sleep(self.config.checker_interval_s)
             if not self.healthy or self.db is None or not self._processing:
@@ -546,20 +551,75 @@ class Partition:
             now = self.clock()
             with self.db.begin() as txn:
                 self.state.jobs.txn = txn
+                self.state.timers.txn = txn
+                self.state.messages.txn = txn
                 try:
                     timeouts = self.state.jobs.deadlines_before(now, 1000)
                     backoffs = self.state.jobs.backoffs_before(now, 1000)
+                    timers = self.state.timers.due_before(now, 1000)
+                    expired = self.state.messages.deadlines_before(now, 1000)
                 finally:
                     self.state.jobs.txn = None  # type: ignore[assignment]
-            due = {(int(JobIntent.TIME_OUT), k) for _, k in timeouts} | {
-                (int(JobIntent.RECUR_AFTER_BACKOFF), k) for _, k in backoffs
-            }
-            self._scheduled &= due
-            for intent, key in due - self._scheduled:
-                self.write_internal(ValueType.JOB, intent, {}, key)
-            self._scheduled |= due
+                    self.state.timers.txn = None  # type: ignore[assignment]
+                    self.state.messages.txn = None  # type: ignore[assignment]
+            # keys are unique across entities, so (intent, key) names one due command
+            due: dict[tuple[int, int], ValueType] = {(int(JobIntent.TIME_OUT), k): ValueType.JOB for _, k in timeouts}
+            due.update({(int(JobIntent.RECUR_AFTER_BACKOFF), k): ValueType.JOB for _, k in backoffs})
+            due.update({(int(TimerIntent.TRIGGER), k): ValueType.TIMER for _, k in timers})
+            due.update({(int(MessageIntent.EXPIRE), k): ValueType.MESSAGE for _, k in expired})
+            self._scheduled &= due.keys()
+            for intent, key in due.keys() - self._scheduled:
+                self.write_internal(due[(intent, key)], intent, {}, key)
+            self._scheduled |= due.keys()
             self._check_disk()
             self._distribute_pending()
+            self._deliver_outbox()
+
+    # -- commands between partitions for message subscriptions -----------------------------------------------
+
+    _OUTBOX_RESEND_S = 1.0
+
+    def _deliver_outbox(self) -> None:
+        """Send every pending subscription command not sent within the last second (they wait for an answer)."""
+        assert self.db is not None
+        with self.db.begin() as txn:
+            self.state.outbox.txn = txn
+            try:
+                pending = self.state.outbox.pending()
+            finally:
+                self.state.outbox.txn = None  # type: ignore[assignment]
+        moment = time.monotonic()
+        live = set()
+        for outbox_key, entry in pending:
+            key = (outbox_key, entry["intent"])
+            live.add(key)
+            if moment - self._outbox_sent.get(key, -1e9) < self._OUTBOX_RESEND_S:
+                continue
+            self._outbox_sent[key] = moment
+            value_type = ValueType[entry["valueType"]]
+            intent = INTENTS[value_type][entry["intent"]]
+            self._send_command(entry["partitionId"], value_type, intent, entry["value"], -1)
+        for key in list(self._outbox_sent):
+            if key not in live:
+                del self._outbox_sent[key]
+
+    def _send_command(self, partition_id: int, value_type: ValueType, intent: int, value: dict, key: int) -> None:
+        """At most once: to this partition's own inbox, or to another partition's leader (losses are resent)."""
+        if partition_id == self.partition_id:
+            self.write_internal(value_type, intent, dict(value), key)
+            return
+        if self.inter_partition is None:
+            log.warning("partition %d: no route to partition %d for %s", self.partition_id, partition_id, value_type)
+            return
+        task = asyncio.get_running_loop().create_task(self._send_remote(partition_id, value_type, intent, value, key))
+        self._sends.add(task)
+        task.add_done_callback(self._sends.discard)
+
+    async def _send_remote(self, partition_id: int, value_type: ValueType, intent: int, value: dict, key: int) -> None:
+        try:
+            await asyncio.wait_for(self.inter_partition.execute(partition_id, value_type, intent, value, key), 10)
+        except Exception as e:  # unreachable, no leader, rejected: the sender's outbox resends what matters
+            log.debug("partition %d: command to partition %d failed: %r", self.partition_id, partition_id, e)
 
     # -- command distribution to other partitions ------------------------------------------------------------
 

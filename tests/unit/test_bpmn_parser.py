@@ -407,7 +407,8 @@ def test_modeler_style_model_is_read_completely() -> None:
 
 def test_initial_engine_rejects_what_it_cannot_run_yet_naming_each_element() -> None:
     problems = problems_of(MODELER_STYLE, supported=supported_kinds(INITIAL_ENGINE_KINDS))
-    assert "'start-message': Elements of kind 'message start event' are not supported yet" in problems
+    assert not any(p.startswith("'start-message':") for p in problems)  # message start events run
+    assert "'signal-end': Elements of kind 'signal end event' are not supported yet" in problems
     assert "'on-cancel': Elements of kind 'event sub process' are not supported yet" in problems
     assert "'pick': Multi-instance activities are not supported yet" in problems  # the sub-process itself runs
     assert "'wait': Elements of kind 'event based gateway' are not supported yet" in problems

@@ -23,6 +23,7 @@ from broker.protocol.enums import (
     IncidentIntent,
     JobBatchIntent,
     JobIntent,
+    MessageIntent,
     ProcessInstanceCreationIntent,
     ProcessInstanceIntent,
     RecordType,
@@ -44,12 +45,19 @@ FIXTURES = [
     "parallel-gateway.bpmn",
     "pass-through.bpmn",
     "ten-tasks.bpmn",
+    "timer-catch.bpmn",
+    "timer-reminder.bpmn",
+    "order-payment.bpmn",
+    "message-catch.bpmn",
 ]
 
 # Variables each process needs to run its happy path (others run with these too: extra variables are harmless).
 START_VARIABLES: dict[str, dict[str, Any]] = {
     "exclusive-gateway": {"amount": 150},
     "io-mapping": {"order": {"items": ["a", "b"], "customer": {"id": "c-1"}}, "maxRetries": 2},
+    "timer-catch": {"delay": "PT1S"},
+    "order-payment": {"orderId": "o-1", "paymentTimeout": "PT2S"},
+    "message-catch": {"requestId": "r-1"},
 }
 JOB_TYPES = [
     "test",
@@ -63,6 +71,12 @@ JOB_TYPES = [
     "ship",
     "bill",
     *(f"task-{i}" for i in range(1, 11)),
+    "after-wait",
+    "long-work",
+    "send-reminder",
+    "cancel-order",
+    "approved",
+    "handle-order",
 ]
 
 
@@ -348,8 +362,20 @@ BATCH = 40
 
 async def _random_step(d: Driver, rng: random.Random, known: dict[str, set[int]]) -> None:
     action = rng.choices(
-        ["create", "activate", "complete", "fail", "throw", "cancel", "variables", "resolve", "time", "bogus"],
-        weights=[6, 5, 6, 2, 2, 1, 2, 2, 1, 1],
+        [
+            "create",
+            "activate",
+            "complete",
+            "fail",
+            "throw",
+            "cancel",
+            "variables",
+            "resolve",
+            "time",
+            "publish",
+            "bogus",
+        ],
+        weights=[6, 5, 6, 2, 2, 1, 2, 2, 2, 2, 1],
     )[0]
     if action in ("complete", "fail", "throw") and not known["jobs"]:
         action = "activate"
@@ -358,6 +384,8 @@ async def _random_step(d: Driver, rng: random.Random, known: dict[str, set[int]]
         variables = dict(START_VARIABLES.get(pid, {}))
         if pid == "exclusive-gateway":
             variables["amount"] = rng.choice([5, 150, 100])
+        if pid in ("order-payment", "message-catch"):
+            variables["orderId"] = variables["requestId"] = rng.choice(["o-1", "o-2"])
         rec = await d.create(pid, variables)
         if rec.record_type == RecordType.EVENT:
             known["instances"].add(rec.value["processInstanceKey"])
@@ -383,8 +411,18 @@ async def _random_step(d: Driver, rng: random.Random, known: dict[str, set[int]]
                 await d.update_retries(incident["jobKey"], 1)
             await d.resolve(key)
     elif action == "time":
-        d.clock.now += rng.choice([600, 2_000, 70_000])
+        d.clock.now += rng.choice([600, 1_000, 2_000, 70_000])
         await asyncio.sleep(0.02)
+    elif action == "publish":
+        value = {
+            "name": rng.choice(["payment", "approved", "order-placed"]),
+            "correlationKey": rng.choice(["o-1", "o-2"]),
+            "timeToLive": rng.choice([0, 1_000, 60_000]),
+            "messageId": rng.choice(["", "", "m-1"]),
+            "variables": {"paid": rng.randint(1, 9)},
+            "tenantId": TENANT,
+        }
+        await d.send(ValueType.MESSAGE, MessageIntent.PUBLISH, value)
     else:
         await d.complete(rng.randint(1, 1 << 40))
 

@@ -12,7 +12,7 @@ from typing import Final
 
 from . import model as m
 
-# The kinds the first version of the engine executes (see ``Element.kind``).
+# The kinds the engine executes (see ``Element.kind``).
 INITIAL_ENGINE_KINDS: Final = frozenset(
     {
         f"{m.START_EVENT}:{m.NONE}",
@@ -30,6 +30,14 @@ INITIAL_ENGINE_KINDS: Final = frozenset(
         m.EXCLUSIVE_GATEWAY,
         m.PARALLEL_GATEWAY,
         m.SUB_PROCESS,
+        # waiting states: timers and messages
+        f"{m.START_EVENT}:{m.TIMER}",
+        f"{m.START_EVENT}:{m.MESSAGE}",
+        f"{m.INTERMEDIATE_CATCH_EVENT}:{m.TIMER}",
+        f"{m.INTERMEDIATE_CATCH_EVENT}:{m.MESSAGE}",
+        f"{m.BOUNDARY_EVENT}:{m.TIMER}",
+        f"{m.BOUNDARY_EVENT}:{m.MESSAGE}",
+        m.RECEIVE_TASK,
     }
 )
 

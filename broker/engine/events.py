@@ -1,0 +1,329 @@
+"""Waiting states on the instance side: opening and closing timers and message subscriptions, and firing them.
+
+An element that waits (timer or message catch event, receive task) subscribes for itself; an activity subscribes for
+its timer and message boundary events. Subscriptions belong to the element instance that opened them and are closed
+when it completes or terminates. Firing a subscription completes the catch element, or activates a boundary event
+(interrupting ones first terminate the activity they are attached to).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from broker.engine import behaviors as b
+from broker.engine import timers
+from broker.engine.bpmn import model as bpmn
+from broker.engine.context import ProcessingContext
+from broker.engine.expressions import ExpressionFailure
+from broker.engine.partitioning import subscription_partition
+from broker.protocol.enums import (
+    ProcessEventIntent,
+    ProcessInstanceIntent,
+    ProcessMessageSubscriptionIntent,
+    RejectionType,
+    TimerIntent,
+    ValueType,
+)
+from broker.protocol.record import Record
+
+PI = ProcessInstanceIntent
+PMS = ProcessMessageSubscriptionIntent
+
+# Elements that wait for their own event, once activated.
+CATCH_ELEMENTS = frozenset({bpmn.INTERMEDIATE_CATCH_EVENT, bpmn.RECEIVE_TASK})
+
+
+# -- opening -------------------------------------------------------------------------------------------------
+
+
+def _targets(process: bpmn.Process, element: bpmn.Element) -> list[bpmn.Element]:
+    """The events ``element`` subscribes to: itself (catch elements) and its timer/message boundary events."""
+    out = []
+    if element.element_type in CATCH_ELEMENTS:
+        out.append(element)
+    if element.boundary_event_ids:
+        out.extend(process.boundary_events_of(element.id))
+    return [t for t in out if t.timer is not None or t.message is not None]
+
+
+def open_subscriptions(ctx: ProcessingContext, process: bpmn.Process, element: bpmn.Element, inst: dict) -> str | None:
+    """Open every timer and message subscription of ``element``; a failure message (nothing opened) or None.
+
+    All expressions are evaluated before anything is written, so a failure leaves no half-opened subscriptions
+    behind and resolving the incident simply runs the activation again.
+    """
+    targets = _targets(process, element)
+    if (
+        not targets
+        or ctx.state.timers.of_owner(inst["key"])
+        or ctx.state.process_message_subscriptions.of_element(inst["key"])
+    ):
+        return None  # nothing to open, or opened already by an earlier attempt of this activation
+    planned: list[tuple[bpmn.Element, Any]] = []
+    for target in targets:
+        if target.timer is not None:
+            planned_timer = _plan_timer(ctx, target.timer, inst["key"])
+            if isinstance(planned_timer, str):
+                return planned_timer
+            planned.append((target, planned_timer))
+        elif target.message is not None:
+            planned_message = _plan_message(ctx, target.message, inst["key"])
+            if isinstance(planned_message, str):
+                return planned_message
+            planned.append((target, planned_message))
+    v = inst["value"]
+    for target, plan in planned:
+        if isinstance(plan, timers.Schedule):
+            create_timer(ctx, plan, target.id, v["processDefinitionKey"], inst["key"], v["processInstanceKey"])
+        else:
+            name, correlation_key = plan
+            _open_message_subscription(ctx, inst, target, name, correlation_key)
+    return None
+
+
+def _plan_timer(ctx: ProcessingContext, timer: bpmn.TimerDefinition, scope_key: int) -> timers.Schedule | str:
+    source = timer.expression
+    value: Any = source
+    if source.startswith("="):
+        value = b.services(ctx).expressions.evaluate_raw(source, b.visible_variables(ctx, scope_key), ctx.now)
+        if isinstance(value, ExpressionFailure):
+            return value.message
+    try:
+        return timers.schedule(timer.kind, value, ctx.now)
+    except timers.TimerError as e:
+        return str(e)
+    except (OverflowError, ValueError) as e:
+        return f"Invalid timer {timer.kind} '{source}': {e}"
+
+
+def create_timer(
+    ctx: ProcessingContext,
+    schedule: timers.Schedule,
+    target_id: str,
+    definition_key: int,
+    element_instance_key: int,
+    instance_key: int,
+) -> None:
+    ctx.event(
+        ValueType.TIMER,
+        TimerIntent.CREATED,
+        ctx.keys.next_key(),
+        {
+            "elementInstanceKey": element_instance_key,
+            "processInstanceKey": instance_key,
+            "processDefinitionKey": definition_key,
+            "dueDate": schedule.due_date,
+            "targetElementId": target_id,
+            "repetitions": schedule.repetitions,
+            "tenantId": b.TENANT,
+            **timers.serialize(schedule),
+        },
+    )
+
+
+def _plan_message(ctx: ProcessingContext, message: bpmn.MessageDefinition, scope_key: int) -> tuple[str, str] | str:
+    name = b.evaluate(ctx, message.name, scope_key)
+    if isinstance(name, ExpressionFailure):
+        return name.message
+    if not isinstance(name, str) or not name:
+        return f"Expected the message name '{message.name}' to be a non-empty STRING, but was '{name!r}'"
+    source = message.correlation_key or ""
+    key = b.evaluate(ctx, source, scope_key) if source else ""
+    if isinstance(key, ExpressionFailure):
+        return key.message
+    if isinstance(key, bool) or not isinstance(key, str | int | float):
+        return (
+            f"Failed to extract the correlation key for '{source}': The value must be either a string or a number, "
+            f"but was '{b.describe_type(key)}'."
+        )
+    if isinstance(key, float) and key.is_integer():
+        key = int(key)
+    return name, str(key)
+
+
+def _open_message_subscription(
+    ctx: ProcessingContext, inst: dict, target: bpmn.Element, name: str, correlation_key: str
+) -> None:
+    v = inst["value"]
+    services = b.services(ctx)
+    ctx.event(
+        ValueType.PROCESS_MESSAGE_SUBSCRIPTION,
+        PMS.CREATING,
+        ctx.keys.next_key(),
+        {
+            "subscriptionPartitionId": subscription_partition(correlation_key, services.partitions_count),
+            "processInstancePartitionId": ctx.partition_id,
+            "processInstanceKey": v["processInstanceKey"],
+            "processDefinitionKey": v["processDefinitionKey"],
+            "bpmnProcessId": v["bpmnProcessId"],
+            "elementInstanceKey": inst["key"],
+            "elementId": target.id,
+            "messageName": name,
+            "correlationKey": correlation_key,
+            "interrupting": target.element_type != bpmn.BOUNDARY_EVENT or target.cancel_activity,
+            "messageKey": -1,
+            "variables": {},
+            "tenantId": b.TENANT,
+        },
+    )
+
+
+# -- closing -------------------------------------------------------------------------------------------------
+
+
+def close_subscriptions(ctx: ProcessingContext, inst: dict) -> None:
+    """The element instance is leaving: cancel its timers, delete its message subscriptions."""
+    for timer_key in ctx.state.timers.of_owner(inst["key"]):
+        timer = ctx.state.timers.get(timer_key)
+        if timer is not None:
+            ctx.event(ValueType.TIMER, TimerIntent.CANCELED, timer_key, timer)
+    for sub in ctx.state.process_message_subscriptions.of_element(inst["key"]):
+        if sub["state"] != "DELETING":
+            ctx.event(ValueType.PROCESS_MESSAGE_SUBSCRIPTION, PMS.DELETING, ctx.keys.next_key(), _record(sub))
+
+
+def close_start_timers_of(ctx: ProcessingContext, definition_key: int) -> None:
+    """Cancel the timer start events of a process definition (a newer version replaces them)."""
+    if definition_key <= 0:
+        return
+    for timer_key in ctx.state.timers.of_owner(definition_key):
+        timer = ctx.state.timers.get(timer_key)
+        if timer is not None and timer.get("elementInstanceKey", -1) <= 0:
+            ctx.event(ValueType.TIMER, TimerIntent.CANCELED, timer_key, timer)
+
+
+def _record(sub: dict) -> dict:
+    """A stored subscription as a record value (without the bookkeeping state)."""
+    return {k: v for k, v in sub.items() if k != "state"}
+
+
+# -- firing --------------------------------------------------------------------------------------------------
+
+
+def fire(ctx: ProcessingContext, process: bpmn.Process, inst: dict, target: bpmn.Element, variables: dict) -> None:
+    """The event ``target`` occurred for the waiting element instance ``inst``."""
+    if target.element_type == bpmn.BOUNDARY_EVENT:
+        if target.cancel_activity:
+            b.trigger_boundary(ctx, inst, target, variables)
+            return
+        v = inst["value"]
+        boundary_key = ctx.keys.next_key()
+        ctx.event(
+            ValueType.PROCESS_EVENT,
+            ProcessEventIntent.TRIGGERED,
+            boundary_key,
+            {
+                "scopeKey": boundary_key,
+                "targetElementId": target.id,
+                "variables": variables,
+                "processDefinitionKey": v["processDefinitionKey"],
+                "processInstanceKey": v["processInstanceKey"],
+                "tenantId": b.TENANT,
+            },
+        )
+        b.activate_element(ctx, target, v, v["flowScopeKey"], key=boundary_key)
+        return
+    if variables:
+        b.set_local_document(ctx, inst["key"], variables, inst)
+    ctx.follow_up(ValueType.PROCESS_INSTANCE, PI.COMPLETE_ELEMENT, inst["key"], inst["value"])
+
+
+def is_waiting(inst: dict | None) -> bool:
+    return inst is not None and inst["state"] == PI.ELEMENT_ACTIVATED
+
+
+# -- TIMER TRIGGER -------------------------------------------------------------------------------------------
+
+
+def trigger_timer(ctx: ProcessingContext, cmd: Record) -> None:
+    """Written by the leader's checker once the due date passed; re-checked against the command's timestamp."""
+    timer = ctx.state.timers.get(cmd.key)
+    if timer is None:
+        ctx.reject(RejectionType.NOT_FOUND, f"Expected to trigger timer with key '{cmd.key}', but none was found")
+        return
+    if timer["dueDate"] > ctx.now:
+        ctx.reject(RejectionType.INVALID_STATE, f"Timer '{cmd.key}' is not due yet (due date {timer['dueDate']})")
+        return
+    process = b.services(ctx).models.get(timer["processDefinitionKey"])
+    target = process.element(timer["targetElementId"])
+    eik = timer.get("elementInstanceKey", -1)
+    if eik <= 0:
+        ctx.event(ValueType.TIMER, TimerIntent.TRIGGERED, cmd.key, timer)
+        _reschedule(ctx, timer)
+        start_instance(ctx, timer["processDefinitionKey"], target.id, {})
+        return
+    inst = ctx.state.elements.get(eik)
+    if not is_waiting(inst):
+        ctx.reject(RejectionType.INVALID_STATE, f"Expected the element of timer '{cmd.key}' to be active")
+        return
+    assert inst is not None
+    ctx.event(ValueType.TIMER, TimerIntent.TRIGGERED, cmd.key, timer)
+    if target.element_type == bpmn.BOUNDARY_EVENT and not target.cancel_activity:
+        _reschedule(ctx, timer)
+    fire(ctx, process, inst, target, {})
+
+
+def _reschedule(ctx: ProcessingContext, timer: dict) -> None:
+    following = timers.from_record(timer).next(ctx.now)
+    if following is not None:
+        create_timer(
+            ctx,
+            following,
+            timer["targetElementId"],
+            timer["processDefinitionKey"],
+            timer.get("elementInstanceKey", -1),
+            timer.get("processInstanceKey", -1),
+        )
+
+
+# -- instances started by events ------------------------------------------------------------------------------
+
+
+def start_instance(
+    ctx: ProcessingContext, definition_key: int, start_event_id: str, variables: dict, *, pi_key: int = -1
+) -> int:
+    """Create an instance that begins at the given (timer, message, signal) start event; its key."""
+    stored = ctx.state.processes.get(definition_key)
+    assert stored is not None
+    if pi_key <= 0:
+        pi_key = ctx.keys.next_key()
+    value = {
+        "bpmnProcessId": stored["bpmnProcessId"],
+        "version": stored["version"],
+        "processDefinitionKey": definition_key,
+        "processInstanceKey": pi_key,
+        "elementId": stored["bpmnProcessId"],
+        "flowScopeKey": -1,
+        "bpmnElementType": bpmn.PROCESS,
+        "bpmnEventType": bpmn.UNSPECIFIED,
+        "parentProcessInstanceKey": -1,
+        "parentElementInstanceKey": -1,
+        "tenantId": b.TENANT,
+    }
+    ctx.event(
+        ValueType.PROCESS_EVENT,
+        ProcessEventIntent.TRIGGERING,
+        ctx.keys.next_key(),
+        {
+            "scopeKey": pi_key,
+            "targetElementId": start_event_id,
+            "variables": variables,
+            "processDefinitionKey": definition_key,
+            "processInstanceKey": pi_key,
+            "tenantId": b.TENANT,
+        },
+    )
+    ctx.follow_up(ValueType.PROCESS_INSTANCE, PI.ACTIVATE_ELEMENT, pi_key, value)
+    return pi_key
+
+
+def open_start_timers(ctx: ProcessingContext, process: bpmn.Process, definition_key: int) -> None:
+    """Timer start events of a newly deployed version (static definitions: there are no variables yet)."""
+    for start_id in process.start_event_ids:
+        start = process.element(start_id)
+        if start.timer is None:
+            continue
+        plan = _plan_timer(ctx, start.timer, -1)
+        if isinstance(plan, str):
+            continue  # deployment validated the syntax; a date in the past etc. simply never fires
+        create_timer(ctx, plan, start.id, definition_key, -1, -1)
