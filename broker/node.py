@@ -78,6 +78,10 @@ class BrokerNode:
                 replication_factor=cfg.replication_factor,
             )
             hosted = layout.partitions_of(cfg.node_id)
+        opened: dict[int, Partition] = {}
+        # Every partition recovers before any starts: recovery decodes blocks on a worker thread, and a started
+        # partition decodes the blocks Raft delivers on the event loop; the block codec's zstd (de)compressor is
+        # shared and not thread-safe, so the two at once corrupt each other's output.
         for pid in hosted:
             pconf = PartitionConfig(
                 partition_id=pid,
@@ -90,6 +94,9 @@ class BrokerNode:
             directory = cfg.data_dir / "partitions" / str(pid)
             partition = Partition(directory, pconf)
             await asyncio.get_running_loop().run_in_executor(None, partition.open)
+            opened[pid] = partition
+        for pid, partition in opened.items():
+            directory = partition.directory
             if layout is None:
                 partition.start()
             else:
@@ -103,8 +110,15 @@ class BrokerNode:
             peers = [m.command_address(cfg.command_port) for m in layout.members]
             self.inter_partition = RemoteBrokerClient(peers, max_message_size=cfg.max_message_size)
             await self.inter_partition.start()
-            for partition in self.partitions.values():
-                partition.inter_partition = self.inter_partition
+        elif cfg.partitions > 1:
+            from gateway.broker_client import LocalBrokerClient
+
+            # Every partition is here: commands between partitions go straight to their inboxes.
+            self.inter_partition = LocalBrokerClient(
+                self.partitions, node_id=cfg.node_id, host=cfg.host, port=cfg.command_port, version=VERSION
+            )
+        for partition in self.partitions.values():
+            partition.inter_partition = self.inter_partition
         self.monitoring = monitoring.MonitoringServer(
             cfg.host, cfg.monitoring_port, health=self._health, ready=self._ready, startup=self._startup
         )
@@ -147,7 +161,12 @@ class BrokerNode:
             "partitionsCount": self.config.partitions,
             "replicationFactor": self.config.replication_factor,
             "partitions": [
-                {"id": pid, "role": p.role if p.healthy else "INACTIVE", "healthy": p.healthy}
+                {
+                    "id": pid,
+                    "role": p.role if p.healthy else "INACTIVE",
+                    "healthy": p.healthy,
+                    "term": p.raft.term if p.raft is not None else 0,
+                }
                 for pid, p in sorted(self.partitions.items())
             ],
         }
@@ -159,7 +178,7 @@ class BrokerNode:
             await self.command_server.stop(grace=1.0)
         for partition in self.partitions.values():
             await partition.close()
-        if self.inter_partition is not None:
+        if self.inter_partition is not None and hasattr(self.inter_partition, "close"):
             await self.inter_partition.close()
         if self.monitoring is not None:
             await self.monitoring.close()

@@ -81,7 +81,24 @@ def _alive(pid: int) -> bool:
         done, _ = os.waitpid(pid, os.WNOHANG)
         return done == 0
     except ChildProcessError:
+        pass
+    # Someone else's zombie (a broker killed with -9 whose supervisor has not reaped it yet) is gone as well.
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
         return True
+    return stat.rpartition(")")[2].split()[:1] != ["Z"]
+
+
+def _reap_children() -> None:
+    """Collect brokers that died (kill -9 in a test): a zombie keeps its pid looking alive to other processes."""
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
 
 
 def read_cluster(data_dir: Path) -> dict[str, Any]:
@@ -235,6 +252,7 @@ def cmd_up(args: argparse.Namespace) -> int:
         )
         while not stop:
             time.sleep(0.2)
+            _reap_children()
     finally:
         current = json.loads((data_dir / CLUSTER_FILE).read_text())
         stop_pids([current["gateway"]["pid"]] + [b["pid"] for b in current["brokers"]])

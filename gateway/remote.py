@@ -33,6 +33,9 @@ log = logging.getLogger("weir.gateway.remote")
 _SERVICE = "/weir.broker.CommandApi/"
 # How long a command waits for a partition leader to be known (elections take well under a second).
 NOT_LEADER_RETRY_S = 3.0
+# A broker that does not describe its partitions within this time is left out of the routing until it does.
+TOPOLOGY_TIMEOUT_S = 1.0
+REFRESH_INTERVAL_S = 0.5
 _IDENTITY: Callable[[bytes], bytes] = lambda b: b  # noqa: E731
 
 
@@ -78,6 +81,7 @@ class RemoteBrokerClient:
     def __init__(self, contact_points: list[str], *, max_message_size: int = 4 * 1024 * 1024) -> None:
         self._brokers = [_Broker(a, max_message_size) for a in contact_points]
         self._leaders: dict[int, _Broker] = {}
+        self._leader_terms: dict[int, int] = {}
         self._partition_count = 0
         self._listeners: list[JobsAvailableListener] = []
         self._tasks: list[asyncio.Task[None]] = []
@@ -106,25 +110,34 @@ class RemoteBrokerClient:
         if now - self._refreshed_at < 0.1:
             return
         self._refreshed_at = now
-        leaders: dict[int, _Broker] = {}
-        count = 0
-        for broker in self._brokers:
-            try:
-                info = _unpack(await broker.topology(b"", timeout=2))
-            except grpc.aio.AioRpcError:
-                broker.info = None
-                continue
-            broker.info = info
-            count = max(count, info.get("partitionsCount", 0))
-            for p in info["partitions"]:
-                if p["role"] == "LEADER" and p["healthy"]:
-                    leaders[p["id"]] = broker
-        self._leaders = leaders
-        self._partition_count = count
+        # All brokers at once, each answer used as it comes: a broker that hangs (paused, overloaded) must not
+        # delay learning the other brokers' leaderships.
+        await asyncio.gather(*(self._ask(broker) for broker in self._brokers))
+
+    async def _ask(self, broker: _Broker) -> None:
+        try:
+            info = _unpack(await broker.topology(b"", timeout=TOPOLOGY_TIMEOUT_S))
+        except grpc.aio.AioRpcError:
+            broker.info = None
+            for pid, leader in list(self._leaders.items()):
+                if leader is broker:
+                    del self._leaders[pid]
+            return
+        broker.info = info
+        self._partition_count = max(self._partition_count, info.get("partitionsCount", 0))
+        for p in info["partitions"]:
+            if p["role"] == "LEADER" and p["healthy"]:
+                # Two brokers may both claim a partition around an election: the higher Raft term is the leader.
+                term = p.get("term", 0)
+                if self._leader_terms.get(p["id"], -1) <= term or self._leaders.get(p["id"]) is broker:
+                    self._leaders[p["id"]] = broker
+                    self._leader_terms[p["id"]] = term
+            elif self._leaders.get(p["id"]) is broker:
+                del self._leaders[p["id"]]
 
     async def _refresh_loop(self) -> None:
         while True:
-            await asyncio.sleep(1.0)
+            await asyncio.sleep(REFRESH_INTERVAL_S)
             await self.refresh()
 
     @property

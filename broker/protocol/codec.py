@@ -9,6 +9,7 @@ future leader) know how far the log may be compacted.
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 import msgpack
@@ -21,8 +22,23 @@ _PLAIN = 0
 _ZSTD = 1
 _COMPRESS_ABOVE = 1024
 
-_compressor = zstandard.ZstdCompressor(level=1)
-_decompressor = zstandard.ZstdDecompressor()
+# zstandard (de)compressor objects are not thread-safe: each thread gets its own pair.
+_local = threading.local()
+
+
+def _compressor() -> zstandard.ZstdCompressor:
+    c = getattr(_local, "compressor", None)
+    if c is None:
+        c = _local.compressor = zstandard.ZstdCompressor(level=1)
+    return c
+
+
+def _decompressor() -> zstandard.ZstdDecompressor:
+    d = getattr(_local, "decompressor", None)
+    if d is None:
+        d = _local.decompressor = zstandard.ZstdDecompressor()
+    return d
+
 
 # Decoding maps enum codes back through these lookups (faster than calling the enum on every record).
 _RECORD_TYPES = {int(m): m for m in RecordType}
@@ -61,7 +77,7 @@ def encode_block(
     header: Any = [processed_position, exporter_positions] if exporter_positions else processed_position
     body = msgpack.packb([header, *(record_to_list(r) for r in records)], use_bin_type=True)
     if len(body) > _COMPRESS_ABOVE:
-        compressed = _compressor.compress(body)
+        compressed = _compressor().compress(body)
         if len(compressed) < len(body):
             return bytes((_ZSTD,)) + compressed
     return bytes((_PLAIN,)) + body
@@ -82,7 +98,7 @@ def decode_block_full(payload: bytes) -> tuple[int, dict[str, int] | None, list[
         if tag == _PLAIN:
             body = payload[1:]
         elif tag == _ZSTD:
-            body = _decompressor.decompress(payload[1:])
+            body = _decompressor().decompress(payload[1:])
         else:
             raise CodecError(f"unknown block format tag {tag}")
         items = msgpack.unpackb(body, raw=False, strict_map_key=False)

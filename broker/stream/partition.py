@@ -433,10 +433,19 @@ class Partition:
             await self._commit_block(LogBlock(first, last, payload), loop)
             self.state.meta.set_positions(last, processed, self.keys.counter)
             txn.commit()
-        except BaseException:
+        except BaseException as e:
             txn.abort()
             self.engine.models.clear()
             self.keys.reset(self._committed_key_counter)
+            if isinstance(e, _RoundNotCommitted):
+                # The block may still commit under the next leader: the outcome is unknown, so clients are told so
+                # (and retry idempotently) instead of waiting for a response that will never come from here.
+                unknown = PartitionUnavailableError(f"outcome unknown: {e}")
+                for rec in ctx.records:
+                    if rec.request is not None:
+                        fut = self._futures.pop(rec.request.request_id, None)
+                        if fut is not None and not fut.done():
+                            fut.set_exception(unknown)
             # Queued commands go back; follow-ups of the rolled-back round were never committed.
             self._queue = deque(queue_before)
             raise
