@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -120,7 +121,18 @@ class BrokerNode:
         for partition in self.partitions.values():
             partition.inter_partition = self.inter_partition
         self.monitoring = monitoring.MonitoringServer(
-            cfg.host, cfg.monitoring_port, health=self._health, ready=self._ready, startup=self._startup
+            cfg.host,
+            cfg.monitoring_port,
+            health=self._health,
+            ready=self._ready,
+            startup=self._startup,
+            on_scrape=self._refresh_metrics,
+            actions={
+                ("GET", "/admin/partitions"): self._admin_partitions,
+                ("POST", "/admin/snapshot"): self._admin_snapshot,
+                ("POST", "/admin/exporting/pause"): lambda: self._admin_exporting(pause=True),
+                ("POST", "/admin/exporting/resume"): lambda: self._admin_exporting(pause=False),
+            },
         )
         if cfg.monitoring_port >= 0:
             port = await self.monitoring.start()
@@ -183,6 +195,55 @@ class BrokerNode:
         if self.monitoring is not None:
             await self.monitoring.close()
         log.info("broker %d stopped", self.config.node_id)
+
+    # -- metrics and admin actions ---------------------------------------------------------------------------
+
+    def _refresh_metrics(self) -> None:
+        """Gauges that describe state rather than events are read when Prometheus scrapes."""
+        self._health()
+        now = time.monotonic()
+        for pid, p in self.partitions.items():
+            label = str(pid)
+            if p.raft is not None:
+                monitoring.RAFT_TERM.labels(label).set(p.raft.term)
+            log_dir = p.directory / "log"
+            size = sum(f.stat().st_size for f in log_dir.glob("*.log")) if log_dir.exists() else 0
+            monitoring.LOG_BYTES.labels(label).set(size)
+            monitoring.SNAPSHOT_AGE.labels(label).set(now - p.last_snapshot_time)
+
+    def _admin_partitions(self) -> tuple[int, dict]:
+        """Positions of every partition here: what an operator checks before and after maintenance."""
+        out = {}
+        for pid, p in sorted(self.partitions.items()):
+            storage = p.log_storage
+            out[str(pid)] = {
+                "role": p.role,
+                "healthy": p.healthy,
+                "term": p.raft.term if p.raft is not None else 0,
+                "processedPosition": p.processed_position,
+                "appliedPosition": p.applied_position,
+                "commitPosition": storage.commit_position if storage else 0,
+                "firstLogPosition": storage.first_position if storage else 0,
+                "exporterPositions": p.exporters.positions() if p.exporters else {},
+                "exportingPaused": bool(p.exporters and p.exporters.paused),
+                "backlog": p.backlog,
+            }
+        return 200, {"partitions": out}
+
+    def _admin_snapshot(self) -> tuple[int, dict]:
+        taken = {}
+        for pid, p in self.partitions.items():
+            if p.healthy and p.db is not None:
+                taken[str(pid)] = p.take_snapshot().applied_position
+        return 200, {"snapshots": taken}
+
+    def _admin_exporting(self, *, pause: bool) -> tuple[int, dict]:
+        changed = []
+        for pid, p in self.partitions.items():
+            if p.exporters is not None:
+                p.exporters.pause() if pause else p.exporters.resume()
+                changed.append(pid)
+        return 200, {"exporting": "paused" if pause else "resumed", "partitions": changed}
 
     # -- probes ----------------------------------------------------------------------------------------------
 

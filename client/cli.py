@@ -198,6 +198,28 @@ def cmd_debug(args: argparse.Namespace) -> int:
     return inspect_main(argv)
 
 
+def cmd_admin(args: argparse.Namespace) -> int:
+    """Broker operations over its monitoring port (positions, snapshot, pause/resume exporting)."""
+    import urllib.error
+    import urllib.request
+
+    method, path = {
+        "partitions": ("GET", "/admin/partitions"),
+        "snapshot": ("POST", "/admin/snapshot"),
+        "pause-exporting": ("POST", "/admin/exporting/pause"),
+        "resume-exporting": ("POST", "/admin/exporting/resume"),
+    }[args.admin_command]
+    body = b"" if method == "POST" else None
+    request = urllib.request.Request(f"http://{args.monitoring}{path}", method=method, data=body)
+    try:
+        with urllib.request.urlopen(request, timeout=args.timeout) as r:
+            print(json.dumps(json.loads(r.read()), indent=2))
+    except (urllib.error.URLError, OSError) as e:
+        print(f"error: cannot reach the broker's monitoring port {args.monitoring}: {e}", file=sys.stderr)
+        return 1
+    return 0
+
+
 # -- client commands -----------------------------------------------------------------------------------------
 
 
@@ -335,6 +357,19 @@ def build_parser() -> argparse.ArgumentParser:
     show = config_sub.add_parser("show", help="print the effective configuration (defaults, file, WEIR_… variables)")
     show.add_argument("--config", help="YAML configuration file")
     show.set_defaults(fn=cmd_config_show)
+
+    p = sub.add_parser("admin", help="operate a running broker through its monitoring port")
+    admin_sub = p.add_subparsers(dest="admin_command", required=True)
+    for name, text in (
+        ("partitions", "show every partition's role, term and positions"),
+        ("snapshot", "take a snapshot of every partition now (and compact the log)"),
+        ("pause-exporting", "pause the exporters of the partitions this broker leads"),
+        ("resume-exporting", "resume them"),
+    ):
+        q = admin_sub.add_parser(name, help=text)
+        q.add_argument("--monitoring", default="127.0.0.1:9600", help="the broker's monitoring address")
+        q.add_argument("--timeout", type=float, default=30.0)
+        q.set_defaults(fn=cmd_admin)
 
     p = sub.add_parser("debug", help="inspect a stopped broker's data offline")
     debug_sub = p.add_subparsers(dest="debug_command", required=True)

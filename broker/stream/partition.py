@@ -354,6 +354,11 @@ class Partition:
         self._wake.set()
 
     @property
+    def last_snapshot_time(self) -> float:
+        """Monotonic time of the last snapshot (or of the start, before the first one)."""
+        return self._last_snapshot_time
+
+    @property
     def processing(self) -> bool:
         """True while this replica leads and takes commands."""
         return self._processing

@@ -58,3 +58,29 @@ def test_probes_and_metrics(weir: WeirProcess) -> None:
     metrics = weir.probe("/metrics")[1]["text"]
     assert "weir_stream_processor_records_total" in metrics
     assert weir.probe("/nope")[0] == 404
+
+
+def test_admin_commands(weir: WeirProcess) -> None:
+    monitoring = f"127.0.0.1:{weir.monitoring_port}"
+    out = admin("partitions", monitoring)
+    partition = json.loads(out.stdout)["partitions"]["1"]
+    assert partition["role"] == "LEADER" and partition["commitPosition"] >= partition["processedPosition"]
+    assert json.loads(admin("pause-exporting", monitoring).stdout)["exporting"] == "paused"
+    assert json.loads(admin("partitions", monitoring).stdout)["partitions"]["1"]["exportingPaused"] is True
+    assert json.loads(admin("resume-exporting", monitoring).stdout)["exporting"] == "resumed"
+    snapshot = json.loads(admin("snapshot", monitoring).stdout)["snapshots"]["1"]
+    assert snapshot >= partition["appliedPosition"]
+    metrics = weir.probe("/metrics")[1]["text"]
+    assert 'weir_snapshot_age_seconds{partition="1"}' in metrics
+    assert 'weir_log_size_bytes{partition="1"}' in metrics
+    assert admin("partitions", "127.0.0.1:1").returncode == 1
+
+
+def admin(command: str, monitoring: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "client.cli", "admin", command, "--monitoring", monitoring],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
