@@ -65,7 +65,7 @@ class CommandApi:
         if partition is None:
             return pack({"err": "unavailable", "msg": f"partition {pid} is not hosted by this broker"})
         try:
-            record = await partition.execute(value_type, intent, value, key)
+            record = await partition.execute(value_type, intent, value, key, internal=bool(msg.get("internal")))
         except BackpressureError as e:
             return pack({"err": "backpressure", "msg": str(e)})
         except NotLeaderError as e:

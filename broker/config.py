@@ -39,6 +39,15 @@ DEFAULTS: dict[str, Any] = {
         "logSegmentSize": 64 * 1024 * 1024,
         # Below this many free bytes under dataDir, partitions reject new commands until space is back.
         "minFreeDiskBytes": 256 * 1024 * 1024,
+        # Admission control per partition leader: fixed | aimd | vegas | gradient (enabled: false admits all).
+        "backpressure": {
+            "enabled": True,
+            "algorithm": "aimd",
+            "initialLimit": 100,
+            "minLimit": 10,
+            "maxLimit": 5000,
+            "expectedRtt": 0.2,
+        },
         # Exporters by id. `weir start` adds a JSON-lines exporter into <dataDir>/exports unless told otherwise.
         "exporters": {},
     },
@@ -209,6 +218,13 @@ def validate(config: dict[str, Any]) -> None:
     segment_size = config["broker"]["logSegmentSize"]
     if not isinstance(segment_size, int) or isinstance(segment_size, bool) or segment_size < MIN_LOG_SEGMENT_SIZE:
         raise ConfigError(f"broker.logSegmentSize: must be an integer of at least {MIN_LOG_SEGMENT_SIZE} bytes")
+    bp = config["broker"]["backpressure"]
+    if bp["algorithm"] not in ("fixed", "aimd", "vegas", "gradient"):
+        raise ConfigError(
+            f"broker.backpressure.algorithm: '{bp['algorithm']}' is not one of fixed, aimd, vegas, gradient"
+        )
+    if not 1 <= bp["minLimit"] <= bp["initialLimit"] <= bp["maxLimit"]:
+        raise ConfigError("broker.backpressure: expected 1 <= minLimit <= initialLimit <= maxLimit")
     gw = config["gateway"]
     if not isinstance(gw["maxMessageSize"], int) or gw["maxMessageSize"] < 1024:
         raise ConfigError("gateway.maxMessageSize: must be an integer of at least 1024 bytes")

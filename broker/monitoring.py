@@ -32,6 +32,11 @@ PARTITION_ROLE = Gauge("weir_partition_role", "0 leader, 1 follower, 2 inactive"
 BACKLOG = Gauge("weir_partition_backlog", "Commands waiting to be processed", ["partition"])
 LOG_POSITION = Gauge("weir_log_last_position", "Last position appended to the partition log", ["partition"])
 GRPC_REQUESTS = Counter("weir_gateway_requests_total", "Gateway requests by method and status code", ["method", "code"])
+BACKPRESSURE_LIMIT = Gauge("weir_backpressure_limit", "Commands a partition leader admits in flight", ["partition"])
+BACKPRESSURE_IN_FLIGHT = Gauge("weir_backpressure_in_flight", "User commands in flight", ["partition"])
+BACKPRESSURE_DROPPED = Counter(
+    "weir_backpressure_dropped_total", "User commands refused by admission control", ["partition"]
+)
 RAFT_TERM = Gauge("weir_raft_term", "Raft term of the partition's replica here", ["partition"])
 LOG_BYTES = Gauge("weir_log_size_bytes", "Bytes of log segments the partition keeps", ["partition"])
 SNAPSHOT_AGE = Gauge("weir_snapshot_age_seconds", "Seconds since the partition's last snapshot", ["partition"])

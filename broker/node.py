@@ -15,6 +15,7 @@ from typing import Any
 import grpc
 
 from broker import monitoring
+from broker.stream.backpressure import BackpressureConfig
 from broker.stream.partition import Partition, PartitionConfig
 
 log = logging.getLogger("weir.node")
@@ -44,6 +45,7 @@ class NodeConfig:
     contact_points: list[str] = field(default_factory=list)
     replication_factor: int = 1
     raft_password: str = ""
+    backpressure: BackpressureConfig | None = field(default_factory=BackpressureConfig)
 
     @property
     def clustered(self) -> bool:
@@ -91,6 +93,7 @@ class BrokerNode:
                 exporters=cfg.exporters,
                 min_free_disk_bytes=cfg.min_free_disk_bytes,
                 segment_size=cfg.log_segment_size,
+                backpressure=cfg.backpressure,
             )
             directory = cfg.data_dir / "partitions" / str(pid)
             partition = Partition(directory, pconf)

@@ -65,8 +65,23 @@ def _node_config(args: argparse.Namespace, *, embedded_gateway: bool) -> Any:
         contact_points=list(b["cluster"]["initialContactPoints"]),
         replication_factor=b["cluster"]["replicationFactor"],
         raft_password=b["cluster"]["raftPassword"],
+        backpressure=_backpressure(b["backpressure"]),
         min_free_disk_bytes=b["minFreeDiskBytes"],
         log_segment_size=b["logSegmentSize"],
+    )
+
+
+def _backpressure(cfg: dict[str, Any]) -> Any:
+    from broker.stream.backpressure import BackpressureConfig
+
+    if not cfg["enabled"]:
+        return None
+    return BackpressureConfig(
+        algorithm=cfg["algorithm"],
+        initial_limit=cfg["initialLimit"],
+        min_limit=cfg["minLimit"],
+        max_limit=cfg["maxLimit"],
+        expected_rtt_s=cfg["expectedRtt"],
     )
 
 

@@ -52,7 +52,14 @@ class BrokerClient(Protocol):
     def partition_ids(self) -> list[int]: ...
 
     async def execute(
-        self, partition_id: int, value_type: ValueType, intent: int, value: dict, key: int = -1
+        self,
+        partition_id: int,
+        value_type: ValueType,
+        intent: int,
+        value: dict,
+        key: int = -1,
+        *,
+        internal: bool = False,
     ) -> Record: ...
 
     def add_jobs_available_listener(self, listener: JobsAvailableListener) -> None: ...
@@ -90,12 +97,19 @@ class LocalBrokerClient:
         return sorted(self._partitions)
 
     async def execute(
-        self, partition_id: int, value_type: ValueType, intent: int, value: dict, key: int = -1
+        self,
+        partition_id: int,
+        value_type: ValueType,
+        intent: int,
+        value: dict,
+        key: int = -1,
+        *,
+        internal: bool = False,
     ) -> Record:
         partition = self._partitions.get(partition_id)
         if partition is None:
             raise PartitionUnavailableError(f"partition {partition_id} does not exist")
-        return await asyncio.shield(partition.execute(value_type, intent, value, key))
+        return await asyncio.shield(partition.execute(value_type, intent, value, key, internal=internal))
 
     def add_jobs_available_listener(self, listener: JobsAvailableListener) -> None:
         for pid, partition in self._partitions.items():

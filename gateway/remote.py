@@ -162,14 +162,24 @@ class RemoteBrokerClient:
     # -- commands ---------------------------------------------------------------------------------------------
 
     async def execute(
-        self, partition_id: int, value_type: ValueType, intent: int, value: dict, key: int = -1
+        self,
+        partition_id: int,
+        value_type: ValueType,
+        intent: int,
+        value: dict,
+        key: int = -1,
+        *,
+        internal: bool = False,
     ) -> Record:
         """Send to the partition's leader; retried only when the command was certainly not taken.
 
         That is: no leader known yet, or the broker answered that it does not lead the partition. A command whose
         delivery is unknown (connection lost mid-call) is never resent: the client gets UNAVAILABLE.
         """
-        request = _pack({"p": partition_id, "vt": int(value_type), "i": int(intent), "k": key, "v": value})
+        message = {"p": partition_id, "vt": int(value_type), "i": int(intent), "k": key, "v": value}
+        if internal:
+            message["internal"] = True  # from another partition: never refused by admission control
+        request = _pack(message)
         deadline = asyncio.get_running_loop().time() + NOT_LEADER_RETRY_S
         while True:
             broker = self._leaders.get(partition_id)

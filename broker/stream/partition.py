@@ -55,6 +55,7 @@ from broker.raft import (
 from broker.state.db import StateDb
 from broker.state.repositories import PartitionState
 from broker.stream import commit_marker, snapshots
+from broker.stream.backpressure import BackpressureConfig
 from broker.stream.replay import replay_blocks, replay_start
 from exporters import ExporterDirector
 
@@ -95,6 +96,8 @@ class PartitionConfig:
     close_timeout_s: float = 10.0
     # Exporters by id: {"className": "pkg.mod.Class", "args": {...}} (see exporters/).
     exporters: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # Admission control of user commands (see broker/stream/backpressure.py); None admits everything.
+    backpressure: BackpressureConfig | None = field(default_factory=BackpressureConfig)
     # All partitions of the cluster: deployments made here are distributed to the others.
     partitions_count: int = 1
     # Below this much free disk the partition rejects new commands (RESOURCE_EXHAUSTED) until space is back.
@@ -138,6 +141,8 @@ class Partition:
         self.exporters: ExporterDirector | None = None
         self._exporter_positions: dict[str, int] = {}
         self._free_disk = free_disk or _free_disk_bytes
+        self._limiter = self.config.backpressure.build() if self.config.backpressure else None
+        self._admitted: dict[int, float] = {}
         self.disk_full = False
         # Replication: None runs the partition alone (fsync = commit); a Raft group replicates every block.
         self.raft: ReplicatedLog | None = None
@@ -306,8 +311,13 @@ class Partition:
 
     # -- command intake --------------------------------------------------------------------------------------
 
-    def execute(self, value_type: ValueType, intent: int, value: dict, key: int = -1) -> asyncio.Future[Record]:
-        """Queue a client command; the future resolves with the response record once it is durable."""
+    def execute(
+        self, value_type: ValueType, intent: int, value: dict, key: int = -1, *, internal: bool = False
+    ) -> asyncio.Future[Record]:
+        """Queue a command; the future resolves with the response record once it is durable.
+
+        User commands pass admission control; ``internal`` ones (from other partitions) never are refused by it.
+        """
         if not self.healthy or self._closing:
             raise PartitionUnavailableError(self.failure or f"partition {self.partition_id} is not available")
         if not self._processing:
@@ -323,6 +333,14 @@ class Partition:
                 f"partition {self.partition_id} is overloaded: {len(self._inbox)} commands are waiting"
             )
         request_id = self._next_request_id
+        if not internal and self._limiter is not None:
+            if not self._limiter.try_acquire():
+                monitoring.BACKPRESSURE_DROPPED.labels(str(self.partition_id)).inc()
+                raise BackpressureError(
+                    f"partition {self.partition_id} is overloaded: {self._limiter.in_flight} commands in flight "
+                    f"(limit {self._limiter.limit}); retry with back-off"
+                )
+            self._admitted[request_id] = time.monotonic()
         self._next_request_id += 1
         fut: asyncio.Future[Record] = asyncio.get_running_loop().create_future()
         self._futures[request_id] = fut
@@ -342,8 +360,15 @@ class Partition:
         self._wake.set()
         return fut
 
-    def _forget_request(self, request_id: int, _future: asyncio.Future[Record]) -> None:
+    def _forget_request(self, request_id: int, future: asyncio.Future[Record]) -> None:
         self._futures.pop(request_id, None)
+        self._release(request_id, dropped=future.cancelled() or future.exception() is not None)
+
+    def _release(self, request_id: int, *, dropped: bool = False) -> None:
+        """A command leaves admission control once processed and committed (or when it failed)."""
+        admitted = self._admitted.pop(request_id, None)
+        if admitted is not None and self._limiter is not None:
+            self._limiter.release(time.monotonic() - admitted, dropped=dropped)
 
     def write_internal(self, value_type: ValueType, intent: int, value: dict, key: int) -> None:
         """Queue a command that expects no response (checkers, yielded pushes)."""
@@ -466,6 +491,13 @@ class Partition:
         monitoring.ROUND_LATENCY.labels(label).observe(time.monotonic() - round_started)
         monitoring.LOG_POSITION.labels(label).set(last)
         self._records_since_snapshot += len(ctx.records)
+        if self._admitted:
+            for rec in ctx.records:
+                if rec.request is not None:
+                    self._release(rec.request.request_id)
+        if self._limiter is not None:
+            monitoring.BACKPRESSURE_LIMIT.labels(label).set(self._limiter.limit)
+            monitoring.BACKPRESSURE_IN_FLIGHT.labels(label).set(self._limiter.in_flight)
         if self.exporters is not None:
             self.exporters.notify_committed(last, ctx.records)
         self._after_commit(ctx)
@@ -631,7 +663,9 @@ class Partition:
 
     async def _send_remote(self, partition_id: int, value_type: ValueType, intent: int, value: dict, key: int) -> None:
         try:
-            await asyncio.wait_for(self.inter_partition.execute(partition_id, value_type, intent, value, key), 10)
+            await asyncio.wait_for(
+                self.inter_partition.execute(partition_id, value_type, intent, value, key, internal=True), 10
+            )
         except Exception as e:  # unreachable, no leader, rejected: the sender's outbox resends what matters
             log.debug("partition %d: command to partition %d failed: %r", self.partition_id, partition_id, e)
 
@@ -658,7 +692,8 @@ class Partition:
         intent = INTENTS[value_type][value["intent"]]
         try:
             reply = await asyncio.wait_for(
-                self.inter_partition.execute(partition_id, value_type, intent, value["commandValue"]), 10
+                self.inter_partition.execute(partition_id, value_type, intent, value["commandValue"], internal=True),
+                10,
             )
         except Exception as e:  # unreachable, no leader, overloaded: the checker tries again
             log.debug(
