@@ -29,6 +29,7 @@ from broker.protocol.enums import (
     ProcessInstanceIntent,
     RecordType,
     RejectionType,
+    SignalIntent,
     ValueType,
     VariableDocumentIntent,
 )
@@ -595,8 +596,15 @@ class GatewayService(pb_grpc.GatewayServicer):
         rec = await self._execute(pid, ValueType.MESSAGE, MessageIntent.PUBLISH, value)
         return pb.PublishMessageResponse(key=rec.key, tenantId=TENANT)
 
-    async def BroadcastSignal(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
-        await self._unsupported(context, "BroadcastSignal (signals)")
+    @_unary
+    async def BroadcastSignal(self, request: pb.BroadcastSignalRequest, context: grpc.aio.ServicerContext) -> Any:
+        """Any partition takes the broadcast and answers once it is written; it reaches the others from there."""
+        _check_tenant(request.tenantId)
+        if not request.signalName:
+            _fail(grpc.StatusCode.INVALID_ARGUMENT, "Expected a signal name, but none given")
+        value = {"signalName": request.signalName, "variables": parse_variables(request.variables), "tenantId": TENANT}
+        rec = await self._execute(self._next_partition(), ValueType.SIGNAL, SignalIntent.BROADCAST, value)
+        return pb.BroadcastSignalResponse(key=rec.key, tenantId=TENANT)
 
     async def EvaluateDecision(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
         await self._unsupported(context, "EvaluateDecision (DMN decisions)")

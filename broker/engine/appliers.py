@@ -23,10 +23,13 @@ from broker.protocol.enums import (
     ProcessInstanceIntent,
     ProcessIntent,
     ProcessMessageSubscriptionIntent,
+    SignalIntent,
+    SignalSubscriptionIntent,
     TimerIntent,
     ValueType,
     VariableIntent,
 )
+from broker.protocol.keys import partition_of
 from broker.protocol.record import Record
 from broker.state.db import u64
 from broker.state.repositories import JobState, PartitionState
@@ -94,6 +97,9 @@ class EventAppliers:
             (ValueType.MESSAGE_START_EVENT_SUBSCRIPTION, MSE.CREATED): self._message_start_created,
             (ValueType.MESSAGE_START_EVENT_SUBSCRIPTION, MSE.CORRELATED): self._message_start_correlated,
             (ValueType.MESSAGE_START_EVENT_SUBSCRIPTION, MSE.DELETED): self._message_start_deleted,
+            (ValueType.SIGNAL_SUBSCRIPTION, SignalSubscriptionIntent.CREATED): self._signal_subscription_created,
+            (ValueType.SIGNAL_SUBSCRIPTION, SignalSubscriptionIntent.DELETED): self._signal_subscription_deleted,
+            (ValueType.SIGNAL, SignalIntent.BROADCASTED): self._signal_broadcasted,
         }
 
     def apply(self, state: PartitionState, record: Record) -> None:
@@ -384,6 +390,19 @@ class EventAppliers:
         v = r.value
         state.process_message_subscriptions.remove(v["elementInstanceKey"], v["messageName"])
         state.outbox.remove(outbox_key(b"I", v))
+
+    # -- signals ---------------------------------------------------------------------------------------------
+
+    def _signal_subscription_created(self, state: PartitionState, r: Record) -> None:
+        state.signal_subscriptions.put({**r.value, "key": r.key})
+
+    def _signal_subscription_deleted(self, state: PartitionState, r: Record) -> None:
+        state.signal_subscriptions.remove(r.value)
+
+    def _signal_broadcasted(self, state: PartitionState, r: Record) -> None:
+        origin = partition_of(r.key)
+        if origin != r.partition_id:  # broadcast elsewhere: remembered so a redelivery triggers nothing twice
+            state.signal_receipts.put(r.key, origin)
 
 
 def outbox_key(side: bytes, v: dict) -> bytes:

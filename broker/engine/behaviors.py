@@ -314,8 +314,13 @@ def cancel_job(ctx: ProcessingContext, instance: dict) -> None:
 # -- sequence flows ------------------------------------------------------------------------------------------
 
 
-def take_flow(ctx: ProcessingContext, process: bpmn.Process, flow: bpmn.SequenceFlow, instance: dict) -> None:
-    """Take a sequence flow out of ``instance`` and activate its target (a join only once all flows arrived)."""
+def take_flow(
+    ctx: ProcessingContext, process: bpmn.Process, flow: bpmn.SequenceFlow, instance: dict, key: int | None = None
+) -> None:
+    """Take a sequence flow out of ``instance`` and activate its target (a join only once all flows arrived).
+
+    ``key``: the target's element instance key when it was chosen beforehand (an event-based gateway's winner).
+    """
     v = instance["value"]
     scope_key = v["flowScopeKey"]
     ctx.event(
@@ -328,7 +333,7 @@ def take_flow(ctx: ProcessingContext, process: bpmn.Process, flow: bpmn.Sequence
     is_join = target.element_type == bpmn.PARALLEL_GATEWAY and len(target.incoming) > 1
     if is_join and not join_ready(ctx, scope_key, target):
         return
-    activate_element(ctx, target, v, scope_key)
+    activate_element(ctx, target, v, scope_key, key=key)
 
 
 def join_ready(ctx: ProcessingContext, scope_key: int, gateway: bpmn.Element) -> bool:
@@ -365,49 +370,117 @@ def activate_element(
 def find_error_catch(
     ctx: ProcessingContext, process: bpmn.Process, start: dict, error_code: str
 ) -> tuple[dict, bpmn.Element] | None:
-    """The nearest catching boundary event: (element instance it is attached to, boundary event).
+    """The nearest catch of a BPMN error: (element instance whose scope catches it, catching event).
 
-    Searches the throwing instance and then its flow scopes outwards; an exact code match wins over a catch-all at
-    the same level.
+    The catching event is a boundary event (attached to that instance) or the error start event of an event
+    sub-process inside that instance.
+    """
+    return find_catch(ctx, process, start, bpmn.ERROR, error_code)
+
+
+def find_escalation_catch(
+    ctx: ProcessingContext, process: bpmn.Process, start: dict, code: str
+) -> tuple[dict, bpmn.Element] | None:
+    """Like :func:`find_error_catch`, for escalations (boundary events may be non-interrupting here)."""
+    return find_catch(ctx, process, start, bpmn.ESCALATION, code)
+
+
+def _catch_code(element: bpmn.Element, event_type: str) -> str | None:
+    if event_type == bpmn.ERROR:
+        return element.error.error_code if element.error else None
+    return element.escalation_code
+
+
+def _best_catch(candidates: list[bpmn.Element], event_type: str, code: str) -> bpmn.Element | None:
+    """An exact code match wins over a catch-all (no code) at the same level."""
+    catch_all = None
+    for candidate in candidates:
+        if candidate.event_type != event_type:
+            continue
+        candidate_code = _catch_code(candidate, event_type)
+        if candidate_code is None:
+            catch_all = catch_all or candidate
+        elif candidate_code == code:
+            return candidate
+    return catch_all
+
+
+def find_catch(
+    ctx: ProcessingContext, process: bpmn.Process, start: dict, event_type: str, code: str
+) -> tuple[dict, bpmn.Element] | None:
+    """Search the throwing instance and then its flow scopes outwards for an error or escalation catch.
+
+    At each level the event sub-processes inside the scope come first (they are nearer), then the boundary events of
+    the instance itself. An event sub-process never catches what is thrown inside itself or its siblings.
     """
     inst: dict | None = start
+    came_from_event_sub_process = False
     while inst is not None:
         element_id = inst["value"]["elementId"]
+        if not came_from_event_sub_process:
+            starts = [
+                s
+                for esp in process.event_sub_processes_of(element_id)
+                for s in process.children_of(esp.id)
+                if s.element_type == bpmn.START_EVENT
+            ]
+            found = _best_catch(starts, event_type, code)
+            if found is not None:
+                return inst, found
         if element_id in process.elements:
-            element = process.element(element_id)
-            catch_all = None
-            for boundary in process.boundary_events_of(element.id):
-                if boundary.event_type != bpmn.ERROR:
-                    continue
-                code = boundary.error.error_code if boundary.error else None
-                if code is None:
-                    catch_all = catch_all or boundary
-                elif code == error_code:
-                    return inst, boundary
-            if catch_all is not None:
-                return inst, catch_all
+            found = _best_catch(list(process.boundary_events_of(element_id)), event_type, code)
+            if found is not None:
+                return inst, found
+        came_from_event_sub_process = inst["value"]["bpmnElementType"] == bpmn.EVENT_SUB_PROCESS
         parent_key = inst["value"]["flowScopeKey"]
         inst = ctx.state.elements.get(parent_key) if parent_key > 0 else None
     return None
 
 
 def trigger_boundary(ctx: ProcessingContext, attached: dict, boundary: bpmn.Element, variables: dict) -> None:
-    """Record that ``boundary`` fires once ``attached`` has terminated, then terminate ``attached``."""
+    """An interrupting catch fires: a boundary event once ``attached`` has terminated, or an event sub-process of
+    the scope ``attached`` once its other children have terminated."""
     v = attached["value"]
-    ctx.event(
-        ValueType.PROCESS_EVENT,
-        ProcessEventIntent.TRIGGERING,
-        ctx.keys.next_key(),
-        {
-            "scopeKey": attached["key"],
-            "targetElementId": boundary.id,
-            "variables": variables,
-            "processDefinitionKey": v["processDefinitionKey"],
-            "processInstanceKey": v["processInstanceKey"],
-            "tenantId": TENANT,
-        },
-    )
-    ctx.follow_up(ValueType.PROCESS_INSTANCE, PI.TERMINATE_ELEMENT, attached["key"], v)
+    trigger = event_trigger(ctx, attached, boundary, variables)
+    ctx.event(ValueType.PROCESS_EVENT, ProcessEventIntent.TRIGGERING, ctx.keys.next_key(), trigger)
+    if boundary.element_type == bpmn.BOUNDARY_EVENT:
+        ctx.follow_up(ValueType.PROCESS_INSTANCE, PI.TERMINATE_ELEMENT, attached["key"], v)
+        return
+    children = ctx.state.elements.children(attached["key"])
+    for child_key in children:
+        child = ctx.state.elements.get(child_key)
+        if child is not None and child["state"] != PI.ELEMENT_TERMINATING:
+            ctx.follow_up(ValueType.PROCESS_INSTANCE, PI.TERMINATE_ELEMENT, child_key, child["value"])
+    if not children:
+        start_event_sub_process(ctx, attached, boundary, trigger, interrupting=True)
+
+
+def start_event_sub_process(
+    ctx: ProcessingContext, scope: dict, start: bpmn.Element, trigger: dict, *, interrupting: bool
+) -> None:
+    """Activate the event sub-process of ``start`` inside ``scope``; it begins at ``start`` with the trigger.
+
+    An interrupting trigger waited on the scope (TRIGGERING) and moves to the event sub-process now; a
+    non-interrupting one is recorded for the event sub-process only, leaving the scope's own pending triggers alone.
+    """
+    process = services(ctx).models.get(scope["value"]["processDefinitionKey"])
+    esp_key = ctx.keys.next_key()
+    value = {**trigger, "scopeKey": scope["key"] if interrupting else esp_key}
+    ctx.event(ValueType.PROCESS_EVENT, ProcessEventIntent.TRIGGERED, esp_key, value)
+    activate_element(ctx, process.element(start.flow_scope_id), scope["value"], scope["key"], key=esp_key)
+
+
+def event_trigger(ctx: ProcessingContext, scope: dict, target: bpmn.Element, variables: dict) -> dict:
+    """A PROCESS_EVENT value for ``target`` firing within ``scope``."""
+    v = scope["value"]
+    return {
+        "scopeKey": scope["key"],
+        "targetElementId": target.id,
+        "variables": variables,
+        "processDefinitionKey": v["processDefinitionKey"],
+        "processInstanceKey": v["processInstanceKey"],
+        "tenantId": TENANT,
+    }
 
 
 def unhandled_error_message(code: str, message: str) -> str:

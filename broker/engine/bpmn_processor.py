@@ -11,12 +11,13 @@ from __future__ import annotations
 from typing import Any
 
 from broker.engine import behaviors as b
-from broker.engine import events
+from broker.engine import events, signals
 from broker.engine.bpmn import INITIAL_ENGINE_KINDS
 from broker.engine.bpmn import model as bpmn
 from broker.engine.context import ProcessingContext
 from broker.engine.expressions import ExpressionFailure
 from broker.protocol.enums import (
+    EscalationIntent,
     JobIntent,
     ProcessEventIntent,
     ProcessInstanceIntent,
@@ -35,6 +36,7 @@ SUPPORTED_KINDS = INITIAL_ENGINE_KINDS
 _PASS_THROUGH = frozenset(
     {bpmn.START_EVENT, bpmn.TASK, bpmn.MANUAL_TASK, bpmn.INTERMEDIATE_THROW_EVENT, bpmn.BOUNDARY_EVENT}
 )
+_THROW_EVENTS = frozenset({bpmn.END_EVENT, bpmn.INTERMEDIATE_THROW_EVENT})
 _JOB_TASKS = frozenset({bpmn.SERVICE_TASK, bpmn.SEND_TASK, bpmn.SCRIPT_TASK, bpmn.BUSINESS_RULE_TASK, bpmn.USER_TASK})
 
 
@@ -72,15 +74,36 @@ class BpmnElementProcessor:
             ctx.event(ValueType.PROCESS_INSTANCE, PI.ELEMENT_ACTIVATING, cmd.key, v)
             inst = ctx.state.elements.get(cmd.key)
             assert inst is not None
+            if scope_key > 0 and self._interrupted(ctx, process, scope_key):
+                # a token that was on its way when a terminate end event or an interrupting event sub-process ended
+                # the scope's flow: it arrives and is terminated at once
+                ctx.event(ValueType.PROCESS_INSTANCE, PI.ELEMENT_TERMINATING, cmd.key, v)
+                inst["state"] = PI.ELEMENT_TERMINATING
+                self._terminated(ctx, inst)
+                return
         elif inst["state"] != PI.ELEMENT_ACTIVATING:
             ctx.reject(RejectionType.INVALID_STATE, f"Expected element '{cmd.key}' to be activating")
             return
         self._on_activate(ctx, process, inst)
 
+    @staticmethod
+    def _interrupted(ctx: ProcessingContext, process: bpmn.Process, scope_key: int) -> bool:
+        """Whether the scope's flow was ended: a terminate end event, or an interrupting event sub-process about
+        to start (its own activation comes after the trigger has moved on)."""
+        trigger = ctx.state.event_triggers.get(scope_key)
+        if trigger is None:
+            return False
+        target = process.elements.get(trigger["targetElementId"])
+        return target is not None and target.element_type in (bpmn.END_EVENT, bpmn.START_EVENT)
+
     def _on_activate(self, ctx: ProcessingContext, process: bpmn.Process, inst: dict) -> None:
         element = _element(process, inst)
         v = inst["value"]
         if element is None:  # the process itself
+            problem = events.open_subscriptions(ctx, process, None, inst)
+            if problem is not None:
+                b.raise_incident(ctx, inst, "EXTRACT_VALUE_ERROR", problem)
+                return
             self._activated(ctx, inst)
             trigger = ctx.state.event_triggers.get(inst["key"])
             if trigger is not None:  # started by a timer, message or signal start event
@@ -93,13 +116,19 @@ class BpmnElementProcessor:
             b.activate_element(ctx, start, v, inst["key"])
             return
         etype = element.element_type
-        if etype in (bpmn.BOUNDARY_EVENT, bpmn.START_EVENT):
-            trigger = ctx.state.event_triggers.get(inst["key"])
-            if trigger and trigger.get("variables"):
-                b.set_local_document(ctx, inst["key"], trigger["variables"], inst)
+        triggered = None
+        if etype in (bpmn.BOUNDARY_EVENT, bpmn.START_EVENT, bpmn.INTERMEDIATE_CATCH_EVENT):
+            triggered = ctx.state.event_triggers.get(inst["key"])
+            if triggered and triggered.get("variables"):
+                b.set_local_document(ctx, inst["key"], triggered["variables"], inst)
         failure = b.apply_input_mappings(ctx, element, inst)
         if failure is not None:
             b.raise_incident(ctx, inst, "IO_MAPPING_ERROR", failure.message)
+            return
+        if etype == bpmn.INTERMEDIATE_CATCH_EVENT and triggered is not None:
+            # the winner of an event-based gateway: its event already happened
+            self._activated(ctx, inst)
+            self._complete(ctx, process, element, inst)
             return
         problem = events.open_subscriptions(ctx, process, element, inst)
         if problem is not None:
@@ -114,6 +143,22 @@ class BpmnElementProcessor:
             start = process.none_start_event_of(element.id)
             assert start is not None
             b.activate_element(ctx, start, v, inst["key"])
+        elif etype == bpmn.EVENT_SUB_PROCESS:
+            self._activated(ctx, inst)
+            trigger = ctx.state.event_triggers.get(inst["key"])
+            assert trigger is not None, "an event sub-process starts only through its start event's trigger"
+            start_key = ctx.keys.next_key()
+            moved = {**trigger, "scopeKey": inst["key"]}
+            ctx.event(ValueType.PROCESS_EVENT, ProcessEventIntent.TRIGGERED, start_key, moved)
+            b.activate_element(ctx, process.element(trigger["targetElementId"]), v, inst["key"], key=start_key)
+        elif etype == bpmn.EVENT_BASED_GATEWAY:
+            self._activated(ctx, inst)  # waits for the first of its events
+        elif etype == bpmn.END_EVENT and element.event_type == bpmn.TERMINATE:
+            self._terminate_scope(ctx, process, element, inst)
+        elif etype in _THROW_EVENTS and element.event_type == bpmn.ESCALATION:
+            self._throw_escalation(ctx, process, element, inst)
+        elif etype in _THROW_EVENTS and element.event_type == bpmn.SIGNAL:
+            self._throw_signal(ctx, process, element, inst)
         elif etype == bpmn.EXCLUSIVE_GATEWAY:
             flow = self._choose_flow(ctx, process, element, inst)
             if flow is None:
@@ -230,8 +275,72 @@ class BpmnElementProcessor:
             b.raise_incident(ctx, inst, "UNHANDLED_ERROR_EVENT", b.unhandled_error_message(code, ""))
             return
         self._activated(ctx, inst)
-        attached, boundary = catch
-        b.trigger_boundary(ctx, attached, boundary, {})
+        attached, catch_event = catch
+        events.fire(ctx, process, attached, catch_event, {})
+
+    def _terminate_scope(
+        self, ctx: ProcessingContext, process: bpmn.Process, element: bpmn.Element, inst: dict
+    ) -> None:
+        """Terminate end event: every other element of the scope terminates, then the scope completes."""
+        self._activated(ctx, inst)
+        scope_key = inst["value"]["flowScopeKey"]
+        scope = ctx.state.elements.get(scope_key)
+        if scope is not None:
+            trigger = b.event_trigger(ctx, scope, element, {})
+            ctx.event(ValueType.PROCESS_EVENT, ProcessEventIntent.TRIGGERING, ctx.keys.next_key(), trigger)
+            for child_key in ctx.state.elements.children(scope_key):
+                child = ctx.state.elements.get(child_key)
+                if child_key != inst["key"] and child is not None and child["state"] != PI.ELEMENT_TERMINATING:
+                    ctx.follow_up(ValueType.PROCESS_INSTANCE, PI.TERMINATE_ELEMENT, child_key, child["value"])
+        self._complete(ctx, process, element, inst)
+
+    def _throw_escalation(
+        self, ctx: ProcessingContext, process: bpmn.Process, element: bpmn.Element, inst: dict
+    ) -> None:
+        """Escalation throw/end event: the nearest catch fires; uncaught, the flow simply continues."""
+        source = element.escalation_code or ""
+        code = b.evaluate(ctx, source, inst["key"]) if source else ""
+        if isinstance(code, ExpressionFailure):
+            b.raise_incident(ctx, inst, "EXTRACT_VALUE_ERROR", code.message)
+            return
+        code = str(code)
+        catch = b.find_escalation_catch(ctx, process, inst, code)
+        v = inst["value"]
+        value = {
+            "processInstanceKey": v["processInstanceKey"],
+            "escalationCode": code,
+            "throwElementId": element.id,
+            "catchElementId": catch[1].id if catch else "",
+            "tenantId": b.TENANT,
+        }
+        if catch is None:
+            ctx.event(ValueType.ESCALATION, EscalationIntent.NOT_ESCALATED, ctx.keys.next_key(), value)
+            self._activated(ctx, inst)
+            self._complete(ctx, process, element, inst)
+            return
+        ctx.event(ValueType.ESCALATION, EscalationIntent.ESCALATED, ctx.keys.next_key(), value)
+        self._activated(ctx, inst)
+        attached, catch_event = catch
+        events.fire(ctx, process, attached, catch_event, {})
+        if not events.is_interrupting(catch_event):
+            self._complete(ctx, process, element, inst)
+
+    def _throw_signal(self, ctx: ProcessingContext, process: bpmn.Process, element: bpmn.Element, inst: dict) -> None:
+        """Signal throw/end event: broadcast with the event's local variables (its input mappings), then go on."""
+        source = element.signal_name or ""
+        name = b.evaluate(ctx, source, inst["key"])
+        if isinstance(name, ExpressionFailure) or not isinstance(name, str) or not name:
+            reason = (
+                name.message
+                if isinstance(name, ExpressionFailure)
+                else f"Expected the signal name '{source}' to be a non-empty STRING, but was '{name!r}'"
+            )
+            b.raise_incident(ctx, inst, "EXTRACT_VALUE_ERROR", reason)
+            return
+        self._activated(ctx, inst)
+        signals.broadcast(ctx, name, ctx.state.variables.local(inst["key"]))
+        if ctx.state.elements.get(inst["key"]) is not None:
+            self._complete(ctx, process, element, inst)
 
     # -- COMPLETE_ELEMENT ------------------------------------------------------------------------------------
 
@@ -254,6 +363,14 @@ class BpmnElementProcessor:
             if flow is None:
                 return
             flows = (flow,)
+        elif element is not None and element.element_type == bpmn.EVENT_BASED_GATEWAY:
+            trigger = ctx.state.event_triggers.get(inst["key"])
+            if trigger is None:
+                ctx.reject(RejectionType.INVALID_STATE, f"Expected gateway '{cmd.key}' to have received an event")
+                return
+            winner = [f for f in process.outgoing_flows(element.id) if f.target_id == trigger["targetElementId"]]
+            self._complete(ctx, process, element, inst, flows=tuple(winner[:1]), trigger=trigger)
+            return
         self._complete(ctx, process, element, inst, flows=flows)
 
     def _complete(
@@ -263,7 +380,9 @@ class BpmnElementProcessor:
         element: bpmn.Element | None,
         inst: dict,
         flows: tuple[bpmn.SequenceFlow, ...] | None = None,
+        trigger: dict | None = None,
     ) -> None:
+        """``trigger``: the event an event-based gateway received; it moves to the winning catch event."""
         v = inst["value"]
         if inst["state"] != PI.ELEMENT_COMPLETING:
             ctx.event(ValueType.PROCESS_INSTANCE, PI.ELEMENT_COMPLETING, inst["key"], v)
@@ -285,18 +404,29 @@ class BpmnElementProcessor:
             return
         outgoing = flows if flows is not None else process.outgoing_flows(element.id)
         for flow in outgoing:
-            b.take_flow(ctx, process, flow, inst)
+            target_key = None
+            if trigger is not None:
+                target_key = ctx.keys.next_key()
+                moved = {**trigger, "scopeKey": target_key}
+                ctx.event(ValueType.PROCESS_EVENT, ProcessEventIntent.TRIGGERED, target_key, moved)
+            b.take_flow(ctx, process, flow, inst, key=target_key)
         if not outgoing:
             self._maybe_complete_scope(ctx, v["flowScopeKey"])
 
     def _maybe_complete_scope(self, ctx: ProcessingContext, scope_key: int) -> None:
+        """A child left an active scope: with nothing left inside, the scope completes, or the interrupting event
+        sub-process that waited for the other children to terminate starts."""
         scope = ctx.state.elements.get(scope_key)
-        if (
-            scope is not None
-            and scope["state"] == PI.ELEMENT_ACTIVATED
-            and scope["children"] == 0
-            and scope["flows"] == 0
-        ):
+        if scope is None or scope["state"] != PI.ELEMENT_ACTIVATED or scope["children"] != 0:
+            return
+        trigger = ctx.state.event_triggers.get(scope_key)
+        if trigger is not None:
+            process = b.services(ctx).models.get(scope["value"]["processDefinitionKey"])
+            target = process.elements.get(trigger["targetElementId"])
+            if target is not None and target.element_type == bpmn.START_EVENT:
+                b.start_event_sub_process(ctx, scope, target, trigger, interrupting=True)
+                return
+        if scope["flows"] == 0:
             ctx.follow_up(ValueType.PROCESS_INSTANCE, PI.COMPLETE_ELEMENT, scope_key, scope["value"])
 
     def _send_result(self, ctx: ProcessingContext, v: dict, awaiting: dict, variables: dict) -> None:
@@ -352,14 +482,17 @@ class BpmnElementProcessor:
         scope_key = v["flowScopeKey"]
         if trigger is not None:
             process = b.services(ctx).models.get(v["processDefinitionKey"])
-            boundary = process.element(trigger["targetElementId"])
-            boundary_key = ctx.keys.next_key()
-            ctx.event(ValueType.PROCESS_EVENT, ProcessEventIntent.TRIGGERED, boundary_key, trigger)
-            b.activate_element(ctx, boundary, v, scope_key, key=boundary_key)
-            return
+            boundary = process.elements.get(trigger["targetElementId"])
+            if boundary is not None and boundary.element_type == bpmn.BOUNDARY_EVENT:
+                boundary_key = ctx.keys.next_key()
+                ctx.event(ValueType.PROCESS_EVENT, ProcessEventIntent.TRIGGERED, boundary_key, trigger)
+                b.activate_element(ctx, boundary, v, scope_key, key=boundary_key)
+                return
         scope = ctx.state.elements.get(scope_key) if scope_key > 0 else None
         if scope is not None and scope["state"] == PI.ELEMENT_TERMINATING and scope["children"] == 0:
             self._terminated(ctx, scope)
+        elif scope is not None:
+            self._maybe_complete_scope(ctx, scope_key)
 
     def _reject_result(self, ctx: ProcessingContext, v: dict, awaiting: dict) -> None:
         rejection = Record(

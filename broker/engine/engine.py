@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from broker.engine import events
+from broker.engine import events, signals
 from broker.engine import instance_processors as instances
 from broker.engine import job_processors as jobs
 from broker.engine import message_processors as messages
@@ -31,6 +31,7 @@ from broker.protocol.enums import (
     ProcessInstanceIntent,
     ProcessMessageSubscriptionIntent,
     RejectionType,
+    SignalIntent,
     TimerIntent,
     ValueType,
     VariableDocumentIntent,
@@ -92,6 +93,7 @@ class Engine:
             (ValueType.PROCESS_MESSAGE_SUBSCRIPTION, pms.CREATE): messages.process_subscription_created,
             (ValueType.PROCESS_MESSAGE_SUBSCRIPTION, pms.CORRELATE): messages.process_subscription_correlate,
             (ValueType.PROCESS_MESSAGE_SUBSCRIPTION, pms.DELETE): messages.process_subscription_deleted,
+            (ValueType.SIGNAL, SignalIntent.BROADCAST): signals.broadcast_command,
         }
 
     def apply_event(self, state: PartitionState, record: Record) -> None:

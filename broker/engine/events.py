@@ -1,9 +1,11 @@
-"""Waiting states on the instance side: opening and closing timers and message subscriptions, and firing them.
+"""Waiting states on the instance side: opening and closing timer, message and signal subscriptions, and firing them.
 
-An element that waits (timer or message catch event, receive task) subscribes for itself; an activity subscribes for
-its timer and message boundary events. Subscriptions belong to the element instance that opened them and are closed
-when it completes or terminates. Firing a subscription completes the catch element, or activates a boundary event
-(interrupting ones first terminate the activity they are attached to).
+An element that waits (catch event, receive task) subscribes for itself; an activity subscribes for its boundary
+events; an event-based gateway for the catch events after it; a scope (process, sub-process, event sub-process) for
+the start events of its event sub-processes. Subscriptions belong to the element instance that opened them and are
+closed when it completes or terminates. Firing a subscription completes the catch element, completes the gateway
+towards the winning event, activates a boundary event (interrupting ones first terminate the activity they are
+attached to) or starts an event sub-process (interrupting ones first terminate the scope's other children).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from broker.protocol.enums import (
     ProcessInstanceIntent,
     ProcessMessageSubscriptionIntent,
     RejectionType,
+    SignalSubscriptionIntent,
     TimerIntent,
     ValueType,
 )
@@ -36,18 +39,27 @@ CATCH_ELEMENTS = frozenset({bpmn.INTERMEDIATE_CATCH_EVENT, bpmn.RECEIVE_TASK})
 # -- opening -------------------------------------------------------------------------------------------------
 
 
-def _targets(process: bpmn.Process, element: bpmn.Element) -> list[bpmn.Element]:
-    """The events ``element`` subscribes to: itself (catch elements) and its timer/message boundary events."""
-    out = []
-    if element.element_type in CATCH_ELEMENTS:
-        out.append(element)
-    if element.boundary_event_ids:
-        out.extend(process.boundary_events_of(element.id))
-    return [t for t in out if t.timer is not None or t.message is not None]
+def _targets(process: bpmn.Process, element: bpmn.Element | None) -> list[bpmn.Element]:
+    """The events an instance of ``element`` (None: the process) subscribes to."""
+    out: list[bpmn.Element] = []
+    scope_id = process.id if element is None else element.id
+    if element is not None:
+        if element.element_type in CATCH_ELEMENTS:
+            out.append(element)
+        elif element.element_type == bpmn.EVENT_BASED_GATEWAY:
+            out.extend(process.element(f.target_id) for f in process.outgoing_flows(element.id))
+        if element.boundary_event_ids:
+            out.extend(process.boundary_events_of(element.id))
+    if element is None or element.element_type in bpmn.SCOPE_ELEMENT_TYPES:
+        for esp in process.event_sub_processes_of(scope_id):
+            out.extend(c for c in process.children_of(esp.id) if c.element_type == bpmn.START_EVENT)
+    return [t for t in out if t.timer is not None or t.message is not None or t.signal_name is not None]
 
 
-def open_subscriptions(ctx: ProcessingContext, process: bpmn.Process, element: bpmn.Element, inst: dict) -> str | None:
-    """Open every timer and message subscription of ``element``; a failure message (nothing opened) or None.
+def open_subscriptions(
+    ctx: ProcessingContext, process: bpmn.Process, element: bpmn.Element | None, inst: dict
+) -> str | None:
+    """Open every timer, message and signal subscription of ``inst``; a failure message (nothing opened) or None.
 
     All expressions are evaluated before anything is written, so a failure leaves no half-opened subscriptions
     behind and resolving the incident simply runs the activation again.
@@ -57,28 +69,74 @@ def open_subscriptions(ctx: ProcessingContext, process: bpmn.Process, element: b
         not targets
         or ctx.state.timers.of_owner(inst["key"])
         or ctx.state.process_message_subscriptions.of_element(inst["key"])
+        or ctx.state.signal_subscriptions.of_owner(inst["key"])
     ):
         return None  # nothing to open, or opened already by an earlier attempt of this activation
     planned: list[tuple[bpmn.Element, Any]] = []
     for target in targets:
+        plan: Any
         if target.timer is not None:
-            planned_timer = _plan_timer(ctx, target.timer, inst["key"])
-            if isinstance(planned_timer, str):
-                return planned_timer
-            planned.append((target, planned_timer))
+            plan = _plan_timer(ctx, target.timer, inst["key"])
         elif target.message is not None:
-            planned_message = _plan_message(ctx, target.message, inst["key"])
-            if isinstance(planned_message, str):
-                return planned_message
-            planned.append((target, planned_message))
+            plan = _plan_message(ctx, target.message, inst["key"])
+        else:
+            plan = _plan_signal(ctx, target, inst["key"])
+        if isinstance(plan, str):
+            return plan
+        planned.append((target, plan))
     v = inst["value"]
     for target, plan in planned:
         if isinstance(plan, timers.Schedule):
             create_timer(ctx, plan, target.id, v["processDefinitionKey"], inst["key"], v["processInstanceKey"])
-        else:
+        elif isinstance(plan, tuple):
             name, correlation_key = plan
             _open_message_subscription(ctx, inst, target, name, correlation_key)
+        else:
+            open_signal_subscription(ctx, v, target.id, plan.name, inst["key"])
     return None
+
+
+class _Signal:
+    """A planned signal subscription: the evaluated signal name."""
+
+    __slots__ = ("name",)
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+
+def _plan_signal(ctx: ProcessingContext, target: bpmn.Element, scope_key: int) -> _Signal | str:
+    source = target.signal_name or ""
+    name = b.evaluate(ctx, source, scope_key)
+    if isinstance(name, ExpressionFailure):
+        return name.message
+    if not isinstance(name, str) or not name:
+        return f"Expected the signal name '{source}' to be a non-empty STRING, but was '{name!r}'"
+    return _Signal(name)
+
+
+def open_signal_subscription(
+    ctx: ProcessingContext, like: dict, catch_event_id: str, name: str, element_instance_key: int
+) -> None:
+    """Subscribe ``catch_event_id`` to signal ``name`` (``element_instance_key`` -1: a start event)."""
+    ctx.event(
+        ValueType.SIGNAL_SUBSCRIPTION,
+        SignalSubscriptionIntent.CREATED,
+        ctx.keys.next_key(),
+        {
+            "signalName": name,
+            "processDefinitionKey": like["processDefinitionKey"],
+            "bpmnProcessId": like["bpmnProcessId"],
+            "catchEventId": catch_event_id,
+            "catchEventInstanceKey": element_instance_key,
+            "tenantId": b.TENANT,
+        },
+    )
+
+
+def close_signal_subscription(ctx: ProcessingContext, sub: dict) -> None:
+    value = {k: v for k, v in sub.items() if k != "key"}
+    ctx.event(ValueType.SIGNAL_SUBSCRIPTION, SignalSubscriptionIntent.DELETED, sub["key"], value)
 
 
 def _plan_timer(ctx: ProcessingContext, timer: bpmn.TimerDefinition, scope_key: int) -> timers.Schedule | str:
@@ -160,7 +218,7 @@ def _open_message_subscription(
             "elementId": target.id,
             "messageName": name,
             "correlationKey": correlation_key,
-            "interrupting": target.element_type != bpmn.BOUNDARY_EVENT or target.cancel_activity,
+            "interrupting": is_interrupting(target),
             "messageKey": -1,
             "variables": {},
             "tenantId": b.TENANT,
@@ -171,15 +229,34 @@ def _open_message_subscription(
 # -- closing -------------------------------------------------------------------------------------------------
 
 
-def close_subscriptions(ctx: ProcessingContext, inst: dict) -> None:
-    """The element instance is leaving: cancel its timers, delete its message subscriptions."""
+def close_subscriptions(ctx: ProcessingContext, inst: dict, only: frozenset[str] | None = None) -> None:
+    """The element instance is leaving: cancel its timers, delete its message and signal subscriptions.
+
+    ``only``: close just the subscriptions of these target elements (an interrupted scope's event sub-processes).
+    """
     for timer_key in ctx.state.timers.of_owner(inst["key"]):
         timer = ctx.state.timers.get(timer_key)
-        if timer is not None:
+        if timer is not None and (only is None or timer["targetElementId"] in only):
             ctx.event(ValueType.TIMER, TimerIntent.CANCELED, timer_key, timer)
     for sub in ctx.state.process_message_subscriptions.of_element(inst["key"]):
-        if sub["state"] != "DELETING":
+        if sub["state"] != "DELETING" and (only is None or sub["elementId"] in only):
             ctx.event(ValueType.PROCESS_MESSAGE_SUBSCRIPTION, PMS.DELETING, ctx.keys.next_key(), _record(sub))
+    for signal in ctx.state.signal_subscriptions.of_owner(inst["key"]):
+        if only is None or signal["catchEventId"] in only:
+            close_signal_subscription(ctx, signal)
+
+
+def close_event_sub_process_subscriptions(ctx: ProcessingContext, process: bpmn.Process, scope: dict) -> None:
+    """An interrupting event sub-process started: the scope's other event sub-processes may no longer start."""
+    scope_id = scope["value"]["elementId"]
+    starts = frozenset(
+        c.id
+        for esp in process.event_sub_processes_of(scope_id)
+        for c in process.children_of(esp.id)
+        if c.element_type == bpmn.START_EVENT
+    )
+    if starts:
+        close_subscriptions(ctx, scope, only=starts)
 
 
 def close_start_timers_of(ctx: ProcessingContext, definition_key: int) -> None:
@@ -200,36 +277,57 @@ def _record(sub: dict) -> dict:
 # -- firing --------------------------------------------------------------------------------------------------
 
 
+def is_interrupting(target: bpmn.Element) -> bool:
+    """Whether firing ``target`` ends what waits for it (catch events, gateway targets) or interrupts a scope."""
+    if target.element_type == bpmn.BOUNDARY_EVENT:
+        return target.cancel_activity
+    if target.element_type == bpmn.START_EVENT:
+        return target.is_interrupting
+    return True
+
+
 def fire(ctx: ProcessingContext, process: bpmn.Process, inst: dict, target: bpmn.Element, variables: dict) -> None:
     """The event ``target`` occurred for the waiting element instance ``inst``."""
+    v = inst["value"]
     if target.element_type == bpmn.BOUNDARY_EVENT:
         if target.cancel_activity:
             b.trigger_boundary(ctx, inst, target, variables)
             return
-        v = inst["value"]
         boundary_key = ctx.keys.next_key()
         ctx.event(
             ValueType.PROCESS_EVENT,
             ProcessEventIntent.TRIGGERED,
             boundary_key,
-            {
-                "scopeKey": boundary_key,
-                "targetElementId": target.id,
-                "variables": variables,
-                "processDefinitionKey": v["processDefinitionKey"],
-                "processInstanceKey": v["processInstanceKey"],
-                "tenantId": b.TENANT,
-            },
+            {**b.event_trigger(ctx, inst, target, variables), "scopeKey": boundary_key},
         )
         b.activate_element(ctx, target, v, v["flowScopeKey"], key=boundary_key)
         return
+    if target.element_type == bpmn.START_EVENT:  # of an event sub-process inside the scope ``inst``
+        if target.is_interrupting:
+            close_event_sub_process_subscriptions(ctx, process, inst)
+            b.trigger_boundary(ctx, inst, target, variables)
+        else:
+            trigger = b.event_trigger(ctx, inst, target, variables)
+            b.start_event_sub_process(ctx, inst, target, trigger, interrupting=False)
+        return
+    if v["bpmnElementType"] == bpmn.EVENT_BASED_GATEWAY:
+        # the first event wins: the gateway completes towards it (COMPLETE_ELEMENT reads the trigger)
+        trigger = b.event_trigger(ctx, inst, target, variables)
+        ctx.event(ValueType.PROCESS_EVENT, ProcessEventIntent.TRIGGERING, ctx.keys.next_key(), trigger)
+        ctx.follow_up(ValueType.PROCESS_INSTANCE, PI.COMPLETE_ELEMENT, inst["key"], v)
+        return
     if variables:
         b.set_local_document(ctx, inst["key"], variables, inst)
-    ctx.follow_up(ValueType.PROCESS_INSTANCE, PI.COMPLETE_ELEMENT, inst["key"], inst["value"])
+    ctx.follow_up(ValueType.PROCESS_INSTANCE, PI.COMPLETE_ELEMENT, inst["key"], v)
 
 
 def is_waiting(inst: dict | None) -> bool:
     return inst is not None and inst["state"] == PI.ELEMENT_ACTIVATED
+
+
+def can_fire(ctx: ProcessingContext, inst: dict | None) -> bool:
+    """Waiting, and not already interrupted or decided by an earlier event (a pending trigger on it)."""
+    return is_waiting(inst) and ctx.state.event_triggers.get(inst["key"]) is None  # type: ignore[index]
 
 
 # -- TIMER TRIGGER -------------------------------------------------------------------------------------------
@@ -253,12 +351,12 @@ def trigger_timer(ctx: ProcessingContext, cmd: Record) -> None:
         start_instance(ctx, timer["processDefinitionKey"], target.id, {})
         return
     inst = ctx.state.elements.get(eik)
-    if not is_waiting(inst):
+    if not can_fire(ctx, inst):
         ctx.reject(RejectionType.INVALID_STATE, f"Expected the element of timer '{cmd.key}' to be active")
         return
     assert inst is not None
     ctx.event(ValueType.TIMER, TimerIntent.TRIGGERED, cmd.key, timer)
-    if target.element_type == bpmn.BOUNDARY_EVENT and not target.cancel_activity:
+    if not is_interrupting(target):
         _reschedule(ctx, timer)
     fire(ctx, process, inst, target, {})
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from broker.engine import behaviors as b
-from broker.engine import events
+from broker.engine import events, signals
 from broker.engine.bpmn import BpmnValidationError, parse_bpmn, resource_checksum, supported_kinds
 from broker.engine.bpmn import model as bpmn
 from broker.engine.bpmn_processor import SUPPORTED_KINDS, BpmnElementProcessor
@@ -92,6 +92,7 @@ def deploy(ctx: ProcessingContext, cmd: Record) -> None:
             events.close_start_timers_of(ctx, latest["processDefinitionKey"])
         events.open_start_timers(ctx, process, key)
         _replace_message_starts(ctx, process, key)
+        signals.replace_start_subscriptions(ctx, process, key)
         created.append(stored)
         metadata.append(_metadata(stored, duplicate=False))
     deployment_key = ctx.keys.next_key()

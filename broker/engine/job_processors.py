@@ -8,6 +8,7 @@ so a stale or early command is rejected instead of acting on the wall clock.
 from __future__ import annotations
 
 from broker.engine import behaviors as b
+from broker.engine import events
 from broker.engine.context import ProcessingContext
 from broker.protocol.enums import (
     IncidentIntent,
@@ -146,8 +147,8 @@ def throw_error(ctx: ProcessingContext, cmd: Record) -> None:
     if catch is None:
         b.raise_incident(ctx, inst, "UNHANDLED_ERROR_EVENT", b.unhandled_error_message(code, message), job_key=cmd.key)
         return
-    attached, boundary = catch
-    b.trigger_boundary(ctx, attached, boundary, v.get("variables") or {})
+    attached, catch_event = catch
+    events.fire(ctx, process, attached, catch_event, v.get("variables") or {})
 
 
 def update_retries(ctx: ProcessingContext, cmd: Record) -> None:

@@ -252,7 +252,7 @@ def process_subscription_correlate(ctx: ProcessingContext, cmd: Record) -> None:
         send(ctx, partition, ValueType.MESSAGE_SUBSCRIPTION, MS.CORRELATE, reply)  # a resend: answer again
         ctx.reject(RejectionType.INVALID_STATE, f"Message '{message_key}' was already correlated to this element")
         return
-    if sub is None or sub["state"] == "DELETING" or not events.is_waiting(inst):
+    if sub is None or sub["state"] == "DELETING" or not events.can_fire(ctx, inst):
         send(ctx, partition, ValueType.MESSAGE_SUBSCRIPTION, MS.REJECT, reply)
         ctx.reject(
             RejectionType.INVALID_STATE,

@@ -50,6 +50,9 @@ SUB_DATABASES = (
     "message_start_subscriptions",
     "message_start_instances",
     "subscription_outbox",
+    "signal_subscriptions",
+    "signal_subscriptions_by_owner",
+    "signal_receipts",
 )
 
 DEFAULT_MAP_SIZE = 64 << 30

@@ -600,6 +600,55 @@ class OutboxState(_Repository):
         return out
 
 
+class SignalSubscriptionState(_Repository):
+    """Signal subscriptions by signal name, and by owner to close them.
+
+    The owner is the element instance that waits (catch event, activity with boundary events, event-based gateway,
+    scope with event sub-processes) or, for signal start events, the process definition. Stored values carry the
+    subscription record's key under ``key``.
+    """
+
+    def __init__(self, sdb: StateDb) -> None:
+        super().__init__(sdb, "signal_subscriptions")
+        self._by_owner = sdb.dbs["signal_subscriptions_by_owner"]
+
+    @staticmethod
+    def owner(value: dict[str, Any]) -> int:
+        key = value.get("catchEventInstanceKey", -1)
+        return key if key > 0 else value["processDefinitionKey"]
+
+    @staticmethod
+    def _key(name: str, owner: int, element_id: str) -> bytes:
+        return name.encode() + b"\0" + u64(owner) + element_id.encode()
+
+    def put(self, value: dict[str, Any]) -> None:
+        owner = self.owner(value)
+        key = self._key(value["signalName"], owner, value["catchEventId"])
+        self.txn.put(key, pack(value), db=self._db)
+        self.txn.put(u64(owner) + key, b"", db=self._by_owner)
+
+    def remove(self, value: dict[str, Any]) -> None:
+        owner = self.owner(value)
+        key = self._key(value["signalName"], owner, value["catchEventId"])
+        self.txn.delete(key, db=self._db)
+        self.txn.delete(u64(owner) + key, db=self._by_owner)
+
+    def get(self, name: str, owner: int, element_id: str) -> dict[str, Any] | None:
+        v = self.txn.get(self._key(name, owner, element_id), db=self._db)
+        return unpack(v) if v else None
+
+    def for_name(self, name: str) -> list[dict[str, Any]]:
+        return [unpack(v) for _, v in prefix_scan(self.txn, self._db, name.encode() + b"\0")]
+
+    def of_owner(self, owner: int) -> list[dict[str, Any]]:
+        out = []
+        for k in prefix_keys(self.txn, self._by_owner, u64(owner)):
+            v = self.txn.get(k[8:], db=self._db)
+            if v is not None:
+                out.append(unpack(v))
+        return out
+
+
 class PartitionState:
     """All repositories of one partition, bound together to the current transaction."""
 
@@ -621,6 +670,8 @@ class PartitionState:
         self.process_message_subscriptions = ProcessMessageSubscriptionState(sdb)
         self.message_starts = MessageStartState(sdb)
         self.outbox = OutboxState(sdb)
+        self.signal_subscriptions = SignalSubscriptionState(sdb)
+        self.signal_receipts = KeyedBlobState(sdb, "signal_receipts")
         self._repos: tuple[_Repository, ...] = (
             self.meta,
             self.processes,
@@ -638,6 +689,8 @@ class PartitionState:
             self.process_message_subscriptions,
             self.message_starts,
             self.outbox,
+            self.signal_subscriptions,
+            self.signal_receipts,
         )
         self.txn: lmdb.Transaction | None = None
 

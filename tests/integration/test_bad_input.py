@@ -99,9 +99,10 @@ def test_external_entity_is_refused(stub: Stub) -> None:
 
 
 def test_unsupported_element(stub: Stub) -> None:
-    message = rejected_deploy(stub, ("signal.bpmn", (BPMN / "invalid" / "signal-catch.bpmn").read_bytes()))
-    assert "'wait': Elements of kind 'signal intermediate catch event' are not supported yet" in message
-    assert_not_deployed(stub, "signal-catch")
+    message = rejected_deploy(stub, ("link.bpmn", (BPMN / "invalid" / "link-event.bpmn").read_bytes()))
+    assert "'jump': Elements of kind 'link intermediate throw event' are not supported yet" in message
+    assert "'land': Elements of kind 'link intermediate catch event' are not supported yet" in message
+    assert_not_deployed(stub, "link-event")
     assert_still_serving(stub)
 
 

@@ -27,6 +27,7 @@ from broker.protocol.enums import (
     ProcessInstanceCreationIntent,
     ProcessInstanceIntent,
     RecordType,
+    SignalIntent,
     ValueType,
     VariableDocumentIntent,
 )
@@ -49,7 +50,19 @@ FIXTURES = [
     "timer-reminder.bpmn",
     "order-payment.bpmn",
     "message-catch.bpmn",
+    "terminate-end.bpmn",
+    "escalation.bpmn",
+    "escalation-interrupting.bpmn",
+    "event-gateway.bpmn",
+    "signal-catch.bpmn",
+    "signal-boundary.bpmn",
+    "signal-throw.bpmn",
+    "event-subprocess.bpmn",
+    "error-event-subprocess.bpmn",
+    "esp-signal-escalation.bpmn",
 ]
+# Processes that only start through events (deployed too, never created directly).
+EVENT_STARTED = ["events/signal-start.bpmn"]
 
 # Variables each process needs to run its happy path (others run with these too: extra variables are harmless).
 START_VARIABLES: dict[str, dict[str, Any]] = {
@@ -58,6 +71,11 @@ START_VARIABLES: dict[str, dict[str, Any]] = {
     "timer-catch": {"delay": "PT1S"},
     "order-payment": {"orderId": "o-1", "paymentTimeout": "PT2S"},
     "message-catch": {"requestId": "r-1"},
+    "escalation-interrupting": {"upCode": "UP"},
+    "event-gateway": {"requestId": "r-1", "timeout": "PT2S"},
+    "event-subprocess": {"orderId": "o-1", "remindEvery": "R3/PT1S"},
+    "signal-throw": {"note": "thrown"},
+    "error-event-subprocess": {"ok": False},
 }
 JOB_TYPES = [
     "test",
@@ -77,7 +95,33 @@ JOB_TYPES = [
     "cancel-order",
     "approved",
     "handle-order",
+    "slow-branch",
+    "fast-branch",
+    "inner-work",
+    "notify-late",
+    "after-work",
+    "parallel-work",
+    "check-escalate",
+    "escalated",
+    "on-answer",
+    "on-timeout",
+    "on-recall",
+    "after-signal",
+    "guarded-work",
+    "aborted",
+    "pinged",
+    "main-work",
+    "handle-cancel",
+    "send-reminder-esp",
+    "validate",
+    "handle-invalid",
+    "accepted",
+    "do-work",
+    "clean-up",
+    "help",
+    "signalled-work",
 ]
+SIGNALS = ["wake-up", "ping", "abort", "go", "recall"]
 
 
 class FakeClock:
@@ -373,9 +417,10 @@ async def _random_step(d: Driver, rng: random.Random, known: dict[str, set[int]]
             "resolve",
             "time",
             "publish",
+            "signal",
             "bogus",
         ],
-        weights=[6, 5, 6, 2, 2, 1, 2, 2, 2, 2, 1],
+        weights=[6, 5, 6, 2, 2, 1, 2, 2, 2, 2, 2, 1],
     )[0]
     if action in ("complete", "fail", "throw") and not known["jobs"]:
         action = "activate"
@@ -384,7 +429,7 @@ async def _random_step(d: Driver, rng: random.Random, known: dict[str, set[int]]
         variables = dict(START_VARIABLES.get(pid, {}))
         if pid == "exclusive-gateway":
             variables["amount"] = rng.choice([5, 150, 100])
-        if pid in ("order-payment", "message-catch"):
+        if pid in ("order-payment", "message-catch", "event-gateway", "event-subprocess"):
             variables["orderId"] = variables["requestId"] = rng.choice(["o-1", "o-2"])
         rec = await d.create(pid, variables)
         if rec.record_type == RecordType.EVENT:
@@ -415,7 +460,7 @@ async def _random_step(d: Driver, rng: random.Random, known: dict[str, set[int]]
         await asyncio.sleep(0.02)
     elif action == "publish":
         value = {
-            "name": rng.choice(["payment", "approved", "order-placed"]),
+            "name": rng.choice(["payment", "approved", "order-placed", "answer", "cancel-order"]),
             "correlationKey": rng.choice(["o-1", "o-2"]),
             "timeToLive": rng.choice([0, 1_000, 60_000]),
             "messageId": rng.choice(["", "", "m-1"]),
@@ -423,6 +468,9 @@ async def _random_step(d: Driver, rng: random.Random, known: dict[str, set[int]]
             "tenantId": TENANT,
         }
         await d.send(ValueType.MESSAGE, MessageIntent.PUBLISH, value)
+    elif action == "signal":
+        value = {"signalName": rng.choice(SIGNALS), "variables": {"signalled": rng.randint(1, 9)}, "tenantId": TENANT}
+        await d.send(ValueType.SIGNAL, SignalIntent.BROADCAST, value)
     else:
         await d.complete(rng.randint(1, 1 << 40))
 
@@ -435,7 +483,7 @@ async def test_random_command_sequences_replay_to_the_live_state(tmp_path: Path)
     config = PartitionConfig(checker_interval_s=0.005, max_commands_per_round=rng.choice([1, 3, 500]))
     d = Driver(tmp_path / "p" / "1", config)
     d.open()
-    accepted(await d.deploy(*FIXTURES))
+    accepted(await d.deploy(*FIXTURES, *EVENT_STARTED))
     known: dict[str, set[int]] = {"instances": set(), "jobs": set()}
     for step in range(STEPS):
         await _random_step(d, rng, known)

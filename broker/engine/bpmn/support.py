@@ -38,6 +38,23 @@ INITIAL_ENGINE_KINDS: Final = frozenset(
         f"{m.BOUNDARY_EVENT}:{m.TIMER}",
         f"{m.BOUNDARY_EVENT}:{m.MESSAGE}",
         m.RECEIVE_TASK,
+        # waiting states: terminate and escalation events
+        f"{m.END_EVENT}:{m.TERMINATE}",
+        f"{m.END_EVENT}:{m.ESCALATION}",
+        f"{m.INTERMEDIATE_THROW_EVENT}:{m.ESCALATION}",
+        f"{m.BOUNDARY_EVENT}:{m.ESCALATION}",
+        # event-based gateways
+        m.EVENT_BASED_GATEWAY,
+        # signals
+        f"{m.START_EVENT}:{m.SIGNAL}",
+        f"{m.INTERMEDIATE_CATCH_EVENT}:{m.SIGNAL}",
+        f"{m.BOUNDARY_EVENT}:{m.SIGNAL}",
+        f"{m.INTERMEDIATE_THROW_EVENT}:{m.SIGNAL}",
+        f"{m.END_EVENT}:{m.SIGNAL}",
+        # event sub-processes (their error and escalation start events exist only there)
+        m.EVENT_SUB_PROCESS,
+        f"{m.START_EVENT}:{m.ERROR}",
+        f"{m.START_EVENT}:{m.ESCALATION}",
     }
 )
 
