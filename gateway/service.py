@@ -18,6 +18,7 @@ from typing import Any, NoReturn
 
 import grpc
 
+from broker import monitoring
 from broker.engine.partitioning import subscription_partition
 from broker.protocol.enums import (
     DeploymentIntent,
@@ -162,12 +163,17 @@ class _JobWaiters:
 def _unary(method: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
     """Turn a validation failure or rejection (``_Abort``) raised anywhere in an RPC into its gRPC status."""
 
+    counted = {code: monitoring.GRPC_REQUESTS.labels(method.__name__, code.name) for code in grpc.StatusCode}
+
     @functools.wraps(method)
     async def wrapper(self: Any, request: Any, context: grpc.aio.ServicerContext) -> Any:
         try:
-            return await method(self, request, context)
+            reply = await method(self, request, context)
         except _Abort as e:
+            counted[e.code].inc()
             await context.abort(e.code, e.message)
+        counted[grpc.StatusCode.OK].inc()
+        return reply
 
     return wrapper
 
@@ -485,7 +491,8 @@ class GatewayService(pb_grpc.GatewayServicer):
         remaining_time = context.time_remaining()
         if poll_ms > 0 and remaining_time is not None:
             poll_ms = min(poll_ms, max(0, int(remaining_time * 1000) - 200))
-        poll_deadline = time.monotonic() + max(poll_ms, 0) / 1000
+        requested_at = time.monotonic()
+        poll_deadline = requested_at + max(poll_ms, 0) / 1000
         remaining = request.maxJobsToActivate
         fetch = list(request.fetchVariable)
         partitions = self.client.partition_ids
@@ -519,6 +526,8 @@ class GatewayService(pb_grpc.GatewayServicer):
                     await self._abort(context, e)
                 jobs = [activated_job(k, j) for k, j in zip(rec.value["jobKeys"], rec.value["jobs"], strict=True)]
                 if jobs:
+                    if not activated_any:
+                        monitoring.JOB_ACTIVATION_LATENCY.observe(time.monotonic() - requested_at)
                     activated_any = True
                     remaining -= len(jobs)
                     yield pb.ActivateJobsResponse(jobs=jobs)

@@ -73,6 +73,9 @@ def test_admin_commands(weir: WeirProcess) -> None:
     metrics = weir.probe("/metrics")[1]["text"]
     assert 'weir_snapshot_age_seconds{partition="1"}' in metrics
     assert 'weir_log_size_bytes{partition="1"}' in metrics
+    # the earlier tests of this module deployed, created, and failed a create on an unknown process
+    assert 'weir_gateway_requests_total{code="OK",method="DeployResource"} ' in metrics
+    assert 'weir_gateway_requests_total{code="NOT_FOUND",method="CreateProcessInstance"} ' in metrics
     assert admin("partitions", "127.0.0.1:1").returncode == 1
 
 
