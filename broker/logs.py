@@ -38,3 +38,14 @@ def configure(level: str = "INFO", fmt: str = "text") -> None:
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level.upper())
+
+
+class PartitionLog(logging.LoggerAdapter):  # type: ignore[type-arg]
+    """A logger whose every line carries the partition id (and, when given, key and position) as fields."""
+
+    def __init__(self, logger: logging.Logger, partition_id: int) -> None:
+        super().__init__(logger, {"partition": partition_id})
+
+    def process(self, msg: str, kwargs: dict) -> tuple[str, dict]:  # type: ignore[override]
+        kwargs["extra"] = {**self.extra, **(kwargs.get("extra") or {})}  # type: ignore[dict-item]
+        return msg, kwargs

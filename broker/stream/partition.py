@@ -33,6 +33,7 @@ from broker.engine.context import ProcessingContext
 from broker.engine.engine import Engine
 from broker.engine.job_streams import JobStreams
 from broker.log import FileLog, LogBlock, LogStorage
+from broker.logs import PartitionLog
 from broker.protocol.codec import decode_block, encode_block
 from broker.protocol.enums import (
     INTENTS,
@@ -119,6 +120,7 @@ class Partition:
         self.partition_id = self.config.partition_id
         self.directory = directory
         self.clock = clock
+        self._log = PartitionLog(log, self.config.partition_id)
         self.job_streams = JobStreams()
         self.healthy = False
         self.failure: str | None = None
@@ -190,7 +192,7 @@ class Partition:
         self._committed_key_counter = self.keys.counter
         self.applied_position = applied
         self.processed_position = processed
-        log.info(
+        self._log.info(
             "partition %d recovered: snapshot=%s applied=%d processed=%d replayed=%d records in %.2fs pending=%d",
             self.partition_id,
             snap.applied_position if snap else "none",
@@ -250,14 +252,14 @@ class Partition:
         self.role = "LEADER"
         self._processing = True
         self._start_exporters()
-        log.info("partition %d: leader, processing from position %d", self.partition_id, self.processed_position)
+        self._log.info("partition %d: leader, processing from position %d", self.partition_id, self.processed_position)
         if self._queue:
             self._wake.set()
 
     async def _follow(self) -> None:
         """Stop taking commands; committed blocks keep arriving through Raft and are applied as they come."""
         if self._processing:
-            log.info("partition %d: no longer the leader", self.partition_id)
+            self._log.info("partition %d: no longer the leader", self.partition_id)
         self._processing = False
         self.role = "FOLLOWER"
         self._fail_inbox(NotLeaderError(f"this broker no longer leads partition {self.partition_id}"))
@@ -278,7 +280,7 @@ class Partition:
             # Cancelling a round mid-fsync would leave a durable block whose requests never got an answer.
             done, _ = await asyncio.wait(processor, timeout=self.config.close_timeout_s)
             if not done:
-                log.warning("partition %d: round still running at shutdown, cancelling it", self.partition_id)
+                self._log.warning("partition %d: round still running at shutdown, cancelling it", self.partition_id)
                 processor[0].cancel()
         for t in self._tasks:
             with contextlib.suppress(asyncio.CancelledError, Exception):
@@ -299,7 +301,7 @@ class Partition:
             try:
                 self.take_snapshot()
             except Exception:
-                log.exception("partition %d: snapshot at shutdown failed", self.partition_id)
+                self._log.exception("partition %d: snapshot at shutdown failed", self.partition_id)
         self.healthy = False
         if self.log_storage is not None:
             self.log_storage.close()
@@ -403,7 +405,7 @@ class Partition:
                 try:
                     await self._round(loop)
                 except _RoundNotCommitted as e:
-                    log.warning("partition %d: round not committed (%s); stepping back", self.partition_id, e)
+                    self._log.warning("partition %d: round not committed (%s); stepping back", self.partition_id, e)
                     self._fail_inbox(NotLeaderError(str(e)))
                     await self._follow()
                     if self.raft is not None and self.raft.is_leader:
@@ -411,7 +413,7 @@ class Partition:
                     break
                 except Exception as e:
                     self._fail_stop(f"processing failed: {e!r}")
-                    log.exception("partition %d stopped after a failure", self.partition_id)
+                    self._log.exception("partition %d stopped after a failure", self.partition_id)
                     return
                 await asyncio.sleep(0)
             if not self._closing:
@@ -548,12 +550,13 @@ class Partition:
             child.abort()
             ctx.rollback(mark)
             self.engine.models.clear()
-            log.exception(
+            self._log.exception(
                 "partition %d: unexpected error processing %s (key %d, position %d)",
                 self.partition_id,
                 cmd.describe(),
                 cmd.key,
                 cmd.position,
+                extra={"key": cmd.key, "position": cmd.position},
             )
             self.state.bind(txn)
             ctx.command = cmd
@@ -655,7 +658,9 @@ class Partition:
             self.write_internal(value_type, intent, dict(value), key)
             return
         if self.inter_partition is None:
-            log.warning("partition %d: no route to partition %d for %s", self.partition_id, partition_id, value_type)
+            self._log.warning(
+                "partition %d: no route to partition %d for %s", self.partition_id, partition_id, value_type
+            )
             return
         task = asyncio.get_running_loop().create_task(self._send_remote(partition_id, value_type, intent, value, key))
         self._sends.add(task)
@@ -667,7 +672,7 @@ class Partition:
                 self.inter_partition.execute(partition_id, value_type, intent, value, key, internal=True), 10
             )
         except Exception as e:  # unreachable, no leader, rejected: the sender's outbox resends what matters
-            log.debug("partition %d: command to partition %d failed: %r", self.partition_id, partition_id, e)
+            self._log.debug("partition %d: command to partition %d failed: %r", self.partition_id, partition_id, e)
 
     # -- command distribution to other partitions ------------------------------------------------------------
 
@@ -696,13 +701,13 @@ class Partition:
                 10,
             )
         except Exception as e:  # unreachable, no leader, overloaded: the checker tries again
-            log.debug(
+            self._log.debug(
                 "partition %d: distribution %d to partition %d failed: %r", self.partition_id, key, partition_id, e
             )
             await asyncio.sleep(0.5)
             return
         if reply.record_type == RecordType.COMMAND_REJECTION:
-            log.error(
+            self._log.error(
                 "partition %d: partition %d rejected distribution %d: %s",
                 self.partition_id,
                 partition_id,
@@ -780,7 +785,7 @@ class Partition:
         low = free < self.config.min_free_disk_bytes
         was_full, self.disk_full = self.disk_full, low
         if low and not was_full:
-            log.warning(
+            self._log.warning(
                 "partition %d: only %d bytes free under %s (watermark %d): rejecting new commands",
                 self.partition_id,
                 free,
@@ -790,7 +795,9 @@ class Partition:
             if self._records_since_snapshot:
                 self.take_snapshot()  # compaction may give space back right away
         elif not low and was_full:
-            log.info("partition %d: disk space is back (%d bytes free): accepting commands", self.partition_id, free)
+            self._log.info(
+                "partition %d: disk space is back (%d bytes free): accepting commands", self.partition_id, free
+            )
         if low and self._exporters_advanced():
             # No rounds run while commands are refused, so the processor must be woken to record the exporters'
             # progress and snapshot: otherwise the log is never compacted and the partition refuses for good.
@@ -823,8 +830,8 @@ class Partition:
             bound = min(self._snapshot_bound(s, snap) for s in kept)
             freed = self.log_storage.delete_before(bound)
             if freed:
-                log.info("partition %d: compacted log below %d (%d bytes freed)", self.partition_id, bound, freed)
-        log.info("partition %d: snapshot at position %d", self.partition_id, snap.applied_position)
+                self._log.info("partition %d: compacted log below %d (%d bytes freed)", self.partition_id, bound, freed)
+        self._log.info("partition %d: snapshot at position %d", self.partition_id, snap.applied_position)
         return snap
 
     def _snapshot_bound(self, snap: snapshots.Snapshot, newest: snapshots.Snapshot) -> int:
@@ -935,7 +942,7 @@ class Partition:
 
     async def _take_leadership(self, term: int) -> None:
         """Lead only once every block committed before this term is applied here: a barrier proves it."""
-        log.info("partition %d: elected leader in term %d; catching up", self.partition_id, term)
+        self._log.info("partition %d: elected leader in term %d; catching up", self.partition_id, term)
         while not self._closing and self.raft is not None and self.raft.is_leader:
             barrier = self._next_barrier
             self._next_barrier += 1
@@ -945,7 +952,7 @@ class Partition:
                 await asyncio.wrap_future(self.raft.replicate(_BARRIER.pack(0, barrier)))
                 await asyncio.wait_for(waiter, 10)
             except (ReplicationError, TimeoutError) as e:
-                log.info("partition %d: barrier not committed (%s); retrying", self.partition_id, e)
+                self._log.info("partition %d: barrier not committed (%s); retrying", self.partition_id, e)
                 await asyncio.sleep(0.05)
                 continue
             finally:

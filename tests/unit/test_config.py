@@ -88,3 +88,21 @@ def test_exporter_secrets_stay_text() -> None:
         }
     )
     assert cfg["broker"]["exporters"]["es"]["args"] == {"password": "12345", "username": "yes", "bulkDelay": 0.5}
+
+
+def test_json_log_lines_carry_the_partition() -> None:
+    import io
+    import json
+    import logging
+
+    from broker.logs import JsonFormatter, PartitionLog
+
+    stream = io.StringIO()
+    handler = logging.StreamHandler(stream)
+    handler.setFormatter(JsonFormatter())
+    logger = logging.getLogger("weir.test-json")
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+    PartitionLog(logger, 3).info("hello %s", "x", extra={"key": 7, "position": 9})
+    line = json.loads(stream.getvalue())
+    assert (line["message"], line["partition"], line["key"], line["position"]) == ("hello x", 3, 7, 9)
