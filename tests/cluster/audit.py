@@ -19,43 +19,18 @@ import grpc
 from pyzeebe.proto import gateway_pb2, gateway_pb2_grpc
 
 from broker.protocol.enums import (
-    DeploymentIntent,
-    IncidentIntent,
-    JobBatchIntent,
     JobIntent,
-    ProcessInstanceCreationIntent,
     ProcessInstanceIntent,
-    ProcessIntent,
     RecordType,
     ValueType,
-    VariableDocumentIntent,
-    VariableIntent,
 )
 from broker.protocol.record import Record
 from broker.tools.inspect import iter_records
 from tests.cluster.harness import Cluster
+from tests.entities import BIRTHS, CHANNEL_OPTIONS
 from tests.harness import BPMN, eventually
 
 PARTITION_BITS = 51
-CHANNEL_OPTIONS = [
-    ("grpc.initial_reconnect_backoff_ms", 50),
-    ("grpc.min_reconnect_backoff_ms", 50),
-    ("grpc.max_reconnect_backoff_ms", 300),
-]
-
-# Events that bring a new entity into the world under a fresh key (an instance's creation event shares the key of
-# its PROCESS element: the same entity).
-BIRTHS = {
-    (ValueType.PROCESS, ProcessIntent.CREATED): "process",
-    (ValueType.DEPLOYMENT, DeploymentIntent.CREATED): "deployment",
-    (ValueType.PROCESS_INSTANCE_CREATION, ProcessInstanceCreationIntent.CREATED): "process-instance",
-    (ValueType.PROCESS_INSTANCE, ProcessInstanceIntent.ELEMENT_ACTIVATING): "element",
-    (ValueType.JOB, JobIntent.CREATED): "job",
-    (ValueType.JOB_BATCH, JobBatchIntent.ACTIVATED): "job-batch",
-    (ValueType.VARIABLE, VariableIntent.CREATED): "variable",
-    (ValueType.VARIABLE_DOCUMENT, VariableDocumentIntent.UPDATED): "variable-document",
-    (ValueType.INCIDENT, IncidentIntent.CREATED): "incident",
-}
 
 
 def partition_of(key: int) -> int:
