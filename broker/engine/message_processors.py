@@ -248,11 +248,18 @@ def process_subscription_correlate(ctx: ProcessingContext, cmd: Record) -> None:
         "processInstancePartitionId": ctx.partition_id,
     }
     partition = v.get("subscriptionPartitionId", ctx.partition_id)
-    if sub is not None and sub.get("messageKey") == message_key:
-        send(ctx, partition, ValueType.MESSAGE_SUBSCRIPTION, MS.CORRELATE, reply)  # a resend: answer again
-        ctx.reject(RejectionType.INVALID_STATE, f"Message '{message_key}' was already correlated to this element")
+    if sub is None or sub.get("messageKey") == message_key:
+        # A resend after the instance took the message (an interrupting subscription is gone by then): answer
+        # CORRELATE again. Rejecting would make the message partition forget the correlation and offer the message
+        # to this instance a second time. Without a subscription there is nothing else it could be: a deleted one
+        # was already deleted on the message partition, where this answer then finds nothing and changes nothing.
+        send(ctx, partition, ValueType.MESSAGE_SUBSCRIPTION, MS.CORRELATE, reply)
+        if sub is None:
+            ctx.reject(RejectionType.NOT_FOUND, f"Element instance '{eik}' no longer waits for message '{name}'")
+        else:
+            ctx.reject(RejectionType.INVALID_STATE, f"Message '{message_key}' was already correlated to this element")
         return
-    if sub is None or sub["state"] == "DELETING" or not events.can_fire(ctx, inst):
+    if sub["state"] == "DELETING" or not events.can_fire(ctx, inst):
         send(ctx, partition, ValueType.MESSAGE_SUBSCRIPTION, MS.REJECT, reply)
         ctx.reject(
             RejectionType.INVALID_STATE,

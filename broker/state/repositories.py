@@ -19,6 +19,23 @@ _META_KEYS = b"key_counter"
 _META_EXPORTERS = b"exporter_positions"
 
 
+def due_entries(txn: lmdb.Transaction, db: Any, timestamp: int, limit: int) -> list[tuple[int, int]]:
+    """``(due time, key)`` of an index keyed by (u64 due time, u64 key), due at or before ``timestamp``, earliest first.
+
+    The index is ordered by due time, so this reads only what is due (plus one entry), however many are pending.
+    """
+    out: list[tuple[int, int]] = []
+    cur = txn.cursor(db=db)
+    if not cur.first():
+        return out
+    for k in cur.iternext(keys=True, values=False):
+        due = read_u64(k)
+        if due > timestamp or len(out) >= limit:
+            break
+        out.append((due, read_u64(k, 8)))
+    return out
+
+
 class _Repository:
     __slots__ = ("_db", "_sdb", "txn")
 
@@ -196,16 +213,7 @@ class JobState(_Repository):
         return self._due(self._backoffs, timestamp, limit)
 
     def _due(self, db: Any, timestamp: int, limit: int) -> list[tuple[int, int]]:
-        out = []
-        cur = self.txn.cursor(db=db)
-        if not cur.first():
-            return out
-        for k in cur.iternext(keys=True, values=False):
-            due = read_u64(k)
-            if due > timestamp or len(out) >= limit:
-                break
-            out.append((due, read_u64(k, 8)))
-        return out
+        return due_entries(self.txn, db, timestamp, limit)
 
     def _index_key(self, job_type: str, key: int) -> bytes:
         return job_type.encode() + b"\0" + u64(key)
@@ -386,16 +394,7 @@ class TimerState(_Repository):
 
     def due_before(self, timestamp: int, limit: int) -> list[tuple[int, int]]:
         """``(due date, timer key)`` pairs due at or before ``timestamp``, earliest first."""
-        out: list[tuple[int, int]] = []
-        cur = self.txn.cursor(db=self._due)
-        if not cur.first():
-            return out
-        for k in cur.iternext(keys=True, values=False):
-            due = read_u64(k)
-            if due > timestamp or len(out) >= limit:
-                break
-            out.append((due, read_u64(k, 8)))
-        return out
+        return due_entries(self.txn, self._due, timestamp, limit)
 
 
 def _name_key(name: str, correlation_key: str) -> bytes:
@@ -453,16 +452,7 @@ class MessageState(_Repository):
         return [read_u64(k, len(prefix)) for k in prefix_keys(self.txn, self._by_name, prefix)]
 
     def deadlines_before(self, timestamp: int, limit: int) -> list[tuple[int, int]]:
-        out: list[tuple[int, int]] = []
-        cur = self.txn.cursor(db=self._deadlines)
-        if not cur.first():
-            return out
-        for k in cur.iternext(keys=True, values=False):
-            due = read_u64(k)
-            if due > timestamp or len(out) >= limit:
-                break
-            out.append((due, read_u64(k, 8)))
-        return out
+        return due_entries(self.txn, self._deadlines, timestamp, limit)
 
     def correlated(self, key: int, target: str) -> bool:
         """Whether the message already reached ``target`` (a process instance key or a process id, as text)."""

@@ -263,6 +263,9 @@ class Partition:
         self._processing = False
         self.role = "FOLLOWER"
         self._fail_inbox(NotLeaderError(f"this broker no longer leads partition {self.partition_id}"))
+        # The failed inbox held due commands (timer triggers, job time-outs) the checker counts as written: forget
+        # them, or a later term of this replica would never write them again.
+        self._scheduled.clear()
         if self.exporters is not None:
             exporters, self.exporters = self.exporters, None
             await exporters.close()
