@@ -101,6 +101,10 @@ def _reap_children() -> None:
             return
 
 
+def _host(broker: dict[str, Any]) -> str:
+    return str(broker.get("host", "127.0.0.1"))
+
+
 def read_cluster(data_dir: Path) -> dict[str, Any]:
     path = data_dir / CLUSTER_FILE
     try:
@@ -122,7 +126,12 @@ def plan(args: argparse.Namespace) -> dict[str, Any]:
     brokers = []
     raft_bases = [free_port_range(args.partitions) for _ in range(args.brokers)]
     command_ports = [free_port() for _ in range(args.brokers)]
-    contact_points = ",".join(f"127.0.0.1:{base}:{cmd}" for base, cmd in zip(raft_bases, command_ports, strict=True))
+    hosts = args.broker_hosts.split(",") if args.broker_hosts else ["127.0.0.1"] * args.brokers
+    if len(hosts) != args.brokers:
+        raise SystemExit(f"error: --broker-hosts lists {len(hosts)} addresses for {args.brokers} brokers")
+    contact_points = ",".join(
+        f"{host}:{base}:{cmd}" for host, base, cmd in zip(hosts, raft_bases, command_ports, strict=True)
+    )
     password = os.environ.get("WEIR_BROKER_CLUSTER_RAFT_PASSWORD") or os.urandom(16).hex()
     for node_id in range(args.brokers):
         command_port, monitoring_port = command_ports[node_id], free_port()
@@ -137,7 +146,9 @@ def plan(args: argparse.Namespace) -> dict[str, Any]:
             "WEIR_BROKER_PORTS_RAFT": str(raft_bases[node_id]),
             "WEIR_BROKER_EMBEDDED_GATEWAY": "false",
         }
+        netns = args.broker_netns.split(",")[node_id] if args.broker_netns else ""
         command = [
+            *(["ip", "netns", "exec", netns] if netns else []),
             sys.executable,
             "-m",
             "client.cli",
@@ -148,11 +159,14 @@ def plan(args: argparse.Namespace) -> dict[str, Any]:
             str(command_port),
             "--monitoring-port",
             str(monitoring_port),
+            "--host",
+            hosts[node_id],
             *args.broker_args,
         ]
         brokers.append(
             {
                 "nodeId": node_id,
+                "host": hosts[node_id],
                 "pid": 0,
                 "commandPort": command_port,
                 "monitoringPort": monitoring_port,
@@ -174,7 +188,7 @@ def plan(args: argparse.Namespace) -> dict[str, Any]:
         str(gateway_port),
         "--monitoring-port",
         str(gateway_monitoring),
-        *[a for b in brokers for a in ("--broker", f"127.0.0.1:{b['commandPort']}")],
+        *[a for b in brokers for a in ("--broker", f"{b['host']}:{b['commandPort']}")],
     ]
     return {
         "dataDir": str(data_dir),
@@ -201,7 +215,7 @@ def wait_ready(cluster: dict[str, Any], timeout: float) -> None:
     deadline = time.monotonic() + timeout
     gateway_ready = f"http://127.0.0.1:{cluster['gateway']['monitoringPort']}/ready"
     while time.monotonic() < deadline:
-        brokers_ready = all(_http_ok(f"http://127.0.0.1:{b['monitoringPort']}/ready") for b in cluster["brokers"])
+        brokers_ready = all(_http_ok(f"http://{_host(b)}:{b['monitoringPort']}/ready") for b in cluster["brokers"])
         if brokers_ready and _http_ok(gateway_ready):
             return
         for b in cluster["brokers"]:
@@ -281,7 +295,7 @@ def cmd_restart_broker(args: argparse.Namespace) -> int:
     write_cluster(data_dir, cluster)
     deadline = time.monotonic() + args.timeout
     while time.monotonic() < deadline:
-        if _http_ok(f"http://127.0.0.1:{broker['monitoringPort']}/ready"):
+        if _http_ok(f"http://{_host(broker)}:{broker['monitoringPort']}/ready"):
             print(f"broker {args.node_id} restarted (pid {broker['pid']})")
             return 0
         if not _alive(broker["pid"]):
@@ -303,6 +317,10 @@ def add_parser(sub: Any) -> None:
     up.add_argument("--gateway-port", type=int, default=0, help="client gRPC port (default: a free one)")
     up.add_argument("--timeout", type=float, default=60.0, help="seconds to wait for readiness (60)")
     up.add_argument("--broker-arg", dest="broker_args", action="append", default=[], help="extra `weir broker` flag")
+    up.add_argument("--broker-hosts", help="comma-separated addresses, one per broker (default 127.0.0.1 for all)")
+    up.add_argument(
+        "--broker-netns", help="comma-separated network namespaces to run the brokers in (fault tests, as root)"
+    )
     up.set_defaults(fn=cmd_up)
     down = csub.add_parser("down", help="stop the cluster described by DATA_DIR/cluster.json")
     down.add_argument("--data-dir", required=True)

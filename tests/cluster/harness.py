@@ -35,8 +35,12 @@ class Cluster:
         partitions: int = 3,
         replication: int = 3,
         broker_args: list[str] | None = None,
+        broker_hosts: list[str] | None = None,
+        broker_netns: list[str] | None = None,
     ) -> None:
         self.data_dir = data_dir
+        self.broker_hosts = broker_hosts
+        self.broker_netns = broker_netns
         self.brokers = brokers
         self.partitions = partitions
         self.replication = replication
@@ -64,6 +68,8 @@ class Cluster:
             "--timeout",
             str(timeout),
             *extra,
+            *(["--broker-hosts", ",".join(self.broker_hosts)] if self.broker_hosts else []),
+            *(["--broker-netns", ",".join(self.broker_netns)] if self.broker_netns else []),
         )
         out = (self.data_dir / "supervisor.log").open("ab")
         env = {**os.environ, "PYTHONUNBUFFERED": "1"}
@@ -205,7 +211,8 @@ class Cluster:
 
     def health(self, node_id: int) -> dict[str, Any] | None:
         """The broker's /health document (its partitions, roles, positions), or None when it does not answer."""
-        url = f"http://127.0.0.1:{self.broker(node_id)['monitoringPort']}/health"
+        broker = self.broker(node_id)
+        url = f"http://{broker.get('host', '127.0.0.1')}:{broker['monitoringPort']}/health"
         try:
             with urllib.request.urlopen(url, timeout=1) as r:
                 return json.loads(r.read())
