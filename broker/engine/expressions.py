@@ -54,24 +54,17 @@ class ExpressionEvaluator:
         return self.evaluate_feel(source[1:], context, now_ms)
 
     def evaluate_feel(self, text: str, context: dict[str, Any], now_ms: int) -> Any:
-        try:
-            compiled = self._compile(text)
-        except feel.FeelSyntaxError as e:
-            return ExpressionFailure(f"failed to parse expression '{text}': {e}")
-        now = dt.datetime.fromtimestamp(now_ms / 1000, tz=_UTC)
-        try:
-            value, warnings = feel.evaluate_with_warnings(compiled, context, now=now)
-        except Exception as e:  # the evaluator must never take the partition down
-            return ExpressionFailure(f"failed to evaluate expression '{text}': {e}")
-        if value is None and warnings:
-            return ExpressionFailure(f"failed to evaluate expression '{text}': {'; '.join(warnings)}")
-        return to_json_value(value)
+        """A FEEL expression (without its '='), as a JSON-compatible value or an ExpressionFailure."""
+        value = self._evaluate(text, context, now_ms)
+        return value if isinstance(value, ExpressionFailure) else to_json_value(value)
 
     def evaluate_raw(self, source: str, context: dict[str, Any], now_ms: int) -> Any:
         """Like :meth:`evaluate`, but FEEL temporals stay temporals (timers need durations and dates exactly)."""
         if not source.startswith("="):
             return source
-        text = source[1:]
+        return self._evaluate(source[1:], context, now_ms)
+
+    def _evaluate(self, text: str, context: dict[str, Any], now_ms: int) -> Any:
         try:
             compiled = self._compile(text)
         except feel.FeelSyntaxError as e:
