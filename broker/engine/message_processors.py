@@ -166,12 +166,20 @@ def subscription_create(ctx: ProcessingContext, cmd: Record) -> None:
             _correlate_buffered(ctx, created)
 
 
-def subscription_correlated(ctx: ProcessingContext, cmd: Record) -> None:
-    """The instance took the message (MESSAGE_SUBSCRIPTION CORRELATE from its partition)."""
-    v = cmd.value
+def _correlating_subscription(ctx: ProcessingContext, v: dict) -> dict | None:
+    """The message partition's subscription that is correlating this message, or None (the command is rejected)."""
     sub = ctx.state.message_subscriptions.get(v["elementInstanceKey"], v["messageName"])
     if sub is None or sub.get("correlatingMessageKey", -1) != v.get("messageKey"):
         ctx.reject(RejectionType.NOT_FOUND, "Expected a subscription correlating this message, but none found")
+        return None
+    return sub
+
+
+def subscription_correlated(ctx: ProcessingContext, cmd: Record) -> None:
+    """The instance took the message (MESSAGE_SUBSCRIPTION CORRELATE from its partition)."""
+    v = cmd.value
+    sub = _correlating_subscription(ctx, v)
+    if sub is None:
         return
     ctx.event(ValueType.MESSAGE_SUBSCRIPTION, MS.CORRELATED, ctx.keys.next_key(), {**sub, **_message_part(v)})
     if not sub["interrupting"]:
@@ -183,9 +191,8 @@ def subscription_correlated(ctx: ProcessingContext, cmd: Record) -> None:
 def subscription_rejected(ctx: ProcessingContext, cmd: Record) -> None:
     """The instance could not take the message (its element left): forget the subscription, keep the message."""
     v = cmd.value
-    sub = ctx.state.message_subscriptions.get(v["elementInstanceKey"], v["messageName"])
-    if sub is None or sub.get("correlatingMessageKey", -1) != v.get("messageKey"):
-        ctx.reject(RejectionType.NOT_FOUND, "Expected a subscription correlating this message, but none found")
+    sub = _correlating_subscription(ctx, v)
+    if sub is None:
         return
     ctx.event(ValueType.MESSAGE_SUBSCRIPTION, MS.REJECTED, ctx.keys.next_key(), {**sub, **_message_part(v)})
 
