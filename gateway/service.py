@@ -19,6 +19,7 @@ from typing import Any, NoReturn
 import grpc
 
 from broker import monitoring
+from broker.engine.job_processors import activation_request
 from broker.engine.partitioning import subscription_partition
 from broker.protocol.enums import (
     DeploymentIntent,
@@ -502,17 +503,7 @@ class GatewayService(pb_grpc.GatewayServicer):
             activated_any = False
             for i in range(len(partitions)):
                 pid = partitions[(start + i) % len(partitions)]
-                value = {
-                    "type": request.type,
-                    "worker": request.worker,
-                    "timeout": request.timeout,
-                    "maxJobsToActivate": remaining,
-                    "variables": fetch,
-                    "jobKeys": [],
-                    "jobs": [],
-                    "truncated": False,
-                    "tenantIds": [TENANT],
-                }
+                value = activation_request(request.type, request.worker, request.timeout, remaining, fetch)
                 try:
                     rec = await self._execute(pid, ValueType.JOB_BATCH, JobBatchIntent.ACTIVATE, value)
                 except _Abort as e:

@@ -44,6 +44,23 @@ def _job_or_reject(ctx: ProcessingContext, cmd: Record, action: str, allowed: tu
 _ACTIVE = (JobState.ACTIVATABLE, JobState.ACTIVATED)
 
 
+def activation_request(
+    job_type: str, worker: str, timeout: int, max_jobs: int, fetch_variables: list[str] | None = None
+) -> dict:
+    """The value of a JOB_BATCH ACTIVATE command: what a worker asks for (the gateway and tests write these)."""
+    return {
+        "type": job_type,
+        "worker": worker,
+        "timeout": timeout,
+        "maxJobsToActivate": max_jobs,
+        "variables": list(fetch_variables or []),
+        "jobKeys": [],
+        "jobs": [],
+        "truncated": False,
+        "tenantIds": [b.TENANT],
+    }
+
+
 def activate_batch(ctx: ProcessingContext, cmd: Record) -> None:
     """JOB_BATCH ACTIVATE: hand up to maxJobsToActivate activatable jobs of a type to one worker."""
     v = cmd.value

@@ -29,6 +29,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from broker.engine.behaviors import TENANT
+from broker.engine.job_processors import activation_request
 from broker.protocol.codec import decode_block
 from broker.protocol.enums import (
     DeploymentIntent,
@@ -121,17 +122,7 @@ class Bench:
         return [r.value["processInstanceKey"] for r in records]
 
     async def activate(self, job_type: str, max_jobs: int) -> list[int]:
-        value = {
-            "type": job_type,
-            "worker": "bench",
-            "timeout": 300_000,
-            "maxJobsToActivate": max_jobs,
-            "variables": [],
-            "jobKeys": [],
-            "jobs": [],
-            "truncated": False,
-            "tenantIds": [TENANT],
-        }
+        value = activation_request(job_type, "bench", 300_000, max_jobs)
         rec = await self.send(ValueType.JOB_BATCH, JobBatchIntent.ACTIVATE, value)
         assert rec.record_type == RecordType.EVENT, rec.rejection_reason
         return list(rec.value["jobKeys"])

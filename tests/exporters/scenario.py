@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from broker.engine.behaviors import TENANT
+from broker.engine.job_processors import activation_request
 from broker.log import FileLog
 from broker.protocol.codec import decode_block
 from broker.protocol.enums import (
@@ -75,17 +76,7 @@ class PartitionDriver:
         return await self.send(ValueType.PROCESS_INSTANCE_CREATION, ProcessInstanceCreationIntent.CREATE, value)
 
     async def activate(self, job_type: str, max_jobs: int = 100) -> list[int]:
-        value = {
-            "type": job_type,
-            "worker": "exporter-test",
-            "timeout": 60_000,
-            "maxJobsToActivate": max_jobs,
-            "variables": [],
-            "jobKeys": [],
-            "jobs": [],
-            "truncated": False,
-            "tenantIds": [TENANT],
-        }
+        value = activation_request(job_type, "exporter-test", 60_000, max_jobs)
         rec = await self.send(ValueType.JOB_BATCH, JobBatchIntent.ACTIVATE, value)
         assert rec.record_type == RecordType.EVENT, rec.rejection_reason
         return list(rec.value["jobKeys"])

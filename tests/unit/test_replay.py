@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 
 from broker.engine.behaviors import TENANT
+from broker.engine.job_processors import activation_request
 from broker.protocol.enums import (
     DeploymentIntent,
     IncidentIntent,
@@ -195,17 +196,7 @@ class Driver:
         return await self.send(ValueType.PROCESS_INSTANCE_CREATION, ProcessInstanceCreationIntent.CREATE, value)
 
     async def activate(self, job_type: str, max_jobs: int = 10, timeout: int = 60_000) -> list[int]:
-        value = {
-            "type": job_type,
-            "worker": "replay-test",
-            "timeout": timeout,
-            "maxJobsToActivate": max_jobs,
-            "variables": [],
-            "jobKeys": [],
-            "jobs": [],
-            "truncated": False,
-            "tenantIds": [TENANT],
-        }
+        value = activation_request(job_type, "replay-test", timeout, max_jobs)
         rec = await self.send(ValueType.JOB_BATCH, JobBatchIntent.ACTIVATE, value)
         assert rec.record_type == RecordType.EVENT, rec.rejection_reason
         return list(rec.value["jobKeys"])
