@@ -225,21 +225,21 @@ def _answer(ctx: ProcessingContext, sub: dict, intent: int, extra: dict) -> None
 
 
 def process_subscription_created(ctx: ProcessingContext, cmd: Record) -> None:
-    v = cmd.value
-    sub = ctx.state.process_message_subscriptions.get(v["elementInstanceKey"], v["messageName"])
-    if sub is None or sub["state"] != "CREATING":
-        ctx.reject(RejectionType.INVALID_STATE, "Expected a message subscription being opened, but none found")
-        return
-    ctx.event(ValueType.PROCESS_MESSAGE_SUBSCRIPTION, PMS.CREATED, ctx.keys.next_key(), events._record(sub))
+    _confirm_process_subscription(ctx, cmd, "CREATING", PMS.CREATED, "being opened")
 
 
 def process_subscription_deleted(ctx: ProcessingContext, cmd: Record) -> None:
+    _confirm_process_subscription(ctx, cmd, "DELETING", PMS.DELETED, "being deleted")
+
+
+def _confirm_process_subscription(ctx: ProcessingContext, cmd: Record, state: str, intent: int, what: str) -> None:
+    """The message partition confirmed an open or a delete: the subscription leaves its transitional state."""
     v = cmd.value
     sub = ctx.state.process_message_subscriptions.get(v["elementInstanceKey"], v["messageName"])
-    if sub is None or sub["state"] != "DELETING":
-        ctx.reject(RejectionType.INVALID_STATE, "Expected a message subscription being deleted, but none found")
+    if sub is None or sub["state"] != state:
+        ctx.reject(RejectionType.INVALID_STATE, f"Expected a message subscription {what}, but none found")
         return
-    ctx.event(ValueType.PROCESS_MESSAGE_SUBSCRIPTION, PMS.DELETED, ctx.keys.next_key(), events._record(sub))
+    ctx.event(ValueType.PROCESS_MESSAGE_SUBSCRIPTION, intent, ctx.keys.next_key(), events._record(sub))
 
 
 def process_subscription_correlate(ctx: ProcessingContext, cmd: Record) -> None:
