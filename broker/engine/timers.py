@@ -1,4 +1,4 @@
-"""Timer definitions to due dates: ISO 8601 durations, dates and repeating intervals (``R5/PT10S``).
+"""Timer definitions to due dates: ISO 8601 durations, dates, repeating intervals (``R5/PT10S``) and cron cycles.
 
 The engine evaluates a timer's attribute (static text or a FEEL expression) when the timer is created and turns the
 result into a :class:`Schedule`: the first due date plus how often and how many times it repeats. Everything is
@@ -8,9 +8,11 @@ computed from the command's timestamp, never from the wall clock, so replay and 
 from __future__ import annotations
 
 import datetime as dt
+import functools
 from dataclasses import dataclass
 from typing import Any
 
+from broker.engine import cron
 from broker.feel._temporal import add_months, parse_datetime, parse_duration
 from broker.feel._values import YearMonthDuration
 
@@ -42,14 +44,22 @@ class Interval:
 
 @dataclass(frozen=True, slots=True)
 class Schedule:
-    """When a timer is first due and, for cycles, the interval and remaining repetitions (-1: forever)."""
+    """When a timer is first due and, for cycles, the interval or cron expression and remaining repetitions.
+
+    A cron cycle (``cron`` set) repeats forever (-1), like Zeebe's; each next due date is its next match after the
+    firing, not a fixed interval later.
+    """
 
     due_date: int
     repetitions: int = 1
     interval: Interval | None = None
+    cron: str | None = None
 
     def next(self, now: int) -> Schedule | None:
         """The schedule after one firing at ``now``, or None when this was the last repetition."""
+        if self.cron is not None:
+            due = _cron(self.cron).next_after(now)
+            return None if due is None else Schedule(due, INFINITE, None, self.cron)
         if self.interval is None or self.repetitions == 1 or self.repetitions == 0:
             return None
         remaining = INFINITE if self.repetitions == INFINITE else self.repetitions - 1
@@ -89,11 +99,37 @@ def parse_date(text: str) -> int:
     return _to_ms(moment)
 
 
+@functools.lru_cache(maxsize=256)
+def _cron(text: str) -> cron.CronSchedule:
+    """Parsed once per expression: a repeating cron timer is rescheduled from its text at every firing."""
+    try:
+        return cron.parse_cron(text)
+    except cron.CronError as e:
+        raise TimerError(str(e)) from e
+
+
+def parse_cron_cycle(text: str, now: int) -> Schedule:
+    """A cron cycle (``0 0 9-17 * * MON-FRI``, ``@daily``): forever, first due at its first match after ``now``."""
+    expression = text.strip()
+    due = _cron(expression).next_after(now)
+    if due is None:
+        raise TimerError(
+            f"Invalid cron expression '{expression}' for timer: it never matches a date "
+            "(check the day-of-month, month and day-of-week fields, e.g. February 30)"
+        )
+    return Schedule(due, INFINITE, None, expression)
+
+
 def parse_cycle(text: str, now: int) -> Schedule:
-    """``R[n]/[start/]duration``: n repetitions (forever without n), the first one after ``start`` or now."""
+    """``R[n]/[start/]duration``: n repetitions (forever without n), the first one after ``start`` or now; or cron."""
+    if not text.strip().startswith("R") and cron.looks_like_cron(text):
+        return parse_cron_cycle(text, now)
     parts = text.strip().split("/")
     if len(parts) not in (2, 3) or not parts[0].startswith("R"):
-        raise TimerError(f"Invalid time cycle format '{text}' for timer; expected e.g. 'R5/PT10S'")
+        raise TimerError(
+            f"Invalid time cycle format '{text}' for timer; expected e.g. 'R5/PT10S' or a cron expression "
+            "such as '0 0 9-17 * * MON-FRI'"
+        )
     count = parts[0][1:]
     if count == "":
         repetitions = INFINITE
@@ -140,6 +176,8 @@ def _text(value: Any, kind: str) -> str:
 
 def serialize(s: Schedule) -> dict[str, Any]:
     """The parts of a schedule a timer record keeps, so a repeating timer can be rescheduled later."""
+    if s.cron is not None:
+        return {"cron": s.cron}
     if s.interval is None:
         return {}
     return {"intervalMonths": s.interval.months, "intervalMs": int(s.interval.delta / dt.timedelta(milliseconds=1))}
@@ -150,4 +188,4 @@ def from_record(timer: dict[str, Any]) -> Schedule:
     interval = None
     if "intervalMonths" in timer or "intervalMs" in timer:
         interval = Interval(timer.get("intervalMonths", 0), dt.timedelta(milliseconds=timer.get("intervalMs", 0)))
-    return Schedule(timer["dueDate"], timer.get("repetitions", 1), interval)
+    return Schedule(timer["dueDate"], timer.get("repetitions", 1), interval, timer.get("cron"))

@@ -674,6 +674,75 @@ def test_timer_rules() -> None:
     )
 
 
+def _timer_boundary(tag: str, value: str, *, interrupting: bool = False) -> bytes:
+    """A service task with one timer boundary event ``b`` whose definition is ``<tag>value</tag>``."""
+    boundary = (
+        f'<bpmn:boundaryEvent id="b" attachedToRef="m0" cancelActivity="{str(interrupting).lower()}">'
+        f"<bpmn:timerEventDefinition><bpmn:{tag}>{value}</bpmn:{tag}></bpmn:timerEventDefinition>"
+        '</bpmn:boundaryEvent><bpmn:endEvent id="after"/>' + flow("fb", "b", "after")
+    )
+    return process_xml(linear(service_task("m0")) + boundary)
+
+
+@pytest.mark.parametrize(
+    ("tag", "value", "problem"),
+    [
+        ("timeDuration", "10 seconds", "'b': Invalid duration format '10 seconds' for timer"),
+        ("timeDuration", "PT0S", "'b': Expected a positive duration for the timer, but got 'PT0S'"),
+        ("timeDate", "tomorrow", "'b': Invalid date-time format 'tomorrow' for timer"),
+        ("timeCycle", "R5", "'b': Invalid time cycle format 'R5' for timer; expected e.g. 'R5/PT10S'"),
+        ("timeCycle", "Rx/PT1S", "'b': Invalid repetitions 'Rx' in time cycle 'Rx/PT1S'"),
+        ("timeCycle", "R3/PT", "'b': Invalid duration format 'PT' for timer"),
+        (
+            "timeCycle",
+            "0 0 9-17 * *",
+            "'b': Invalid cron expression '0 0 9-17 * *' for timer: expected 6 fields "
+            "(second minute hour day-of-month month day-of-week) or a macro such as @daily, but found 5",
+        ),
+        (
+            "timeCycle",
+            "0 0 9 * * FOO",
+            "'b': Invalid cron expression '0 0 9 * * FOO' for timer: day-of-week field 'FOO' has 'FOO', "
+            "which is not a number or a name (MON-SUN)",
+        ),
+        ("timeCycle", "0 0 0 30 2 *", "'b': Invalid cron expression '0 0 0 30 2 *' for timer: it never matches"),
+    ],
+)
+def test_static_timer_values_are_checked_at_deployment(tag: str, value: str, problem: str) -> None:
+    problems = problems_of(_timer_boundary(tag, value))
+    assert len(problems) == 1 and problems[0].startswith(problem), problems
+
+
+@pytest.mark.parametrize(
+    ("tag", "value"),
+    [
+        ("timeCycle", "0 0 9-17 * * MON-FRI"),
+        ("timeCycle", "*/10 * * * * *"),
+        ("timeCycle", "0 0 0 L * *"),
+        ("timeCycle", "0 15 10 ? * 6#3"),
+        ("timeCycle", "@daily"),
+        ("timeCycle", "R5/PT10S"),
+        ("timeCycle", "R/2030-01-01T00:00:00Z/P1D"),
+        ("timeDuration", "P1DT2H"),
+        ("timeDate", "2030-01-01T00:00:00Z"),
+        ("timeCycle", "=cycle"),  # FEEL: evaluated when the timer is created, not at deployment
+        ("timeCycle", '="not a cycle"'),
+        ("timeDate", "=date and time(deadline)"),
+        ("timeDuration", "=wait"),
+    ],
+)
+def test_valid_static_timers_and_expressions_deploy(tag: str, value: str) -> None:
+    process = only(parse_bpmn(_timer_boundary(tag, value), "test.bpmn"))
+    timer = process.element("b").timer
+    assert timer is not None and timer.expression == value
+
+
+def test_a_static_cycle_where_it_is_not_allowed_reports_only_that() -> None:
+    assert problems_of(_timer_boundary("timeCycle", "not a cycle", interrupting=True)) == (
+        "'b': Timer cycle is not allowed here; use one of: date, duration",
+    )
+
+
 def test_link_throw_needs_a_matching_catch() -> None:
     body = '<bpmn:startEvent id="start"/><bpmn:intermediateThrowEvent id="t">'
     body += '<bpmn:linkEventDefinition name="x"/></bpmn:intermediateThrowEvent>' + flow("f", "start", "t")

@@ -210,3 +210,95 @@ async def test_after_a_restart_every_pending_timer_fires_once(tmp_path: Path) ->
     await d.close()
     assert len(_timer_events(d.directory, TimerIntent.TRIGGERED)) == 3
     check_replay_equals_live(d.directory, tmp_path)
+
+
+# -- cron cycles ------------------------------------------------------------------------------------------------
+
+MONDAY_9 = timers.parse_date("2024-01-08T09:00:00Z")
+
+
+def test_cron_cycles_repeat_forever_at_their_next_match() -> None:
+    s = timers.schedule("cycle", "0 0 9-17 * * MON-FRI", timers.parse_date("2024-01-05T17:00:00Z"))
+    assert s == timers.Schedule(MONDAY_9, timers.INFINITE, None, "0 0 9-17 * * MON-FRI")
+    following = s.next(s.due_date)
+    assert following == timers.Schedule(MONDAY_9 + 3_600_000, timers.INFINITE, None, "0 0 9-17 * * MON-FRI")
+    assert timers.schedule("cycle", "@daily", NOW).due_date == timers.parse_date("2023-11-15T00:00:00Z")
+    every_ten = timers.schedule("cycle", " */10 * * * * * ", NOW)  # NOW is 22:13:20, a match: the next one comes
+    assert (every_ten.due_date, every_ten.cron) == (NOW + 10_000, "*/10 * * * * *")
+
+
+def test_a_late_cron_firing_skips_to_the_next_match_after_it() -> None:
+    s = timers.schedule("cycle", "*/10 * * * * *", NOW)
+    late = s.next(s.due_date + 25_000)  # fired 25 s late: the matches in between are not made up
+    assert late is not None and late.due_date == NOW + 40_000
+
+
+def test_a_cron_cycle_is_stored_as_its_text_and_restored() -> None:
+    s = timers.schedule("cycle", "0 0 9-17 * * MON-FRI", timers.parse_date("2024-01-05T17:00:00Z"))
+    stored = timers.serialize(s)
+    assert stored == {"cron": "0 0 9-17 * * MON-FRI"}
+    record = {"dueDate": s.due_date, "repetitions": s.repetitions, "elementInstanceKey": 7, **stored}
+    restored = timers.from_record(record)
+    assert restored == s
+    assert restored.next(s.due_date) == s.next(s.due_date)
+
+
+def test_iso_cycles_keep_their_stored_keys() -> None:
+    s = timers.schedule("cycle", "R3/PT1S", NOW)
+    assert timers.serialize(s) == {"intervalMonths": 0, "intervalMs": 1000}
+    assert timers.from_record({"dueDate": NOW + 1000, "repetitions": 3, "intervalMonths": 0, "intervalMs": 1000}) == s
+    assert timers.from_record({"dueDate": NOW}) == timers.Schedule(NOW)
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("0 0 * * *", "Invalid cron expression '0 0 * * *' for timer: expected 6 fields"),
+        ("0 0 0 * * FOO", "day-of-week field 'FOO' has 'FOO', which is not a number or a name (MON-SUN)"),
+        ("@sometimes", "unknown macro '@sometimes'"),
+        ("0 0 0 30 2 *", "Invalid cron expression '0 0 0 30 2 *' for timer: it never matches a date"),
+        ("PT10S", "expected e.g. 'R5/PT10S' or a cron expression such as '0 0 9-17 * * MON-FRI'"),
+    ],
+)
+def test_invalid_cron_cycles_are_timer_errors(text: str, message: str) -> None:
+    with pytest.raises(timers.TimerError) as caught:
+        timers.schedule("cycle", text, NOW)
+    assert message in str(caught.value)
+
+
+def _cron_reminder() -> bytes:
+    fixture = Path(__file__).parent.parent / "fixtures" / "bpmn" / "timer-reminder.bpmn"
+    return fixture.read_text().replace("R/PT1S", "*/5 * * * * *").encode()
+
+
+async def test_a_cron_boundary_timer_repeats_across_a_restart_and_stops_with_the_task(tmp_path: Path) -> None:
+    from broker.protocol.enums import DeploymentIntent
+
+    d = Driver(tmp_path / "p" / "1")
+    d.open()  # the clock stands at 22:13:20, a multiple of five seconds
+    resources = [{"resourceName": "timer-reminder.bpmn", "resource": _cron_reminder()}]
+    accepted(await d.send(ValueType.DEPLOYMENT, DeploymentIntent.CREATE, {"resources": resources}))
+    accepted(await d.create("timer-reminder", {}))
+    await d.settle()
+    work = await d.activate("long-work")
+    await _tick(d, 4_999)
+    assert await d.activate("send-reminder") == []
+    await _tick(d, 1)
+    assert len(await d.activate("send-reminder")) == 1
+    await d.close(snapshot=False)
+    d.open()  # the next due date was written with the firing; the cron text comes back from the timer record
+    pending = d.read(lambda s: [s.timers.get(int.from_bytes(k, "big")) for k, _ in s.iter_all("timers")])
+    assert [(t["dueDate"], t["repetitions"], t["cron"]) for t in pending] == [
+        (NOW + 10_000, timers.INFINITE, "*/5 * * * * *")
+    ]
+    await _tick(d, 5_000)
+    await _tick(d, 12_000)  # late: one firing now, the missed matches are not made up
+    assert len(await d.activate("send-reminder")) == 2
+    accepted(await d.complete(work[0]))
+    await d.settle()
+    await _tick(d, 10_000)
+    assert await d.activate("send-reminder") == []
+    assert d.read(lambda s: list(s.iter_all("timers"))) == []
+    await d.close()
+    assert len(_timer_events(d.directory, TimerIntent.TRIGGERED)) == 3
+    check_replay_equals_live(d.directory, tmp_path)

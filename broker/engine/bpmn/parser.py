@@ -746,6 +746,21 @@ class _DefinitionsReader:
             allowed = frozenset({"duration", "date"})
         if kind not in allowed:
             self._problem(element_id, f"Timer {kind} is not allowed here; use one of: {', '.join(sorted(allowed))}")
+        elif not expression.startswith("="):
+            # A static value never changes: refuse it now rather than raise an incident at every activation.
+            from broker.engine import timers
+
+            try:
+                if kind == "duration":
+                    timers.parse_interval(expression)
+                elif kind == "date":
+                    timers.parse_date(expression)
+                else:
+                    timers.parse_cycle(expression, 0)
+            except timers.TimerError as e:
+                self._problem(element_id, str(e))
+            except (OverflowError, ValueError) as e:
+                self._problem(element_id, f"Invalid timer {kind} '{expression}': {e}")
         self._expression(element_id, f"timer {kind}", expression)
         return m.TimerDefinition(kind, expression)
 
