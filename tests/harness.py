@@ -47,8 +47,16 @@ def eventually(check: Callable[[], Any], timeout: float = 10.0, interval: float 
 class WeirProcess:
     """One ``weir start`` process (broker + embedded gateway) with its own data folder and ports."""
 
-    def __init__(self, data_dir: Path, *, extra_args: list[str] | None = None, env: dict[str, str] | None = None):
+    def __init__(
+        self,
+        data_dir: Path,
+        *,
+        extra_args: list[str] | None = None,
+        env: dict[str, str] | None = None,
+        repo: Path = REPO,
+    ):
         self.data_dir = data_dir
+        self.repo = repo  # whose code runs (benchmarks compare a checkout of another commit)
         self.gateway_port = free_port()
         self.monitoring_port = free_port()
         self.extra_args = extra_args or []
@@ -81,7 +89,7 @@ class WeirProcess:
         ]
         env = {**os.environ, "PYTHONUNBUFFERED": "1", **self.env}
         log = self.log_path.open("ab")
-        self.proc = subprocess.Popen(cmd, cwd=REPO, stdout=log, stderr=subprocess.STDOUT, env=env)
+        self.proc = subprocess.Popen(cmd, cwd=self.repo, stdout=log, stderr=subprocess.STDOUT, env=env)
         log.close()
         if wait:
             self.wait_ready(timeout)

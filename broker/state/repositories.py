@@ -116,22 +116,48 @@ class ProcessState(_Repository):
         self.txn.put(self._version_key(process["bpmnProcessId"], process["version"]), u64(key), db=self._versions)
 
 
+_ABSENT: Any = object()
+
+
+def _copy_instance(instance: dict[str, Any]) -> dict[str, Any]:
+    """An element instance is flat apart from its record value (itself flat): two dict copies make it independent."""
+    copied = dict(instance)
+    copied["value"] = dict(instance["value"])
+    return copied
+
+
 class ElementInstanceState(_Repository):
-    """Element instances (process instances are the root ones) and their parent/child index."""
+    """Element instances (process instances are the root ones) and their parent/child index.
+
+    Every command reads and rewrites the same few instances several times (each applied event changes one counter or
+    state), so decoded instances are kept for the processing round and written back once per command by
+    :meth:`flush`. Callers always get their own copy, as they would from LMDB. The parent/child index is written
+    through. Whoever commits a transaction these writes belong in calls :meth:`PartitionState.flush` first.
+    """
+
+    __slots__ = ("_cache", "_children", "_dirty")
 
     def __init__(self, sdb: StateDb) -> None:
         super().__init__(sdb, "element_instances")
         self._children = sdb.dbs["element_children"]
+        self._cache: dict[int, dict[str, Any] | None] = {}
+        self._dirty: set[int] = set()
 
     def get(self, key: int) -> dict[str, Any] | None:
-        v = self.txn.get(u64(key), db=self._db)
-        return unpack(v) if v else None
+        instance = self._cache.get(key, _ABSENT)
+        if instance is _ABSENT:
+            v = self.txn.get(u64(key), db=self._db)
+            instance = unpack(v) if v else None
+            self._cache[key] = instance
+        return None if instance is None else _copy_instance(instance)
 
     def children(self, key: int) -> list[int]:
         return [read_u64(k, 8) for k in prefix_keys(self.txn, self._children, u64(key))]
 
     def put(self, instance: dict[str, Any]) -> None:
-        self.txn.put(u64(instance["key"]), pack(instance), db=self._db)
+        key = instance["key"]
+        self._cache[key] = _copy_instance(instance)
+        self._dirty.add(key)
 
     def add(self, instance: dict[str, Any]) -> None:
         self.put(instance)
@@ -143,11 +169,32 @@ class ElementInstanceState(_Repository):
         instance = self.get(key)
         if instance is None:
             return None
-        self.txn.delete(u64(key), db=self._db)
+        self._cache[key] = None
+        self._dirty.add(key)
         parent = instance["value"]["flowScopeKey"]
         if parent > 0:
             self.txn.delete(u64(parent) + u64(key), db=self._children)
         return instance
+
+    def flush(self) -> None:
+        """Write the instances changed since the last flush into the bound transaction."""
+        cache, txn, db = self._cache, self.txn, self._db
+        for key in self._dirty:
+            instance = cache[key]
+            if instance is None:
+                txn.delete(u64(key), db=db)
+            else:
+                txn.put(u64(key), pack(instance), db=db)
+        self._dirty.clear()
+
+    def discard(self) -> None:
+        """Forget cached instances (the transaction they came from was aborted or ended)."""
+        self._cache.clear()
+        self._dirty.clear()
+
+    @property
+    def has_unflushed_writes(self) -> bool:
+        return bool(self._dirty)
 
 
 class VariableState(_Repository):
@@ -685,9 +732,26 @@ class PartitionState:
         self.txn: lmdb.Transaction | None = None
 
     def bind(self, txn: lmdb.Transaction | None) -> None:
+        """Point every repository at ``txn`` (a nested transaction keeps the parent's cached instances).
+
+        Unbinding forgets the cache; writes not flushed by then would be lost, so that is an error.
+        """
+        if txn is None:
+            if self.elements.has_unflushed_writes:
+                self.elements.discard()
+                raise RuntimeError("element instance writes were not flushed before the transaction ended")
+            self.elements.discard()
         self.txn = txn
         for r in self._repos:
             r.txn = txn  # type: ignore[assignment]
+
+    def flush(self) -> None:
+        """Write cached changes into the bound transaction: call before committing it."""
+        self.elements.flush()
+
+    def discard(self) -> None:
+        """Drop cached changes: call when the bound transaction is aborted."""
+        self.elements.discard()
 
     def iter_all(self, name: str) -> Iterator[tuple[bytes, bytes]]:
         assert self.txn is not None

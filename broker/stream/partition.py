@@ -467,8 +467,10 @@ class Partition:
             payload = encode_block(processed, ctx.records, exporter_positions)
             await self._commit_block(LogBlock(first, last, payload), loop)
             self.state.meta.set_positions(last, processed, self.keys.counter)
+            self.state.flush()
             txn.commit()
         except BaseException as e:
+            self.state.discard()
             txn.abort()
             self.engine.models.clear()
             self.keys.reset(self._committed_key_counter)
@@ -548,8 +550,10 @@ class Partition:
         self.state.bind(child)
         try:
             self.engine.process(ctx, cmd)
+            self.state.flush()
             child.commit()
         except Exception as e:
+            self.state.discard()
             child.abort()
             ctx.rollback(mark)
             self.engine.models.clear()

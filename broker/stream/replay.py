@@ -85,13 +85,16 @@ def replay_blocks(
             result.applied_position = max(result.applied_position, block.last_position)
             if since_commit >= COMMIT_EVERY_RECORDS:
                 state.meta.set_positions(result.applied_position, result.processed_position, keys.counter)
+                state.flush()
                 txn.commit()
                 since_commit = 0
                 txn = db.begin(write=True)
                 state.bind(txn)
         state.meta.set_positions(result.applied_position, result.processed_position, keys.counter)
+        state.flush()
         txn.commit()
     except BaseException:
+        state.discard()
         txn.abort()
         raise
     finally:
