@@ -101,6 +101,7 @@ def _exporters(args: argparse.Namespace, broker_cfg: dict[str, Any]) -> dict[str
 
 
 def _run_node(args: argparse.Namespace, *, embedded_gateway: bool) -> int:
+    from broker import gc_policy
     from broker.config import ConfigError
     from broker.node import BrokerNode
     from exporters import ExporterConfigurationError
@@ -131,6 +132,7 @@ def _run_node(args: argparse.Namespace, *, embedded_gateway: bool) -> int:
             logging.getLogger("weir").error("failed to start: %s", e)
             await node.stop()
             return 1
+        gc_policy.apply_after_startup()
         print(
             f"Weir is running: gateway {node_config.host}:{node.gateway_port}, "
             f"data in {node_config.data_dir.resolve()}, "

@@ -7,6 +7,7 @@ import logging
 import signal
 from dataclasses import dataclass, field
 
+from broker import gc_policy
 from broker.monitoring import MonitoringServer
 from gateway.remote import RemoteBrokerClient
 from gateway.server import start_gateway_server
@@ -42,6 +43,7 @@ async def run_gateway(config: GatewayConfig, stop: asyncio.Event) -> int:
     )
     if config.monitoring_port >= 0:
         await monitoring.start()
+    gc_policy.apply_after_startup()
     print(f"Weir gateway is running on {config.host}:{port}, brokers {', '.join(config.contact_points)}", flush=True)
     await stop.wait()
     await server.stop(grace=1.0)

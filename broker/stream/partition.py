@@ -347,7 +347,8 @@ class Partition:
                 )
             self._admitted[request_id] = time.monotonic()
         self._next_request_id += 1
-        fut: asyncio.Future[Record] = asyncio.get_running_loop().create_future()
+        loop = self._loop if self._loop is not None else asyncio.get_running_loop()
+        fut: asyncio.Future[Record] = loop.create_future()
         self._futures[request_id] = fut
         fut.add_done_callback(functools.partial(self._forget_request, request_id))
         cmd = Record(
