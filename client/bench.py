@@ -69,6 +69,20 @@ class Stats:
     latencies: list[float] = field(default_factory=list)
     activation: list[float] = field(default_factory=list)
     last_error: str = ""
+    # Per second since the start: [completed instances, backpressure rejections] (shows overload and recovery).
+    timeline: dict[int, list[int]] = field(default_factory=dict)
+
+    errors_by_kind: dict[str, int] = field(default_factory=dict)
+
+    def error(self, call: str, e: grpc.aio.AioRpcError) -> None:
+        self.errors += 1
+        self.last_error = f"{e.code().name}: {e.details()}"
+        kind = f"{call} {e.code().name}"
+        self.errors_by_kind[kind] = self.errors_by_kind.get(kind, 0) + 1
+
+    def count(self, index: int) -> None:
+        second = int(time.monotonic() - self.started)
+        self.timeline.setdefault(second, [0, 0])[index] += 1
 
     def summary(self, elapsed: float, broker_rss_mb: float | None) -> dict[str, Any]:
         lat = sorted(self.latencies)
@@ -90,7 +104,9 @@ class Stats:
             "backpressureRejections": self.backpressure,
             "errors": self.errors,
             "lastError": self.last_error,
+            "errorsByKind": self.errors_by_kind,
             "brokerPeakRssMb": broker_rss_mb,
+            "timeline": [[second, *self.timeline[second]] for second in sorted(self.timeline)],
         }
 
 
@@ -122,14 +138,15 @@ class Bench:
             self.stats.created += 1
             await self.stub.CreateProcessInstanceWithResult(request, timeout=90)
             self.stats.completed += 1
+            self.stats.count(0)
             self.stats.latencies.append(time.monotonic() - t0)
         except grpc.aio.AioRpcError as e:
             if e.code() == grpc.StatusCode.RESOURCE_EXHAUSTED:
                 self.stats.backpressure += 1
+                self.stats.count(1)
                 await asyncio.sleep(0.01)
             else:
-                self.stats.errors += 1
-                self.stats.last_error = f"{e.code().name}: {e.details()}"
+                self.stats.error("create", e)
 
     async def closed_loop(self) -> None:
         async def one_slot() -> None:
@@ -161,8 +178,7 @@ class Bench:
             await self.stub.CompleteJob(pb.CompleteJobRequest(jobKey=job.key, variables="{}"), timeout=30)
             self.stats.tasks += 1
         except grpc.aio.AioRpcError as e:
-            self.stats.errors += 1
-            self.stats.last_error = f"{e.code().name}: {e.details()}"
+            self.stats.error("complete", e)
 
     async def stream_worker(self) -> None:
         request = pb.StreamActivatedJobsRequest(type=JOB_TYPE, worker="weir-bench", timeout=self.args.job_timeout_ms)

@@ -2,8 +2,8 @@
 
 A command counts from the moment the partition accepts it until its response is sent. Above the limit a new command
 is refused at once (RESOURCE_EXHAUSTED), so an overloaded broker keeps a bounded queue and a bounded latency for what it
-accepted instead of falling over. Responses, internal commands (checkers, distributions) and inter-partition commands
-never pass through the limiter.
+accepted instead of falling over. Responses, internal commands (checkers, distributions), inter-partition commands and
+commands that finish admitted work (job complete, fail, throw error) never pass through the limiter.
 
 Algorithms (as offered by Zeebe and the Netflix concurrency-limits family):
 - ``fixed``: a constant limit.

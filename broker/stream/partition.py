@@ -72,6 +72,13 @@ def wall_clock_ms() -> int:
     return int(time.time() * 1000)
 
 
+# Commands that finish work already admitted (as Zeebe's limiter lets job completions and failures through): refusing
+# them under load would only leave jobs to time out and be worked again, adding load instead of shedding it.
+_FINISHING_WORK: frozenset[tuple[ValueType, int]] = frozenset(
+    (ValueType.JOB, int(intent)) for intent in (JobIntent.COMPLETE, JobIntent.FAIL, JobIntent.THROW_ERROR)
+)
+
+
 class PartitionUnavailableError(Exception):
     """The partition cannot take commands now (starting, stopped, or failed and stopped to protect data)."""
 
@@ -338,7 +345,7 @@ class Partition:
                 f"partition {self.partition_id} is overloaded: {len(self._inbox)} commands are waiting"
             )
         request_id = self._next_request_id
-        if not internal and self._limiter is not None:
+        if not internal and self._limiter is not None and (value_type, intent) not in _FINISHING_WORK:
             if not self._limiter.try_acquire():
                 monitoring.BACKPRESSURE_DROPPED.labels(str(self.partition_id)).inc()
                 raise BackpressureError(
