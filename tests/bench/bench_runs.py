@@ -8,6 +8,9 @@ for a before/after comparison in one run.
 
     .venv/bin/python tests/bench/bench_runs.py --runs 3 --duration 8 -- --process one-task
     .venv/bin/python tests/bench/bench_runs.py --runs 3 --config default= --config no-exporter=--no-exporter
+    .venv/bin/python tests/bench/bench_runs.py --config "vegas=--no-exporter WEIR_BROKER_BACKPRESSURE_ALGORITHM=vegas"
+
+Arguments of the form ``WEIR_…=value`` in a configuration are set in the broker's environment.
 """
 
 import argparse
@@ -42,8 +45,10 @@ def figure(summary: dict, path: str) -> float | None:
 
 
 def one_run(start_args: list[str], bench_args: list[str], duration: float, repo: Path) -> dict:
+    env = dict(arg.split("=", 1) for arg in start_args if arg.startswith("WEIR_") and "=" in arg)
+    start_args = [arg for arg in start_args if not (arg.startswith("WEIR_") and "=" in arg)]
     with tempfile.TemporaryDirectory(prefix="weir-bench-") as tmp:
-        weir = WeirProcess(Path(tmp) / "data", extra_args=start_args, repo=repo).start()
+        weir = WeirProcess(Path(tmp) / "data", extra_args=start_args, env=env, repo=repo).start()
         try:
             cmd = [sys.executable, "-m", "client.cli", "bench", "--address", weir.address, "--json"]
             cmd += ["--duration", str(duration), "--broker-pid", str(weir.pid), *bench_args]
