@@ -3,8 +3,12 @@
 An internal gRPC service, ``weir.broker.CommandApi``, whose messages are msgpack documents (records travel in the same
 compact list form as in log blocks). It is not a public API: only gateways talk to it.
 
+- ``Commands`` (bidirectional stream): the gateway's path for commands. Each message is a run of msgpack documents,
+  one per command (with a request id); each reply message a run of answers by id. A gateway keeps one stream per
+  broker and packs every command of an event-loop turn into one message, and this side answers every command
+  decided in a turn in one message, so the cost of a gRPC message is shared by many commands.
 - ``Execute`` (unary): one command for one partition → the response record, or an error kind
-  (``unavailable`` / ``backpressure``) the gateway maps to a gRPC status.
+  (``unavailable`` / ``backpressure`` / ``not_leader``) the gateway maps to a gRPC status.
 - ``Subscribe`` (server stream): "jobs of these types are available" notices, for long-polling gateways.
 - ``StreamJobs`` (server stream): a job push stream; activated jobs arrive as JOB_BATCH records.
 - ``Topology`` (unary): the partitions here, their roles and health.
@@ -14,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 from collections.abc import AsyncIterator, Callable
 from typing import Any
@@ -54,25 +59,101 @@ class CommandApi:
             if q.qsize() < 10_000:
                 q.put_nowait((pid, sorted(types)))
 
+    def _submit(self, msg: Any) -> asyncio.Future[Record] | dict[str, Any]:
+        """Hand one command to its partition: the future of its response, or the answer when it was refused."""
+        try:
+            pid, value_type, intent = int(msg["p"]), ValueType(msg["vt"]), int(msg["i"])
+            key, value = int(msg.get("k", -1)), msg.get("v") or {}
+        except (ValueError, KeyError, TypeError, AttributeError) as e:
+            return {"err": "invalid", "msg": f"malformed command: {e!r}"}
+        partition = self._partitions.get(pid)
+        if partition is None:
+            return {"err": "unavailable", "msg": f"partition {pid} is not hosted by this broker"}
+        try:
+            return partition.execute(value_type, intent, value, key, internal=bool(msg.get("internal")))
+        except BackpressureError as e:
+            return {"err": "backpressure", "msg": str(e)}
+        except NotLeaderError as e:
+            return {"err": "not_leader", "msg": str(e)}
+        except PartitionUnavailableError as e:
+            return {"err": "unavailable", "msg": str(e)}
+
+    @staticmethod
+    def _answer(future: asyncio.Future[Record]) -> dict[str, Any]:
+        if future.cancelled():
+            return {"err": "unavailable", "msg": "the command was cancelled"}
+        error = future.exception()
+        if error is None:
+            return {"ok": record_to_list(future.result())}
+        if isinstance(error, BackpressureError):
+            return {"err": "backpressure", "msg": str(error)}
+        if isinstance(error, NotLeaderError):
+            return {"err": "not_leader", "msg": str(error)}
+        return {"err": "unavailable", "msg": str(error)}
+
     async def execute(self, request: bytes, context: grpc.aio.ServicerContext) -> bytes:
         try:
             msg = unpack(request)
-            pid, value_type, intent = int(msg["p"]), ValueType(msg["vt"]), int(msg["i"])
-            key, value = int(msg.get("k", -1)), msg.get("v") or {}
-        except (ValueError, KeyError, TypeError, msgpack.UnpackException) as e:
+        except (ValueError, msgpack.UnpackException) as e:
             return pack({"err": "invalid", "msg": f"malformed command: {e}"})
-        partition = self._partitions.get(pid)
-        if partition is None:
-            return pack({"err": "unavailable", "msg": f"partition {pid} is not hosted by this broker"})
+        submitted = self._submit(msg)
+        if isinstance(submitted, dict):
+            return pack(submitted)
+        await asyncio.wait([submitted])
+        return pack(self._answer(submitted))
+
+    async def commands(self, requests: AsyncIterator[bytes], context: grpc.aio.ServicerContext) -> AsyncIterator[bytes]:
+        """Many commands per message in, many answers per message out (see the module docstring)."""
+        loop = asyncio.get_running_loop()
+        replies: asyncio.Queue[bytes | None] = asyncio.Queue()
+        batch: list[bytes] = []
+        outstanding = 0  # commands handed to partitions and not answered yet
+        reading = True
+
+        def flush() -> None:
+            if batch:
+                replies.put_nowait(b"".join(batch))
+                batch.clear()
+            if not reading and outstanding == 0:
+                replies.put_nowait(None)  # the gateway closed its side and every command is answered
+
+        def reply(request_id: Any, answer: dict[str, Any]) -> None:
+            answer["id"] = request_id
+            if not batch:
+                loop.call_soon(flush)
+            batch.append(pack(answer))
+
+        def answered(request_id: Any, future: asyncio.Future[Record]) -> None:
+            nonlocal outstanding
+            outstanding -= 1
+            reply(request_id, self._answer(future))
+
+        async def read() -> None:
+            nonlocal outstanding, reading
+            try:
+                async for message in requests:
+                    unpacker = msgpack.Unpacker(raw=False, strict_map_key=False)
+                    unpacker.feed(message)
+                    for msg in unpacker:
+                        request_id = msg.get("id") if isinstance(msg, dict) else None
+                        submitted = self._submit(msg)
+                        if isinstance(submitted, dict):
+                            reply(request_id, submitted)
+                        else:
+                            outstanding += 1
+                            submitted.add_done_callback(functools.partial(answered, request_id))
+            except (ValueError, msgpack.UnpackException) as e:
+                log.warning("closing a command stream that sent a malformed message: %s", e)
+            finally:
+                reading = False
+                loop.call_soon(flush)
+
+        reader = asyncio.create_task(read())
         try:
-            record = await partition.execute(value_type, intent, value, key, internal=bool(msg.get("internal")))
-        except BackpressureError as e:
-            return pack({"err": "backpressure", "msg": str(e)})
-        except NotLeaderError as e:
-            return pack({"err": "not_leader", "msg": str(e)})
-        except PartitionUnavailableError as e:
-            return pack({"err": "unavailable", "msg": str(e)})
-        return pack({"ok": record_to_list(record)})
+            while (message := await replies.get()) is not None:
+                yield message
+        finally:
+            reader.cancel()
 
     async def subscribe(self, request: bytes, context: grpc.aio.ServicerContext) -> AsyncIterator[bytes]:
         q: asyncio.Queue[tuple[int, list[str]]] = asyncio.Queue()
@@ -127,6 +208,7 @@ class CommandApi:
         return grpc.method_handlers_generic_handler(
             SERVICE,
             {
+                "Commands": grpc.stream_stream_rpc_method_handler(self.commands),
                 "Execute": grpc.unary_unary_rpc_method_handler(self.execute),
                 "Subscribe": grpc.unary_stream_rpc_method_handler(self.subscribe),
                 "StreamJobs": grpc.unary_stream_rpc_method_handler(self.stream_jobs),

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import logging
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import grpc
@@ -47,6 +48,97 @@ def _unpack(data: bytes) -> Any:
     return msgpack.unpackb(data, raw=False, strict_map_key=False)
 
 
+class _CommandStream:
+    """One multiplexed ``Commands`` stream to a broker: many commands per message, answers matched by request id.
+
+    Commands sent in one event-loop turn travel in one message. If the stream breaks, every command still waiting
+    fails with PartitionUnavailableError (its outcome is unknown, so it is not resent); the next command opens a new
+    stream.
+    """
+
+    # A message is sent early once this many bytes of commands are waiting (far below the message size limit).
+    MAX_BATCH_BYTES = 1024 * 1024
+
+    def __init__(self, broker: _Broker) -> None:
+        self._broker = broker
+        self._waiting: dict[int, asyncio.Future[Any]] = {}
+        self._batch: list[bytes] = []
+        self._batch_bytes = 0
+        self._outgoing: asyncio.Queue[bytes | None] | None = None
+        self._reader: asyncio.Task[None] | None = None
+        self._ids = itertools.count(1)
+
+    def send(self, message: dict[str, Any]) -> asyncio.Future[Any]:
+        """Queue ``message`` for the broker; the future resolves with its answer (a dict)."""
+        loop = asyncio.get_running_loop()
+        if self._outgoing is None:
+            self._open()
+        request_id = next(self._ids)
+        future: asyncio.Future[Any] = loop.create_future()
+        self._waiting[request_id] = future
+        packed = _pack({**message, "id": request_id})
+        if not self._batch:
+            loop.call_soon(self._flush)
+        self._batch.append(packed)
+        self._batch_bytes += len(packed)
+        if self._batch_bytes >= self.MAX_BATCH_BYTES:
+            self._flush()
+        return future
+
+    def _flush(self) -> None:
+        if self._batch and self._outgoing is not None:
+            self._outgoing.put_nowait(b"".join(self._batch))
+        self._batch.clear()
+        self._batch_bytes = 0
+
+    def _open(self) -> None:
+        outgoing: asyncio.Queue[bytes | None] = asyncio.Queue()
+        self._outgoing = outgoing
+
+        async def requests() -> AsyncIterator[bytes]:
+            while (message := await outgoing.get()) is not None:
+                yield message
+
+        call = self._broker.commands(requests())
+        self._reader = asyncio.create_task(self._read(call, outgoing))
+
+    async def _read(self, call: Any, outgoing: asyncio.Queue[bytes | None]) -> None:
+        reason = "the command stream ended"
+        try:
+            async for message in call:
+                unpacker = msgpack.Unpacker(raw=False, strict_map_key=False)
+                unpacker.feed(message)
+                for answer in unpacker:
+                    future = self._waiting.pop(answer.pop("id", None), None)
+                    if future is not None and not future.done():
+                        future.set_result(answer)
+        except grpc.aio.AioRpcError as e:
+            reason = e.details() or e.code().name
+        except asyncio.CancelledError:
+            reason = "the gateway is closing"
+            raise
+        finally:
+            if self._outgoing is outgoing:
+                self._outgoing = None
+                self._batch.clear()
+                self._batch_bytes = 0
+            outgoing.put_nowait(None)
+            waiting, self._waiting = self._waiting, {}
+            for future in waiting.values():
+                if not future.done():
+                    future.set_exception(
+                        PartitionUnavailableError(f"broker {self._broker.address} is unreachable: {reason}")
+                    )
+
+    async def close(self) -> None:
+        if self._outgoing is not None:
+            self._outgoing.put_nowait(None)
+        if self._reader is not None:
+            self._reader.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._reader
+
+
 class _Broker:
     """One broker's channel and the callables of its command API."""
 
@@ -63,6 +155,8 @@ class _Broker:
         self.topology = self.channel.unary_unary(_SERVICE + "Topology", _IDENTITY, _IDENTITY)
         self.subscribe = self.channel.unary_stream(_SERVICE + "Subscribe", _IDENTITY, _IDENTITY)
         self.stream_jobs = self.channel.unary_stream(_SERVICE + "StreamJobs", _IDENTITY, _IDENTITY)
+        self.commands = self.channel.stream_stream(_SERVICE + "Commands", _IDENTITY, _IDENTITY)
+        self.command_stream = _CommandStream(self)
         self.info: dict | None = None
 
 
@@ -100,6 +194,7 @@ class RemoteBrokerClient:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await t
         for b in self._brokers:
+            await b.command_stream.close()
             await b.channel.close()
 
     # -- topology ---------------------------------------------------------------------------------------------
@@ -179,18 +274,15 @@ class RemoteBrokerClient:
         message = {"p": partition_id, "vt": int(value_type), "i": int(intent), "k": key, "v": value}
         if internal:
             message["internal"] = True  # from another partition: never refused by admission control
-        request = _pack(message)
         deadline = asyncio.get_running_loop().time() + NOT_LEADER_RETRY_S
         while True:
             broker = self._leaders.get(partition_id)
             if broker is not None:
                 try:
-                    reply = _unpack(await broker.execute(request))
-                except grpc.aio.AioRpcError as e:
+                    reply = await broker.command_stream.send(message)
+                except PartitionUnavailableError as e:
                     self._leaders.pop(partition_id, None)
-                    raise PartitionUnavailableError(
-                        f"broker {broker.address} (partition {partition_id}) is unreachable: {e.details()}"
-                    ) from e
+                    raise PartitionUnavailableError(f"{e} (partition {partition_id})") from e
                 if "ok" in reply:
                     return record_from_list(reply["ok"])
                 if reply.get("err") == "backpressure":

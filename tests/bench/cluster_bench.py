@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -49,12 +50,25 @@ def bench(address: str, duration: float, concurrency: int) -> dict[str, Any]:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process so far (from /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def one_run(root: Path, replication: int, args: argparse.Namespace) -> dict[str, Any]:
     cluster = Cluster(root / f"r{replication}", brokers=3, partitions=3, replication=replication)
     try:
         cluster.up()
         bench(cluster.gateway, args.warmup, args.concurrency)
+        pids = {f"broker {b['nodeId']}": int(b["pid"]) for b in cluster.info["brokers"]}
+        pids["gateway"] = int(cluster.info["gateway"]["pid"])
+        before = {name: cpu_seconds(pid) for name, pid in pids.items()}
         result = bench(cluster.gateway, args.duration, args.concurrency)
+        # Cores each process used while measured (the load generator itself is the rest of the machine).
+        result["cores"] = {
+            name: round((cpu_seconds(pid) - before[name]) / result["seconds"], 2) for name, pid in pids.items()
+        }
         cluster.down()
         return result
     finally:
@@ -78,7 +92,8 @@ def main() -> int:
                 print(
                     f"run {run + 1} R={replication}: {result['instancesPerSecond']:.1f} instances/s, "
                     f"p50 {result['latencyMs']['p50']} ms, p99 {result['latencyMs']['p99']} ms, "
-                    f"errors {result['errors']}",
+                    f"errors {result['errors']}; cores used: "
+                    + ", ".join(f"{name} {cores}" for name, cores in result["cores"].items()),
                     flush=True,
                 )
     print("\n3 brokers, 3 partitions, one gateway; one-task, closed loop, median of runs:")

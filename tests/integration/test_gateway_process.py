@@ -26,9 +26,10 @@ class Proc:
 
 
 @pytest.fixture
-def split(tmp_path: Path) -> Iterator[str]:
-    command_port, gateway_port = free_port(), free_port()
-    broker = Proc(
+def broker(tmp_path: Path) -> Iterator[tuple[int, int]]:
+    """A ``weir broker`` alone: (command API port, monitoring port)."""
+    command_port, monitoring_port = free_port(), free_port()
+    proc = Proc(
         [
             "broker",
             "--data-dir",
@@ -36,10 +37,19 @@ def split(tmp_path: Path) -> Iterator[str]:
             "--command-port",
             str(command_port),
             "--monitoring-port",
-            str(free_port()),
+            str(monitoring_port),
         ],
         tmp_path / "broker.log",
     )
+    try:
+        yield command_port, monitoring_port
+    finally:
+        proc.stop()
+
+
+@pytest.fixture
+def split(tmp_path: Path, broker: tuple[int, int]) -> Iterator[str]:
+    command_port, gateway_port = broker[0], free_port()
     gw_monitoring = free_port()
     gateway = Proc(
         [
@@ -64,7 +74,6 @@ def split(tmp_path: Path) -> Iterator[str]:
         yield f"127.0.0.1:{gateway_port}"
     finally:
         gateway.stop()
-        broker.stop()
 
 
 def test_workflow_through_a_separate_gateway(split: str) -> None:
@@ -90,3 +99,51 @@ def test_workflow_through_a_separate_gateway(split: str) -> None:
     variables, partitions = asyncio.run(scenario())
     assert variables == {"n": 5, "seen": 5}
     assert partitions == 1
+
+
+def test_the_command_stream_answers_a_batch_by_id_and_survives_garbage(broker: tuple[int, int]) -> None:
+    """Several commands in one message get one answer each, matched by id; a malformed message ends only its stream."""
+    import urllib.request
+
+    import grpc
+    import msgpack
+
+    def ready() -> bool:
+        with urllib.request.urlopen(f"http://127.0.0.1:{broker[1]}/ready", timeout=1) as r:
+            return r.status == 200
+
+    eventually(ready, timeout=30, what="the broker to lead its partition")
+    identity = lambda b: b  # noqa: E731
+    create = {"bpmnProcessId": "nowhere", "version": -1, "processDefinitionKey": -1, "variables": {}}
+    commands = [
+        {"id": 7, "p": 1, "vt": 19, "i": 0, "k": -1, "v": create},  # PROCESS_INSTANCE_CREATION CREATE: rejected
+        {"id": 8, "p": 9, "vt": 19, "i": 0, "k": -1, "v": create},  # no such partition here
+        {"id": 9, "vt": 19},  # no partition at all
+    ]
+
+    async def exchange(messages: list[bytes]) -> list[dict]:
+        async with grpc.aio.insecure_channel(f"127.0.0.1:{broker[0]}") as channel:
+            call = channel.stream_stream("/weir.broker.CommandApi/Commands", identity, identity)
+
+            async def requests():  # type: ignore[no-untyped-def]
+                for m in messages:
+                    yield m
+
+            answers: list[dict] = []
+            async for reply in call(requests(), timeout=20):
+                unpacker = msgpack.Unpacker(raw=False, strict_map_key=False)
+                unpacker.feed(reply)
+                answers.extend(unpacker)
+            return answers
+
+    batch = b"".join(msgpack.packb(c, use_bin_type=True) for c in commands)
+    answers = {a["id"]: a for a in asyncio.run(exchange([batch]))}
+    assert set(answers) == {7, 8, 9}
+    rejection = answers[7]["ok"]
+    assert rejection[2] == 2 and "nowhere" in rejection[9]  # COMMAND_REJECTION naming the process id
+    assert answers[8]["err"] == "unavailable" and "partition 9" in answers[8]["msg"]
+    assert answers[9]["err"] == "invalid"
+
+    assert asyncio.run(exchange([b"\xc1\xc1 not msgpack"])) == []  # the stream ends, nothing answered
+    again = asyncio.run(exchange([msgpack.packb(commands[0], use_bin_type=True)]))
+    assert [a["id"] for a in again] == [7]  # the broker serves the next stream as before
