@@ -73,7 +73,12 @@ class FixedLimit(_Base):
 
 
 class AimdLimit(_Base):
-    """Grow by one per full window of fast responses; back off by ``backoff_ratio`` on a slow or dropped one."""
+    """Grow by one per fast response while the limit is used; back off by ``backoff_ratio`` on a slow or dropped one.
+
+    One back-off per window, as TCP does per congestion event: the commands already in flight when the limit was cut
+    were admitted under the old limit, so their slow answers say nothing new. Cutting again for each of them turned
+    one pause (a large round, a snapshot) into a collapse to the minimum and refusals at half the sustainable rate.
+    """
 
     def __init__(
         self,
@@ -86,10 +91,15 @@ class AimdLimit(_Base):
         super().__init__(initial, min_limit, max_limit)
         self._expected = expected_rtt_s
         self._backoff = backoff_ratio
+        self._window = 0  # answers still due from commands admitted before the last back-off
 
     def _update(self, rtt_s: float, dropped: bool) -> None:
-        if dropped or rtt_s > self._expected:
+        if (dropped or rtt_s > self._expected) and self._window == 0:
             self._limit *= self._backoff
+            self._window = self._in_flight
+            return
+        if self._window > 0:
+            self._window -= 1
         elif self._in_flight * 2 >= self._limit:  # only grow while the limit is actually used
             self._limit += 1.0
 

@@ -38,6 +38,17 @@ def test_limits_grow_when_fast_and_shrink_when_slow(make) -> None:
     assert limiter.in_flight > limiter.limit and not limiter.try_acquire()
 
 
+def test_aimd_backs_off_once_per_window_not_once_per_slow_answer() -> None:
+    limiter = AimdLimit(100, 10, 1000, expected_rtt_s=0.2)
+    for _ in range(100):
+        assert limiter.try_acquire()
+    for _ in range(100):  # one pause made every command in flight slow
+        limiter.release(0.5)
+    assert limiter.limit == 90
+    drive(limiter, 0.5, 200)  # still slow a window later: it keeps backing off, one step per window
+    assert limiter.limit < 90
+
+
 def test_aimd_backs_off_on_drops() -> None:
     limiter = AimdLimit(100, 10, 1000, expected_rtt_s=1.0)
     limiter.try_acquire()
