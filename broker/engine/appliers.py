@@ -148,6 +148,8 @@ class EventAppliers:
         etype = v["bpmnElementType"]
         if etype in (bpmn.START_EVENT, bpmn.BOUNDARY_EVENT, bpmn.PROCESS, bpmn.EVENT_SUB_PROCESS):
             return 0
+        if etype == bpmn.INTERMEDIATE_CATCH_EVENT and v.get("bpmnEventType") == bpmn.LINK:
+            return 1  # the token its link throw event left in flight (see _element_ended)
         element = self._models.get(v["processDefinitionKey"]).element(v["elementId"])
         if etype == bpmn.PARALLEL_GATEWAY and len(element.incoming) > 1:
             return len(element.incoming)
@@ -168,11 +170,16 @@ class EventAppliers:
             return
         if inst["jobKey"] > 0:
             state.jobs.remove(inst["jobKey"])
-        parent_key = r.value["flowScopeKey"]
+        v = r.value
+        parent_key = v["flowScopeKey"]
         if parent_key > 0:
             parent = state.elements.get(parent_key)
             if parent is not None:
                 parent["children"] -= 1
+                if r.intent == PI.ELEMENT_COMPLETED and _is_link_throw(v):
+                    # the token jumps to the link catch event (ACTIVATE_ELEMENT follows): in flight like a taken
+                    # sequence flow, so the scope cannot complete before the catch event is activated
+                    parent["flows"] += 1
                 state.elements.put(parent)
         else:
             state.awaiting_results.remove(r.key)
@@ -403,6 +410,10 @@ class EventAppliers:
         origin = partition_of(r.key)
         if origin != r.partition_id:  # broadcast elsewhere: remembered so a redelivery triggers nothing twice
             state.signal_receipts.put(r.key, origin)
+
+
+def _is_link_throw(v: dict) -> bool:
+    return v["bpmnElementType"] == bpmn.INTERMEDIATE_THROW_EVENT and v.get("bpmnEventType") == bpmn.LINK
 
 
 def outbox_key(side: bytes, v: dict) -> bytes:

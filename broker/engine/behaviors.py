@@ -336,6 +336,18 @@ def take_flow(
     activate_element(ctx, target, v, scope_key, key=key)
 
 
+def link_catch(process: bpmn.Process, throw: bpmn.Element) -> bpmn.Element:
+    """The link catch event a link throw event continues at: the one of the same name in the same flow scope.
+
+    Deployment validation guarantees exactly one exists.
+    """
+    for candidate in process.children_of(throw.flow_scope_id):
+        is_catch = candidate.element_type == bpmn.INTERMEDIATE_CATCH_EVENT and candidate.event_type == bpmn.LINK
+        if is_catch and candidate.link_name == throw.link_name:
+            return candidate
+    raise KeyError(f"no link catch event named '{throw.link_name}' in scope '{throw.flow_scope_id}'")
+
+
 def join_ready(ctx: ProcessingContext, scope_key: int, gateway: bpmn.Element) -> bool:
     return all(ctx.state.joins.count(scope_key, gateway.id, f) > 0 for f in gateway.incoming)
 

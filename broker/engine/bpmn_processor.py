@@ -1,9 +1,10 @@
 """The element instance lifecycle: ACTIVATE_ELEMENT, COMPLETE_ELEMENT and TERMINATE_ELEMENT commands.
 
 ACTIVATING → ACTIVATED → COMPLETING → COMPLETED, or TERMINATING → TERMINATED, with SEQUENCE_FLOW_TAKEN between
-elements. Elements that do not wait (events without triggers, gateways, pass-through tasks) go through their whole
-lifecycle while processing one command. A failure (expression, mapping, uncaught error) becomes an incident and the
-element stays in ACTIVATING or COMPLETING; resolving the incident runs that step again.
+elements (a link throw event instead activates the link catch event of the same name in its scope). Elements that do
+not wait (events without triggers, gateways, pass-through tasks) go through their whole lifecycle while processing one
+command. A failure (expression, mapping, uncaught error) becomes an incident and the element stays in ACTIVATING or
+COMPLETING; resolving the incident runs that step again.
 """
 
 from __future__ import annotations
@@ -125,8 +126,9 @@ class BpmnElementProcessor:
         if failure is not None:
             b.raise_incident(ctx, inst, "IO_MAPPING_ERROR", failure.message)
             return
-        if etype == bpmn.INTERMEDIATE_CATCH_EVENT and triggered is not None:
-            # the winner of an event-based gateway: its event already happened
+        if etype == bpmn.INTERMEDIATE_CATCH_EVENT and (triggered is not None or element.event_type == bpmn.LINK):
+            # the winner of an event-based gateway (its event already happened), or a link catch event entered from
+            # its throw event: nothing to wait for
             self._activated(ctx, inst)
             self._complete(ctx, process, element, inst)
             return
@@ -401,6 +403,11 @@ class BpmnElementProcessor:
         if element is None:
             if awaiting is not None:
                 self._send_result(ctx, v, awaiting, result_variables or {})
+            return
+        if element.element_type == bpmn.INTERMEDIATE_THROW_EVENT and element.event_type == bpmn.LINK:
+            # no sequence flow: the token jumps to the catch event of the same name (the COMPLETED applier keeps it
+            # in flight on the flow scope until the catch event's activation consumes it)
+            b.activate_element(ctx, b.link_catch(process, element), v, v["flowScopeKey"])
             return
         outgoing = flows if flows is not None else process.outgoing_flows(element.id)
         for flow in outgoing:

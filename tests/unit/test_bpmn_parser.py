@@ -408,9 +408,8 @@ def test_modeler_style_model_is_read_completely() -> None:
 def test_initial_engine_rejects_what_it_cannot_run_yet_naming_each_element() -> None:
     problems = problems_of(MODELER_STYLE, supported=supported_kinds(INITIAL_ENGINE_KINDS))
     assert not any(p.startswith("'start-message':") for p in problems)  # message start events run
-    for runs in ("signal-end", "on-cancel", "wait", "terminate", "escalate"):  # waiting states run
+    for runs in ("signal-end", "on-cancel", "wait", "terminate", "escalate", "link-out", "link-in"):
         assert not any(p.startswith(f"'{runs}':") for p in problems), runs
-    assert "'link-out': Elements of kind 'link intermediate throw event' are not supported yet" in problems
     assert "'ship-split': Elements of kind 'inclusive gateway' are not supported yet" in problems
     assert "'pick': Multi-instance activities are not supported yet" in problems  # the sub-process itself runs
     assert (
@@ -749,6 +748,68 @@ def test_link_throw_needs_a_matching_catch() -> None:
     assert problems_of(process_xml(body)) == (
         "'t': Can't find a catch link event for the throw link event with the name 'x'",
     )
+
+
+def test_link_rules_still_apply_now_that_the_engine_runs_link_events() -> None:
+    def throw(element_id: str, name: str) -> str:
+        return (
+            f'<bpmn:intermediateThrowEvent id="{element_id}"><bpmn:linkEventDefinition name="{name}"/>'
+            "</bpmn:intermediateThrowEvent>"
+        )
+
+    def catch(element_id: str, name: str) -> str:
+        return (
+            f'<bpmn:intermediateCatchEvent id="{element_id}"><bpmn:linkEventDefinition name="{name}"/>'
+            "</bpmn:intermediateCatchEvent>"
+        )
+
+    sub = (
+        '<bpmn:subProcess id="sub"><bpmn:startEvent id="sub-start"/>'
+        + throw("sub-throw", "outer")
+        + flow("sf", "sub-start", "sub-throw")
+        + "</bpmn:subProcess>"
+    )
+    body = (
+        '<bpmn:startEvent id="start"/><bpmn:parallelGateway id="fork"/>'
+        + throw("jump", "nowhere")
+        + throw("jump-twice", "twice")
+        + catch("twice-1", "twice")
+        + catch("twice-2", "twice")
+        + catch("outer-catch", "outer")
+        + '<bpmn:endEvent id="end"/>'
+        + flow("f0", "start", "fork")
+        + flow("f1", "fork", "jump")
+        + flow("f2", "fork", "jump-twice")
+        + flow("f3", "fork", "sub")
+        + flow("f4", "jump-twice", "end")
+        + flow("f5", "fork", "outer-catch")
+        + flow("f6", "twice-1", "end")
+        + flow("f7", "twice-2", "end")
+        + flow("f8", "outer-catch", "end")
+        + flow("f9", "sub", "end")
+        + sub
+    )
+    problems = problems_of(process_xml(body), supported=supported_kinds(INITIAL_ENGINE_KINDS))
+    assert set(problems) == {
+        "'jump-twice': Link throw events must not have outgoing sequence flows",
+        "'outer-catch': Link catch events must not have incoming sequence flows",
+        "'p': Multiple intermediate catch link events with the name 'twice' exist",
+        "'jump': Can't find a catch link event for the throw link event with the name 'nowhere'",
+        # a link never leaves its scope: the catch of that name in the parent does not count
+        "'sub-throw': Can't find a catch link event for the throw link event with the name 'outer'",
+    }, problems
+    assert not any("not supported" in p for p in problems)
+
+
+def test_link_events_fixtures_are_runnable() -> None:
+    processes = parse_bpmn(
+        (FIXTURES / "link-events.bpmn").read_bytes(), "link.bpmn", supported=supported_kinds(INITIAL_ENGINE_KINDS)
+    )
+    process = only(processes)
+    assert process.element("to-b").kind == "INTERMEDIATE_THROW_EVENT:LINK"
+    assert process.element("from-a").kind == "INTERMEDIATE_CATCH_EVENT:LINK"
+    assert process.element("to-b").link_name == process.element("from-a").link_name == "toB"
+    assert process.element("inner-land").flow_scope_id == "inner"
 
 
 def test_sub_process_rules() -> None:

@@ -339,6 +339,117 @@ async def test_signal_and_escalation_event_sub_processes(driver: Driver) -> None
     assert not alive(d, pi)
 
 
+# -- link events -----------------------------------------------------------------------------------------------
+
+
+def lifecycle(records: list[Record], element_id: str) -> list[tuple[int, str, str]]:
+    return [
+        (r.intent, r.value["bpmnElementType"], r.value["bpmnEventType"])
+        for r in records
+        if r.value_type == ValueType.PROCESS_INSTANCE and r.value.get("elementId") == element_id
+    ]
+
+
+async def test_link_throw_continues_at_the_catch_of_the_same_name(driver: Driver) -> None:
+    d = driver
+    accepted(await d.deploy("link-events.bpmn"))
+    pi = await started(d, "link-events")
+    (a,) = await jobs(d, "link-a")
+    await complete(d, a, {"fromA": 1})
+    (b,) = await jobs(d, "link-b")
+    await complete(d, b)
+    assert not alive(d, pi)
+    await d.settle()
+    await d.close()
+    records = list(iter_records(d.directory))
+    assert not [r for r in records if r.record_type == RecordType.COMMAND_REJECTION]
+    events = [r for r in records if r.record_type == RecordType.EVENT]
+    throw = ("INTERMEDIATE_THROW_EVENT", "LINK")
+    catch = ("INTERMEDIATE_CATCH_EVENT", "LINK")
+    states = [PI.ELEMENT_ACTIVATING, PI.ELEMENT_ACTIVATED, PI.ELEMENT_COMPLETING, PI.ELEMENT_COMPLETED]
+    assert lifecycle(events, "to-b") == [(i, *throw) for i in states]
+    assert lifecycle(events, "from-a") == [(i, *catch) for i in states]
+    # the catch event is activated by a command of its own, right after the throw event completed
+    jump = [
+        (r.value["elementId"], r.record_type, r.intent)
+        for r in records
+        if r.value_type == ValueType.PROCESS_INSTANCE and r.value.get("elementId") in ("to-b", "from-a")
+    ]
+    completed = jump.index(("to-b", RecordType.EVENT, PI.ELEMENT_COMPLETED))
+    assert jump[completed + 1 : completed + 3] == [
+        ("from-a", RecordType.COMMAND, PI.ACTIVATE_ELEMENT),
+        ("from-a", RecordType.EVENT, PI.ELEMENT_ACTIVATING),
+    ]
+    catch_record = next(r for r in events if r.value.get("elementId") == "from-a")
+    throw_record = next(r for r in events if r.value.get("elementId") == "to-b")
+    assert catch_record.value["flowScopeKey"] == throw_record.value["flowScopeKey"] == pi
+    taken = [
+        r.value["elementId"]
+        for r in events
+        if r.value_type == ValueType.PROCESS_INSTANCE and r.intent == PI.SEQUENCE_FLOW_TAKEN
+    ]
+    assert taken == [
+        "flow-start-a",
+        "flow-a-throw",
+        "flow-catch-b",
+        "flow-b-inner",
+        "flow-inner-fork",
+        "flow-fork-jump",
+        "flow-fork-end",
+        "flow-land-end",
+        "flow-inner-end",
+    ], "no sequence flow between a throw and its catch event"
+    # inside the sub-process the fork's other branch ended while the token was between throw and catch: the
+    # sub-process still waited for the catch event's branch
+    ends = [
+        r.value["elementId"]
+        for r in events
+        if r.value_type == ValueType.PROCESS_INSTANCE and r.intent == PI.ELEMENT_COMPLETED
+    ]
+    assert ends.index("inner-jump") < ends.index("inner-end-early") < ends.index("inner-land")
+    assert ends.index("inner-land") < ends.index("inner-end") < ends.index("inner") < ends.index("end")
+    assert ends[-1] == "link-events"
+
+
+async def test_a_link_loops_back_until_the_counter_says_stop(driver: Driver) -> None:
+    d = driver
+    accepted(await d.deploy("link-loop.bpmn"))
+    pi = await started(d, "link-loop", {"round": 0, "rounds": 3})
+    for expected_round in (1, 2, 3):
+        (work,) = await jobs(d, "link-loop")
+        assert alive(d, pi)
+        await complete(d, work)
+        if expected_round < 3:
+            assert variables_of(d, pi)["round"] == expected_round
+    assert not alive(d, pi)
+    assert await jobs(d, "link-loop") == []
+    records = await logged(d)
+    completed = [
+        r.value["elementId"]
+        for r in records
+        if r.value_type == ValueType.PROCESS_INSTANCE and r.intent == PI.ELEMENT_COMPLETED
+    ]
+    assert completed.count("work") == 3
+    assert completed.count("again") == completed.count("back") == 2
+    rounds = [r.value["value"] for r in records if r.value_type == ValueType.VARIABLE and r.value["name"] == "round"]
+    assert rounds == [0, 1, 2, 3]
+
+
+async def test_a_terminate_end_event_ends_a_token_between_link_throw_and_catch(driver: Driver) -> None:
+    d = driver
+    accepted(await d.deploy("link-terminate.bpmn"))
+    pi = await started(d, "link-terminate")
+    assert not alive(d, pi)
+    records = await logged(d)
+    assert [i for i, *_ in lifecycle(records, "land")] == [
+        PI.ELEMENT_ACTIVATING,
+        PI.ELEMENT_TERMINATING,
+        PI.ELEMENT_TERMINATED,
+    ]
+    assert [i for i, *_ in lifecycle(records, "link-terminate")][-1] == PI.ELEMENT_COMPLETED
+    assert lifecycle(records, "end") == []
+
+
 class _OtherPartitions:
     """Stands in for the route to other partitions' leaders: records what arrives, delivering it to ``target``."""
 

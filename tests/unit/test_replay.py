@@ -61,6 +61,9 @@ FIXTURES = [
     "event-subprocess.bpmn",
     "error-event-subprocess.bpmn",
     "esp-signal-escalation.bpmn",
+    "link-events.bpmn",
+    "link-loop.bpmn",
+    "link-terminate.bpmn",
 ]
 # Processes that only start through events (deployed too, never created directly).
 EVENT_STARTED = ["events/signal-start.bpmn"]
@@ -77,6 +80,7 @@ START_VARIABLES: dict[str, dict[str, Any]] = {
     "event-subprocess": {"orderId": "o-1", "remindEvery": "R3/PT1S"},
     "signal-throw": {"note": "thrown"},
     "error-event-subprocess": {"ok": False},
+    "link-loop": {"round": 0, "rounds": 2},
 }
 JOB_TYPES = [
     "test",
@@ -121,6 +125,9 @@ JOB_TYPES = [
     "clean-up",
     "help",
     "signalled-work",
+    "link-a",
+    "link-b",
+    "link-loop",
 ]
 SIGNALS = ["wake-up", "ping", "abort", "go", "recall"]
 

@@ -43,6 +43,9 @@ INITIAL_ENGINE_KINDS: Final = frozenset(
         f"{m.END_EVENT}:{m.ESCALATION}",
         f"{m.INTERMEDIATE_THROW_EVENT}:{m.ESCALATION}",
         f"{m.BOUNDARY_EVENT}:{m.ESCALATION}",
+        # link events: a throw continues at the catch of the same name in its scope
+        f"{m.INTERMEDIATE_THROW_EVENT}:{m.LINK}",
+        f"{m.INTERMEDIATE_CATCH_EVENT}:{m.LINK}",
         # event-based gateways
         m.EVENT_BASED_GATEWAY,
         # signals
