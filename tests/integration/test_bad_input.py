@@ -99,10 +99,9 @@ def test_external_entity_is_refused(stub: Stub) -> None:
 
 
 def test_unsupported_element(stub: Stub) -> None:
-    message = rejected_deploy(stub, ("link.bpmn", (BPMN / "invalid" / "link-event.bpmn").read_bytes()))
-    assert "'jump': Elements of kind 'link intermediate throw event' are not supported yet" in message
-    assert "'land': Elements of kind 'link intermediate catch event' are not supported yet" in message
-    assert_not_deployed(stub, "link-event")
+    message = rejected_deploy(stub, ("inclusive.bpmn", (BPMN / "invalid" / "inclusive-gateway.bpmn").read_bytes()))
+    assert "'fork': Elements of kind 'inclusive gateway' are not supported yet" in message
+    assert_not_deployed(stub, "inclusive-gateway")
     assert_still_serving(stub)
 
 
