@@ -42,6 +42,11 @@ PMS = ProcessMessageSubscriptionIntent
 MSE = MessageStartEventSubscriptionIntent
 
 
+
+# How long (record time) a received signal's key is remembered. Redeliveries stop when the broadcasting partition has
+# the acknowledgement, seconds after the first delivery even under failover; an hour leaves a wide margin.
+SIGNAL_RECEIPT_RETENTION_MS = 3_600_000
+
 class EventAppliers:
     """Maps (value type, intent) of an event to the function that applies it."""
 
@@ -409,7 +414,8 @@ class EventAppliers:
     def _signal_broadcasted(self, state: PartitionState, r: Record) -> None:
         origin = partition_of(r.key)
         if origin != r.partition_id:  # broadcast elsewhere: remembered so a redelivery triggers nothing twice
-            state.signal_receipts.put(r.key, origin)
+            state.signal_receipts.put(r.key, origin, r.timestamp)
+        state.signal_receipts.prune(r.timestamp - SIGNAL_RECEIPT_RETENTION_MS)
 
 
 def _is_link_throw(v: dict) -> bool:

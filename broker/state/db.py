@@ -53,6 +53,7 @@ SUB_DATABASES = (
     "signal_subscriptions",
     "signal_subscriptions_by_owner",
     "signal_receipts",
+    "signal_receipt_times",
 )
 
 DEFAULT_MAP_SIZE = 64 << 30

@@ -346,6 +346,36 @@ class KeyedBlobState(_Repository):
         self.txn.delete(u64(key), db=self._db)
 
 
+class SignalReceiptState(_Repository):
+    """Keys of signals broadcast elsewhere and received here, so a redelivery triggers nothing twice.
+
+    Redeliveries stop once the broadcasting partition has the acknowledgement, so a receipt is only needed for a while;
+    receipts are indexed by the record time they were written at and dropped after a retention period.
+    """
+
+    def __init__(self, sdb: StateDb) -> None:
+        super().__init__(sdb, "signal_receipts")
+        self._by_time = sdb.dbs["signal_receipt_times"]
+
+    def get(self, key: int) -> Any:
+        """The partition the signal came from, or None when it was not received here (or long ago)."""
+        v = self.txn.get(u64(key), db=self._db)
+        if not v:
+            return None
+        value = unpack(v)
+        return value[0] if isinstance(value, list) else value  # receipts written before the index kept the origin only
+
+    def put(self, key: int, origin: int, timestamp: int) -> None:
+        self.txn.put(u64(key), pack([origin, timestamp]), db=self._db)
+        self.txn.put(u64(max(timestamp, 0)) + u64(key), b"", db=self._by_time)
+
+    def prune(self, before: int) -> None:
+        """Forget receipts written before record time ``before``."""
+        for due, key in due_entries(self.txn, self._by_time, before - 1, 10_000):
+            self.txn.delete(u64(key), db=self._db)
+            self.txn.delete(u64(due) + u64(key), db=self._by_time)
+
+
 class DistributionState(_Repository):
     """Commands this partition still has to deliver to other partitions, by (distribution key, partition)."""
 
@@ -708,7 +738,7 @@ class PartitionState:
         self.message_starts = MessageStartState(sdb)
         self.outbox = OutboxState(sdb)
         self.signal_subscriptions = SignalSubscriptionState(sdb)
-        self.signal_receipts = KeyedBlobState(sdb, "signal_receipts")
+        self.signal_receipts = SignalReceiptState(sdb)
         self._repos: tuple[_Repository, ...] = (
             self.meta,
             self.processes,
