@@ -145,8 +145,12 @@ def test_messages_correlate_to_instances_on_other_partitions(cluster: Cluster, s
     run = uuid.uuid4().hex[:6]
     d = deploy_everywhere(stub, "message-catch.bpmn", {"requestId": f"probe-{run}"})
     requests: dict[int, str] = {}
-    while {partition_of(k) for k in requests} != ALL or len(requests) < 6:
-        assert len(requests) < 15, f"instances landed on partitions {sorted({partition_of(k) for k in requests})}"
+
+    def crossing_expected() -> bool:  # correlation keys hash at random: make sure at least one crosses partitions
+        return any(subscription_partition(r, cluster.partitions) != partition_of(k) for k, r in requests.items())
+
+    while {partition_of(k) for k in requests} != ALL or len(requests) < 6 or not crossing_expected():
+        assert len(requests) < 30, f"instances landed on partitions {sorted({partition_of(k) for k in requests})}"
         request_id = f"req-{run}-{len(requests)}"
         requests[create(stub, d.pid(), {"requestId": request_id})] = request_id
 
