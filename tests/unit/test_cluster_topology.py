@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter
+from pathlib import Path
 
 import pytest
 
@@ -38,3 +39,16 @@ def test_raft_addresses() -> None:
     assert sorted(others) == ["10.0.0.2:26503", "10.0.0.3:26503"]
     with pytest.raises(ValueError, match="host:raftBasePort"):
         ClusterLayout.parse_members(["nohost"])
+
+
+def test_the_preferred_replica_times_out_first_so_leaders_spread(tmp_path: Path) -> None:
+    from broker.cluster.node import raft_config
+
+    layout = ClusterLayout(ClusterLayout.parse_members(["h:1000", "h:2000", "h:3000"]), 3, 3)
+    for partition, nodes in layout.replicas().items():
+        configs = {n: raft_config(layout, n, partition, tmp_path / f"{n}-{partition}", "pw") for n in nodes}
+        preferred, *rest = nodes
+        for other in rest:
+            # the whole window of the preferred replica lies before the others'
+            assert configs[preferred].election_max_seconds <= configs[other].election_min_seconds
+            assert configs[other].connection_timeout_seconds >= configs[other].election_max_seconds
