@@ -42,7 +42,7 @@ DEFAULTS: dict[str, Any] = {
         # Admission control per partition leader: fixed | aimd | vegas | gradient (enabled: false admits all).
         "backpressure": {
             "enabled": True,
-            "algorithm": "aimd",
+            "algorithm": "gradient",
             "initialLimit": 100,
             "minLimit": 10,
             "maxLimit": 5000,

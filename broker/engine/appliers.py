@@ -42,10 +42,10 @@ PMS = ProcessMessageSubscriptionIntent
 MSE = MessageStartEventSubscriptionIntent
 
 
-
 # How long (record time) a received signal's key is remembered. Redeliveries stop when the broadcasting partition has
 # the acknowledgement, seconds after the first delivery even under failover; an hour leaves a wide margin.
 SIGNAL_RECEIPT_RETENTION_MS = 3_600_000
+
 
 class EventAppliers:
     """Maps (value type, intent) of an event to the function that applies it."""

@@ -2,8 +2,9 @@
 
 A broadcast is written (SIGNAL BROADCASTED) and acknowledged on the partition that received it, which then hands it
 to every other partition through command distribution: delivered at least once, until acknowledged, and deduplicated
-by the signal's key on arrival (receipts are kept for an hour of record time, far longer than redeliveries last). Each partition triggers its own subscriptions. Signal start events subscribe on the
-partition a process was deployed on only, so one broadcast starts one instance per process, not one per partition.
+by the signal's key on arrival (receipts are kept for an hour of record time, far longer than redeliveries last).
+Each partition triggers its own subscriptions. Signal start events subscribe on the partition a process was deployed
+on only, so one broadcast starts one instance per process, not one per partition.
 """
 
 from __future__ import annotations

@@ -25,7 +25,8 @@ sys.path.insert(0, str(REPO))
 from tests.cluster.harness import Cluster  # noqa: E402 (after the path set-up above)
 
 
-def bench(address: str, duration: float, concurrency: int) -> dict[str, Any]:
+def bench(address: str, duration: float, concurrency: int, rate: float = 0.0) -> dict[str, Any]:
+    load = ["--rate", str(rate)] if rate else ["--concurrency", str(concurrency)]
     done = subprocess.run(
         [
             sys.executable,
@@ -36,8 +37,7 @@ def bench(address: str, duration: float, concurrency: int) -> dict[str, Any]:
             address,
             "--duration",
             str(duration),
-            "--concurrency",
-            str(concurrency),
+            *load,
             "--json",
         ],
         cwd=REPO,
@@ -64,7 +64,7 @@ def one_run(root: Path, replication: int, args: argparse.Namespace) -> dict[str,
         pids = {f"broker {b['nodeId']}": int(b["pid"]) for b in cluster.info["brokers"]}
         pids["gateway"] = int(cluster.info["gateway"]["pid"])
         before = {name: cpu_seconds(pid) for name, pid in pids.items()}
-        result = bench(cluster.gateway, args.duration, args.concurrency)
+        result = bench(cluster.gateway, args.duration, args.concurrency, args.rate)
         # Cores each process used while measured (the load generator itself is the rest of the machine).
         result["cores"] = {
             name: round((cpu_seconds(pid) - before[name]) / result["seconds"], 2) for name, pid in pids.items()
@@ -81,6 +81,7 @@ def main() -> int:
     parser.add_argument("--duration", type=float, default=15.0, help="seconds of measured load per run (15)")
     parser.add_argument("--warmup", type=float, default=3.0, help="seconds of unmeasured load first (3)")
     parser.add_argument("--concurrency", type=int, default=64, help="instances in flight (64)")
+    parser.add_argument("--rate", type=float, default=0.0, help="open loop at this many instances/s instead")
     args = parser.parse_args()
     results: dict[int, list[dict[str, Any]]] = {1: [], 3: []}
     with tempfile.TemporaryDirectory(prefix="weir-cluster-bench-") as tmp:
@@ -92,7 +93,7 @@ def main() -> int:
                 print(
                     f"run {run + 1} R={replication}: {result['instancesPerSecond']:.1f} instances/s, "
                     f"p50 {result['latencyMs']['p50']} ms, p99 {result['latencyMs']['p99']} ms, "
-                    f"errors {result['errors']}; cores used: "
+                    f"errors {result['errors']}, rejected {result['backpressureRejections']}; cores used: "
                     + ", ".join(f"{name} {cores}" for name, cores in result["cores"].items()),
                     flush=True,
                 )
