@@ -227,16 +227,20 @@ class Bench:
             self.args.address, options=[("grpc.max_receive_message_length", 16 * 1024 * 1024)]
         )
         self.stub = pb_grpc.GatewayStub(self.channel)
-        await self.deploy()
+        role = self.args.role
+        if role != "worker":
+            await self.deploy()
         self.stop_at = time.monotonic() + self.args.duration
         worker = self.stream_worker if self.args.worker == "stream" else self.poll_worker
-        workers = [asyncio.create_task(worker()) for _ in range(self.args.workers)]
-        if self.args.worker == "stream":
+        workers = [asyncio.create_task(worker()) for _ in range(self.args.workers)] if role != "starter" else []
+        if self.args.worker == "stream" and workers:
             await asyncio.sleep(0.3)  # streams registered before the first job is created
         progress = asyncio.create_task(self.progress()) if not self.args.json else None
         self.stats = Stats()
-        starter = self.open_loop() if self.args.rate else self.closed_loop()
-        await starter
+        if role == "worker":
+            await asyncio.sleep(max(0.0, self.stop_at - time.monotonic()))
+        else:
+            await (self.open_loop() if self.args.rate else self.closed_loop())
         elapsed = time.monotonic() - self.stats.started
         for t in [*workers, *([progress] if progress else [])]:
             t.cancel()
@@ -275,6 +279,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--completion-delay-ms", type=float, default=0.0, help="simulated work per job")
     p.add_argument("--payload-size", type=int, default=0, help="bytes of variables per instance")
     p.add_argument("--broker-pid", type=int, help="report this local broker's peak RSS")
+    p.add_argument(
+        "--role",
+        choices=("both", "starter", "worker"),
+        default="both",
+        help="start instances, complete jobs, or both (run starters and workers as separate processes)",
+    )
     p.add_argument("--json", action="store_true", help="print the summary as JSON only")
 
 
@@ -299,4 +309,4 @@ def run(args: argparse.Namespace) -> int:
         + (f" (last: {summary['lastError']})" if summary["lastError"] else "")
         + (f"\nbroker peak RSS: {summary['brokerPeakRssMb']} MiB" if summary["brokerPeakRssMb"] else "")
     )
-    return 0 if summary["completedInstances"] else 1
+    return 0 if summary["completedInstances"] or args.role == "worker" else 1

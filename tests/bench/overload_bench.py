@@ -1,6 +1,8 @@
 """Overload: a single-node Weir offered several times what it sustains, then offered a normal load again.
 
-Phases against one fresh ``weir start`` (fsync on), each a ``weir bench --json`` run:
+Phases against one fresh ``weir start`` (fsync on), each a ``weir bench --role starter --json`` run, while one
+``weir bench --role worker`` process completes the jobs throughout (as in production, workers are not the
+process that floods the broker, so an overloaded starter does not starve them):
 1. sustainable: closed loop (``--concurrency``) for ``--measure`` seconds: the sustainable rate S;
 2. overload: open loop at ``--factor`` × S for ``--seconds`` seconds (bounded in flight);
 3. recovery: closed loop again for ``--measure`` seconds; the timeline shows how soon it is back at S.
@@ -16,6 +18,7 @@ import json
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
@@ -30,9 +33,13 @@ def rss_mb(pid: int, field: str) -> float:
     return 0.0
 
 
-def bench(weir: WeirProcess, seconds: float, *args: str) -> dict:
+def bench_command(weir: WeirProcess, seconds: float, *args: str) -> list[str]:
     cmd = [sys.executable, "-m", "client.cli", "bench", "--address", weir.address, "--json"]
-    cmd += ["--duration", str(seconds), "--broker-pid", str(weir.pid), *args]
+    return [*cmd, "--duration", str(seconds), "--broker-pid", str(weir.pid), *args]
+
+
+def bench(weir: WeirProcess, seconds: float, *args: str) -> dict:
+    cmd = bench_command(weir, seconds, "--role", "starter", *args)
     out = subprocess.run(cmd, capture_output=True, text=True, check=True, timeout=seconds + 180)
     return json.loads(out.stdout.strip().splitlines()[-1])
 
@@ -47,7 +54,12 @@ def main() -> None:
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="weir-overload-") as tmp:
         weir = WeirProcess(Path(tmp) / "data", extra_args=["--no-exporter", *args.start_args]).start()
+        total = 2 * args.measure + args.seconds + 240  # the worker outlives every phase and its drain
+        worker = subprocess.Popen(
+            bench_command(weir, total, "--role", "worker"), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        )
         try:
+            time.sleep(2)  # the worker's job streams are open before the first instance starts
             base = bench(weir, args.measure, "--concurrency", str(args.concurrency))
             sustainable = base["instancesPerSecond"]
             rss_base = rss_mb(weir.pid, "VmRSS")
@@ -81,6 +93,7 @@ def main() -> None:
             timeline = " ".join(f"{c}/{r}" for _, c, r in over["timeline"])
             print(f"overload timeline (completed/rejected per second): {timeline}", flush=True)
         finally:
+            worker.kill()
             weir.stop()
 
 
