@@ -44,6 +44,12 @@ proto: install
 ## bench: benchmarks (print figures; they assert nothing)
 bench: install
 	$(PY) tests/bench/feel_bench.py
+	$(PY) tests/bench/engine_bench.py --seconds 5 --runs 3
+	$(PY) tests/bench/bench_runs.py --runs 3 --duration 10 --config default= --config no-exporter=--no-exporter
+	$(PY) tests/bench/bench_runs.py --runs 3 --duration 10 --config no-exporter=--no-exporter -- --process ten-tasks
+	$(PY) tests/bench/timer_bench.py --pending 100000 --due 20000 --runs 3
+	$(PY) tests/bench/cluster_bench.py --runs 3 --duration 10 --concurrency 1000
+	$(PY) tests/bench/overload_bench.py --seconds 60 --measure 10
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache
