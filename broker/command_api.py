@@ -144,6 +144,8 @@ class CommandApi:
                             submitted.add_done_callback(functools.partial(answered, request_id))
             except (ValueError, msgpack.UnpackException) as e:
                 log.warning("closing a command stream that sent a malformed message: %s", e)
+            except Exception as e:  # the gateway went away mid-message: its answers have nowhere to go
+                log.debug("command stream closed by the gateway: %r", e)
             finally:
                 reading = False
                 loop.call_soon(flush)
