@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -24,29 +25,48 @@ from typing import Any
 CLUSTER_FILE = "cluster.json"
 
 
-def free_port() -> int:
+def _ephemeral_range() -> tuple[int, int]:
+    """The ports the kernel hands to outgoing connections (Linux; the usual default elsewhere)."""
+    try:
+        low, high = Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()
+        return int(low), int(high)
+    except (OSError, ValueError):
+        return 32768, 60999
+
+
+def _bindable(port: int) -> bool:
     with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
 
 
-def free_port_range(count: int) -> int:
-    """A base port with ``count`` consecutive free ports (one Raft member per partition)."""
-    for _ in range(200):
-        base = free_port()
-        if base + count >= 65535:
-            continue
-        ok = True
-        for port in range(base, base + count):
+def free_port_range(count: int = 1) -> int:
+    """A base port with ``count`` consecutive free ports (one Raft member per partition), outside the ephemeral range.
+
+    Ports are planned before the processes that bind them start; a port from the ephemeral range can meanwhile be
+    taken by any outgoing connection (brokers already started connect to each other), so planned ports come from
+    below that range whenever it leaves room.
+    """
+    low, _high = _ephemeral_range()
+    pool_low, pool_high = 10_000, low - count - 1
+    rng = random.Random()
+    for _ in range(500):
+        base = rng.randint(pool_low, pool_high) if pool_high > pool_low else 0
+        if base == 0:
             with socket.socket() as s:
-                try:
-                    s.bind(("127.0.0.1", port))
-                except OSError:
-                    ok = False
-                    break
-        if ok:
+                s.bind(("127.0.0.1", 0))
+                base = int(s.getsockname()[1])
+        if base + count < 65535 and all(_bindable(port) for port in range(base, base + count)):
             return base
     raise RuntimeError(f"no {count} consecutive free ports found")
+
+
+def free_port() -> int:
+    """One free port to plan for a process started later (see :func:`free_port_range`)."""
+    return free_port_range(1)
 
 
 def _spawn(command: list[str], env: dict[str, str], log_path: Path) -> int:

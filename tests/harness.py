@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -24,9 +23,10 @@ BPMN = FIXTURES / "bpmn"
 
 
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A free port outside the range the kernel gives outgoing connections, so none takes it before Weir binds it."""
+    from client.cluster import free_port as planned_port
+
+    return planned_port()
 
 
 def eventually(check: Callable[[], Any], timeout: float = 10.0, interval: float = 0.05, what: str = "") -> Any:

@@ -6,7 +6,6 @@ import json
 import os
 import queue
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -20,14 +19,13 @@ BAD_LOG_MARKERS = ("truncating already-applied", "IndexError", "failed _onTick",
 
 
 def free_ports(count: int) -> list[int]:
-    sockets = [socket.socket() for _ in range(count)]
-    try:
-        for s in sockets:
-            s.bind(("127.0.0.1", 0))
-        return [s.getsockname()[1] for s in sockets]
-    finally:
-        for s in sockets:
-            s.close()
+    """Distinct free ports outside the ephemeral range (members connecting to each other cannot take them first)."""
+    from client.cluster import free_port
+
+    ports: set[int] = set()
+    while len(ports) < count:
+        ports.add(free_port())
+    return sorted(ports)
 
 
 def wait_until(condition: Callable[[], Any], timeout: float, what: str, interval: float = 0.02) -> Any:
