@@ -13,6 +13,7 @@ from broker.engine.context import ProcessingContext
 from broker.engine.expressions import ExpressionEvaluator, ExpressionFailure, type_name
 from broker.engine.models import ModelCache
 from broker.protocol.enums import (
+    CommandDistributionIntent,
     IncidentIntent,
     JobBatchIntent,
     JobIntent,
@@ -47,6 +48,24 @@ def services(ctx: ProcessingContext) -> Services:
 
 
 # -- variables -----------------------------------------------------------------------------------------------
+
+
+def distribute(ctx: ProcessingContext, key: int, value_type: ValueType, intent: Any, command_value: dict) -> None:
+    """Record that every other partition must receive this command; the leader delivers it until acknowledged."""
+    for partition_id in range(1, services(ctx).partitions_count + 1):
+        if partition_id == ctx.partition_id:
+            continue
+        ctx.event(
+            ValueType.COMMAND_DISTRIBUTION,
+            CommandDistributionIntent.STARTED,
+            key,
+            {
+                "partitionId": partition_id,
+                "valueType": value_type.name,
+                "intent": intent.name,
+                "commandValue": command_value,
+            },
+        )
 
 
 def scope_chain(ctx: ProcessingContext, scope_key: int) -> list[int]:

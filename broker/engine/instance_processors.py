@@ -112,25 +112,9 @@ def deploy(ctx: ProcessingContext, cmd: Record) -> None:
 
 
 def _start_distribution(ctx: ProcessingContext, deployment_key: int, processes: list[dict]) -> None:
-    """Record, per other partition, that it must receive these processes; the leader delivers them until acked."""
-    for partition_id in range(1, b.services(ctx).partitions_count + 1):
-        if partition_id == ctx.partition_id:
-            continue
-        ctx.event(
-            ValueType.COMMAND_DISTRIBUTION,
-            CommandDistributionIntent.STARTED,
-            deployment_key,
-            {
-                "partitionId": partition_id,
-                "valueType": ValueType.DEPLOYMENT.name,
-                "intent": DeploymentIntent.CREATE.name,
-                "commandValue": {
-                    "distributedFrom": ctx.partition_id,
-                    "deploymentKey": deployment_key,
-                    "processes": processes,
-                },
-            },
-        )
+    """Every other partition must receive these processes."""
+    command = {"distributedFrom": ctx.partition_id, "deploymentKey": deployment_key, "processes": processes}
+    b.distribute(ctx, deployment_key, ValueType.DEPLOYMENT, DeploymentIntent.CREATE, command)
 
 
 def _deploy_distributed(ctx: ProcessingContext, cmd: Record) -> None:

@@ -14,7 +14,6 @@ from broker.engine import events
 from broker.engine.bpmn import model as bpmn
 from broker.engine.context import ProcessingContext
 from broker.protocol.enums import (
-    CommandDistributionIntent,
     RecordType,
     RejectionType,
     SignalIntent,
@@ -62,20 +61,8 @@ def broadcast(ctx: ProcessingContext, name: str, variables: dict) -> Record:
     key = ctx.keys.next_key()
     value = _value(name, variables)
     rec = ctx.event(ValueType.SIGNAL, SignalIntent.BROADCASTED, key, value)
-    for partition_id in range(1, b.services(ctx).partitions_count + 1):
-        if partition_id == ctx.partition_id:
-            continue
-        ctx.event(
-            ValueType.COMMAND_DISTRIBUTION,
-            CommandDistributionIntent.STARTED,
-            key,
-            {
-                "partitionId": partition_id,
-                "valueType": ValueType.SIGNAL.name,
-                "intent": SignalIntent.BROADCAST.name,
-                "commandValue": {**value, "distributedFrom": ctx.partition_id, "signalKey": key},
-            },
-        )
+    command = {**value, "distributedFrom": ctx.partition_id, "signalKey": key}
+    b.distribute(ctx, key, ValueType.SIGNAL, SignalIntent.BROADCAST, command)
     trigger(ctx, name, variables)
     return rec
 
