@@ -50,18 +50,18 @@ def free_port_range(count: int = 1) -> int:
     taken by any outgoing connection (brokers already started connect to each other), so planned ports come from
     below that range whenever it leaves room.
     """
-    low, _high = _ephemeral_range()
-    pool_low, pool_high = 10_000, low - count - 1
-    rng = random.Random()
+    pool_low, pool_high = 10_000, _ephemeral_range()[0] - count - 1
     for _ in range(500):
-        base = rng.randint(pool_low, pool_high) if pool_high > pool_low else 0
-        if base == 0:
-            with socket.socket() as s:
-                s.bind(("127.0.0.1", 0))
-                base = int(s.getsockname()[1])
+        base = random.randint(pool_low, pool_high) if pool_high > pool_low else _any_free_port()
         if base + count < 65535 and all(_bindable(port) for port in range(base, base + count)):
             return base
     raise RuntimeError(f"no {count} consecutive free ports found")
+
+
+def _any_free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
 
 
 def free_port() -> int:
