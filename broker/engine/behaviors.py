@@ -231,8 +231,11 @@ def apply_input_mappings(ctx: ProcessingContext, element: bpmn.Element, instance
     return None
 
 
-def apply_output_mappings(ctx: ProcessingContext, element: bpmn.Element, instance: dict) -> ExpressionFailure | None:
-    """Output mappings (or, for catch events without them, the event's variables) into the flow scope."""
+def apply_output_mappings(
+    ctx: ProcessingContext, element: bpmn.Element, instance: dict, *, propagate_event_variables: bool = False
+) -> ExpressionFailure | None:
+    """Output mappings into the flow scope; without them, an event that ``propagate_event_variables`` hands its
+    local variables (its trigger's) to the flow scope instead."""
     scope_key = instance["value"]["flowScopeKey"]
     if element.output_mappings:
         context = visible_variables(ctx, instance["key"])
@@ -248,12 +251,7 @@ def apply_output_mappings(ctx: ProcessingContext, element: bpmn.Element, instanc
                     result[target_root] = json.loads(json.dumps(existing))
             _assign_path(result, mapping.target, value)
         merge_document(ctx, scope_key, result)
-    elif element.element_type in (
-        bpmn.BOUNDARY_EVENT,
-        bpmn.INTERMEDIATE_CATCH_EVENT,
-        bpmn.START_EVENT,
-        bpmn.RECEIVE_TASK,
-    ):
+    elif propagate_event_variables:
         local = ctx.state.variables.local(instance["key"])
         if local and scope_key > 0:
             merge_document(ctx, scope_key, local)

@@ -14,8 +14,8 @@ from broker.engine import job_processors as jobs
 from broker.engine import message_processors as messages
 from broker.engine.appliers import EventAppliers
 from broker.engine.behaviors import Services
-from broker.engine.bpmn_processor import BpmnElementProcessor
 from broker.engine.context import ProcessingContext
+from broker.engine.elements import commands as elements
 from broker.engine.expressions import ExpressionEvaluator
 from broker.engine.job_streams import JobStreams
 from broker.engine.models import ModelCache
@@ -53,7 +53,6 @@ class Engine:
         self.appliers = EventAppliers(self.models)
         self.job_streams = job_streams if job_streams is not None else JobStreams()
         self.services = Services(self.models, ExpressionEvaluator(), self.job_streams, partitions_count)
-        bpmn = BpmnElementProcessor()
         pi = ProcessInstanceIntent
         ms = MessageSubscriptionIntent
         pms = ProcessMessageSubscriptionIntent
@@ -68,9 +67,9 @@ class Engine:
                 ProcessInstanceCreationIntent.CREATE_WITH_AWAITING_RESULT,
             ): instances.create_instance,
             (ValueType.PROCESS_INSTANCE, pi.CANCEL): instances.cancel_instance,
-            (ValueType.PROCESS_INSTANCE, pi.ACTIVATE_ELEMENT): bpmn.activate,
-            (ValueType.PROCESS_INSTANCE, pi.COMPLETE_ELEMENT): bpmn.complete_command,
-            (ValueType.PROCESS_INSTANCE, pi.TERMINATE_ELEMENT): bpmn.terminate_command,
+            (ValueType.PROCESS_INSTANCE, pi.ACTIVATE_ELEMENT): elements.activate,
+            (ValueType.PROCESS_INSTANCE, pi.COMPLETE_ELEMENT): elements.complete,
+            (ValueType.PROCESS_INSTANCE, pi.TERMINATE_ELEMENT): elements.terminate,
             (ValueType.VARIABLE_DOCUMENT, VariableDocumentIntent.UPDATE): instances.update_variables,
             (ValueType.JOB_BATCH, JobBatchIntent.ACTIVATE): jobs.activate_batch,
             (ValueType.JOB, JobIntent.COMPLETE): jobs.complete,

@@ -16,6 +16,7 @@ from broker.engine import behaviors as b
 from broker.engine import timers
 from broker.engine.bpmn import model as bpmn
 from broker.engine.context import ProcessingContext
+from broker.engine.elements import registry
 from broker.engine.expressions import ExpressionFailure
 from broker.engine.partitioning import subscription_partition
 from broker.protocol.enums import (
@@ -32,39 +33,17 @@ from broker.protocol.record import Record
 PI = ProcessInstanceIntent
 PMS = ProcessMessageSubscriptionIntent
 
-# Elements that wait for their own event, once activated.
-CATCH_ELEMENTS = frozenset({bpmn.INTERMEDIATE_CATCH_EVENT, bpmn.RECEIVE_TASK})
-
-
 # -- opening -------------------------------------------------------------------------------------------------
 
 
-def _targets(process: bpmn.Process, element: bpmn.Element | None) -> list[bpmn.Element]:
-    """The events an instance of ``element`` (None: the process) subscribes to."""
-    out: list[bpmn.Element] = []
-    scope_id = process.id if element is None else element.id
-    if element is not None:
-        if element.element_type in CATCH_ELEMENTS:
-            out.append(element)
-        elif element.element_type == bpmn.EVENT_BASED_GATEWAY:
-            out.extend(process.element(f.target_id) for f in process.outgoing_flows(element.id))
-        if element.boundary_event_ids:
-            out.extend(process.boundary_events_of(element.id))
-    if element is None or element.element_type in bpmn.SCOPE_ELEMENT_TYPES:
-        for esp in process.event_sub_processes_of(scope_id):
-            out.extend(c for c in process.children_of(esp.id) if c.element_type == bpmn.START_EVENT)
-    return [t for t in out if t.timer is not None or t.message is not None or t.signal_name is not None]
-
-
-def open_subscriptions(
-    ctx: ProcessingContext, process: bpmn.Process, element: bpmn.Element | None, inst: dict
-) -> str | None:
-    """Open every timer, message and signal subscription of ``inst``; a failure message (nothing opened) or None.
+def open_subscriptions(ctx: ProcessingContext, targets: list[bpmn.Element], inst: dict) -> str | None:
+    """Open the timer, message and signal subscriptions of ``inst`` for ``targets`` (the events its element's kind
+    waits for); a failure message (nothing opened) or None.
 
     All expressions are evaluated before anything is written, so a failure leaves no half-opened subscriptions
     behind and resolving the incident simply runs the activation again.
     """
-    targets = _targets(process, element)
+    targets = [t for t in targets if t.timer is not None or t.message is not None or t.signal_name is not None]
     if (
         not targets
         or ctx.state.timers.of_owner(inst["key"])
@@ -218,7 +197,7 @@ def _open_message_subscription(
             "elementId": target.id,
             "messageName": name,
             "correlationKey": correlation_key,
-            "interrupting": is_interrupting(target),
+            "interrupting": target.interrupts,
             "messageKey": -1,
             "variables": {},
             "tenantId": b.TENANT,
@@ -277,48 +256,9 @@ def _record(sub: dict) -> dict:
 # -- firing --------------------------------------------------------------------------------------------------
 
 
-def is_interrupting(target: bpmn.Element) -> bool:
-    """Whether firing ``target`` ends what waits for it (catch events, gateway targets) or interrupts a scope."""
-    if target.element_type == bpmn.BOUNDARY_EVENT:
-        return target.cancel_activity
-    if target.element_type == bpmn.START_EVENT:
-        return target.is_interrupting
-    return True
-
-
 def fire(ctx: ProcessingContext, process: bpmn.Process, inst: dict, target: bpmn.Element, variables: dict) -> None:
-    """The event ``target`` occurred for the waiting element instance ``inst``."""
-    v = inst["value"]
-    if target.element_type == bpmn.BOUNDARY_EVENT:
-        if target.cancel_activity:
-            b.trigger_boundary(ctx, inst, target, variables)
-            return
-        boundary_key = ctx.keys.next_key()
-        ctx.event(
-            ValueType.PROCESS_EVENT,
-            ProcessEventIntent.TRIGGERED,
-            boundary_key,
-            {**b.event_trigger(ctx, inst, target, variables), "scopeKey": boundary_key},
-        )
-        b.activate_element(ctx, target, v, v["flowScopeKey"], key=boundary_key)
-        return
-    if target.element_type == bpmn.START_EVENT:  # of an event sub-process inside the scope ``inst``
-        if target.is_interrupting:
-            close_event_sub_process_subscriptions(ctx, process, inst)
-            b.trigger_boundary(ctx, inst, target, variables)
-        else:
-            trigger = b.event_trigger(ctx, inst, target, variables)
-            b.start_event_sub_process(ctx, inst, target, trigger, interrupting=False)
-        return
-    if v["bpmnElementType"] == bpmn.EVENT_BASED_GATEWAY:
-        # the first event wins: the gateway completes towards it (COMPLETE_ELEMENT reads the trigger)
-        trigger = b.event_trigger(ctx, inst, target, variables)
-        ctx.event(ValueType.PROCESS_EVENT, ProcessEventIntent.TRIGGERING, ctx.keys.next_key(), trigger)
-        ctx.follow_up(ValueType.PROCESS_INSTANCE, PI.COMPLETE_ELEMENT, inst["key"], v)
-        return
-    if variables:
-        b.set_local_document(ctx, inst["key"], variables, inst)
-    ctx.follow_up(ValueType.PROCESS_INSTANCE, PI.COMPLETE_ELEMENT, inst["key"], v)
+    """The event ``target`` occurred for the waiting element instance ``inst``: its kind decides what follows."""
+    registry.processor_of(inst["value"]).on_event(ctx, process, inst, target, variables)
 
 
 def is_waiting(inst: dict | None) -> bool:
@@ -356,7 +296,7 @@ def trigger_timer(ctx: ProcessingContext, cmd: Record) -> None:
         return
     assert inst is not None
     ctx.event(ValueType.TIMER, TimerIntent.TRIGGERED, cmd.key, timer)
-    if not is_interrupting(target):
+    if not target.interrupts:
         _reschedule(ctx, timer)
     fire(ctx, process, inst, target, {})
 

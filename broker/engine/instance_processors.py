@@ -6,8 +6,8 @@ from broker.engine import behaviors as b
 from broker.engine import events, signals
 from broker.engine.bpmn import BpmnValidationError, parse_bpmn, resource_checksum, supported_kinds
 from broker.engine.bpmn import model as bpmn
-from broker.engine.bpmn_processor import SUPPORTED_KINDS, BpmnElementProcessor
 from broker.engine.context import ProcessingContext
+from broker.engine.elements import SUPPORTED_KINDS, lifecycle
 from broker.protocol.enums import (
     CommandDistributionIntent,
     DeploymentIntent,
@@ -288,7 +288,7 @@ def cancel_instance(ctx: ProcessingContext, cmd: Record) -> None:
             f"Expected to cancel a process instance with key '{cmd.key}', but no such process was found",
         )
         return
-    rec = BpmnElementProcessor().terminate(ctx, inst)
+    rec = lifecycle.terminate(ctx, inst)
     ctx.respond(rec)
 
 

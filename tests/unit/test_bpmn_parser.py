@@ -9,7 +9,6 @@ from pathlib import Path
 import pytest
 
 from broker.engine.bpmn import (
-    INITIAL_ENGINE_KINDS,
     USER_TASK_JOB_TYPE,
     BpmnValidationError,
     Element,
@@ -20,6 +19,7 @@ from broker.engine.bpmn import (
     resource_checksum,
     supported_kinds,
 )
+from broker.engine.elements import SUPPORTED_KINDS
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "bpmn"
 VALID_FIXTURES = sorted(FIXTURES.glob("*.bpmn"))
@@ -86,7 +86,7 @@ def load(name: str) -> tuple[Process, ...]:
 
 @pytest.mark.parametrize("path", VALID_FIXTURES, ids=lambda p: p.name)
 def test_every_fixture_is_valid_and_runnable_by_the_initial_engine(path: Path) -> None:
-    processes = parse_bpmn(path.read_bytes(), path.name, supported=supported_kinds(INITIAL_ENGINE_KINDS))
+    processes = parse_bpmn(path.read_bytes(), path.name, supported=supported_kinds(SUPPORTED_KINDS))
     assert processes
     for process in processes:
         assert process.is_executable
@@ -406,7 +406,7 @@ def test_modeler_style_model_is_read_completely() -> None:
 
 
 def test_initial_engine_rejects_what_it_cannot_run_yet_naming_each_element() -> None:
-    problems = problems_of(MODELER_STYLE, supported=supported_kinds(INITIAL_ENGINE_KINDS))
+    problems = problems_of(MODELER_STYLE, supported=supported_kinds(SUPPORTED_KINDS))
     assert not any(p.startswith("'start-message':") for p in problems)  # message start events run
     for runs in ("signal-end", "on-cancel", "wait", "terminate", "escalate", "link-out", "link-in"):
         assert not any(p.startswith(f"'{runs}':") for p in problems), runs
@@ -425,7 +425,7 @@ def test_multi_instance_needs_its_own_kind() -> None:
         '<zeebe:loopCharacteristics inputCollection="=xs"/></bpmn:extensionElements>'
         "</bpmn:multiInstanceLoopCharacteristics></bpmn:task>"
     )
-    kinds = INITIAL_ENGINE_KINDS
+    kinds = SUPPORTED_KINDS
     assert problems_of(process_xml(body), supported=supported_kinds(kinds)) == (
         "'m0': Multi-instance activities are not supported yet",
     )
@@ -789,7 +789,7 @@ def test_link_rules_still_apply_now_that_the_engine_runs_link_events() -> None:
         + flow("f9", "sub", "end")
         + sub
     )
-    problems = problems_of(process_xml(body), supported=supported_kinds(INITIAL_ENGINE_KINDS))
+    problems = problems_of(process_xml(body), supported=supported_kinds(SUPPORTED_KINDS))
     assert set(problems) == {
         "'jump-twice': Link throw events must not have outgoing sequence flows",
         "'outer-catch': Link catch events must not have incoming sequence flows",
@@ -803,7 +803,7 @@ def test_link_rules_still_apply_now_that_the_engine_runs_link_events() -> None:
 
 def test_link_events_fixtures_are_runnable() -> None:
     processes = parse_bpmn(
-        (FIXTURES / "link-events.bpmn").read_bytes(), "link.bpmn", supported=supported_kinds(INITIAL_ENGINE_KINDS)
+        (FIXTURES / "link-events.bpmn").read_bytes(), "link.bpmn", supported=supported_kinds(SUPPORTED_KINDS)
     )
     process = only(processes)
     assert process.element("to-b").kind == "INTERMEDIATE_THROW_EVENT:LINK"

@@ -35,7 +35,7 @@ from .parser import (
     resource_checksum,
 )
 from .safe_xml import DEFAULT_MAX_RESOURCE_BYTES, DEFAULT_MAX_XML_ELEMENTS
-from .support import INITIAL_ENGINE_KINDS, supported_kinds
+from .support import supported_kinds
 
 __all__ = [
     "BPMN_NS",
@@ -43,7 +43,6 @@ __all__ = [
     "DEFAULT_MAX_FLOW_ELEMENTS",
     "DEFAULT_MAX_RESOURCE_BYTES",
     "DEFAULT_MAX_XML_ELEMENTS",
-    "INITIAL_ENGINE_KINDS",
     "USER_TASK_JOB_TYPE",
     "ZEEBE_NS",
     "BpmnValidationError",

@@ -274,6 +274,12 @@ class Element:
     properties: tuple[tuple[str, str], ...] = ()
 
     @property
+    def interrupts(self) -> bool:
+        """Whether this event ends what it interrupts when it fires: a boundary event's ``cancelActivity`` or an
+        event sub-process start event's ``isInterrupting`` (each is True for every other element)."""
+        return self.cancel_activity and self.is_interrupting
+
+    @property
     def kind(self) -> str:
         """``ELEMENT_TYPE`` or ``ELEMENT_TYPE:EVENT_TYPE`` for events: the unit of engine support."""
         if self.event_type == UNSPECIFIED:

@@ -1,0 +1,12 @@
+"""BPMN element processors: one small processor per element kind, found through :mod:`.registry`.
+
+- :mod:`.lifecycle`: the legal transitions (one literal table, checked on every transition) and the shared steps.
+- :mod:`.base`: the hooks a kind implements (on activate / complete / terminate; containers: on child completed /
+  terminated).
+- :mod:`.commands`: the ACTIVATE_ELEMENT, COMPLETE_ELEMENT and TERMINATE_ELEMENT processors.
+- one module per family of kinds: process, sub-processes, tasks, gateways, catch and throw events.
+"""
+
+from broker.engine.elements.registry import SUPPORTED_KINDS, processor_for, processor_of
+
+__all__ = ["SUPPORTED_KINDS", "processor_for", "processor_of"]

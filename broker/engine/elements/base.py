@@ -1,0 +1,177 @@
+"""The hooks an element kind implements; defaults describe an element that does nothing special.
+
+A processor is stateless and shared: everything it needs comes in the arguments. The lifecycle (:mod:`.lifecycle`)
+calls the hooks; a hook that fails raises an incident and returns, leaving the instance where it is so that resolving
+the incident runs the step again.
+"""
+
+from __future__ import annotations
+
+from broker.engine import behaviors as b
+from broker.engine import events
+from broker.engine.bpmn import model as bpmn
+from broker.engine.context import ProcessingContext
+from broker.engine.elements import lifecycle as lc
+from broker.protocol.enums import ProcessEventIntent, ProcessInstanceIntent, ValueType
+
+PI = ProcessInstanceIntent
+
+
+class ElementProcessor:
+    """One element kind's behaviour at each step of its lifecycle."""
+
+    # Events without output mappings hand the variables of their trigger to the flow scope.
+    propagates_event_variables = False
+
+    def event_targets(self, process: bpmn.Process, element: bpmn.Element | None) -> list[bpmn.Element]:
+        """The events an instance of this element subscribes to while active. Default: its boundary events."""
+        assert element is not None
+        return list(process.boundary_events_of(element.id))
+
+    def on_event(
+        self, ctx: ProcessingContext, process: bpmn.Process, inst: dict, target: bpmn.Element, variables: dict
+    ) -> None:
+        """One of :meth:`event_targets` occurred while ``inst`` waits. Default: a boundary event fires; an
+        interrupting one first terminates the activity it is attached to."""
+        if target.attached_to_id != inst["value"]["elementId"]:
+            raise ValueError(f"'{target.id}' is not an event that element '{inst['value']['elementId']}' waits for")
+        if target.interrupts:
+            b.trigger_boundary(ctx, inst, target, variables)
+            return
+        v = inst["value"]
+        boundary_key = ctx.keys.next_key()
+        ctx.event(
+            ValueType.PROCESS_EVENT,
+            ProcessEventIntent.TRIGGERED,
+            boundary_key,
+            {**b.event_trigger(ctx, inst, target, variables), "scopeKey": boundary_key},
+        )
+        b.activate_element(ctx, target, v, v["flowScopeKey"], key=boundary_key)
+
+    def activation_blocked(self, ctx: ProcessingContext, element: bpmn.Element, scope_key: int) -> str | None:
+        """Why the element may not be activated yet (a join still waiting), or None."""
+        return None
+
+    def on_activate(
+        self, ctx: ProcessingContext, process: bpmn.Process, element: bpmn.Element | None, inst: dict
+    ) -> None:
+        """The instance is ACTIVATING: do the kind's work, then move on (or wait). Default: pass through."""
+        assert element is not None
+        if lc.prepare(ctx, process, element, inst):
+            lc.pass_through(ctx, process, element, inst)
+
+    def on_complete(
+        self, ctx: ProcessingContext, process: bpmn.Process, element: bpmn.Element | None, inst: dict
+    ) -> None:
+        """COMPLETE_ELEMENT arrived (the awaited job, event or children are done). Default: complete."""
+        lc.complete(ctx, process, element, inst)
+
+    def before_completed(
+        self, ctx: ProcessingContext, process: bpmn.Process, element: bpmn.Element | None, inst: dict
+    ) -> None:
+        """Output mappings are applied; the instance is about to be COMPLETED (its state still readable)."""
+
+    def on_completed(
+        self,
+        ctx: ProcessingContext,
+        process: bpmn.Process,
+        element: bpmn.Element | None,
+        inst: dict,
+        flows: tuple[bpmn.SequenceFlow, ...] | None,
+        trigger: dict | None,
+    ) -> None:
+        """The instance is COMPLETED. Default: take the outgoing flows."""
+        assert element is not None
+        lc.take_outgoing(ctx, process, element, inst, flows, trigger)
+
+    def on_terminate(
+        self, ctx: ProcessingContext, process: bpmn.Process, element: bpmn.Element | None, inst: dict
+    ) -> None:
+        """The instance's children are gone and it is about to be TERMINATED: clean up what it holds."""
+        lc.clean_up(ctx, inst)
+
+    def on_terminated(
+        self,
+        ctx: ProcessingContext,
+        process: bpmn.Process,
+        element: bpmn.Element | None,
+        inst: dict,
+        trigger: dict | None,
+    ) -> None:
+        """The instance is TERMINATED. Default: an interrupting boundary event that caused it starts; otherwise the
+        flow scope hears that a child left."""
+        v = inst["value"]
+        scope_key = v["flowScopeKey"]
+        if trigger is not None:
+            boundary = process.elements.get(trigger["targetElementId"])
+            if boundary is not None and boundary.element_type == bpmn.BOUNDARY_EVENT:
+                boundary_key = ctx.keys.next_key()
+                ctx.event(ValueType.PROCESS_EVENT, ProcessEventIntent.TRIGGERED, boundary_key, trigger)
+                b.activate_element(ctx, boundary, v, scope_key, key=boundary_key)
+                return
+        lc.child_left(ctx, scope_key, completed=False)
+
+    # -- containers (process, sub-processes): what happens when a child leaves ------------------------------
+
+    def on_child_completed(self, ctx: ProcessingContext, process: bpmn.Process, scope: dict) -> None:
+        """A child completed without outgoing flows. Only containers have children."""
+        raise NotImplementedError(f"{type(self).__name__} has no children")
+
+    def on_child_terminated(self, ctx: ProcessingContext, process: bpmn.Process, scope: dict) -> None:
+        """A child terminated. Only containers have children."""
+        raise NotImplementedError(f"{type(self).__name__} has no children")
+
+
+class ContainerProcessor(ElementProcessor):
+    """A flow scope (process, sub-process, event sub-process): it ends when its last child leaves, and subscribes
+    to the start events of the event sub-processes inside it."""
+
+    def event_targets(self, process: bpmn.Process, element: bpmn.Element | None) -> list[bpmn.Element]:
+        scope_id = process.id if element is None else element.id
+        own = super().event_targets(process, element) if element is not None else []
+        return own + [
+            start
+            for esp in process.event_sub_processes_of(scope_id)
+            for start in process.children_of(esp.id)
+            if start.element_type == bpmn.START_EVENT
+        ]
+
+    def on_event(
+        self, ctx: ProcessingContext, process: bpmn.Process, inst: dict, target: bpmn.Element, variables: dict
+    ) -> None:
+        """An event sub-process's start event fired inside this scope; an interrupting one first terminates the
+        scope's other children and stops its other event sub-processes."""
+        if target.attached_to_id is not None:
+            super().on_event(ctx, process, inst, target, variables)
+            return
+        if target.interrupts:
+            events.close_event_sub_process_subscriptions(ctx, process, inst)
+            b.trigger_boundary(ctx, inst, target, variables)
+        else:
+            trigger = b.event_trigger(ctx, inst, target, variables)
+            b.start_event_sub_process(ctx, inst, target, trigger, interrupting=False)
+
+    def on_child_completed(self, ctx: ProcessingContext, process: bpmn.Process, scope: dict) -> None:
+        self._maybe_complete(ctx, process, scope)
+
+    def on_child_terminated(self, ctx: ProcessingContext, process: bpmn.Process, scope: dict) -> None:
+        if scope["state"] == PI.ELEMENT_TERMINATING:
+            if scope["children"] == 0:
+                lc.terminated(ctx, scope)
+            return
+        self._maybe_complete(ctx, process, scope)
+
+    @staticmethod
+    def _maybe_complete(ctx: ProcessingContext, process: bpmn.Process, scope: dict) -> None:
+        """With nothing left inside, the scope completes, or the interrupting event sub-process that waited for the
+        other children to terminate starts."""
+        if scope["state"] != PI.ELEMENT_ACTIVATED or scope["children"] != 0:
+            return
+        trigger = ctx.state.event_triggers.get(scope["key"])
+        if trigger is not None:
+            target = process.elements.get(trigger["targetElementId"])
+            if target is not None and target.element_type == bpmn.START_EVENT:
+                b.start_event_sub_process(ctx, scope, target, trigger, interrupting=True)
+                return
+        if scope["flows"] == 0:
+            ctx.follow_up(ValueType.PROCESS_INSTANCE, PI.COMPLETE_ELEMENT, scope["key"], scope["value"])

@@ -1,0 +1,78 @@
+"""Events that are entered through their trigger or wait for one: start, boundary and intermediate catch events, and
+the receive task. Their trigger's variables become their local variables and, without output mappings, reach the
+flow scope when they complete."""
+
+from __future__ import annotations
+
+from broker.engine import behaviors as b
+from broker.engine.bpmn import model as bpmn
+from broker.engine.context import ProcessingContext
+from broker.engine.elements import lifecycle as lc
+from broker.engine.elements.base import ElementProcessor
+from broker.protocol.enums import ProcessInstanceIntent, ValueType
+
+
+class TriggeredEventProcessor(ElementProcessor):
+    """Start and boundary events: their event has already happened when they are activated."""
+
+    propagates_event_variables = True
+
+    def on_activate(
+        self, ctx: ProcessingContext, process: bpmn.Process, element: bpmn.Element | None, inst: dict
+    ) -> None:
+        assert element is not None
+        lc.take_event_variables(ctx, inst)
+        if lc.prepare(ctx, process, element, inst):
+            lc.pass_through(ctx, process, element, inst)
+
+
+class _WaitsForItsEvent(ElementProcessor):
+    """An element that subscribes to its own event and completes when it occurs (with the event's variables)."""
+
+    propagates_event_variables = True
+
+    def event_targets(self, process: bpmn.Process, element: bpmn.Element | None) -> list[bpmn.Element]:
+        assert element is not None
+        return [element, *super().event_targets(process, element)]
+
+    def on_event(
+        self, ctx: ProcessingContext, process: bpmn.Process, inst: dict, target: bpmn.Element, variables: dict
+    ) -> None:
+        if target.id != inst["value"]["elementId"]:
+            super().on_event(ctx, process, inst, target, variables)
+            return
+        if variables:
+            b.set_local_document(ctx, inst["key"], variables, inst)
+        ctx.follow_up(ValueType.PROCESS_INSTANCE, ProcessInstanceIntent.COMPLETE_ELEMENT, inst["key"], inst["value"])
+
+
+class IntermediateCatchEventProcessor(_WaitsForItsEvent):
+    """Waits for its timer, message or signal; as the winner of an event-based gateway its event already happened."""
+
+    propagates_event_variables = True
+
+    def on_activate(
+        self, ctx: ProcessingContext, process: bpmn.Process, element: bpmn.Element | None, inst: dict
+    ) -> None:
+        assert element is not None
+        trigger = lc.take_event_variables(ctx, inst)
+        if not lc.apply_inputs(ctx, element, inst):
+            return
+        if trigger is not None:
+            lc.pass_through(ctx, process, element, inst)
+            return
+        if lc.subscribe(ctx, process, element, inst):
+            lc.activated(ctx, inst)
+
+
+class ReceiveTaskProcessor(_WaitsForItsEvent):
+    """Waits for its message like a catch event, with boundary events like any activity."""
+
+    propagates_event_variables = True
+
+    def on_activate(
+        self, ctx: ProcessingContext, process: bpmn.Process, element: bpmn.Element | None, inst: dict
+    ) -> None:
+        assert element is not None
+        if lc.prepare(ctx, process, element, inst):
+            lc.activated(ctx, inst)

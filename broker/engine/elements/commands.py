@@ -1,0 +1,85 @@
+"""The element lifecycle commands: ACTIVATE_ELEMENT, COMPLETE_ELEMENT and TERMINATE_ELEMENT.
+
+Each command is checked against the instance's state, then handed to the processor of the element's kind. Elements
+that do not wait (events without triggers, gateways, pass-through tasks) go through their whole lifecycle while one
+command is processed.
+"""
+
+from __future__ import annotations
+
+from broker.engine import behaviors as b
+from broker.engine.bpmn import model as bpmn
+from broker.engine.context import ProcessingContext
+from broker.engine.elements import lifecycle as lc
+from broker.engine.elements import registry
+from broker.protocol.enums import ProcessInstanceIntent, RejectionType, ValueType
+from broker.protocol.record import Record
+
+PI = ProcessInstanceIntent
+
+
+def activate(ctx: ProcessingContext, cmd: Record) -> None:
+    v = cmd.value
+    process = b.services(ctx).models.get(v["processDefinitionKey"])
+    processor = registry.processor_of(v)
+    inst = ctx.state.elements.get(cmd.key)
+    if inst is None:
+        scope_key = v["flowScopeKey"]
+        if scope_key > 0:
+            scope = ctx.state.elements.get(scope_key)
+            if scope is None or scope["state"] != PI.ELEMENT_ACTIVATED:
+                ctx.reject(
+                    RejectionType.INVALID_STATE,
+                    f"Expected to activate element '{v['elementId']}', but its flow scope is not active",
+                )
+                return
+            blocked = processor.activation_blocked(ctx, process.element(v["elementId"]), scope_key)
+            if blocked is not None:
+                ctx.reject(RejectionType.INVALID_STATE, blocked)
+                return
+        ctx.event(ValueType.PROCESS_INSTANCE, PI.ELEMENT_ACTIVATING, cmd.key, v)
+        inst = ctx.state.elements.get(cmd.key)
+        assert inst is not None
+        if scope_key > 0 and _interrupted(ctx, process, scope_key):
+            # a token that was on its way when a terminate end event or an interrupting event sub-process ended
+            # the scope's flow: it arrives and is terminated at once
+            lc.transition(ctx, inst, PI.ELEMENT_TERMINATING)
+            lc.terminated(ctx, inst)
+            return
+    elif inst["state"] != PI.ELEMENT_ACTIVATING:
+        ctx.reject(RejectionType.INVALID_STATE, f"Expected element '{cmd.key}' to be activating")
+        return
+    processor.on_activate(ctx, process, lc.element_of(process, inst), inst)
+
+
+def _interrupted(ctx: ProcessingContext, process: bpmn.Process, scope_key: int) -> bool:
+    """Whether the scope's flow was ended: a terminate end event, or an interrupting event sub-process about to
+    start (its own activation comes after the trigger has moved on)."""
+    trigger = ctx.state.event_triggers.get(scope_key)
+    if trigger is None:
+        return False
+    target = process.elements.get(trigger["targetElementId"])
+    return target is not None and target.element_type in (bpmn.END_EVENT, bpmn.START_EVENT)
+
+
+def complete(ctx: ProcessingContext, cmd: Record) -> None:
+    inst = ctx.state.elements.get(cmd.key)
+    if inst is None:
+        ctx.reject(
+            RejectionType.NOT_FOUND,
+            f"Expected to complete element with key '{cmd.key}', but it does not exist",
+        )
+        return
+    if inst["state"] not in (PI.ELEMENT_ACTIVATED, PI.ELEMENT_COMPLETING):
+        ctx.reject(RejectionType.INVALID_STATE, f"Expected element '{cmd.key}' to be active, but it is not")
+        return
+    process = lc.process_of(ctx, inst)
+    registry.processor_of(inst["value"]).on_complete(ctx, process, lc.element_of(process, inst), inst)
+
+
+def terminate(ctx: ProcessingContext, cmd: Record) -> None:
+    inst = ctx.state.elements.get(cmd.key)
+    if inst is None or inst["state"] == PI.ELEMENT_TERMINATING:
+        ctx.reject(RejectionType.INVALID_STATE, f"Expected element '{cmd.key}' to be active, but it is not")
+        return
+    lc.terminate(ctx, inst)

@@ -1,0 +1,107 @@
+"""Gateways: exclusive (one flow by condition), parallel (fork and join) and event-based (the first event wins)."""
+
+from __future__ import annotations
+
+from broker.engine import behaviors as b
+from broker.engine.bpmn import model as bpmn
+from broker.engine.context import ProcessingContext
+from broker.engine.elements import lifecycle as lc
+from broker.engine.elements.base import ElementProcessor
+from broker.engine.expressions import ExpressionFailure
+from broker.protocol.enums import ProcessEventIntent, ProcessInstanceIntent, RejectionType, ValueType
+
+
+class ExclusiveGatewayProcessor(ElementProcessor):
+    """Takes the first flow whose condition is true, else the default flow, else raises an incident."""
+
+    def on_activate(
+        self, ctx: ProcessingContext, process: bpmn.Process, element: bpmn.Element | None, inst: dict
+    ) -> None:
+        assert element is not None
+        if not lc.prepare(ctx, process, element, inst):
+            return
+        flow = choose_flow(ctx, process, element, inst)
+        if flow is None:
+            return
+        lc.activated(ctx, inst)
+        lc.complete(ctx, process, element, inst, flows=(flow,))
+
+    def on_complete(
+        self, ctx: ProcessingContext, process: bpmn.Process, element: bpmn.Element | None, inst: dict
+    ) -> None:
+        assert element is not None
+        flow = choose_flow(ctx, process, element, inst)
+        if flow is not None:
+            lc.complete(ctx, process, element, inst, flows=(flow,))
+
+
+def choose_flow(
+    ctx: ProcessingContext, process: bpmn.Process, element: bpmn.Element, inst: dict
+) -> bpmn.SequenceFlow | None:
+    """The exclusive gateway's outgoing flow; None after raising an incident."""
+    outgoing = process.outgoing_flows(element.id)
+    if len(outgoing) == 1 and outgoing[0].condition is None:
+        return outgoing[0]
+    context = b.visible_variables(ctx, inst["key"])
+    evaluator = b.services(ctx).expressions
+    for flow in outgoing:
+        if flow.id == element.default_flow_id or flow.condition is None:
+            continue
+        result = evaluator.evaluate_condition(flow.condition, context, ctx.now)
+        if isinstance(result, ExpressionFailure):
+            b.raise_incident(ctx, inst, "CONDITION_ERROR", result.message)
+            return None
+        if result:
+            return flow
+    if element.default_flow_id is not None:
+        return process.flow(element.default_flow_id)
+    b.raise_incident(
+        ctx,
+        inst,
+        "CONDITION_ERROR",
+        f"Expected at least one condition to evaluate to true, or to have a default flow (gateway '{element.id}')",
+    )
+    return None
+
+
+class ParallelGatewayProcessor(ElementProcessor):
+    """Forks over every outgoing flow; as a join, activates once every incoming flow has been taken."""
+
+    def activation_blocked(self, ctx: ProcessingContext, element: bpmn.Element, scope_key: int) -> str | None:
+        if len(element.incoming) > 1 and not b.join_ready(ctx, scope_key, element):
+            return "Expected all incoming flows of the join to be taken"
+        return None
+
+
+class EventBasedGatewayProcessor(ElementProcessor):
+    """Subscribes to the events after it and waits; the first one to occur decides the flow."""
+
+    def event_targets(self, process: bpmn.Process, element: bpmn.Element | None) -> list[bpmn.Element]:
+        assert element is not None
+        return [process.element(f.target_id) for f in process.outgoing_flows(element.id)]
+
+    def on_event(
+        self, ctx: ProcessingContext, process: bpmn.Process, inst: dict, target: bpmn.Element, variables: dict
+    ) -> None:
+        """The first event wins: the gateway completes towards it (COMPLETE_ELEMENT reads the trigger)."""
+        trigger = b.event_trigger(ctx, inst, target, variables)
+        ctx.event(ValueType.PROCESS_EVENT, ProcessEventIntent.TRIGGERING, ctx.keys.next_key(), trigger)
+        ctx.follow_up(ValueType.PROCESS_INSTANCE, ProcessInstanceIntent.COMPLETE_ELEMENT, inst["key"], inst["value"])
+
+    def on_activate(
+        self, ctx: ProcessingContext, process: bpmn.Process, element: bpmn.Element | None, inst: dict
+    ) -> None:
+        assert element is not None
+        if lc.prepare(ctx, process, element, inst):
+            lc.activated(ctx, inst)
+
+    def on_complete(
+        self, ctx: ProcessingContext, process: bpmn.Process, element: bpmn.Element | None, inst: dict
+    ) -> None:
+        assert element is not None
+        trigger = ctx.state.event_triggers.get(inst["key"])
+        if trigger is None:
+            ctx.reject(RejectionType.INVALID_STATE, f"Expected gateway '{inst['key']}' to have received an event")
+            return
+        winner = [f for f in process.outgoing_flows(element.id) if f.target_id == trigger["targetElementId"]]
+        lc.complete(ctx, process, element, inst, flows=tuple(winner[:1]), trigger=trigger)

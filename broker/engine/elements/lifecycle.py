@@ -1,0 +1,210 @@
+"""The element instance lifecycle: the legal transitions, checked in one place, and the steps every kind shares.
+
+ACTIVATING → ACTIVATED → COMPLETING → COMPLETED, or TERMINATING → TERMINATED from any state but the final ones.
+Element processors (one per kind, see :mod:`.registry`) decide *when* to move; the functions here write the
+transition, apply the element's shared behaviours (subscriptions, mappings, incidents) and hand over to the next
+element or to the enclosing scope's container hooks.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from broker.engine import behaviors as b
+from broker.engine import events
+from broker.engine.bpmn import model as bpmn
+from broker.engine.context import ProcessingContext
+from broker.engine.elements import registry
+from broker.protocol.enums import ProcessEventIntent, ProcessInstanceIntent, ValueType
+from broker.protocol.record import Record
+
+PI = ProcessInstanceIntent
+
+# The state an element instance may move to from each state (None: the instance does not exist yet).
+TRANSITIONS: Final[dict[int | None, frozenset[int]]] = {
+    None: frozenset({PI.ELEMENT_ACTIVATING}),
+    PI.ELEMENT_ACTIVATING: frozenset({PI.ELEMENT_ACTIVATED, PI.ELEMENT_TERMINATING}),
+    PI.ELEMENT_ACTIVATED: frozenset({PI.ELEMENT_COMPLETING, PI.ELEMENT_TERMINATING}),
+    PI.ELEMENT_COMPLETING: frozenset({PI.ELEMENT_COMPLETED, PI.ELEMENT_TERMINATING}),
+    PI.ELEMENT_TERMINATING: frozenset({PI.ELEMENT_TERMINATED}),
+}
+
+
+class IllegalTransition(RuntimeError):
+    """A processor tried a lifecycle move the table does not allow: a bug, never a user's mistake.
+
+    Raised while processing, it rolls back the command (the partition keeps serving) and is logged with the key.
+    """
+
+
+def transition(ctx: ProcessingContext, inst: dict, intent: PI) -> Record:
+    """Write the lifecycle event ``intent`` for ``inst`` after checking it against :data:`TRANSITIONS`."""
+    current = inst.get("state")
+    allowed = TRANSITIONS.get(current, frozenset())
+    if intent not in allowed:
+        name = PI(current).name if current is not None else "nothing"
+        raise IllegalTransition(f"element instance {inst['key']}: {name} → {PI(intent).name} is not a legal transition")
+    record = ctx.event(ValueType.PROCESS_INSTANCE, intent, inst["key"], inst["value"])
+    inst["state"] = intent
+    return record
+
+
+def element_of(process: bpmn.Process, inst: dict) -> bpmn.Element | None:
+    """The model element of an instance; None for the process itself."""
+    if inst["value"]["bpmnElementType"] == bpmn.PROCESS:
+        return None
+    return process.element(inst["value"]["elementId"])
+
+
+def process_of(ctx: ProcessingContext, inst: dict) -> bpmn.Process:
+    return b.services(ctx).models.get(inst["value"]["processDefinitionKey"])
+
+
+# -- shared activation steps: each returns False after raising an incident -----------------------------------
+
+
+def take_event_variables(ctx: ProcessingContext, inst: dict) -> dict | None:
+    """The trigger that activated this event (if any); its variables become the event's local variables."""
+    trigger = ctx.state.event_triggers.get(inst["key"])
+    if trigger and trigger.get("variables"):
+        b.set_local_document(ctx, inst["key"], trigger["variables"], inst)
+    return trigger
+
+
+def apply_inputs(ctx: ProcessingContext, element: bpmn.Element, inst: dict) -> bool:
+    failure = b.apply_input_mappings(ctx, element, inst)
+    if failure is not None:
+        b.raise_incident(ctx, inst, "IO_MAPPING_ERROR", failure.message)
+        return False
+    return True
+
+
+def subscribe(ctx: ProcessingContext, process: bpmn.Process, element: bpmn.Element | None, inst: dict) -> bool:
+    """Open the timer, message and signal subscriptions of the instance (its own, boundary and event sub-process
+    events)."""
+    targets = registry.processor_of(inst["value"]).event_targets(process, element)
+    problem = events.open_subscriptions(ctx, targets, inst)
+    if problem is not None:
+        b.raise_incident(ctx, inst, "EXTRACT_VALUE_ERROR", problem)
+        return False
+    return True
+
+
+def prepare(ctx: ProcessingContext, process: bpmn.Process, element: bpmn.Element, inst: dict) -> bool:
+    """Input mappings, then subscriptions: what every activity and event does before its own work."""
+    return apply_inputs(ctx, element, inst) and subscribe(ctx, process, element, inst)
+
+
+# -- transitions ---------------------------------------------------------------------------------------------
+
+
+def activated(ctx: ProcessingContext, inst: dict) -> None:
+    transition(ctx, inst, PI.ELEMENT_ACTIVATED)
+
+
+def pass_through(ctx: ProcessingContext, process: bpmn.Process, element: bpmn.Element, inst: dict) -> None:
+    """An element with nothing to wait for: activated and completed in the same step."""
+    activated(ctx, inst)
+    complete(ctx, process, element, inst)
+
+
+def complete(
+    ctx: ProcessingContext,
+    process: bpmn.Process,
+    element: bpmn.Element | None,
+    inst: dict,
+    flows: tuple[bpmn.SequenceFlow, ...] | None = None,
+    trigger: dict | None = None,
+) -> None:
+    """COMPLETING (closing subscriptions), output mappings, COMPLETED, then the kind's ``on_completed``.
+
+    ``flows``: the outgoing flows to take (default: all). ``trigger``: the event an event-based gateway received;
+    it moves to the winning catch event. A failing output mapping leaves the instance COMPLETING with an incident.
+    """
+    if inst["state"] != PI.ELEMENT_COMPLETING:
+        transition(ctx, inst, PI.ELEMENT_COMPLETING)
+        events.close_subscriptions(ctx, inst)
+    processor = registry.processor_of(inst["value"])
+    if element is not None:
+        failure = b.apply_output_mappings(
+            ctx, element, inst, propagate_event_variables=processor.propagates_event_variables
+        )
+        if failure is not None:
+            b.raise_incident(ctx, inst, "IO_MAPPING_ERROR", failure.message)
+            return
+    processor.before_completed(ctx, process, element, inst)
+    transition(ctx, inst, PI.ELEMENT_COMPLETED)
+    processor.on_completed(ctx, process, element, inst, flows, trigger)
+
+
+def take_outgoing(
+    ctx: ProcessingContext,
+    process: bpmn.Process,
+    element: bpmn.Element,
+    inst: dict,
+    flows: tuple[bpmn.SequenceFlow, ...] | None,
+    trigger: dict | None,
+) -> None:
+    """Leave a completed element over its outgoing flows; with none, tell the flow scope a child left."""
+    v = inst["value"]
+    outgoing = flows if flows is not None else process.outgoing_flows(element.id)
+    for flow in outgoing:
+        target_key = None
+        if trigger is not None:
+            target_key = ctx.keys.next_key()
+            moved = {**trigger, "scopeKey": target_key}
+            ctx.event(ValueType.PROCESS_EVENT, ProcessEventIntent.TRIGGERED, target_key, moved)
+        b.take_flow(ctx, process, flow, inst, key=target_key)
+    if not outgoing:
+        child_left(ctx, v["flowScopeKey"], completed=True)
+
+
+def child_left(ctx: ProcessingContext, scope_key: int, *, completed: bool) -> None:
+    """A child completed without outgoing flows, or terminated: the scope's container hook decides what follows."""
+    scope = ctx.state.elements.get(scope_key) if scope_key > 0 else None
+    if scope is None:
+        return
+    processor = registry.processor_of(scope["value"])
+    process = process_of(ctx, scope)
+    if completed:
+        processor.on_child_completed(ctx, process, scope)
+    else:
+        processor.on_child_terminated(ctx, process, scope)
+
+
+def terminate(ctx: ProcessingContext, inst: dict) -> Record:
+    """Start terminating ``inst``: children first, then the instance itself. Returns the TERMINATING event."""
+    terminating = transition(ctx, inst, PI.ELEMENT_TERMINATING)
+    children = ctx.state.elements.children(inst["key"])
+    if children:
+        terminate_children(ctx, inst["key"])
+        return terminating
+    terminated(ctx, inst)
+    return terminating
+
+
+def terminate_children(ctx: ProcessingContext, scope_key: int, *, keep: int = -1) -> None:
+    """Write TERMINATE_ELEMENT for every child of the scope not already terminating (except ``keep``)."""
+    for child_key in ctx.state.elements.children(scope_key):
+        child = ctx.state.elements.get(child_key)
+        if child_key != keep and child is not None and child["state"] != PI.ELEMENT_TERMINATING:
+            ctx.follow_up(ValueType.PROCESS_INSTANCE, PI.TERMINATE_ELEMENT, child_key, child["value"])
+
+
+def terminated(ctx: ProcessingContext, inst: dict) -> None:
+    """The instance has no children left: the kind cleans up, TERMINATED, then what its termination triggers."""
+    processor = registry.processor_of(inst["value"])
+    process = process_of(ctx, inst)
+    element = element_of(process, inst)
+    processor.on_terminate(ctx, process, element, inst)
+    # read before TERMINATED: ending the element removes its state, the pending trigger included
+    trigger = ctx.state.event_triggers.get(inst["key"])
+    transition(ctx, inst, PI.ELEMENT_TERMINATED)
+    processor.on_terminated(ctx, process, element, inst, trigger)
+
+
+def clean_up(ctx: ProcessingContext, inst: dict) -> None:
+    """What every element leaves behind when it ends early: its job, subscriptions and open incidents."""
+    b.cancel_job(ctx, inst)
+    events.close_subscriptions(ctx, inst)
+    b.resolve_incidents_of(ctx, inst)

@@ -1,0 +1,111 @@
+"""The process itself: the root flow scope of an instance, and where CreateProcessInstanceWithResult is answered."""
+
+from __future__ import annotations
+
+from broker.engine import behaviors as b
+from broker.engine.bpmn import model as bpmn
+from broker.engine.context import ProcessingContext
+from broker.engine.elements import lifecycle as lc
+from broker.engine.elements.base import ContainerProcessor
+from broker.protocol.enums import (
+    ProcessEventIntent,
+    ProcessInstanceResultIntent,
+    RecordType,
+    RejectionType,
+    ValueType,
+)
+from broker.protocol.record import Record, RequestMetadata
+
+
+class ProcessProcessor(ContainerProcessor):
+    def on_activate(
+        self, ctx: ProcessingContext, process: bpmn.Process, element: bpmn.Element | None, inst: dict
+    ) -> None:
+        if not lc.subscribe(ctx, process, None, inst):
+            return
+        lc.activated(ctx, inst)
+        v = inst["value"]
+        trigger = ctx.state.event_triggers.get(inst["key"])
+        if trigger is not None:  # started by a timer, message or signal start event
+            start_key = ctx.keys.next_key()
+            ctx.event(ValueType.PROCESS_EVENT, ProcessEventIntent.TRIGGERED, start_key, trigger)
+            b.activate_element(ctx, process.element(trigger["targetElementId"]), v, inst["key"], key=start_key)
+            return
+        start = process.none_start_event_of(process.id)
+        assert start is not None
+        b.activate_element(ctx, start, v, inst["key"])
+
+    def on_complete(
+        self, ctx: ProcessingContext, process: bpmn.Process, element: bpmn.Element | None, inst: dict
+    ) -> None:
+        # read before COMPLETED: ending the instance removes its variables and the awaited request
+        awaiting = ctx.state.awaiting_results.get(inst["key"])
+        variables = None
+        if awaiting is not None:
+            variables = b.visible_variables(ctx, inst["key"], awaiting.get("fetchVariables") or None)
+        lc.complete(ctx, process, None, inst)
+        if awaiting is not None:
+            _send_result(ctx, inst["value"], awaiting, variables or {})
+
+    def on_completed(
+        self,
+        ctx: ProcessingContext,
+        process: bpmn.Process,
+        element: bpmn.Element | None,
+        inst: dict,
+        flows: tuple[bpmn.SequenceFlow, ...] | None,
+        trigger: dict | None,
+    ) -> None:
+        """The instance is over: there is nowhere to go."""
+
+    def on_terminate(
+        self, ctx: ProcessingContext, process: bpmn.Process, element: bpmn.Element | None, inst: dict
+    ) -> None:
+        lc.clean_up(ctx, inst)
+        awaiting = ctx.state.awaiting_results.get(inst["key"])
+        if awaiting is not None:
+            _reject_result(ctx, inst["value"], awaiting)
+
+    def on_terminated(
+        self,
+        ctx: ProcessingContext,
+        process: bpmn.Process,
+        element: bpmn.Element | None,
+        inst: dict,
+        trigger: dict | None,
+    ) -> None:
+        """Cancelled: nothing encloses the process."""
+
+
+def _send_result(ctx: ProcessingContext, v: dict, awaiting: dict, variables: dict) -> None:
+    rec = ctx.event(
+        ValueType.PROCESS_INSTANCE_RESULT,
+        ProcessInstanceResultIntent.COMPLETED,
+        v["processInstanceKey"],
+        {
+            "bpmnProcessId": v["bpmnProcessId"],
+            "processDefinitionKey": v["processDefinitionKey"],
+            "processInstanceKey": v["processInstanceKey"],
+            "version": v["version"],
+            "variables": variables,
+            "tenantId": b.TENANT,
+        },
+    )
+    ctx.respond(rec, RequestMetadata(awaiting["streamId"], awaiting["requestId"]))
+
+
+def _reject_result(ctx: ProcessingContext, v: dict, awaiting: dict) -> None:
+    rejection = Record(
+        position=-1,
+        key=v["processInstanceKey"],
+        record_type=RecordType.COMMAND_REJECTION,
+        value_type=ValueType.PROCESS_INSTANCE_CREATION,
+        intent=2,
+        timestamp=ctx.now,
+        value={},
+        rejection_type=RejectionType.INVALID_STATE,
+        rejection_reason=(
+            f"Expected to receive the result of process instance '{v['processInstanceKey']}', but it was terminated"
+        ),
+    )
+    ctx.respond(rejection, RequestMetadata(awaiting["streamId"], awaiting["requestId"]))

@@ -1,0 +1,109 @@
+"""Which processor runs each element kind: one row per kind, and the set of kinds deployment accepts.
+
+A kind is ``ELEMENT_TYPE`` or ``ELEMENT_TYPE:EVENT_TYPE`` (see ``Element.kind``). Adding an element to the engine is
+a processor module plus a row here; a model using a kind without a row is refused at deployment, naming the element.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from broker.engine.bpmn import model as m
+from broker.engine.elements.base import ElementProcessor
+from broker.engine.elements.catch_events import (
+    IntermediateCatchEventProcessor,
+    ReceiveTaskProcessor,
+    TriggeredEventProcessor,
+)
+from broker.engine.elements.gateways import (
+    EventBasedGatewayProcessor,
+    ExclusiveGatewayProcessor,
+    ParallelGatewayProcessor,
+)
+from broker.engine.elements.job_task import JobTaskProcessor
+from broker.engine.elements.process import ProcessProcessor
+from broker.engine.elements.sub_process import EventSubProcessProcessor, SubProcessProcessor
+from broker.engine.elements.throw_events import (
+    ErrorEndEventProcessor,
+    EscalationThrowProcessor,
+    LinkCatchEventProcessor,
+    LinkThrowEventProcessor,
+    SignalThrowProcessor,
+    TerminateEndEventProcessor,
+)
+
+_PASS_THROUGH = ElementProcessor()
+_TRIGGERED = TriggeredEventProcessor()
+_CATCH = IntermediateCatchEventProcessor()
+_JOB = JobTaskProcessor()
+_ESCALATION = EscalationThrowProcessor()
+_SIGNAL = SignalThrowProcessor()
+
+PROCESSORS: Final[dict[str, ElementProcessor]] = {
+    m.PROCESS: ProcessProcessor(),
+    # tasks
+    m.TASK: _PASS_THROUGH,
+    m.MANUAL_TASK: _PASS_THROUGH,
+    m.SERVICE_TASK: _JOB,
+    m.SEND_TASK: _JOB,
+    m.SCRIPT_TASK: _JOB,
+    m.BUSINESS_RULE_TASK: _JOB,
+    m.USER_TASK: _JOB,
+    m.RECEIVE_TASK: ReceiveTaskProcessor(),
+    # gateways
+    m.EXCLUSIVE_GATEWAY: ExclusiveGatewayProcessor(),
+    m.PARALLEL_GATEWAY: ParallelGatewayProcessor(),
+    m.EVENT_BASED_GATEWAY: EventBasedGatewayProcessor(),
+    # scopes
+    m.SUB_PROCESS: SubProcessProcessor(),
+    m.EVENT_SUB_PROCESS: EventSubProcessProcessor(),
+    # start events (error and escalation start events exist only in event sub-processes)
+    f"{m.START_EVENT}:{m.NONE}": _TRIGGERED,
+    f"{m.START_EVENT}:{m.TIMER}": _TRIGGERED,
+    f"{m.START_EVENT}:{m.MESSAGE}": _TRIGGERED,
+    f"{m.START_EVENT}:{m.SIGNAL}": _TRIGGERED,
+    f"{m.START_EVENT}:{m.ERROR}": _TRIGGERED,
+    f"{m.START_EVENT}:{m.ESCALATION}": _TRIGGERED,
+    # boundary events
+    f"{m.BOUNDARY_EVENT}:{m.ERROR}": _TRIGGERED,
+    f"{m.BOUNDARY_EVENT}:{m.TIMER}": _TRIGGERED,
+    f"{m.BOUNDARY_EVENT}:{m.MESSAGE}": _TRIGGERED,
+    f"{m.BOUNDARY_EVENT}:{m.SIGNAL}": _TRIGGERED,
+    f"{m.BOUNDARY_EVENT}:{m.ESCALATION}": _TRIGGERED,
+    # intermediate catch events
+    f"{m.INTERMEDIATE_CATCH_EVENT}:{m.TIMER}": _CATCH,
+    f"{m.INTERMEDIATE_CATCH_EVENT}:{m.MESSAGE}": _CATCH,
+    f"{m.INTERMEDIATE_CATCH_EVENT}:{m.SIGNAL}": _CATCH,
+    f"{m.INTERMEDIATE_CATCH_EVENT}:{m.LINK}": LinkCatchEventProcessor(),
+    # intermediate throw events
+    f"{m.INTERMEDIATE_THROW_EVENT}:{m.NONE}": _PASS_THROUGH,
+    f"{m.INTERMEDIATE_THROW_EVENT}:{m.ESCALATION}": _ESCALATION,
+    f"{m.INTERMEDIATE_THROW_EVENT}:{m.SIGNAL}": _SIGNAL,
+    f"{m.INTERMEDIATE_THROW_EVENT}:{m.LINK}": LinkThrowEventProcessor(),
+    # end events
+    f"{m.END_EVENT}:{m.NONE}": _PASS_THROUGH,
+    f"{m.END_EVENT}:{m.TERMINATE}": TerminateEndEventProcessor(),
+    f"{m.END_EVENT}:{m.ERROR}": ErrorEndEventProcessor(),
+    f"{m.END_EVENT}:{m.ESCALATION}": _ESCALATION,
+    f"{m.END_EVENT}:{m.SIGNAL}": _SIGNAL,
+}
+
+# What deployment accepts: every kind with a processor (the process itself is not an element of a model).
+SUPPORTED_KINDS: Final = frozenset(PROCESSORS) - {m.PROCESS}
+
+
+def kind_of(value: dict) -> str:
+    """The element kind of a process-instance record value."""
+    event_type = value.get("bpmnEventType", m.UNSPECIFIED)
+    if event_type == m.UNSPECIFIED:
+        return value["bpmnElementType"]
+    return f"{value['bpmnElementType']}:{event_type}"
+
+
+def processor_of(value: dict) -> ElementProcessor:
+    """The processor of the element a process-instance record value is about."""
+    return PROCESSORS[kind_of(value)]
+
+
+def processor_for(element: m.Element) -> ElementProcessor:
+    return PROCESSORS[element.kind]
