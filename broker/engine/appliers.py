@@ -7,6 +7,7 @@ same functions during replay. Replay therefore equals processing by construction
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 
 from broker.engine.bpmn import model as bpmn
 from broker.engine.models import ModelCache
@@ -31,7 +32,9 @@ from broker.protocol.enums import (
 )
 from broker.protocol.keys import partition_of
 from broker.protocol.record import Record
+from broker.protocol.values import ProcessInstanceValue
 from broker.state.db import u64
+from broker.state.element_instance import ElementInstance
 from broker.state.repositories import JobState, PartitionState
 
 Applier = Callable[[PartitionState, Record], None]
@@ -120,42 +123,29 @@ class EventAppliers:
     # -- element instances -----------------------------------------------------------------------------------
 
     def _element_activating(self, state: PartitionState, r: Record) -> None:
-        v = r.value
-        state.elements.add(
-            {
-                "key": r.key,
-                "state": PI.ELEMENT_ACTIVATING,
-                "value": v,
-                "children": 0,
-                "flows": 0,
-                "jobKey": -1,
-            }
-        )
-        parent_key = v["flowScopeKey"]
+        v = ProcessInstanceValue.from_dict(r.value)
+        state.elements.add(ElementInstance(r.key, PI.ELEMENT_ACTIVATING, v))
+        parent_key = v.flow_scope_key
         if parent_key <= 0:
             return
         parent = state.elements.get(parent_key)
         if parent is None:
             return
-        parent["children"] += 1
         consumed = self._flows_consumed(v)
-        if consumed:
-            parent["flows"] -= consumed
-            if consumed > 1 or v["bpmnElementType"] == bpmn.PARALLEL_GATEWAY:
-                process = self._models.get(v["processDefinitionKey"])
-                element = process.element(v["elementId"])
-                for flow_id in element.incoming:
-                    state.joins.add(parent_key, element.id, flow_id, -1)
-        state.elements.put(parent)
+        if consumed and (consumed > 1 or v.bpmn_element_type == bpmn.PARALLEL_GATEWAY):
+            process = self._models.get(v.process_definition_key)
+            for flow_id in process.element(v.element_id).incoming:
+                state.joins.add(parent_key, v.element_id, flow_id, -1)
+        state.elements.put(replace(parent, children=parent.children + 1, flows=parent.flows - consumed))
 
-    def _flows_consumed(self, v: dict) -> int:
+    def _flows_consumed(self, v: ProcessInstanceValue) -> int:
         """How many taken sequence flows the activation of this element consumes (Zeebe's token counting)."""
-        etype = v["bpmnElementType"]
+        etype = v.bpmn_element_type
         if etype in (bpmn.START_EVENT, bpmn.BOUNDARY_EVENT, bpmn.PROCESS, bpmn.EVENT_SUB_PROCESS):
             return 0
-        if etype == bpmn.INTERMEDIATE_CATCH_EVENT and v.get("bpmnEventType") == bpmn.LINK:
+        if etype == bpmn.INTERMEDIATE_CATCH_EVENT and v.bpmn_event_type == bpmn.LINK:
             return 1  # the token its link throw event left in flight (see _element_ended)
-        element = self._models.get(v["processDefinitionKey"]).element(v["elementId"])
+        element = self._models.get(v.process_definition_key).element(v.element_id)
         if etype == bpmn.PARALLEL_GATEWAY and len(element.incoming) > 1:
             return len(element.incoming)
         return 1 if element.incoming else 0
@@ -163,8 +153,7 @@ class EventAppliers:
     def _element_state(self, state: PartitionState, r: Record) -> None:
         inst = state.elements.get(r.key)
         if inst is not None:
-            inst["state"] = r.intent
-            state.elements.put(inst)
+            state.elements.put(inst.with_state(r.intent))
 
     def _element_ended(self, state: PartitionState, r: Record) -> None:
         inst = state.elements.remove(r.key)
@@ -173,19 +162,17 @@ class EventAppliers:
         state.event_triggers.remove(r.key)
         if inst is None:
             return
-        if inst["jobKey"] > 0:
-            state.jobs.remove(inst["jobKey"])
-        v = r.value
-        parent_key = v["flowScopeKey"]
+        if inst.job_key > 0:
+            state.jobs.remove(inst.job_key)
+        v = inst.value
+        parent_key = v.flow_scope_key
         if parent_key > 0:
             parent = state.elements.get(parent_key)
             if parent is not None:
-                parent["children"] -= 1
-                if r.intent == PI.ELEMENT_COMPLETED and _is_link_throw(v):
-                    # the token jumps to the link catch event (ACTIVATE_ELEMENT follows): in flight like a taken
-                    # sequence flow, so the scope cannot complete before the catch event is activated
-                    parent["flows"] += 1
-                state.elements.put(parent)
+                # a completed link throw event's token jumps to the link catch event (ACTIVATE_ELEMENT follows): in
+                # flight like a taken sequence flow, so the scope cannot complete before the catch event is activated
+                jumping = r.intent == PI.ELEMENT_COMPLETED and _is_link_throw(v)
+                state.elements.put(replace(parent, children=parent.children - 1, flows=parent.flows + int(jumping)))
         else:
             state.awaiting_results.remove(r.key)
             state.message_starts.unlock(r.key)
@@ -195,8 +182,7 @@ class EventAppliers:
         parent = state.elements.get(v["flowScopeKey"])
         if parent is None:
             return
-        parent["flows"] += 1
-        state.elements.put(parent)
+        state.elements.put(replace(parent, flows=parent.flows + 1))
         process = self._models.get(v["processDefinitionKey"])
         flow = process.flow(v["elementId"])
         target = process.element(flow.target_id)
@@ -220,8 +206,7 @@ class EventAppliers:
         state.jobs.put(r.key, JobState.ACTIVATABLE, r.value)
         inst = state.elements.get(r.value["elementInstanceKey"])
         if inst is not None:
-            inst["jobKey"] = r.key
-            state.elements.put(inst)
+            state.elements.put(replace(inst, job_key=r.key))
 
     def _jobs_activated(self, state: PartitionState, r: Record) -> None:
         for key, job in zip(r.value["jobKeys"], r.value["jobs"], strict=True):
@@ -232,9 +217,8 @@ class EventAppliers:
     def _job_removed(self, state: PartitionState, r: Record) -> None:
         state.jobs.remove(r.key)
         inst = state.elements.get(r.value["elementInstanceKey"])
-        if inst is not None and inst["jobKey"] == r.key:
-            inst["jobKey"] = -1
-            state.elements.put(inst)
+        if inst is not None and inst.job_key == r.key:
+            state.elements.put(replace(inst, job_key=-1))
 
     def _job_failed(self, state: PartitionState, r: Record) -> None:
         v = r.value
@@ -418,8 +402,8 @@ class EventAppliers:
         state.signal_receipts.prune(r.timestamp - SIGNAL_RECEIPT_RETENTION_MS)
 
 
-def _is_link_throw(v: dict) -> bool:
-    return v["bpmnElementType"] == bpmn.INTERMEDIATE_THROW_EVENT and v.get("bpmnEventType") == bpmn.LINK
+def _is_link_throw(v: ProcessInstanceValue) -> bool:
+    return v.bpmn_element_type == bpmn.INTERMEDIATE_THROW_EVENT and v.bpmn_event_type == bpmn.LINK
 
 
 def outbox_key(side: bytes, v: dict) -> bytes:

@@ -23,10 +23,11 @@ from broker.protocol.enums import (
     VariableIntent,
 )
 from broker.protocol.record import Record
+from broker.protocol.values import TENANT, ProcessInstanceValue
+from broker.state.element_instance import ElementInstance
 from broker.state.repositories import JobState
 
 PI = ProcessInstanceIntent
-TENANT = "<default>"
 
 
 class Services:
@@ -77,7 +78,7 @@ def scope_chain(ctx: ProcessingContext, scope_key: int) -> list[int]:
         inst = ctx.state.elements.get(key)
         if inst is None:
             break
-        key = inst["value"]["flowScopeKey"]
+        key = inst.value.flow_scope_key
     return chain
 
 
@@ -101,21 +102,20 @@ def visible_variables(ctx: ProcessingContext, scope_key: int, names: list[str] |
     return out
 
 
-def _variable_value(ctx: ProcessingContext, scope_key: int, name: str, value: Any, inst: dict | None) -> dict:
-    v = inst["value"] if inst else {}
+def _variable_value(scope_key: int, name: str, value: Any, inst: ElementInstance | None) -> dict:
     return {
         "name": name,
         "value": value,
         "scopeKey": scope_key,
-        "processInstanceKey": v.get("processInstanceKey", scope_key),
-        "processDefinitionKey": v.get("processDefinitionKey", -1),
-        "bpmnProcessId": v.get("bpmnProcessId", ""),
+        "processInstanceKey": inst.value.process_instance_key if inst else scope_key,
+        "processDefinitionKey": inst.value.process_definition_key if inst else -1,
+        "bpmnProcessId": inst.value.bpmn_process_id if inst else "",
         "tenantId": TENANT,
     }
 
 
 def set_local_variable(
-    ctx: ProcessingContext, scope_key: int, name: str, value: Any, *, instance: dict | None = None
+    ctx: ProcessingContext, scope_key: int, name: str, value: Any, *, instance: ElementInstance | None = None
 ) -> None:
     """Create or update a variable exactly at ``scope_key``; an unchanged value writes nothing."""
     existing = ctx.state.variables.get_local(scope_key, name)
@@ -125,19 +125,19 @@ def set_local_variable(
             ValueType.VARIABLE,
             VariableIntent.CREATED,
             ctx.keys.next_key(),
-            _variable_value(ctx, scope_key, name, value, inst),
+            _variable_value(scope_key, name, value, inst),
         )
     elif existing[1] != value or type(existing[1]) is not type(value):
         ctx.event(
             ValueType.VARIABLE,
             VariableIntent.UPDATED,
             existing[0],
-            _variable_value(ctx, scope_key, name, value, inst),
+            _variable_value(scope_key, name, value, inst),
         )
 
 
 def set_local_document(
-    ctx: ProcessingContext, scope_key: int, document: dict[str, Any], instance: dict | None = None
+    ctx: ProcessingContext, scope_key: int, document: dict[str, Any], instance: ElementInstance | None = None
 ) -> None:
     inst = instance if instance is not None else ctx.state.elements.get(scope_key)
     for name, value in document.items():
@@ -164,14 +164,14 @@ def merge_document(ctx: ProcessingContext, scope_key: int, document: dict[str, A
 
 def raise_incident(
     ctx: ProcessingContext,
-    instance: dict,
+    instance: ElementInstance,
     error_type: str,
     message: str,
     *,
     job_key: int = -1,
     variable_scope_key: int | None = None,
 ) -> None:
-    v = instance["value"]
+    v = instance.value
     ctx.event(
         ValueType.INCIDENT,
         IncidentIntent.CREATED,
@@ -179,26 +179,26 @@ def raise_incident(
         {
             "errorType": error_type,
             "errorMessage": message,
-            "bpmnProcessId": v["bpmnProcessId"],
-            "processDefinitionKey": v["processDefinitionKey"],
-            "processInstanceKey": v["processInstanceKey"],
-            "elementId": v["elementId"],
-            "elementInstanceKey": instance["key"],
+            "bpmnProcessId": v.bpmn_process_id,
+            "processDefinitionKey": v.process_definition_key,
+            "processInstanceKey": v.process_instance_key,
+            "elementId": v.element_id,
+            "elementInstanceKey": instance.key,
             "jobKey": job_key,
-            "variableScopeKey": variable_scope_key if variable_scope_key is not None else instance["key"],
+            "variableScopeKey": variable_scope_key if variable_scope_key is not None else instance.key,
             "tenantId": TENANT,
         },
     )
 
 
-def resolve_incidents_of(ctx: ProcessingContext, instance: dict) -> None:
+def resolve_incidents_of(ctx: ProcessingContext, instance: ElementInstance) -> None:
     """Resolve the element's and its job's open incidents (the element is leaving: they no longer apply)."""
     keys = []
-    ik = ctx.state.incidents.for_element(instance["key"])
+    ik = ctx.state.incidents.for_element(instance.key)
     if ik is not None:
         keys.append(ik)
-    if instance["jobKey"] > 0:
-        jk = ctx.state.incidents.for_job(instance["jobKey"])
+    if instance.job_key > 0:
+        jk = ctx.state.incidents.for_job(instance.job_key)
         if jk is not None:
             keys.append(jk)
     for key in keys:
@@ -217,28 +217,30 @@ def evaluate(ctx: ProcessingContext, source: str, scope_key: int) -> Any:
     return services(ctx).expressions.evaluate(source, visible_variables(ctx, scope_key), ctx.now)
 
 
-def apply_input_mappings(ctx: ProcessingContext, element: bpmn.Element, instance: dict) -> ExpressionFailure | None:
+def apply_input_mappings(
+    ctx: ProcessingContext, element: bpmn.Element, instance: ElementInstance
+) -> ExpressionFailure | None:
     if not element.input_mappings:
         return None
-    context = visible_variables(ctx, instance["key"])
+    context = visible_variables(ctx, instance.key)
     local: dict[str, Any] = {}
     for mapping in element.input_mappings:
         value = _mapping_source(ctx, mapping.source, {**context, **local})
         if isinstance(value, ExpressionFailure):
             return value
         _assign_path(local, mapping.target, value)
-    set_local_document(ctx, instance["key"], local, instance)
+    set_local_document(ctx, instance.key, local, instance)
     return None
 
 
 def apply_output_mappings(
-    ctx: ProcessingContext, element: bpmn.Element, instance: dict, *, propagate_event_variables: bool = False
+    ctx: ProcessingContext, element: bpmn.Element, instance: ElementInstance, *, propagate_event_variables: bool = False
 ) -> ExpressionFailure | None:
     """Output mappings into the flow scope; without them, an event that ``propagate_event_variables`` hands its
     local variables (its trigger's) to the flow scope instead."""
-    scope_key = instance["value"]["flowScopeKey"]
+    scope_key = instance.value.flow_scope_key
     if element.output_mappings:
-        context = visible_variables(ctx, instance["key"])
+        context = visible_variables(ctx, instance.key)
         result: dict[str, Any] = {}
         for mapping in element.output_mappings:
             value = _mapping_source(ctx, mapping.source, context)
@@ -252,7 +254,7 @@ def apply_output_mappings(
             _assign_path(result, mapping.target, value)
         merge_document(ctx, scope_key, result)
     elif propagate_event_variables:
-        local = ctx.state.variables.local(instance["key"])
+        local = ctx.state.variables.local(instance.key)
         if local and scope_key > 0:
             merge_document(ctx, scope_key, local)
     return None
@@ -319,8 +321,8 @@ def activate_job(
     return activated
 
 
-def cancel_job(ctx: ProcessingContext, instance: dict) -> None:
-    job_key = instance["jobKey"]
+def cancel_job(ctx: ProcessingContext, instance: ElementInstance) -> None:
+    job_key = instance.job_key
     if job_key <= 0:
         return
     job = ctx.state.jobs.get(job_key)
@@ -332,19 +334,23 @@ def cancel_job(ctx: ProcessingContext, instance: dict) -> None:
 
 
 def take_flow(
-    ctx: ProcessingContext, process: bpmn.Process, flow: bpmn.SequenceFlow, instance: dict, key: int | None = None
+    ctx: ProcessingContext,
+    process: bpmn.Process,
+    flow: bpmn.SequenceFlow,
+    instance: ElementInstance,
+    key: int | None = None,
 ) -> None:
     """Take a sequence flow out of ``instance`` and activate its target (a join only once all flows arrived).
 
     ``key``: the target's element instance key when it was chosen beforehand (an event-based gateway's winner).
     """
-    v = instance["value"]
-    scope_key = v["flowScopeKey"]
+    v = instance.value
+    scope_key = v.flow_scope_key
     ctx.event(
         ValueType.PROCESS_INSTANCE,
         PI.SEQUENCE_FLOW_TAKEN,
         ctx.keys.next_key(),
-        {**v, "elementId": flow.id, "bpmnElementType": "SEQUENCE_FLOW", "bpmnEventType": bpmn.UNSPECIFIED},
+        v.for_element(flow.id, "SEQUENCE_FLOW", bpmn.UNSPECIFIED, scope_key).to_dict(),
     )
     target = process.element(flow.target_id)
     is_join = target.element_type == bpmn.PARALLEL_GATEWAY and len(target.incoming) > 1
@@ -370,26 +376,19 @@ def join_ready(ctx: ProcessingContext, scope_key: int, gateway: bpmn.Element) ->
 
 
 def activate_element(
-    ctx: ProcessingContext, element: bpmn.Element, like: dict, scope_key: int, key: int | None = None
+    ctx: ProcessingContext,
+    element: bpmn.Element,
+    like: ProcessInstanceValue,
+    scope_key: int,
+    key: int | None = None,
 ) -> Record:
-    """Write ACTIVATE_ELEMENT for ``element`` in flow scope ``scope_key`` (``like``: a sibling's record value)."""
+    """Write ACTIVATE_ELEMENT for ``element`` in flow scope ``scope_key`` (``like``: any element of the instance)."""
+    value = like.for_element(element.id, element.element_type, element.event_type, scope_key)
     return ctx.follow_up(
         ValueType.PROCESS_INSTANCE,
         PI.ACTIVATE_ELEMENT,
         key if key is not None else ctx.keys.next_key(),
-        {
-            "bpmnProcessId": like["bpmnProcessId"],
-            "version": like["version"],
-            "processDefinitionKey": like["processDefinitionKey"],
-            "processInstanceKey": like["processInstanceKey"],
-            "elementId": element.id,
-            "flowScopeKey": scope_key,
-            "bpmnElementType": element.element_type,
-            "bpmnEventType": element.event_type,
-            "parentProcessInstanceKey": like.get("parentProcessInstanceKey", -1),
-            "parentElementInstanceKey": like.get("parentElementInstanceKey", -1),
-            "tenantId": TENANT,
-        },
+        value.to_dict(),
     )
 
 
@@ -397,8 +396,8 @@ def activate_element(
 
 
 def find_error_catch(
-    ctx: ProcessingContext, process: bpmn.Process, start: dict, error_code: str
-) -> tuple[dict, bpmn.Element] | None:
+    ctx: ProcessingContext, process: bpmn.Process, start: ElementInstance, error_code: str
+) -> tuple[ElementInstance, bpmn.Element] | None:
     """The nearest catch of a BPMN error: (element instance whose scope catches it, catching event).
 
     The catching event is a boundary event (attached to that instance) or the error start event of an event
@@ -408,8 +407,8 @@ def find_error_catch(
 
 
 def find_escalation_catch(
-    ctx: ProcessingContext, process: bpmn.Process, start: dict, code: str
-) -> tuple[dict, bpmn.Element] | None:
+    ctx: ProcessingContext, process: bpmn.Process, start: ElementInstance, code: str
+) -> tuple[ElementInstance, bpmn.Element] | None:
     """Like :func:`find_error_catch`, for escalations (boundary events may be non-interrupting here)."""
     return find_catch(ctx, process, start, bpmn.ESCALATION, code)
 
@@ -435,17 +434,17 @@ def _best_catch(candidates: list[bpmn.Element], event_type: str, code: str) -> b
 
 
 def find_catch(
-    ctx: ProcessingContext, process: bpmn.Process, start: dict, event_type: str, code: str
-) -> tuple[dict, bpmn.Element] | None:
+    ctx: ProcessingContext, process: bpmn.Process, start: ElementInstance, event_type: str, code: str
+) -> tuple[ElementInstance, bpmn.Element] | None:
     """Search the throwing instance and then its flow scopes outwards for an error or escalation catch.
 
     At each level the event sub-processes inside the scope come first (they are nearer), then the boundary events of
     the instance itself. An event sub-process never catches what is thrown inside itself or its siblings.
     """
-    inst: dict | None = start
+    inst: ElementInstance | None = start
     came_from_event_sub_process = False
     while inst is not None:
-        element_id = inst["value"]["elementId"]
+        element_id = inst.value.element_id
         if not came_from_event_sub_process:
             starts = [
                 s
@@ -460,54 +459,56 @@ def find_catch(
             found = _best_catch(list(process.boundary_events_of(element_id)), event_type, code)
             if found is not None:
                 return inst, found
-        came_from_event_sub_process = inst["value"]["bpmnElementType"] == bpmn.EVENT_SUB_PROCESS
-        parent_key = inst["value"]["flowScopeKey"]
+        came_from_event_sub_process = inst.value.bpmn_element_type == bpmn.EVENT_SUB_PROCESS
+        parent_key = inst.value.flow_scope_key
         inst = ctx.state.elements.get(parent_key) if parent_key > 0 else None
     return None
 
 
-def trigger_boundary(ctx: ProcessingContext, attached: dict, boundary: bpmn.Element, variables: dict) -> None:
+def trigger_boundary(
+    ctx: ProcessingContext, attached: ElementInstance, boundary: bpmn.Element, variables: dict
+) -> None:
     """An interrupting catch fires: a boundary event once ``attached`` has terminated, or an event sub-process of
     the scope ``attached`` once its other children have terminated."""
-    v = attached["value"]
+    v = attached.value
     trigger = event_trigger(ctx, attached, boundary, variables)
     ctx.event(ValueType.PROCESS_EVENT, ProcessEventIntent.TRIGGERING, ctx.keys.next_key(), trigger)
     if boundary.element_type == bpmn.BOUNDARY_EVENT:
-        ctx.follow_up(ValueType.PROCESS_INSTANCE, PI.TERMINATE_ELEMENT, attached["key"], v)
+        ctx.follow_up(ValueType.PROCESS_INSTANCE, PI.TERMINATE_ELEMENT, attached.key, v.to_dict())
         return
-    children = ctx.state.elements.children(attached["key"])
+    children = ctx.state.elements.children(attached.key)
     for child_key in children:
         child = ctx.state.elements.get(child_key)
-        if child is not None and child["state"] != PI.ELEMENT_TERMINATING:
-            ctx.follow_up(ValueType.PROCESS_INSTANCE, PI.TERMINATE_ELEMENT, child_key, child["value"])
+        if child is not None and child.state != PI.ELEMENT_TERMINATING:
+            ctx.follow_up(ValueType.PROCESS_INSTANCE, PI.TERMINATE_ELEMENT, child_key, child.value.to_dict())
     if not children:
         start_event_sub_process(ctx, attached, boundary, trigger, interrupting=True)
 
 
 def start_event_sub_process(
-    ctx: ProcessingContext, scope: dict, start: bpmn.Element, trigger: dict, *, interrupting: bool
+    ctx: ProcessingContext, scope: ElementInstance, start: bpmn.Element, trigger: dict, *, interrupting: bool
 ) -> None:
     """Activate the event sub-process of ``start`` inside ``scope``; it begins at ``start`` with the trigger.
 
     An interrupting trigger waited on the scope (TRIGGERING) and moves to the event sub-process now; a
     non-interrupting one is recorded for the event sub-process only, leaving the scope's own pending triggers alone.
     """
-    process = services(ctx).models.get(scope["value"]["processDefinitionKey"])
+    process = services(ctx).models.get(scope.value.process_definition_key)
     esp_key = ctx.keys.next_key()
-    value = {**trigger, "scopeKey": scope["key"] if interrupting else esp_key}
+    value = {**trigger, "scopeKey": scope.key if interrupting else esp_key}
     ctx.event(ValueType.PROCESS_EVENT, ProcessEventIntent.TRIGGERED, esp_key, value)
-    activate_element(ctx, process.element(start.flow_scope_id), scope["value"], scope["key"], key=esp_key)
+    activate_element(ctx, process.element(start.flow_scope_id), scope.value, scope.key, key=esp_key)
 
 
-def event_trigger(ctx: ProcessingContext, scope: dict, target: bpmn.Element, variables: dict) -> dict:
+def event_trigger(ctx: ProcessingContext, scope: ElementInstance, target: bpmn.Element, variables: dict) -> dict:
     """A PROCESS_EVENT value for ``target`` firing within ``scope``."""
-    v = scope["value"]
+    v = scope.value
     return {
-        "scopeKey": scope["key"],
+        "scopeKey": scope.key,
         "targetElementId": target.id,
         "variables": variables,
-        "processDefinitionKey": v["processDefinitionKey"],
-        "processInstanceKey": v["processInstanceKey"],
+        "processDefinitionKey": v.process_definition_key,
+        "processInstanceKey": v.process_instance_key,
         "tenantId": TENANT,
     }
 

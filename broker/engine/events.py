@@ -29,6 +29,7 @@ from broker.protocol.enums import (
     ValueType,
 )
 from broker.protocol.record import Record
+from broker.state.element_instance import ElementInstance
 
 PI = ProcessInstanceIntent
 PMS = ProcessMessageSubscriptionIntent
@@ -36,7 +37,7 @@ PMS = ProcessMessageSubscriptionIntent
 # -- opening -------------------------------------------------------------------------------------------------
 
 
-def open_subscriptions(ctx: ProcessingContext, targets: list[bpmn.Element], inst: dict) -> str | None:
+def open_subscriptions(ctx: ProcessingContext, targets: list[bpmn.Element], inst: ElementInstance) -> str | None:
     """Open the timer, message and signal subscriptions of ``inst`` for ``targets`` (the events its element's kind
     waits for); a failure message (nothing opened) or None.
 
@@ -46,32 +47,32 @@ def open_subscriptions(ctx: ProcessingContext, targets: list[bpmn.Element], inst
     targets = [t for t in targets if t.timer is not None or t.message is not None or t.signal_name is not None]
     if (
         not targets
-        or ctx.state.timers.of_owner(inst["key"])
-        or ctx.state.process_message_subscriptions.of_element(inst["key"])
-        or ctx.state.signal_subscriptions.of_owner(inst["key"])
+        or ctx.state.timers.of_owner(inst.key)
+        or ctx.state.process_message_subscriptions.of_element(inst.key)
+        or ctx.state.signal_subscriptions.of_owner(inst.key)
     ):
         return None  # nothing to open, or opened already by an earlier attempt of this activation
     planned: list[tuple[bpmn.Element, Any]] = []
     for target in targets:
         plan: Any
         if target.timer is not None:
-            plan = _plan_timer(ctx, target.timer, inst["key"])
+            plan = _plan_timer(ctx, target.timer, inst.key)
         elif target.message is not None:
-            plan = _plan_message(ctx, target.message, inst["key"])
+            plan = _plan_message(ctx, target.message, inst.key)
         else:
-            plan = _plan_signal(ctx, target, inst["key"])
+            plan = _plan_signal(ctx, target, inst.key)
         if isinstance(plan, str):
             return plan
         planned.append((target, plan))
-    v = inst["value"]
+    v = inst.value
     for target, plan in planned:
         if isinstance(plan, timers.Schedule):
-            create_timer(ctx, plan, target.id, v["processDefinitionKey"], inst["key"], v["processInstanceKey"])
+            create_timer(ctx, plan, target.id, v.process_definition_key, inst.key, v.process_instance_key)
         elif isinstance(plan, tuple):
             name, correlation_key = plan
             _open_message_subscription(ctx, inst, target, name, correlation_key)
         else:
-            open_signal_subscription(ctx, v, target.id, plan.name, inst["key"])
+            open_signal_subscription(ctx, v.process_definition_key, v.bpmn_process_id, target.id, plan.name, inst.key)
     return None
 
 
@@ -95,7 +96,12 @@ def _plan_signal(ctx: ProcessingContext, target: bpmn.Element, scope_key: int) -
 
 
 def open_signal_subscription(
-    ctx: ProcessingContext, like: dict, catch_event_id: str, name: str, element_instance_key: int
+    ctx: ProcessingContext,
+    definition_key: int,
+    process_id: str,
+    catch_event_id: str,
+    name: str,
+    element_instance_key: int,
 ) -> None:
     """Subscribe ``catch_event_id`` to signal ``name`` (``element_instance_key`` -1: a start event)."""
     ctx.event(
@@ -104,8 +110,8 @@ def open_signal_subscription(
         ctx.keys.next_key(),
         {
             "signalName": name,
-            "processDefinitionKey": like["processDefinitionKey"],
-            "bpmnProcessId": like["bpmnProcessId"],
+            "processDefinitionKey": definition_key,
+            "bpmnProcessId": process_id,
             "catchEventId": catch_event_id,
             "catchEventInstanceKey": element_instance_key,
             "tenantId": b.TENANT,
@@ -179,9 +185,9 @@ def _plan_message(ctx: ProcessingContext, message: bpmn.MessageDefinition, scope
 
 
 def _open_message_subscription(
-    ctx: ProcessingContext, inst: dict, target: bpmn.Element, name: str, correlation_key: str
+    ctx: ProcessingContext, inst: ElementInstance, target: bpmn.Element, name: str, correlation_key: str
 ) -> None:
-    v = inst["value"]
+    v = inst.value
     services = b.services(ctx)
     ctx.event(
         ValueType.PROCESS_MESSAGE_SUBSCRIPTION,
@@ -190,10 +196,10 @@ def _open_message_subscription(
         {
             "subscriptionPartitionId": subscription_partition(correlation_key, services.partitions_count),
             "processInstancePartitionId": ctx.partition_id,
-            "processInstanceKey": v["processInstanceKey"],
-            "processDefinitionKey": v["processDefinitionKey"],
-            "bpmnProcessId": v["bpmnProcessId"],
-            "elementInstanceKey": inst["key"],
+            "processInstanceKey": v.process_instance_key,
+            "processDefinitionKey": v.process_definition_key,
+            "bpmnProcessId": v.bpmn_process_id,
+            "elementInstanceKey": inst.key,
             "elementId": target.id,
             "messageName": name,
             "correlationKey": correlation_key,
@@ -208,26 +214,28 @@ def _open_message_subscription(
 # -- closing -------------------------------------------------------------------------------------------------
 
 
-def close_subscriptions(ctx: ProcessingContext, inst: dict, only: frozenset[str] | None = None) -> None:
+def close_subscriptions(ctx: ProcessingContext, inst: ElementInstance, only: frozenset[str] | None = None) -> None:
     """The element instance is leaving: cancel its timers, delete its message and signal subscriptions.
 
     ``only``: close just the subscriptions of these target elements (an interrupted scope's event sub-processes).
     """
-    for timer_key in ctx.state.timers.of_owner(inst["key"]):
+    for timer_key in ctx.state.timers.of_owner(inst.key):
         timer = ctx.state.timers.get(timer_key)
         if timer is not None and (only is None or timer["targetElementId"] in only):
             ctx.event(ValueType.TIMER, TimerIntent.CANCELED, timer_key, timer)
-    for sub in ctx.state.process_message_subscriptions.of_element(inst["key"]):
+    for sub in ctx.state.process_message_subscriptions.of_element(inst.key):
         if sub["state"] != "DELETING" and (only is None or sub["elementId"] in only):
             ctx.event(ValueType.PROCESS_MESSAGE_SUBSCRIPTION, PMS.DELETING, ctx.keys.next_key(), _record(sub))
-    for signal in ctx.state.signal_subscriptions.of_owner(inst["key"]):
+    for signal in ctx.state.signal_subscriptions.of_owner(inst.key):
         if only is None or signal["catchEventId"] in only:
             close_signal_subscription(ctx, signal)
 
 
-def close_event_sub_process_subscriptions(ctx: ProcessingContext, process: bpmn.Process, scope: dict) -> None:
+def close_event_sub_process_subscriptions(
+    ctx: ProcessingContext, process: bpmn.Process, scope: ElementInstance
+) -> None:
     """An interrupting event sub-process started: the scope's other event sub-processes may no longer start."""
-    scope_id = scope["value"]["elementId"]
+    scope_id = scope.value.element_id
     starts = frozenset(
         c.id
         for esp in process.event_sub_processes_of(scope_id)
@@ -256,18 +264,20 @@ def _record(sub: dict) -> dict:
 # -- firing --------------------------------------------------------------------------------------------------
 
 
-def fire(ctx: ProcessingContext, process: bpmn.Process, inst: dict, target: bpmn.Element, variables: dict) -> None:
+def fire(
+    ctx: ProcessingContext, process: bpmn.Process, inst: ElementInstance, target: bpmn.Element, variables: dict
+) -> None:
     """The event ``target`` occurred for the waiting element instance ``inst``: its kind decides what follows."""
-    registry.processor_of(inst["value"]).on_event(ctx, process, inst, target, variables)
+    registry.processor_of(inst.value).on_event(ctx, process, inst, target, variables)
 
 
-def is_waiting(inst: dict | None) -> bool:
-    return inst is not None and inst["state"] == PI.ELEMENT_ACTIVATED
+def is_waiting(inst: ElementInstance | None) -> bool:
+    return inst is not None and inst.state == PI.ELEMENT_ACTIVATED
 
 
-def can_fire(ctx: ProcessingContext, inst: dict | None) -> bool:
+def can_fire(ctx: ProcessingContext, inst: ElementInstance | None) -> bool:
     """Waiting, and not already interrupted or decided by an earlier event (a pending trigger on it)."""
-    return is_waiting(inst) and ctx.state.event_triggers.get(inst["key"]) is None  # type: ignore[index]
+    return is_waiting(inst) and ctx.state.event_triggers.get(inst.key) is None  # type: ignore[union-attr]
 
 
 # -- TIMER TRIGGER -------------------------------------------------------------------------------------------

@@ -20,6 +20,8 @@ from broker.protocol.enums import (
     VariableDocumentIntent,
 )
 from broker.protocol.record import Record
+from broker.protocol.values import ProcessInstanceValue
+from broker.state.element_instance import ElementInstance
 
 _SUPPORTED = supported_kinds(SUPPORTED_KINDS)
 PI = ProcessInstanceIntent
@@ -240,23 +242,21 @@ def create_instance(ctx: ProcessingContext, cmd: Record) -> None:
         )
         return
     pi_key = ctx.keys.next_key()
-    instance_value = {
-        "bpmnProcessId": stored["bpmnProcessId"],
-        "version": stored["version"],
-        "processDefinitionKey": stored["processDefinitionKey"],
-        "processInstanceKey": pi_key,
-        "elementId": stored["bpmnProcessId"],
-        "flowScopeKey": -1,
-        "bpmnElementType": "PROCESS",
-        "bpmnEventType": "UNSPECIFIED",
-        "parentProcessInstanceKey": -1,
-        "parentElementInstanceKey": -1,
-        "tenantId": b.TENANT,
-    }
+    instance_value = ProcessInstanceValue(
+        bpmn_process_id=stored["bpmnProcessId"],
+        version=stored["version"],
+        process_definition_key=stored["processDefinitionKey"],
+        process_instance_key=pi_key,
+        element_id=stored["bpmnProcessId"],
+        flow_scope_key=-1,
+        bpmn_element_type=bpmn.PROCESS,
+        bpmn_event_type=bpmn.UNSPECIFIED,
+    )
     variables = v.get("variables") or {}
-    like = {"value": instance_value}
+    # the instance's variables are written before the instance itself is activated
+    to_be = ElementInstance(pi_key, PI.ELEMENT_ACTIVATING, instance_value)
     for name, value in variables.items():
-        b.set_local_variable(ctx, pi_key, name, value, instance=like)
+        b.set_local_variable(ctx, pi_key, name, value, instance=to_be)
     created = {
         "bpmnProcessId": stored["bpmnProcessId"],
         "version": stored["version"],
@@ -277,12 +277,12 @@ def create_instance(ctx: ProcessingContext, cmd: Record) -> None:
     rec = ctx.event(ValueType.PROCESS_INSTANCE_CREATION, ProcessInstanceCreationIntent.CREATED, pi_key, created)
     if not awaiting:
         ctx.respond(rec)
-    ctx.follow_up(ValueType.PROCESS_INSTANCE, PI.ACTIVATE_ELEMENT, pi_key, instance_value)
+    ctx.follow_up(ValueType.PROCESS_INSTANCE, PI.ACTIVATE_ELEMENT, pi_key, instance_value.to_dict())
 
 
 def cancel_instance(ctx: ProcessingContext, cmd: Record) -> None:
     inst = ctx.state.elements.get(cmd.key)
-    if inst is None or inst["value"]["flowScopeKey"] > 0 or inst["state"] == PI.ELEMENT_TERMINATING:
+    if inst is None or inst.value.flow_scope_key > 0 or inst.state == PI.ELEMENT_TERMINATING:
         ctx.reject(
             RejectionType.NOT_FOUND,
             f"Expected to cancel a process instance with key '{cmd.key}', but no such process was found",

@@ -109,10 +109,10 @@ def complete(ctx: ProcessingContext, cmd: Record) -> None:
     element = process.element(value["elementId"])
     if variables:
         if element.output_mappings:
-            b.set_local_document(ctx, inst["key"], variables, inst)
+            b.set_local_document(ctx, inst.key, variables, inst)
         else:
-            b.merge_document(ctx, inst["key"], variables)
-    ctx.follow_up(ValueType.PROCESS_INSTANCE, ProcessInstanceIntent.COMPLETE_ELEMENT, inst["key"], inst["value"])
+            b.merge_document(ctx, inst.key, variables)
+    ctx.follow_up(ValueType.PROCESS_INSTANCE, ProcessInstanceIntent.COMPLETE_ELEMENT, inst.key, inst.value.to_dict())
 
 
 def fail(ctx: ProcessingContext, cmd: Record) -> None:
@@ -136,7 +136,7 @@ def fail(ctx: ProcessingContext, cmd: Record) -> None:
     inst = ctx.state.elements.get(value["elementInstanceKey"])
     variables = v.get("variables") or {}
     if variables and inst is not None:
-        b.set_local_document(ctx, inst["key"], variables, inst)
+        b.set_local_document(ctx, inst.key, variables, inst)
     if retries > 0:
         if backoff <= 0:
             b.job_became_activatable(ctx, cmd.key, value)
@@ -269,7 +269,7 @@ def resolve_incident(ctx: ProcessingContext, cmd: Record) -> None:
     if inst is None:
         return
     pi = ProcessInstanceIntent
-    if inst["state"] == pi.ELEMENT_ACTIVATING:
-        ctx.follow_up(ValueType.PROCESS_INSTANCE, pi.ACTIVATE_ELEMENT, inst["key"], inst["value"])
-    elif inst["state"] == pi.ELEMENT_COMPLETING:
-        ctx.follow_up(ValueType.PROCESS_INSTANCE, pi.COMPLETE_ELEMENT, inst["key"], inst["value"])
+    if inst.state == pi.ELEMENT_ACTIVATING:
+        ctx.follow_up(ValueType.PROCESS_INSTANCE, pi.ACTIVATE_ELEMENT, inst.key, inst.value.to_dict())
+    elif inst.state == pi.ELEMENT_COMPLETING:
+        ctx.follow_up(ValueType.PROCESS_INSTANCE, pi.COMPLETE_ELEMENT, inst.key, inst.value.to_dict())

@@ -282,5 +282,5 @@ def process_subscription_correlate(ctx: ProcessingContext, cmd: Record) -> None:
         {**events._record(sub), "messageKey": message_key, "variables": variables},
     )
     send(ctx, partition, ValueType.MESSAGE_SUBSCRIPTION, MS.CORRELATE, reply)
-    process = b.services(ctx).models.get(inst["value"]["processDefinitionKey"])
+    process = b.services(ctx).models.get(inst.value.process_definition_key)
     events.fire(ctx, process, inst, process.element(sub["elementId"]), variables)

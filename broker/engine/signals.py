@@ -98,7 +98,9 @@ def replace_start_subscriptions(ctx: ProcessingContext, process: bpmn.Process, d
         name = b.evaluate(ctx, start.signal_name, -1)
         if not isinstance(name, str) or not name:
             continue
-        events.open_signal_subscription(ctx, stored, start.id, name, -1)
+        events.open_signal_subscription(
+            ctx, stored["processDefinitionKey"], stored["bpmnProcessId"], start.id, name, -1
+        )
 
 
 def _close_older(ctx: ProcessingContext, process_id: str, definition_key: int) -> None:

@@ -12,6 +12,7 @@ from typing import Any
 import lmdb
 
 from broker.state.db import StateDb, pack, prefix_keys, prefix_scan, read_u64, u64, unpack
+from broker.state.element_instance import ElementInstance
 
 _META_APPLIED = b"last_applied_position"
 _META_PROCESSED = b"last_processed_position"
@@ -119,20 +120,13 @@ class ProcessState(_Repository):
 _ABSENT: Any = object()
 
 
-def _copy_instance(instance: dict[str, Any]) -> dict[str, Any]:
-    """An element instance is flat apart from its record value (itself flat): two dict copies make it independent."""
-    copied = dict(instance)
-    copied["value"] = dict(instance["value"])
-    return copied
-
-
 class ElementInstanceState(_Repository):
     """Element instances (process instances are the root ones) and their parent/child index.
 
     Every command reads and rewrites the same few instances several times (each applied event changes one counter or
     state), so decoded instances are kept for the processing round and written back once per command by
-    :meth:`flush`. Callers always get their own copy, as they would from LMDB. The parent/child index is written
-    through. Whoever commits a transaction these writes belong in calls :meth:`PartitionState.flush` first.
+    :meth:`flush`. Instances are frozen, so callers can share them. The parent/child index is written through.
+    Whoever commits a transaction these writes belong in calls :meth:`PartitionState.flush` first.
     """
 
     __slots__ = ("_cache", "_children", "_dirty")
@@ -140,38 +134,37 @@ class ElementInstanceState(_Repository):
     def __init__(self, sdb: StateDb) -> None:
         super().__init__(sdb, "element_instances")
         self._children = sdb.dbs["element_children"]
-        self._cache: dict[int, dict[str, Any] | None] = {}
+        self._cache: dict[int, ElementInstance | None] = {}
         self._dirty: set[int] = set()
 
-    def get(self, key: int) -> dict[str, Any] | None:
+    def get(self, key: int) -> ElementInstance | None:
         instance = self._cache.get(key, _ABSENT)
         if instance is _ABSENT:
             v = self.txn.get(u64(key), db=self._db)
-            instance = unpack(v) if v else None
+            instance = ElementInstance.from_dict(unpack(v)) if v else None
             self._cache[key] = instance
-        return None if instance is None else _copy_instance(instance)
+        return instance  # type: ignore[return-value]
 
     def children(self, key: int) -> list[int]:
         return [read_u64(k, 8) for k in prefix_keys(self.txn, self._children, u64(key))]
 
-    def put(self, instance: dict[str, Any]) -> None:
-        key = instance["key"]
-        self._cache[key] = _copy_instance(instance)
-        self._dirty.add(key)
+    def put(self, instance: ElementInstance) -> None:
+        self._cache[instance.key] = instance
+        self._dirty.add(instance.key)
 
-    def add(self, instance: dict[str, Any]) -> None:
+    def add(self, instance: ElementInstance) -> None:
         self.put(instance)
-        parent = instance["value"]["flowScopeKey"]
+        parent = instance.value.flow_scope_key
         if parent > 0:
-            self.txn.put(u64(parent) + u64(instance["key"]), b"", db=self._children)
+            self.txn.put(u64(parent) + u64(instance.key), b"", db=self._children)
 
-    def remove(self, key: int) -> dict[str, Any] | None:
+    def remove(self, key: int) -> ElementInstance | None:
         instance = self.get(key)
         if instance is None:
             return None
         self._cache[key] = None
         self._dirty.add(key)
-        parent = instance["value"]["flowScopeKey"]
+        parent = instance.value.flow_scope_key
         if parent > 0:
             self.txn.delete(u64(parent) + u64(key), db=self._children)
         return instance
@@ -184,7 +177,7 @@ class ElementInstanceState(_Repository):
             if instance is None:
                 txn.delete(u64(key), db=db)
             else:
-                txn.put(u64(key), pack(instance), db=db)
+                txn.put(u64(key), pack(instance.to_dict()), db=db)
         self._dirty.clear()
 
     def discard(self) -> None:

@@ -1,15 +1,20 @@
 """The element-instance write-back cache behaves like reading and writing LMDB directly."""
 
+import dataclasses
 from pathlib import Path
 
 import pytest
 
+from broker.protocol.enums import ProcessInstanceIntent as PI
+from broker.protocol.values import ProcessInstanceValue
 from broker.state.db import StateDb
+from broker.state.element_instance import ElementInstance
 from broker.state.repositories import PartitionState
 
 
-def instance(key: int, parent: int = -1, state: str = "ELEMENT_ACTIVATING") -> dict:
-    return {"key": key, "state": state, "value": {"flowScopeKey": parent, "elementId": f"e{key}"}, "children": 0}
+def instance(key: int, parent: int = -1, state: int = PI.ELEMENT_ACTIVATING) -> ElementInstance:
+    value = ProcessInstanceValue("p", 1, 7, 9, f"e{key}", parent, "SERVICE_TASK", "UNSPECIFIED")
+    return ElementInstance(key, state, value)
 
 
 @pytest.fixture
@@ -19,7 +24,7 @@ def db(tmp_path: Path):
     sdb.close()
 
 
-def read(db: StateDb, key: int) -> dict | None:
+def read(db: StateDb, key: int) -> ElementInstance | None:
     view = PartitionState(db)
     with db.begin() as txn:
         view.bind(txn)
@@ -28,17 +33,19 @@ def read(db: StateDb, key: int) -> dict | None:
     return found
 
 
-def test_flushed_writes_are_committed_and_readers_get_independent_copies(db: StateDb) -> None:
+def test_flushed_writes_are_committed_and_instances_cannot_be_changed_behind_the_cache(db: StateDb) -> None:
     state = PartitionState(db)
     txn = db.begin(write=True)
     state.bind(txn)
     state.elements.add(instance(1))
     state.elements.add(instance(2, parent=1))
     got = state.elements.get(1)
-    got["state"] = "CHANGED WITHOUT PUT"
-    got["value"]["elementId"] = "changed"
-    assert state.elements.get(1)["state"] == "ELEMENT_ACTIVATING"
-    assert state.elements.get(1)["value"]["elementId"] == "e1"
+    assert got is not None
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        got.state = PI.ELEMENT_COMPLETED  # type: ignore[misc]
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        got.value.element_id = "changed"  # type: ignore[misc]
+    assert state.elements.get(1) == instance(1)
     assert state.elements.children(1) == [2]
     state.elements.remove(2)
     state.flush()
@@ -57,7 +64,7 @@ def test_a_nested_transaction_sees_the_parents_cached_writes_and_an_abort_forget
     child = db.begin(write=True, parent=txn)
     state.bind(child)
     assert state.elements.get(1) == instance(1)
-    state.elements.put(instance(1, state="ELEMENT_ACTIVATED"))
+    state.elements.put(instance(1, state=PI.ELEMENT_ACTIVATED))
     state.discard()
     child.abort()
     state.bind(txn)

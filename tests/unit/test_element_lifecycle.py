@@ -3,6 +3,8 @@ table does not allow is refused before anything is written."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from broker.engine.bpmn import model as m
@@ -13,6 +15,8 @@ from broker.engine.elements.base import ContainerProcessor
 from broker.protocol.enums import ProcessInstanceIntent, RecordType, ValueType
 from broker.protocol.keys import KeyGenerator
 from broker.protocol.record import Record
+from broker.protocol.values import ProcessInstanceValue
+from broker.state.element_instance import ElementInstance
 from tests.unit.test_bpmn_parser import FIXTURES
 
 PI = ProcessInstanceIntent
@@ -39,8 +43,9 @@ def _context() -> tuple[ProcessingContext, list[Record]]:
     return ctx, applied
 
 
-def _instance(state: int) -> dict:
-    return {"key": 42, "state": state, "value": {"elementId": "task"}}
+def _instance(state: int) -> ElementInstance:
+    value = ProcessInstanceValue("p", 1, 7, 9, "task", 9, m.SERVICE_TASK, m.UNSPECIFIED)
+    return ElementInstance(42, state, value)
 
 
 LEGAL = [
@@ -58,9 +63,9 @@ LEGAL = [
 def test_a_legal_transition_is_written_and_moves_the_instance(current: int, target: PI) -> None:
     ctx, applied = _context()
     inst = _instance(current)
-    lifecycle.transition(ctx, inst, target)
-    assert [(r.intent, r.key) for r in applied] == [(target, 42)]
-    assert inst["state"] == target
+    moved = lifecycle.transition(ctx, inst, target)
+    assert [(r.intent, r.key, r.value["elementId"]) for r in applied] == [(target, 42, "task")]
+    assert moved == dataclasses.replace(inst, state=target)
 
 
 ILLEGAL = [
@@ -84,14 +89,13 @@ def test_an_illegal_transition_raises_before_anything_is_written(current: int, t
         lifecycle.transition(ctx, inst, target)
     assert applied == []
     assert ctx.records == []
-    assert inst["state"] == current
 
 
 def test_every_supported_kind_has_a_processor_and_nothing_else_is_accepted() -> None:
     assert frozenset(registry.PROCESSORS) - {m.PROCESS} == SUPPORTED_KINDS
     for kind in SUPPORTED_KINDS:
         element_type, _, event_type = kind.partition(":")
-        value = {"bpmnElementType": element_type, "bpmnEventType": event_type or m.UNSPECIFIED}
+        value = ProcessInstanceValue("p", 1, 7, 9, "e", 9, element_type, event_type or m.UNSPECIFIED)
         assert registry.processor_of(value) is registry.PROCESSORS[kind]
 
 

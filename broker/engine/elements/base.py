@@ -13,6 +13,7 @@ from broker.engine.bpmn import model as bpmn
 from broker.engine.context import ProcessingContext
 from broker.engine.elements import lifecycle as lc
 from broker.protocol.enums import ProcessEventIntent, ProcessInstanceIntent, ValueType
+from broker.state.element_instance import ElementInstance
 
 PI = ProcessInstanceIntent
 
@@ -29,16 +30,21 @@ class ElementProcessor:
         return list(process.boundary_events_of(element.id))
 
     def on_event(
-        self, ctx: ProcessingContext, process: bpmn.Process, inst: dict, target: bpmn.Element, variables: dict
+        self,
+        ctx: ProcessingContext,
+        process: bpmn.Process,
+        inst: ElementInstance,
+        target: bpmn.Element,
+        variables: dict,
     ) -> None:
         """One of :meth:`event_targets` occurred while ``inst`` waits. Default: a boundary event fires; an
         interrupting one first terminates the activity it is attached to."""
-        if target.attached_to_id != inst["value"]["elementId"]:
-            raise ValueError(f"'{target.id}' is not an event that element '{inst['value']['elementId']}' waits for")
+        if target.attached_to_id != inst.value.element_id:
+            raise ValueError(f"'{target.id}' is not an event that element '{inst.value.element_id}' waits for")
         if target.interrupts:
             b.trigger_boundary(ctx, inst, target, variables)
             return
-        v = inst["value"]
+        v = inst.value
         boundary_key = ctx.keys.next_key()
         ctx.event(
             ValueType.PROCESS_EVENT,
@@ -46,14 +52,14 @@ class ElementProcessor:
             boundary_key,
             {**b.event_trigger(ctx, inst, target, variables), "scopeKey": boundary_key},
         )
-        b.activate_element(ctx, target, v, v["flowScopeKey"], key=boundary_key)
+        b.activate_element(ctx, target, v, v.flow_scope_key, key=boundary_key)
 
     def activation_blocked(self, ctx: ProcessingContext, element: bpmn.Element, scope_key: int) -> str | None:
         """Why the element may not be activated yet (a join still waiting), or None."""
         return None
 
     def on_activate(
-        self, ctx: ProcessingContext, process: bpmn.Process, element: bpmn.Element | None, inst: dict
+        self, ctx: ProcessingContext, process: bpmn.Process, element: bpmn.Element | None, inst: ElementInstance
     ) -> None:
         """The instance is ACTIVATING: do the kind's work, then move on (or wait). Default: pass through."""
         assert element is not None
@@ -61,13 +67,13 @@ class ElementProcessor:
             lc.pass_through(ctx, process, element, inst)
 
     def on_complete(
-        self, ctx: ProcessingContext, process: bpmn.Process, element: bpmn.Element | None, inst: dict
+        self, ctx: ProcessingContext, process: bpmn.Process, element: bpmn.Element | None, inst: ElementInstance
     ) -> None:
         """COMPLETE_ELEMENT arrived (the awaited job, event or children are done). Default: complete."""
         lc.complete(ctx, process, element, inst)
 
     def before_completed(
-        self, ctx: ProcessingContext, process: bpmn.Process, element: bpmn.Element | None, inst: dict
+        self, ctx: ProcessingContext, process: bpmn.Process, element: bpmn.Element | None, inst: ElementInstance
     ) -> None:
         """Output mappings are applied; the instance is about to be COMPLETED (its state still readable)."""
 
@@ -76,7 +82,7 @@ class ElementProcessor:
         ctx: ProcessingContext,
         process: bpmn.Process,
         element: bpmn.Element | None,
-        inst: dict,
+        inst: ElementInstance,
         flows: tuple[bpmn.SequenceFlow, ...] | None,
         trigger: dict | None,
     ) -> None:
@@ -85,7 +91,7 @@ class ElementProcessor:
         lc.take_outgoing(ctx, process, element, inst, flows, trigger)
 
     def on_terminate(
-        self, ctx: ProcessingContext, process: bpmn.Process, element: bpmn.Element | None, inst: dict
+        self, ctx: ProcessingContext, process: bpmn.Process, element: bpmn.Element | None, inst: ElementInstance
     ) -> None:
         """The instance's children are gone and it is about to be TERMINATED: clean up what it holds."""
         lc.clean_up(ctx, inst)
@@ -95,13 +101,13 @@ class ElementProcessor:
         ctx: ProcessingContext,
         process: bpmn.Process,
         element: bpmn.Element | None,
-        inst: dict,
+        inst: ElementInstance,
         trigger: dict | None,
     ) -> None:
         """The instance is TERMINATED. Default: an interrupting boundary event that caused it starts; otherwise the
         flow scope hears that a child left."""
-        v = inst["value"]
-        scope_key = v["flowScopeKey"]
+        v = inst.value
+        scope_key = v.flow_scope_key
         if trigger is not None:
             boundary = process.elements.get(trigger["targetElementId"])
             if boundary is not None and boundary.element_type == bpmn.BOUNDARY_EVENT:
@@ -113,11 +119,11 @@ class ElementProcessor:
 
     # -- containers (process, sub-processes): what happens when a child leaves ------------------------------
 
-    def on_child_completed(self, ctx: ProcessingContext, process: bpmn.Process, scope: dict) -> None:
+    def on_child_completed(self, ctx: ProcessingContext, process: bpmn.Process, scope: ElementInstance) -> None:
         """A child completed without outgoing flows. Only containers have children."""
         raise NotImplementedError(f"{type(self).__name__} has no children")
 
-    def on_child_terminated(self, ctx: ProcessingContext, process: bpmn.Process, scope: dict) -> None:
+    def on_child_terminated(self, ctx: ProcessingContext, process: bpmn.Process, scope: ElementInstance) -> None:
         """A child terminated. Only containers have children."""
         raise NotImplementedError(f"{type(self).__name__} has no children")
 
@@ -137,7 +143,12 @@ class ContainerProcessor(ElementProcessor):
         ]
 
     def on_event(
-        self, ctx: ProcessingContext, process: bpmn.Process, inst: dict, target: bpmn.Element, variables: dict
+        self,
+        ctx: ProcessingContext,
+        process: bpmn.Process,
+        inst: ElementInstance,
+        target: bpmn.Element,
+        variables: dict,
     ) -> None:
         """An event sub-process's start event fired inside this scope; an interrupting one first terminates the
         scope's other children and stops its other event sub-processes."""
@@ -151,27 +162,27 @@ class ContainerProcessor(ElementProcessor):
             trigger = b.event_trigger(ctx, inst, target, variables)
             b.start_event_sub_process(ctx, inst, target, trigger, interrupting=False)
 
-    def on_child_completed(self, ctx: ProcessingContext, process: bpmn.Process, scope: dict) -> None:
+    def on_child_completed(self, ctx: ProcessingContext, process: bpmn.Process, scope: ElementInstance) -> None:
         self._maybe_complete(ctx, process, scope)
 
-    def on_child_terminated(self, ctx: ProcessingContext, process: bpmn.Process, scope: dict) -> None:
-        if scope["state"] == PI.ELEMENT_TERMINATING:
-            if scope["children"] == 0:
+    def on_child_terminated(self, ctx: ProcessingContext, process: bpmn.Process, scope: ElementInstance) -> None:
+        if scope.state == PI.ELEMENT_TERMINATING:
+            if scope.children == 0:
                 lc.terminated(ctx, scope)
             return
         self._maybe_complete(ctx, process, scope)
 
     @staticmethod
-    def _maybe_complete(ctx: ProcessingContext, process: bpmn.Process, scope: dict) -> None:
+    def _maybe_complete(ctx: ProcessingContext, process: bpmn.Process, scope: ElementInstance) -> None:
         """With nothing left inside, the scope completes, or the interrupting event sub-process that waited for the
         other children to terminate starts."""
-        if scope["state"] != PI.ELEMENT_ACTIVATED or scope["children"] != 0:
+        if scope.state != PI.ELEMENT_ACTIVATED or scope.children != 0:
             return
-        trigger = ctx.state.event_triggers.get(scope["key"])
+        trigger = ctx.state.event_triggers.get(scope.key)
         if trigger is not None:
             target = process.elements.get(trigger["targetElementId"])
             if target is not None and target.element_type == bpmn.START_EVENT:
                 b.start_event_sub_process(ctx, scope, target, trigger, interrupting=True)
                 return
-        if scope["flows"] == 0:
-            ctx.follow_up(ValueType.PROCESS_INSTANCE, PI.COMPLETE_ELEMENT, scope["key"], scope["value"])
+        if scope.flows == 0:
+            ctx.follow_up(ValueType.PROCESS_INSTANCE, PI.COMPLETE_ELEMENT, scope.key, scope.value.to_dict())

@@ -10,6 +10,7 @@ from broker.engine.context import ProcessingContext
 from broker.engine.elements import lifecycle as lc
 from broker.engine.elements.base import ElementProcessor
 from broker.protocol.enums import ProcessInstanceIntent, ValueType
+from broker.state.element_instance import ElementInstance
 
 
 class TriggeredEventProcessor(ElementProcessor):
@@ -18,7 +19,7 @@ class TriggeredEventProcessor(ElementProcessor):
     propagates_event_variables = True
 
     def on_activate(
-        self, ctx: ProcessingContext, process: bpmn.Process, element: bpmn.Element | None, inst: dict
+        self, ctx: ProcessingContext, process: bpmn.Process, element: bpmn.Element | None, inst: ElementInstance
     ) -> None:
         assert element is not None
         lc.take_event_variables(ctx, inst)
@@ -36,14 +37,21 @@ class _WaitsForItsEvent(ElementProcessor):
         return [element, *super().event_targets(process, element)]
 
     def on_event(
-        self, ctx: ProcessingContext, process: bpmn.Process, inst: dict, target: bpmn.Element, variables: dict
+        self,
+        ctx: ProcessingContext,
+        process: bpmn.Process,
+        inst: ElementInstance,
+        target: bpmn.Element,
+        variables: dict,
     ) -> None:
-        if target.id != inst["value"]["elementId"]:
+        if target.id != inst.value.element_id:
             super().on_event(ctx, process, inst, target, variables)
             return
         if variables:
-            b.set_local_document(ctx, inst["key"], variables, inst)
-        ctx.follow_up(ValueType.PROCESS_INSTANCE, ProcessInstanceIntent.COMPLETE_ELEMENT, inst["key"], inst["value"])
+            b.set_local_document(ctx, inst.key, variables, inst)
+        ctx.follow_up(
+            ValueType.PROCESS_INSTANCE, ProcessInstanceIntent.COMPLETE_ELEMENT, inst.key, inst.value.to_dict()
+        )
 
 
 class IntermediateCatchEventProcessor(_WaitsForItsEvent):
@@ -52,7 +60,7 @@ class IntermediateCatchEventProcessor(_WaitsForItsEvent):
     propagates_event_variables = True
 
     def on_activate(
-        self, ctx: ProcessingContext, process: bpmn.Process, element: bpmn.Element | None, inst: dict
+        self, ctx: ProcessingContext, process: bpmn.Process, element: bpmn.Element | None, inst: ElementInstance
     ) -> None:
         assert element is not None
         trigger = lc.take_event_variables(ctx, inst)
@@ -62,7 +70,7 @@ class IntermediateCatchEventProcessor(_WaitsForItsEvent):
             lc.pass_through(ctx, process, element, inst)
             return
         if lc.subscribe(ctx, process, element, inst):
-            lc.activated(ctx, inst)
+            inst = lc.activated(ctx, inst)
 
 
 class ReceiveTaskProcessor(_WaitsForItsEvent):
@@ -71,8 +79,8 @@ class ReceiveTaskProcessor(_WaitsForItsEvent):
     propagates_event_variables = True
 
     def on_activate(
-        self, ctx: ProcessingContext, process: bpmn.Process, element: bpmn.Element | None, inst: dict
+        self, ctx: ProcessingContext, process: bpmn.Process, element: bpmn.Element | None, inst: ElementInstance
     ) -> None:
         assert element is not None
         if lc.prepare(ctx, process, element, inst):
-            lc.activated(ctx, inst)
+            inst = lc.activated(ctx, inst)

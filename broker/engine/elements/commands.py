@@ -14,39 +14,39 @@ from broker.engine.elements import lifecycle as lc
 from broker.engine.elements import registry
 from broker.protocol.enums import ProcessInstanceIntent, RejectionType, ValueType
 from broker.protocol.record import Record
+from broker.protocol.values import ProcessInstanceValue
 
 PI = ProcessInstanceIntent
 
 
 def activate(ctx: ProcessingContext, cmd: Record) -> None:
-    v = cmd.value
-    process = b.services(ctx).models.get(v["processDefinitionKey"])
+    v = ProcessInstanceValue.from_dict(cmd.value)
+    process = b.services(ctx).models.get(v.process_definition_key)
     processor = registry.processor_of(v)
     inst = ctx.state.elements.get(cmd.key)
     if inst is None:
-        scope_key = v["flowScopeKey"]
+        scope_key = v.flow_scope_key
         if scope_key > 0:
             scope = ctx.state.elements.get(scope_key)
-            if scope is None or scope["state"] != PI.ELEMENT_ACTIVATED:
+            if scope is None or scope.state != PI.ELEMENT_ACTIVATED:
                 ctx.reject(
                     RejectionType.INVALID_STATE,
-                    f"Expected to activate element '{v['elementId']}', but its flow scope is not active",
+                    f"Expected to activate element '{v.element_id}', but its flow scope is not active",
                 )
                 return
-            blocked = processor.activation_blocked(ctx, process.element(v["elementId"]), scope_key)
+            blocked = processor.activation_blocked(ctx, process.element(v.element_id), scope_key)
             if blocked is not None:
                 ctx.reject(RejectionType.INVALID_STATE, blocked)
                 return
-        ctx.event(ValueType.PROCESS_INSTANCE, PI.ELEMENT_ACTIVATING, cmd.key, v)
+        ctx.event(ValueType.PROCESS_INSTANCE, PI.ELEMENT_ACTIVATING, cmd.key, cmd.value)
         inst = ctx.state.elements.get(cmd.key)
         assert inst is not None
         if scope_key > 0 and _interrupted(ctx, process, scope_key):
             # a token that was on its way when a terminate end event or an interrupting event sub-process ended
             # the scope's flow: it arrives and is terminated at once
-            lc.transition(ctx, inst, PI.ELEMENT_TERMINATING)
-            lc.terminated(ctx, inst)
+            lc.terminated(ctx, lc.transition(ctx, inst, PI.ELEMENT_TERMINATING))
             return
-    elif inst["state"] != PI.ELEMENT_ACTIVATING:
+    elif inst.state != PI.ELEMENT_ACTIVATING:
         ctx.reject(RejectionType.INVALID_STATE, f"Expected element '{cmd.key}' to be activating")
         return
     processor.on_activate(ctx, process, lc.element_of(process, inst), inst)
@@ -70,16 +70,16 @@ def complete(ctx: ProcessingContext, cmd: Record) -> None:
             f"Expected to complete element with key '{cmd.key}', but it does not exist",
         )
         return
-    if inst["state"] not in (PI.ELEMENT_ACTIVATED, PI.ELEMENT_COMPLETING):
+    if inst.state not in (PI.ELEMENT_ACTIVATED, PI.ELEMENT_COMPLETING):
         ctx.reject(RejectionType.INVALID_STATE, f"Expected element '{cmd.key}' to be active, but it is not")
         return
     process = lc.process_of(ctx, inst)
-    registry.processor_of(inst["value"]).on_complete(ctx, process, lc.element_of(process, inst), inst)
+    registry.processor_of(inst.value).on_complete(ctx, process, lc.element_of(process, inst), inst)
 
 
 def terminate(ctx: ProcessingContext, cmd: Record) -> None:
     inst = ctx.state.elements.get(cmd.key)
-    if inst is None or inst["state"] == PI.ELEMENT_TERMINATING:
+    if inst is None or inst.state == PI.ELEMENT_TERMINATING:
         ctx.reject(RejectionType.INVALID_STATE, f"Expected element '{cmd.key}' to be active, but it is not")
         return
     lc.terminate(ctx, inst)

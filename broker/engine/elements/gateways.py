@@ -9,13 +9,14 @@ from broker.engine.elements import lifecycle as lc
 from broker.engine.elements.base import ElementProcessor
 from broker.engine.expressions import ExpressionFailure
 from broker.protocol.enums import ProcessEventIntent, ProcessInstanceIntent, RejectionType, ValueType
+from broker.state.element_instance import ElementInstance
 
 
 class ExclusiveGatewayProcessor(ElementProcessor):
     """Takes the first flow whose condition is true, else the default flow, else raises an incident."""
 
     def on_activate(
-        self, ctx: ProcessingContext, process: bpmn.Process, element: bpmn.Element | None, inst: dict
+        self, ctx: ProcessingContext, process: bpmn.Process, element: bpmn.Element | None, inst: ElementInstance
     ) -> None:
         assert element is not None
         if not lc.prepare(ctx, process, element, inst):
@@ -23,11 +24,11 @@ class ExclusiveGatewayProcessor(ElementProcessor):
         flow = choose_flow(ctx, process, element, inst)
         if flow is None:
             return
-        lc.activated(ctx, inst)
+        inst = lc.activated(ctx, inst)
         lc.complete(ctx, process, element, inst, flows=(flow,))
 
     def on_complete(
-        self, ctx: ProcessingContext, process: bpmn.Process, element: bpmn.Element | None, inst: dict
+        self, ctx: ProcessingContext, process: bpmn.Process, element: bpmn.Element | None, inst: ElementInstance
     ) -> None:
         assert element is not None
         flow = choose_flow(ctx, process, element, inst)
@@ -36,13 +37,13 @@ class ExclusiveGatewayProcessor(ElementProcessor):
 
 
 def choose_flow(
-    ctx: ProcessingContext, process: bpmn.Process, element: bpmn.Element, inst: dict
+    ctx: ProcessingContext, process: bpmn.Process, element: bpmn.Element, inst: ElementInstance
 ) -> bpmn.SequenceFlow | None:
     """The exclusive gateway's outgoing flow; None after raising an incident."""
     outgoing = process.outgoing_flows(element.id)
     if len(outgoing) == 1 and outgoing[0].condition is None:
         return outgoing[0]
-    context = b.visible_variables(ctx, inst["key"])
+    context = b.visible_variables(ctx, inst.key)
     evaluator = b.services(ctx).expressions
     for flow in outgoing:
         if flow.id == element.default_flow_id or flow.condition is None:
@@ -81,27 +82,34 @@ class EventBasedGatewayProcessor(ElementProcessor):
         return [process.element(f.target_id) for f in process.outgoing_flows(element.id)]
 
     def on_event(
-        self, ctx: ProcessingContext, process: bpmn.Process, inst: dict, target: bpmn.Element, variables: dict
+        self,
+        ctx: ProcessingContext,
+        process: bpmn.Process,
+        inst: ElementInstance,
+        target: bpmn.Element,
+        variables: dict,
     ) -> None:
         """The first event wins: the gateway completes towards it (COMPLETE_ELEMENT reads the trigger)."""
         trigger = b.event_trigger(ctx, inst, target, variables)
         ctx.event(ValueType.PROCESS_EVENT, ProcessEventIntent.TRIGGERING, ctx.keys.next_key(), trigger)
-        ctx.follow_up(ValueType.PROCESS_INSTANCE, ProcessInstanceIntent.COMPLETE_ELEMENT, inst["key"], inst["value"])
+        ctx.follow_up(
+            ValueType.PROCESS_INSTANCE, ProcessInstanceIntent.COMPLETE_ELEMENT, inst.key, inst.value.to_dict()
+        )
 
     def on_activate(
-        self, ctx: ProcessingContext, process: bpmn.Process, element: bpmn.Element | None, inst: dict
+        self, ctx: ProcessingContext, process: bpmn.Process, element: bpmn.Element | None, inst: ElementInstance
     ) -> None:
         assert element is not None
         if lc.prepare(ctx, process, element, inst):
-            lc.activated(ctx, inst)
+            inst = lc.activated(ctx, inst)
 
     def on_complete(
-        self, ctx: ProcessingContext, process: bpmn.Process, element: bpmn.Element | None, inst: dict
+        self, ctx: ProcessingContext, process: bpmn.Process, element: bpmn.Element | None, inst: ElementInstance
     ) -> None:
         assert element is not None
-        trigger = ctx.state.event_triggers.get(inst["key"])
+        trigger = ctx.state.event_triggers.get(inst.key)
         if trigger is None:
-            ctx.reject(RejectionType.INVALID_STATE, f"Expected gateway '{inst['key']}' to have received an event")
+            ctx.reject(RejectionType.INVALID_STATE, f"Expected gateway '{inst.key}' to have received an event")
             return
         winner = [f for f in process.outgoing_flows(element.id) if f.target_id == trigger["targetElementId"]]
         lc.complete(ctx, process, element, inst, flows=tuple(winner[:1]), trigger=trigger)

@@ -14,22 +14,23 @@ from broker.engine.elements import lifecycle as lc
 from broker.engine.elements.base import ElementProcessor
 from broker.engine.expressions import ExpressionFailure
 from broker.protocol.enums import JobIntent, ValueType
+from broker.state.element_instance import ElementInstance
 
 
 class JobTaskProcessor(ElementProcessor):
     def on_activate(
-        self, ctx: ProcessingContext, process: bpmn.Process, element: bpmn.Element | None, inst: dict
+        self, ctx: ProcessingContext, process: bpmn.Process, element: bpmn.Element | None, inst: ElementInstance
     ) -> None:
         assert element is not None
         if lc.prepare(ctx, process, element, inst):
             create_job(ctx, element, inst)
 
 
-def create_job(ctx: ProcessingContext, element: bpmn.Element, inst: dict) -> None:
+def create_job(ctx: ProcessingContext, element: bpmn.Element, inst: ElementInstance) -> None:
     """Evaluate the job's type and retries, write JOB CREATED and wait (ACTIVATED); an incident on a bad value."""
     job_def = element.job
     assert job_def is not None
-    job_type = b.evaluate(ctx, job_def.type, inst["key"])
+    job_type = b.evaluate(ctx, job_def.type, inst.key)
     if isinstance(job_type, ExpressionFailure) or not isinstance(job_type, str) or not job_type:
         reason = (
             job_type.message
@@ -41,7 +42,7 @@ def create_job(ctx: ProcessingContext, element: bpmn.Element, inst: dict) -> Non
         )
         b.raise_incident(ctx, inst, "EXTRACT_VALUE_ERROR", reason)
         return
-    retries: Any = b.evaluate(ctx, job_def.retries, inst["key"])
+    retries: Any = b.evaluate(ctx, job_def.retries, inst.key)
     if isinstance(retries, str):
         try:
             retries = int(retries)
@@ -58,7 +59,7 @@ def create_job(ctx: ProcessingContext, element: bpmn.Element, inst: dict) -> Non
         )
         b.raise_incident(ctx, inst, "EXTRACT_VALUE_ERROR", reason)
         return
-    v = inst["value"]
+    v = inst.value
     job_key = ctx.keys.next_key()
     job = {
         "type": job_type,
@@ -73,11 +74,11 @@ def create_job(ctx: ProcessingContext, element: bpmn.Element, inst: dict) -> Non
         "errorMessage": "",
         "errorCode": "",
         "elementId": element.id,
-        "elementInstanceKey": inst["key"],
-        "processInstanceKey": v["processInstanceKey"],
-        "bpmnProcessId": v["bpmnProcessId"],
-        "processDefinitionVersion": v["version"],
-        "processDefinitionKey": v["processDefinitionKey"],
+        "elementInstanceKey": inst.key,
+        "processInstanceKey": v.process_instance_key,
+        "bpmnProcessId": v.bpmn_process_id,
+        "processDefinitionVersion": v.version,
+        "processDefinitionKey": v.process_definition_key,
         "tenantId": b.TENANT,
         "jobKind": "BPMN_ELEMENT",
     }

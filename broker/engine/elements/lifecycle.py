@@ -17,6 +17,7 @@ from broker.engine.context import ProcessingContext
 from broker.engine.elements import registry
 from broker.protocol.enums import ProcessEventIntent, ProcessInstanceIntent, ValueType
 from broker.protocol.record import Record
+from broker.state.element_instance import ElementInstance
 
 PI = ProcessInstanceIntent
 
@@ -37,41 +38,44 @@ class IllegalTransition(RuntimeError):
     """
 
 
-def transition(ctx: ProcessingContext, inst: dict, intent: PI) -> Record:
-    """Write the lifecycle event ``intent`` for ``inst`` after checking it against :data:`TRANSITIONS`."""
-    current = inst.get("state")
-    allowed = TRANSITIONS.get(current, frozenset())
-    if intent not in allowed:
-        name = PI(current).name if current is not None else "nothing"
-        raise IllegalTransition(f"element instance {inst['key']}: {name} → {PI(intent).name} is not a legal transition")
-    record = ctx.event(ValueType.PROCESS_INSTANCE, intent, inst["key"], inst["value"])
-    inst["state"] = intent
-    return record
+def transition(ctx: ProcessingContext, inst: ElementInstance, intent: PI) -> ElementInstance:
+    """Write the lifecycle event ``intent`` for ``inst`` after checking it against :data:`TRANSITIONS`; the instance
+    in its new state."""
+    return _write_transition(ctx, inst, intent)[0]
 
 
-def element_of(process: bpmn.Process, inst: dict) -> bpmn.Element | None:
+def _write_transition(ctx: ProcessingContext, inst: ElementInstance, intent: PI) -> tuple[ElementInstance, Record]:
+    if intent not in TRANSITIONS.get(inst.state, frozenset()):
+        raise IllegalTransition(
+            f"element instance {inst.key}: {PI(inst.state).name} → {PI(intent).name} is not a legal transition"
+        )
+    record = ctx.event(ValueType.PROCESS_INSTANCE, intent, inst.key, inst.value.to_dict())
+    return inst.with_state(intent), record
+
+
+def element_of(process: bpmn.Process, inst: ElementInstance) -> bpmn.Element | None:
     """The model element of an instance; None for the process itself."""
-    if inst["value"]["bpmnElementType"] == bpmn.PROCESS:
+    if inst.value.bpmn_element_type == bpmn.PROCESS:
         return None
-    return process.element(inst["value"]["elementId"])
+    return process.element(inst.value.element_id)
 
 
-def process_of(ctx: ProcessingContext, inst: dict) -> bpmn.Process:
-    return b.services(ctx).models.get(inst["value"]["processDefinitionKey"])
+def process_of(ctx: ProcessingContext, inst: ElementInstance) -> bpmn.Process:
+    return b.services(ctx).models.get(inst.value.process_definition_key)
 
 
 # -- shared activation steps: each returns False after raising an incident -----------------------------------
 
 
-def take_event_variables(ctx: ProcessingContext, inst: dict) -> dict | None:
+def take_event_variables(ctx: ProcessingContext, inst: ElementInstance) -> dict | None:
     """The trigger that activated this event (if any); its variables become the event's local variables."""
-    trigger = ctx.state.event_triggers.get(inst["key"])
+    trigger = ctx.state.event_triggers.get(inst.key)
     if trigger and trigger.get("variables"):
-        b.set_local_document(ctx, inst["key"], trigger["variables"], inst)
+        b.set_local_document(ctx, inst.key, trigger["variables"], inst)
     return trigger
 
 
-def apply_inputs(ctx: ProcessingContext, element: bpmn.Element, inst: dict) -> bool:
+def apply_inputs(ctx: ProcessingContext, element: bpmn.Element, inst: ElementInstance) -> bool:
     failure = b.apply_input_mappings(ctx, element, inst)
     if failure is not None:
         b.raise_incident(ctx, inst, "IO_MAPPING_ERROR", failure.message)
@@ -79,10 +83,12 @@ def apply_inputs(ctx: ProcessingContext, element: bpmn.Element, inst: dict) -> b
     return True
 
 
-def subscribe(ctx: ProcessingContext, process: bpmn.Process, element: bpmn.Element | None, inst: dict) -> bool:
+def subscribe(
+    ctx: ProcessingContext, process: bpmn.Process, element: bpmn.Element | None, inst: ElementInstance
+) -> bool:
     """Open the timer, message and signal subscriptions of the instance (its own, boundary and event sub-process
     events)."""
-    targets = registry.processor_of(inst["value"]).event_targets(process, element)
+    targets = registry.processor_of(inst.value).event_targets(process, element)
     problem = events.open_subscriptions(ctx, targets, inst)
     if problem is not None:
         b.raise_incident(ctx, inst, "EXTRACT_VALUE_ERROR", problem)
@@ -90,7 +96,7 @@ def subscribe(ctx: ProcessingContext, process: bpmn.Process, element: bpmn.Eleme
     return True
 
 
-def prepare(ctx: ProcessingContext, process: bpmn.Process, element: bpmn.Element, inst: dict) -> bool:
+def prepare(ctx: ProcessingContext, process: bpmn.Process, element: bpmn.Element, inst: ElementInstance) -> bool:
     """Input mappings, then subscriptions: what every activity and event does before its own work."""
     return apply_inputs(ctx, element, inst) and subscribe(ctx, process, element, inst)
 
@@ -98,21 +104,20 @@ def prepare(ctx: ProcessingContext, process: bpmn.Process, element: bpmn.Element
 # -- transitions ---------------------------------------------------------------------------------------------
 
 
-def activated(ctx: ProcessingContext, inst: dict) -> None:
-    transition(ctx, inst, PI.ELEMENT_ACTIVATED)
+def activated(ctx: ProcessingContext, inst: ElementInstance) -> ElementInstance:
+    return transition(ctx, inst, PI.ELEMENT_ACTIVATED)
 
 
-def pass_through(ctx: ProcessingContext, process: bpmn.Process, element: bpmn.Element, inst: dict) -> None:
+def pass_through(ctx: ProcessingContext, process: bpmn.Process, element: bpmn.Element, inst: ElementInstance) -> None:
     """An element with nothing to wait for: activated and completed in the same step."""
-    activated(ctx, inst)
-    complete(ctx, process, element, inst)
+    complete(ctx, process, element, activated(ctx, inst))
 
 
 def complete(
     ctx: ProcessingContext,
     process: bpmn.Process,
     element: bpmn.Element | None,
-    inst: dict,
+    inst: ElementInstance,
     flows: tuple[bpmn.SequenceFlow, ...] | None = None,
     trigger: dict | None = None,
 ) -> None:
@@ -121,10 +126,10 @@ def complete(
     ``flows``: the outgoing flows to take (default: all). ``trigger``: the event an event-based gateway received;
     it moves to the winning catch event. A failing output mapping leaves the instance COMPLETING with an incident.
     """
-    if inst["state"] != PI.ELEMENT_COMPLETING:
-        transition(ctx, inst, PI.ELEMENT_COMPLETING)
+    if inst.state != PI.ELEMENT_COMPLETING:
+        inst = transition(ctx, inst, PI.ELEMENT_COMPLETING)
         events.close_subscriptions(ctx, inst)
-    processor = registry.processor_of(inst["value"])
+    processor = registry.processor_of(inst.value)
     if element is not None:
         failure = b.apply_output_mappings(
             ctx, element, inst, propagate_event_variables=processor.propagates_event_variables
@@ -133,7 +138,7 @@ def complete(
             b.raise_incident(ctx, inst, "IO_MAPPING_ERROR", failure.message)
             return
     processor.before_completed(ctx, process, element, inst)
-    transition(ctx, inst, PI.ELEMENT_COMPLETED)
+    inst = transition(ctx, inst, PI.ELEMENT_COMPLETED)
     processor.on_completed(ctx, process, element, inst, flows, trigger)
 
 
@@ -141,12 +146,12 @@ def take_outgoing(
     ctx: ProcessingContext,
     process: bpmn.Process,
     element: bpmn.Element,
-    inst: dict,
+    inst: ElementInstance,
     flows: tuple[bpmn.SequenceFlow, ...] | None,
     trigger: dict | None,
 ) -> None:
     """Leave a completed element over its outgoing flows; with none, tell the flow scope a child left."""
-    v = inst["value"]
+    v = inst.value
     outgoing = flows if flows is not None else process.outgoing_flows(element.id)
     for flow in outgoing:
         target_key = None
@@ -156,7 +161,7 @@ def take_outgoing(
             ctx.event(ValueType.PROCESS_EVENT, ProcessEventIntent.TRIGGERED, target_key, moved)
         b.take_flow(ctx, process, flow, inst, key=target_key)
     if not outgoing:
-        child_left(ctx, v["flowScopeKey"], completed=True)
+        child_left(ctx, v.flow_scope_key, completed=True)
 
 
 def child_left(ctx: ProcessingContext, scope_key: int, *, completed: bool) -> None:
@@ -164,7 +169,7 @@ def child_left(ctx: ProcessingContext, scope_key: int, *, completed: bool) -> No
     scope = ctx.state.elements.get(scope_key) if scope_key > 0 else None
     if scope is None:
         return
-    processor = registry.processor_of(scope["value"])
+    processor = registry.processor_of(scope.value)
     process = process_of(ctx, scope)
     if completed:
         processor.on_child_completed(ctx, process, scope)
@@ -172,14 +177,13 @@ def child_left(ctx: ProcessingContext, scope_key: int, *, completed: bool) -> No
         processor.on_child_terminated(ctx, process, scope)
 
 
-def terminate(ctx: ProcessingContext, inst: dict) -> Record:
+def terminate(ctx: ProcessingContext, inst: ElementInstance) -> Record:
     """Start terminating ``inst``: children first, then the instance itself. Returns the TERMINATING event."""
-    terminating = transition(ctx, inst, PI.ELEMENT_TERMINATING)
-    children = ctx.state.elements.children(inst["key"])
-    if children:
-        terminate_children(ctx, inst["key"])
-        return terminating
-    terminated(ctx, inst)
+    inst, terminating = _write_transition(ctx, inst, PI.ELEMENT_TERMINATING)
+    if ctx.state.elements.children(inst.key):
+        terminate_children(ctx, inst.key)
+    else:
+        terminated(ctx, inst)
     return terminating
 
 
@@ -187,23 +191,23 @@ def terminate_children(ctx: ProcessingContext, scope_key: int, *, keep: int = -1
     """Write TERMINATE_ELEMENT for every child of the scope not already terminating (except ``keep``)."""
     for child_key in ctx.state.elements.children(scope_key):
         child = ctx.state.elements.get(child_key)
-        if child_key != keep and child is not None and child["state"] != PI.ELEMENT_TERMINATING:
-            ctx.follow_up(ValueType.PROCESS_INSTANCE, PI.TERMINATE_ELEMENT, child_key, child["value"])
+        if child_key != keep and child is not None and child.state != PI.ELEMENT_TERMINATING:
+            ctx.follow_up(ValueType.PROCESS_INSTANCE, PI.TERMINATE_ELEMENT, child_key, child.value.to_dict())
 
 
-def terminated(ctx: ProcessingContext, inst: dict) -> None:
+def terminated(ctx: ProcessingContext, inst: ElementInstance) -> None:
     """The instance has no children left: the kind cleans up, TERMINATED, then what its termination triggers."""
-    processor = registry.processor_of(inst["value"])
+    processor = registry.processor_of(inst.value)
     process = process_of(ctx, inst)
     element = element_of(process, inst)
     processor.on_terminate(ctx, process, element, inst)
     # read before TERMINATED: ending the element removes its state, the pending trigger included
-    trigger = ctx.state.event_triggers.get(inst["key"])
-    transition(ctx, inst, PI.ELEMENT_TERMINATED)
+    trigger = ctx.state.event_triggers.get(inst.key)
+    inst = transition(ctx, inst, PI.ELEMENT_TERMINATED)
     processor.on_terminated(ctx, process, element, inst, trigger)
 
 
-def clean_up(ctx: ProcessingContext, inst: dict) -> None:
+def clean_up(ctx: ProcessingContext, inst: ElementInstance) -> None:
     """What every element leaves behind when it ends early: its job, subscriptions and open incidents."""
     b.cancel_job(ctx, inst)
     events.close_subscriptions(ctx, inst)

@@ -15,78 +15,80 @@ from broker.protocol.enums import (
     ValueType,
 )
 from broker.protocol.record import Record, RequestMetadata
+from broker.protocol.values import ProcessInstanceValue
+from broker.state.element_instance import ElementInstance
 
 
 class ProcessProcessor(ContainerProcessor):
     def on_activate(
-        self, ctx: ProcessingContext, process: bpmn.Process, element: bpmn.Element | None, inst: dict
+        self, ctx: ProcessingContext, process: bpmn.Process, element: bpmn.Element | None, inst: ElementInstance
     ) -> None:
         if not lc.subscribe(ctx, process, None, inst):
             return
-        lc.activated(ctx, inst)
-        v = inst["value"]
-        trigger = ctx.state.event_triggers.get(inst["key"])
+        inst = lc.activated(ctx, inst)
+        v = inst.value
+        trigger = ctx.state.event_triggers.get(inst.key)
         if trigger is not None:  # started by a timer, message or signal start event
             start_key = ctx.keys.next_key()
             ctx.event(ValueType.PROCESS_EVENT, ProcessEventIntent.TRIGGERED, start_key, trigger)
-            b.activate_element(ctx, process.element(trigger["targetElementId"]), v, inst["key"], key=start_key)
+            b.activate_element(ctx, process.element(trigger["targetElementId"]), v, inst.key, key=start_key)
             return
         start = process.none_start_event_of(process.id)
         assert start is not None
-        b.activate_element(ctx, start, v, inst["key"])
+        b.activate_element(ctx, start, v, inst.key)
 
     def on_complete(
-        self, ctx: ProcessingContext, process: bpmn.Process, element: bpmn.Element | None, inst: dict
+        self, ctx: ProcessingContext, process: bpmn.Process, element: bpmn.Element | None, inst: ElementInstance
     ) -> None:
         # read before COMPLETED: ending the instance removes its variables and the awaited request
-        awaiting = ctx.state.awaiting_results.get(inst["key"])
+        awaiting = ctx.state.awaiting_results.get(inst.key)
         variables = None
         if awaiting is not None:
-            variables = b.visible_variables(ctx, inst["key"], awaiting.get("fetchVariables") or None)
+            variables = b.visible_variables(ctx, inst.key, awaiting.get("fetchVariables") or None)
         lc.complete(ctx, process, None, inst)
         if awaiting is not None:
-            _send_result(ctx, inst["value"], awaiting, variables or {})
+            _send_result(ctx, inst.value, awaiting, variables or {})
 
     def on_completed(
         self,
         ctx: ProcessingContext,
         process: bpmn.Process,
         element: bpmn.Element | None,
-        inst: dict,
+        inst: ElementInstance,
         flows: tuple[bpmn.SequenceFlow, ...] | None,
         trigger: dict | None,
     ) -> None:
         """The instance is over: there is nowhere to go."""
 
     def on_terminate(
-        self, ctx: ProcessingContext, process: bpmn.Process, element: bpmn.Element | None, inst: dict
+        self, ctx: ProcessingContext, process: bpmn.Process, element: bpmn.Element | None, inst: ElementInstance
     ) -> None:
         lc.clean_up(ctx, inst)
-        awaiting = ctx.state.awaiting_results.get(inst["key"])
+        awaiting = ctx.state.awaiting_results.get(inst.key)
         if awaiting is not None:
-            _reject_result(ctx, inst["value"], awaiting)
+            _reject_result(ctx, inst.value, awaiting)
 
     def on_terminated(
         self,
         ctx: ProcessingContext,
         process: bpmn.Process,
         element: bpmn.Element | None,
-        inst: dict,
+        inst: ElementInstance,
         trigger: dict | None,
     ) -> None:
         """Cancelled: nothing encloses the process."""
 
 
-def _send_result(ctx: ProcessingContext, v: dict, awaiting: dict, variables: dict) -> None:
+def _send_result(ctx: ProcessingContext, v: ProcessInstanceValue, awaiting: dict, variables: dict) -> None:
     rec = ctx.event(
         ValueType.PROCESS_INSTANCE_RESULT,
         ProcessInstanceResultIntent.COMPLETED,
-        v["processInstanceKey"],
+        v.process_instance_key,
         {
-            "bpmnProcessId": v["bpmnProcessId"],
-            "processDefinitionKey": v["processDefinitionKey"],
-            "processInstanceKey": v["processInstanceKey"],
-            "version": v["version"],
+            "bpmnProcessId": v.bpmn_process_id,
+            "processDefinitionKey": v.process_definition_key,
+            "processInstanceKey": v.process_instance_key,
+            "version": v.version,
             "variables": variables,
             "tenantId": b.TENANT,
         },
@@ -94,10 +96,10 @@ def _send_result(ctx: ProcessingContext, v: dict, awaiting: dict, variables: dic
     ctx.respond(rec, RequestMetadata(awaiting["streamId"], awaiting["requestId"]))
 
 
-def _reject_result(ctx: ProcessingContext, v: dict, awaiting: dict) -> None:
+def _reject_result(ctx: ProcessingContext, v: ProcessInstanceValue, awaiting: dict) -> None:
     rejection = Record(
         position=-1,
-        key=v["processInstanceKey"],
+        key=v.process_instance_key,
         record_type=RecordType.COMMAND_REJECTION,
         value_type=ValueType.PROCESS_INSTANCE_CREATION,
         intent=2,
@@ -105,7 +107,7 @@ def _reject_result(ctx: ProcessingContext, v: dict, awaiting: dict) -> None:
         value={},
         rejection_type=RejectionType.INVALID_STATE,
         rejection_reason=(
-            f"Expected to receive the result of process instance '{v['processInstanceKey']}', but it was terminated"
+            f"Expected to receive the result of process instance '{v.process_instance_key}', but it was terminated"
         ),
     )
     ctx.respond(rejection, RequestMetadata(awaiting["streamId"], awaiting["requestId"]))

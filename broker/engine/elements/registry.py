@@ -31,6 +31,7 @@ from broker.engine.elements.throw_events import (
     SignalThrowProcessor,
     TerminateEndEventProcessor,
 )
+from broker.protocol.values import ProcessInstanceValue
 
 _PASS_THROUGH = ElementProcessor()
 _TRIGGERED = TriggeredEventProcessor()
@@ -92,15 +93,14 @@ PROCESSORS: Final[dict[str, ElementProcessor]] = {
 SUPPORTED_KINDS: Final = frozenset(PROCESSORS) - {m.PROCESS}
 
 
-def kind_of(value: dict) -> str:
+def kind_of(value: ProcessInstanceValue) -> str:
     """The element kind of a process-instance record value."""
-    event_type = value.get("bpmnEventType", m.UNSPECIFIED)
-    if event_type == m.UNSPECIFIED:
-        return value["bpmnElementType"]
-    return f"{value['bpmnElementType']}:{event_type}"
+    if value.bpmn_event_type == m.UNSPECIFIED:
+        return value.bpmn_element_type
+    return f"{value.bpmn_element_type}:{value.bpmn_event_type}"
 
 
-def processor_of(value: dict) -> ElementProcessor:
+def processor_of(value: ProcessInstanceValue) -> ElementProcessor:
     """The processor of the element a process-instance record value is about."""
     return PROCESSORS[kind_of(value)]
 

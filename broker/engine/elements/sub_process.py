@@ -8,36 +8,37 @@ from broker.engine.context import ProcessingContext
 from broker.engine.elements import lifecycle as lc
 from broker.engine.elements.base import ContainerProcessor
 from broker.protocol.enums import ProcessEventIntent, ValueType
+from broker.state.element_instance import ElementInstance
 
 
 class SubProcessProcessor(ContainerProcessor):
     """Begins at its none start event and completes when its last child has left."""
 
     def on_activate(
-        self, ctx: ProcessingContext, process: bpmn.Process, element: bpmn.Element | None, inst: dict
+        self, ctx: ProcessingContext, process: bpmn.Process, element: bpmn.Element | None, inst: ElementInstance
     ) -> None:
         assert element is not None
         if not lc.prepare(ctx, process, element, inst):
             return
-        lc.activated(ctx, inst)
+        inst = lc.activated(ctx, inst)
         start = process.none_start_event_of(element.id)
         assert start is not None
-        b.activate_element(ctx, start, inst["value"], inst["key"])
+        b.activate_element(ctx, start, inst.value, inst.key)
 
 
 class EventSubProcessProcessor(ContainerProcessor):
     """Starts only through its start event's trigger, at that start event."""
 
     def on_activate(
-        self, ctx: ProcessingContext, process: bpmn.Process, element: bpmn.Element | None, inst: dict
+        self, ctx: ProcessingContext, process: bpmn.Process, element: bpmn.Element | None, inst: ElementInstance
     ) -> None:
         assert element is not None
         if not lc.prepare(ctx, process, element, inst):
             return
-        lc.activated(ctx, inst)
-        trigger = ctx.state.event_triggers.get(inst["key"])
+        inst = lc.activated(ctx, inst)
+        trigger = ctx.state.event_triggers.get(inst.key)
         assert trigger is not None, "an event sub-process starts only through its start event's trigger"
         start_key = ctx.keys.next_key()
-        moved = {**trigger, "scopeKey": inst["key"]}
+        moved = {**trigger, "scopeKey": inst.key}
         ctx.event(ValueType.PROCESS_EVENT, ProcessEventIntent.TRIGGERED, start_key, moved)
-        b.activate_element(ctx, process.element(trigger["targetElementId"]), inst["value"], inst["key"], key=start_key)
+        b.activate_element(ctx, process.element(trigger["targetElementId"]), inst.value, inst.key, key=start_key)

@@ -13,24 +13,25 @@ from broker.engine.elements import lifecycle as lc
 from broker.engine.elements.base import ElementProcessor
 from broker.engine.expressions import ExpressionFailure
 from broker.protocol.enums import EscalationIntent, ProcessEventIntent, ValueType
+from broker.state.element_instance import ElementInstance
 
 
 class TerminateEndEventProcessor(ElementProcessor):
     """Every other element of the scope terminates, then the scope completes."""
 
     def on_activate(
-        self, ctx: ProcessingContext, process: bpmn.Process, element: bpmn.Element | None, inst: dict
+        self, ctx: ProcessingContext, process: bpmn.Process, element: bpmn.Element | None, inst: ElementInstance
     ) -> None:
         assert element is not None
         if not lc.prepare(ctx, process, element, inst):
             return
-        lc.activated(ctx, inst)
-        scope_key = inst["value"]["flowScopeKey"]
+        inst = lc.activated(ctx, inst)
+        scope_key = inst.value.flow_scope_key
         scope = ctx.state.elements.get(scope_key)
         if scope is not None:
             trigger = b.event_trigger(ctx, scope, element, {})
             ctx.event(ValueType.PROCESS_EVENT, ProcessEventIntent.TRIGGERING, ctx.keys.next_key(), trigger)
-            lc.terminate_children(ctx, scope_key, keep=inst["key"])
+            lc.terminate_children(ctx, scope_key, keep=inst.key)
         lc.complete(ctx, process, element, inst)
 
 
@@ -38,13 +39,13 @@ class ErrorEndEventProcessor(ElementProcessor):
     """Throws a BPMN error to the nearest catch; uncaught, an incident."""
 
     def on_activate(
-        self, ctx: ProcessingContext, process: bpmn.Process, element: bpmn.Element | None, inst: dict
+        self, ctx: ProcessingContext, process: bpmn.Process, element: bpmn.Element | None, inst: ElementInstance
     ) -> None:
         assert element is not None
         if not lc.prepare(ctx, process, element, inst):
             return
         code_source = element.error.error_code if element.error and element.error.error_code else ""
-        code = b.evaluate(ctx, code_source, inst["key"]) if code_source else ""
+        code = b.evaluate(ctx, code_source, inst.key) if code_source else ""
         if isinstance(code, ExpressionFailure):
             b.raise_incident(ctx, inst, "EXTRACT_VALUE_ERROR", code.message)
             return
@@ -53,7 +54,7 @@ class ErrorEndEventProcessor(ElementProcessor):
         if catch is None:
             b.raise_incident(ctx, inst, "UNHANDLED_ERROR_EVENT", b.unhandled_error_message(code, ""))
             return
-        lc.activated(ctx, inst)
+        inst = lc.activated(ctx, inst)
         attached, catch_event = catch
         events.fire(ctx, process, attached, catch_event, {})
 
@@ -62,21 +63,21 @@ class EscalationThrowProcessor(ElementProcessor):
     """Escalation throw and end events: the nearest catch fires; uncaught, the flow simply continues."""
 
     def on_activate(
-        self, ctx: ProcessingContext, process: bpmn.Process, element: bpmn.Element | None, inst: dict
+        self, ctx: ProcessingContext, process: bpmn.Process, element: bpmn.Element | None, inst: ElementInstance
     ) -> None:
         assert element is not None
         if not lc.prepare(ctx, process, element, inst):
             return
         source = element.escalation_code or ""
-        code = b.evaluate(ctx, source, inst["key"]) if source else ""
+        code = b.evaluate(ctx, source, inst.key) if source else ""
         if isinstance(code, ExpressionFailure):
             b.raise_incident(ctx, inst, "EXTRACT_VALUE_ERROR", code.message)
             return
         code = str(code)
         catch = b.find_escalation_catch(ctx, process, inst, code)
-        v = inst["value"]
+        v = inst.value
         value = {
-            "processInstanceKey": v["processInstanceKey"],
+            "processInstanceKey": v.process_instance_key,
             "escalationCode": code,
             "throwElementId": element.id,
             "catchElementId": catch[1].id if catch else "",
@@ -87,7 +88,7 @@ class EscalationThrowProcessor(ElementProcessor):
             lc.pass_through(ctx, process, element, inst)
             return
         ctx.event(ValueType.ESCALATION, EscalationIntent.ESCALATED, ctx.keys.next_key(), value)
-        lc.activated(ctx, inst)
+        inst = lc.activated(ctx, inst)
         attached, catch_event = catch
         events.fire(ctx, process, attached, catch_event, {})
         if not catch_event.interrupts:
@@ -98,13 +99,13 @@ class SignalThrowProcessor(ElementProcessor):
     """Signal throw and end events: broadcast with the event's local variables (its input mappings), then go on."""
 
     def on_activate(
-        self, ctx: ProcessingContext, process: bpmn.Process, element: bpmn.Element | None, inst: dict
+        self, ctx: ProcessingContext, process: bpmn.Process, element: bpmn.Element | None, inst: ElementInstance
     ) -> None:
         assert element is not None
         if not lc.prepare(ctx, process, element, inst):
             return
         source = element.signal_name or ""
-        name = b.evaluate(ctx, source, inst["key"])
+        name = b.evaluate(ctx, source, inst.key)
         if isinstance(name, ExpressionFailure) or not isinstance(name, str) or not name:
             reason = (
                 name.message
@@ -113,9 +114,9 @@ class SignalThrowProcessor(ElementProcessor):
             )
             b.raise_incident(ctx, inst, "EXTRACT_VALUE_ERROR", reason)
             return
-        lc.activated(ctx, inst)
-        signals.broadcast(ctx, name, ctx.state.variables.local(inst["key"]))
-        if ctx.state.elements.get(inst["key"]) is not None:
+        inst = lc.activated(ctx, inst)
+        signals.broadcast(ctx, name, ctx.state.variables.local(inst.key))
+        if ctx.state.elements.get(inst.key) is not None:
             lc.complete(ctx, process, element, inst)
 
 
@@ -127,15 +128,15 @@ class LinkThrowEventProcessor(ElementProcessor):
         ctx: ProcessingContext,
         process: bpmn.Process,
         element: bpmn.Element | None,
-        inst: dict,
+        inst: ElementInstance,
         flows: tuple[bpmn.SequenceFlow, ...] | None,
         trigger: dict | None,
     ) -> None:
         # the COMPLETED applier keeps the token in flight on the flow scope until the catch event's activation
         # consumes it
         assert element is not None
-        v = inst["value"]
-        b.activate_element(ctx, b.link_catch(process, element), v, v["flowScopeKey"])
+        v = inst.value
+        b.activate_element(ctx, b.link_catch(process, element), v, v.flow_scope_key)
 
 
 class LinkCatchEventProcessor(ElementProcessor):
@@ -144,7 +145,7 @@ class LinkCatchEventProcessor(ElementProcessor):
     propagates_event_variables = True
 
     def on_activate(
-        self, ctx: ProcessingContext, process: bpmn.Process, element: bpmn.Element | None, inst: dict
+        self, ctx: ProcessingContext, process: bpmn.Process, element: bpmn.Element | None, inst: ElementInstance
     ) -> None:
         assert element is not None
         lc.take_event_variables(ctx, inst)

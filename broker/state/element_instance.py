@@ -1,0 +1,53 @@
+"""The element-instance entity: one running element of a process instance (the process itself included)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any
+
+from broker.protocol.values import ProcessInstanceValue
+
+
+@dataclass(frozen=True, slots=True)
+class ElementInstance:
+    """What the engine keeps about an element instance while it runs.
+
+    - ``state``: the last lifecycle intent (a ``ProcessInstanceIntent`` ELEMENT_* value).
+    - ``children``: element instances inside it (flow scopes only).
+    - ``flows``: sequence flows taken inside it whose target has not been activated yet (tokens in flight).
+    - ``job_key``: the job it waits for, or -1.
+
+    Frozen: a change is a new instance (:meth:`with_state`, :func:`dataclasses.replace`) written back through the
+    repository, so no caller can change what another one holds.
+    """
+
+    key: int
+    state: int
+    value: ProcessInstanceValue
+    children: int = 0
+    flows: int = 0
+    job_key: int = -1
+
+    def with_state(self, state: int) -> ElementInstance:
+        return replace(self, state=state)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> ElementInstance:
+        return cls(
+            key=d["key"],
+            state=d["state"],
+            value=ProcessInstanceValue.from_dict(d["value"]),
+            children=d.get("children", 0),
+            flows=d.get("flows", 0),
+            job_key=d.get("jobKey", -1),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "key": self.key,
+            "state": self.state,
+            "value": self.value.to_dict(),
+            "children": self.children,
+            "flows": self.flows,
+            "jobKey": self.job_key,
+        }
