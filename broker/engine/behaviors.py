@@ -234,10 +234,9 @@ def apply_input_mappings(
 
 
 def apply_output_mappings(
-    ctx: ProcessingContext, element: bpmn.Element, instance: ElementInstance, *, propagate_event_variables: bool = False
+    ctx: ProcessingContext, element: bpmn.Element, instance: ElementInstance
 ) -> ExpressionFailure | None:
-    """Output mappings into the flow scope; without them, an event that ``propagate_event_variables`` hands its
-    local variables (its trigger's) to the flow scope instead."""
+    """The element's output mappings into its flow scope (all evaluated before anything is written)."""
     scope_key = instance.value.flow_scope_key
     if element.output_mappings:
         context = visible_variables(ctx, instance.key)
@@ -253,10 +252,6 @@ def apply_output_mappings(
                     result[target_root] = json.loads(json.dumps(existing))
             _assign_path(result, mapping.target, value)
         merge_document(ctx, scope_key, result)
-    elif propagate_event_variables:
-        local = ctx.state.variables.local(instance.key)
-        if local and scope_key > 0:
-            merge_document(ctx, scope_key, local)
     return None
 
 

@@ -64,6 +64,10 @@ FIXTURES = [
     "link-events.bpmn",
     "link-loop.bpmn",
     "link-terminate.bpmn",
+    "script-task.bpmn",
+    "script-task-failure.bpmn",
+    "message-throw.bpmn",
+    "user-task-feel.bpmn",
 ]
 # Processes that only start through events (deployed too, never created directly).
 EVENT_STARTED = ["events/signal-start.bpmn"]
@@ -81,6 +85,9 @@ START_VARIABLES: dict[str, dict[str, Any]] = {
     "signal-throw": {"note": "thrown"},
     "error-event-subprocess": {"ok": False},
     "link-loop": {"round": 0, "rounds": 2},
+    "script-task": {"a": 1, "b": 2, "name": "n"},
+    "script-task-failure": {"divisor": 0},
+    "user-task-feel": {"owner": "o", "groups": ["g"], "due": "2031-01-01T00:00:00Z", "kind": "k"},
 }
 JOB_TYPES = [
     "test",
@@ -128,6 +135,10 @@ JOB_TYPES = [
     "link-a",
     "link-b",
     "link-loop",
+    "check",
+    "send-notice",
+    "send-farewell",
+    "io.camunda.zeebe:userTask",
 ]
 SIGNALS = ["wake-up", "ping", "abort", "go", "recall"]
 
@@ -427,6 +438,8 @@ async def _random_step(d: Driver, rng: random.Random, known: dict[str, set[int]]
         variables = dict(START_VARIABLES.get(pid, {}))
         if pid == "exclusive-gateway":
             variables["amount"] = rng.choice([5, 150, 100])
+        if pid == "script-task-failure":
+            variables["divisor"] = rng.choice([0, 3])
         if pid in ("order-payment", "message-catch", "event-gateway", "event-subprocess"):
             variables["orderId"] = variables["requestId"] = rng.choice(["o-1", "o-2"])
         rec = await d.create(pid, variables)

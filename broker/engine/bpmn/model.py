@@ -92,6 +92,13 @@ SCOPE_ELEMENT_TYPES: Final = frozenset({SUB_PROCESS, EVENT_SUB_PROCESS})
 
 # The job type Zeebe gives user tasks that are implemented by job workers (Tasklist's worker).
 USER_TASK_JOB_TYPE: Final = "io.camunda.zeebe:userTask"
+# Headers Zeebe puts on jobs of job-worker user tasks (static values at deployment, FEEL values at activation).
+USER_TASK_HEADER_ASSIGNEE: Final = "io.camunda.zeebe:assignee"
+USER_TASK_HEADER_CANDIDATE_GROUPS: Final = "io.camunda.zeebe:candidateGroups"
+USER_TASK_HEADER_CANDIDATE_USERS: Final = "io.camunda.zeebe:candidateUsers"
+USER_TASK_HEADER_DUE_DATE: Final = "io.camunda.zeebe:dueDate"
+USER_TASK_HEADER_FOLLOW_UP_DATE: Final = "io.camunda.zeebe:followUpDate"
+USER_TASK_HEADER_FORM_KEY: Final = "io.camunda.zeebe:formKey"
 DEFAULT_JOB_RETRIES: Final = "3"
 
 

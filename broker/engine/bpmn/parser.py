@@ -91,14 +91,6 @@ _BOUNDARY_TRIGGERS: Final = frozenset(
 )
 _ACTIVITY_TYPES: Final = frozenset(_TASK_TYPES.values()) | {m.SUB_PROCESS, m.CALL_ACTIVITY}
 
-# Headers Zeebe puts on jobs of job-worker user tasks.
-_USER_TASK_HEADER_ASSIGNEE: Final = "io.camunda.zeebe:assignee"
-_USER_TASK_HEADER_CANDIDATE_GROUPS: Final = "io.camunda.zeebe:candidateGroups"
-_USER_TASK_HEADER_CANDIDATE_USERS: Final = "io.camunda.zeebe:candidateUsers"
-_USER_TASK_HEADER_DUE_DATE: Final = "io.camunda.zeebe:dueDate"
-_USER_TASK_HEADER_FOLLOW_UP_DATE: Final = "io.camunda.zeebe:followUpDate"
-_USER_TASK_HEADER_FORM_KEY: Final = "io.camunda.zeebe:formKey"
-
 
 def resource_checksum(data: bytes) -> bytes:
     """SHA-256 of a resource's bytes: equal checksums mean an identical re-deploy."""
@@ -804,12 +796,12 @@ def _user_task_headers(user_task: m.UserTaskDefinition) -> tuple[tuple[str, str]
         return json.dumps(items, separators=(",", ":"))
 
     candidates = (
-        (_USER_TASK_HEADER_FORM_KEY, static(user_task.form_key)),
-        (_USER_TASK_HEADER_ASSIGNEE, static(user_task.assignee)),
-        (_USER_TASK_HEADER_CANDIDATE_GROUPS, static_list(user_task.candidate_groups)),
-        (_USER_TASK_HEADER_CANDIDATE_USERS, static_list(user_task.candidate_users)),
-        (_USER_TASK_HEADER_DUE_DATE, static(user_task.due_date)),
-        (_USER_TASK_HEADER_FOLLOW_UP_DATE, static(user_task.follow_up_date)),
+        (m.USER_TASK_HEADER_FORM_KEY, static(user_task.form_key)),
+        (m.USER_TASK_HEADER_ASSIGNEE, static(user_task.assignee)),
+        (m.USER_TASK_HEADER_CANDIDATE_GROUPS, static_list(user_task.candidate_groups)),
+        (m.USER_TASK_HEADER_CANDIDATE_USERS, static_list(user_task.candidate_users)),
+        (m.USER_TASK_HEADER_DUE_DATE, static(user_task.due_date)),
+        (m.USER_TASK_HEADER_FOLLOW_UP_DATE, static(user_task.follow_up_date)),
     )
     return tuple((key, value) for key, value in candidates if value is not None)
 

@@ -7,6 +7,8 @@ the incident runs the step again.
 
 from __future__ import annotations
 
+from typing import Any
+
 from broker.engine import behaviors as b
 from broker.engine import events
 from broker.engine.bpmn import model as bpmn
@@ -20,9 +22,6 @@ PI = ProcessInstanceIntent
 
 class ElementProcessor:
     """One element kind's behaviour at each step of its lifecycle."""
-
-    # Events without output mappings hand the variables of their trigger to the flow scope.
-    propagates_event_variables = False
 
     def event_targets(self, process: bpmn.Process, element: bpmn.Element | None) -> list[bpmn.Element]:
         """The events an instance of this element subscribes to while active. Default: its boundary events."""
@@ -71,6 +70,13 @@ class ElementProcessor:
     ) -> None:
         """COMPLETE_ELEMENT arrived (the awaited job, event or children are done). Default: complete."""
         lc.complete(ctx, process, element, inst)
+
+    def variables_without_output_mappings(
+        self, ctx: ProcessingContext, element: bpmn.Element, inst: ElementInstance
+    ) -> dict[str, Any] | None:
+        """What reaches the flow scope when the element completes without output mappings. Default: nothing (a
+        job's variables were merged when it completed)."""
+        return None
 
     def before_completed(
         self, ctx: ProcessingContext, process: bpmn.Process, element: bpmn.Element | None, inst: ElementInstance

@@ -4,6 +4,8 @@ flow scope when they complete."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from broker.engine import behaviors as b
 from broker.engine.bpmn import model as bpmn
 from broker.engine.context import ProcessingContext
@@ -13,10 +15,18 @@ from broker.protocol.enums import ProcessInstanceIntent, ValueType
 from broker.state.element_instance import ElementInstance
 
 
-class TriggeredEventProcessor(ElementProcessor):
-    """Start and boundary events: their event has already happened when they are activated."""
+class _HandsOnItsEventVariables(ElementProcessor):
+    """An event whose trigger's variables (its local variables) reach the flow scope when it has no output
+    mappings."""
 
-    propagates_event_variables = True
+    def variables_without_output_mappings(
+        self, ctx: ProcessingContext, element: bpmn.Element, inst: ElementInstance
+    ) -> dict[str, Any] | None:
+        return ctx.state.variables.local(inst.key)
+
+
+class TriggeredEventProcessor(_HandsOnItsEventVariables):
+    """Start and boundary events: their event has already happened when they are activated."""
 
     def on_activate(
         self, ctx: ProcessingContext, process: bpmn.Process, element: bpmn.Element | None, inst: ElementInstance
@@ -27,10 +37,8 @@ class TriggeredEventProcessor(ElementProcessor):
             lc.pass_through(ctx, process, element, inst)
 
 
-class _WaitsForItsEvent(ElementProcessor):
+class _WaitsForItsEvent(_HandsOnItsEventVariables):
     """An element that subscribes to its own event and completes when it occurs (with the event's variables)."""
-
-    propagates_event_variables = True
 
     def event_targets(self, process: bpmn.Process, element: bpmn.Element | None) -> list[bpmn.Element]:
         assert element is not None
@@ -57,8 +65,6 @@ class _WaitsForItsEvent(ElementProcessor):
 class IntermediateCatchEventProcessor(_WaitsForItsEvent):
     """Waits for its timer, message or signal; as the winner of an event-based gateway its event already happened."""
 
-    propagates_event_variables = True
-
     def on_activate(
         self, ctx: ProcessingContext, process: bpmn.Process, element: bpmn.Element | None, inst: ElementInstance
     ) -> None:
@@ -75,8 +81,6 @@ class IntermediateCatchEventProcessor(_WaitsForItsEvent):
 
 class ReceiveTaskProcessor(_WaitsForItsEvent):
     """Waits for its message like a catch event, with boundary events like any activity."""
-
-    propagates_event_variables = True
 
     def on_activate(
         self, ctx: ProcessingContext, process: bpmn.Process, element: bpmn.Element | None, inst: ElementInstance

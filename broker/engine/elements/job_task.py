@@ -1,10 +1,16 @@
-"""Tasks done by job workers: service, send, script, business rule and user tasks with a ``zeebe:taskDefinition``.
+"""Tasks done by job workers: service, send, script, business rule and user tasks with a ``zeebe:taskDefinition``,
+and message throw and end events (a worker sends the message).
 
-The task creates a job of its type and waits; the job's completion completes it.
+The task creates a job of its type and waits; the job's completion completes it. A job-worker user task's
+assignment and schedule reach the worker as headers, the way Zeebe writes them for Tasklist: static values were
+placed at deployment, FEEL values are evaluated here.
 """
 
 from __future__ import annotations
 
+import datetime as dt
+import json
+from collections.abc import Callable
 from typing import Any
 
 from broker.engine import behaviors as b
@@ -12,7 +18,7 @@ from broker.engine.bpmn import model as bpmn
 from broker.engine.context import ProcessingContext
 from broker.engine.elements import lifecycle as lc
 from broker.engine.elements.base import ElementProcessor
-from broker.engine.expressions import ExpressionFailure
+from broker.engine.expressions import ExpressionFailure, type_name
 from broker.protocol.enums import JobIntent, ValueType
 from broker.state.element_instance import ElementInstance
 
@@ -59,6 +65,10 @@ def create_job(ctx: ProcessingContext, element: bpmn.Element, inst: ElementInsta
         )
         b.raise_incident(ctx, inst, "EXTRACT_VALUE_ERROR", reason)
         return
+    headers = user_task_headers(ctx, element, inst.key)
+    if isinstance(headers, ExpressionFailure):
+        b.raise_incident(ctx, inst, "EXTRACT_VALUE_ERROR", headers.message)
+        return
     v = inst.value
     job_key = ctx.keys.next_key()
     job = {
@@ -69,7 +79,7 @@ def create_job(ctx: ProcessingContext, element: bpmn.Element, inst: ElementInsta
         "recurringTime": -1,
         "deadline": -1,
         "timeout": -1,
-        "customHeaders": dict(job_def.headers),
+        "customHeaders": {**dict(job_def.headers), **headers},
         "variables": {},
         "errorMessage": "",
         "errorCode": "",
@@ -85,3 +95,82 @@ def create_job(ctx: ProcessingContext, element: bpmn.Element, inst: ElementInsta
     ctx.event(ValueType.JOB, JobIntent.CREATED, job_key, job)
     lc.activated(ctx, inst)
     b.job_became_activatable(ctx, job_key, job)
+
+
+def user_task_headers(
+    ctx: ProcessingContext, element: bpmn.Element, scope_key: int
+) -> dict[str, str] | ExpressionFailure:
+    """The headers of a job-worker user task whose assignment or schedule attributes are FEEL expressions."""
+    task = element.user_task
+    if task is None or task.native:
+        return {}
+    attributes: tuple[tuple[str | None, str, Callable[[str, Any], str | ExpressionFailure | None]], ...] = (
+        (task.assignee, bpmn.USER_TASK_HEADER_ASSIGNEE, _as_string),
+        (task.candidate_groups, bpmn.USER_TASK_HEADER_CANDIDATE_GROUPS, _as_string_list),
+        (task.candidate_users, bpmn.USER_TASK_HEADER_CANDIDATE_USERS, _as_string_list),
+        (task.due_date, bpmn.USER_TASK_HEADER_DUE_DATE, _as_date_time),
+        (task.follow_up_date, bpmn.USER_TASK_HEADER_FOLLOW_UP_DATE, _as_date_time),
+        (task.form_key, bpmn.USER_TASK_HEADER_FORM_KEY, _as_string),
+    )
+    headers: dict[str, str] = {}
+    context: dict[str, Any] | None = None
+    for source, header, convert in attributes:
+        if source is None or not source.startswith("="):
+            continue  # absent, or static: already among the element's headers
+        if context is None:
+            context = b.visible_variables(ctx, scope_key)
+        value = b.services(ctx).expressions.evaluate_raw(source, context, ctx.now)
+        if isinstance(value, ExpressionFailure):
+            return value
+        converted = convert(source, value)
+        if isinstance(converted, ExpressionFailure):
+            return converted
+        if converted:
+            headers[header] = converted
+    return headers
+
+
+def _expected(source: str, expected: str, value: Any) -> ExpressionFailure:
+    return ExpressionFailure(
+        f"Expected result of the expression '{source}' to be '{expected}', but was '{type_name(value)}'."
+    )
+
+
+def _as_string(source: str, value: Any) -> str | ExpressionFailure | None:
+    if value is None or isinstance(value, str):
+        return value
+    return _expected(source, "STRING", value)
+
+
+def _as_string_list(source: str, value: Any) -> str | ExpressionFailure | None:
+    """A list of strings, as the JSON array text Tasklist reads."""
+    if value is None:
+        return None
+    if not isinstance(value, list):
+        return _expected(source, "ARRAY", value)
+    for item in value:
+        if not isinstance(item, str):
+            return ExpressionFailure(
+                f"Expected result of the expression '{source}' to be 'ARRAY' of 'STRING' items, but it contained "
+                f"'{type_name(item)}'."
+            )
+    return json.dumps(value, separators=(",", ":"))
+
+
+def _as_date_time(source: str, value: Any) -> str | ExpressionFailure | None:
+    """A date and time with an offset or zone (a FEEL date and time, or an ISO-8601 string), in ISO-8601."""
+    if value is None:
+        return None
+    parsed = value
+    if isinstance(value, str):
+        try:
+            parsed = dt.datetime.fromisoformat(value)
+        except ValueError:
+            parsed = None
+    if isinstance(parsed, dt.datetime) and parsed.tzinfo is not None:
+        return parsed.isoformat()
+    shown = value if isinstance(value, str | dt.date) else type_name(value)
+    return ExpressionFailure(
+        f"Expected result of the expression '{source}' to be a date and time with an offset (ISO-8601, e.g. "
+        f"'2025-01-31T12:00:00+01:00'), but was '{shown}'."
+    )

@@ -130,13 +130,15 @@ def complete(
         inst = transition(ctx, inst, PI.ELEMENT_COMPLETING)
         events.close_subscriptions(ctx, inst)
     processor = registry.processor_of(inst.value)
-    if element is not None:
-        failure = b.apply_output_mappings(
-            ctx, element, inst, propagate_event_variables=processor.propagates_event_variables
-        )
+    if element is not None and element.output_mappings:
+        failure = b.apply_output_mappings(ctx, element, inst)
         if failure is not None:
             b.raise_incident(ctx, inst, "IO_MAPPING_ERROR", failure.message)
             return
+    elif element is not None:
+        document = processor.variables_without_output_mappings(ctx, element, inst)
+        if document and inst.value.flow_scope_key > 0:
+            b.merge_document(ctx, inst.value.flow_scope_key, document)
     processor.before_completed(ctx, process, element, inst)
     inst = transition(ctx, inst, PI.ELEMENT_COMPLETED)
     processor.on_completed(ctx, process, element, inst, flows, trigger)

@@ -22,6 +22,7 @@ from broker.engine.elements.gateways import (
 )
 from broker.engine.elements.job_task import JobTaskProcessor
 from broker.engine.elements.process import ProcessProcessor
+from broker.engine.elements.script_task import ScriptTaskProcessor
 from broker.engine.elements.sub_process import EventSubProcessProcessor, SubProcessProcessor
 from broker.engine.elements.throw_events import (
     ErrorEndEventProcessor,
@@ -47,7 +48,7 @@ PROCESSORS: Final[dict[str, ElementProcessor]] = {
     m.MANUAL_TASK: _PASS_THROUGH,
     m.SERVICE_TASK: _JOB,
     m.SEND_TASK: _JOB,
-    m.SCRIPT_TASK: _JOB,
+    m.SCRIPT_TASK: ScriptTaskProcessor(),
     m.BUSINESS_RULE_TASK: _JOB,
     m.USER_TASK: _JOB,
     m.RECEIVE_TASK: ReceiveTaskProcessor(),
@@ -81,16 +82,21 @@ PROCESSORS: Final[dict[str, ElementProcessor]] = {
     f"{m.INTERMEDIATE_THROW_EVENT}:{m.ESCALATION}": _ESCALATION,
     f"{m.INTERMEDIATE_THROW_EVENT}:{m.SIGNAL}": _SIGNAL,
     f"{m.INTERMEDIATE_THROW_EVENT}:{m.LINK}": LinkThrowEventProcessor(),
+    f"{m.INTERMEDIATE_THROW_EVENT}:{m.MESSAGE}": _JOB,  # the message is sent by a job worker
     # end events
     f"{m.END_EVENT}:{m.NONE}": _PASS_THROUGH,
     f"{m.END_EVENT}:{m.TERMINATE}": TerminateEndEventProcessor(),
     f"{m.END_EVENT}:{m.ERROR}": ErrorEndEventProcessor(),
     f"{m.END_EVENT}:{m.ESCALATION}": _ESCALATION,
     f"{m.END_EVENT}:{m.SIGNAL}": _SIGNAL,
+    f"{m.END_EVENT}:{m.MESSAGE}": _JOB,  # the message is sent by a job worker
 }
 
+# Tasks whose processor also runs the engine-evaluated form (``zeebe:script`` instead of a job worker).
+ENGINE_FORMS: Final = frozenset({f"{m.SCRIPT_TASK}:ENGINE"})
+
 # What deployment accepts: every kind with a processor (the process itself is not an element of a model).
-SUPPORTED_KINDS: Final = frozenset(PROCESSORS) - {m.PROCESS}
+SUPPORTED_KINDS: Final = (frozenset(PROCESSORS) - {m.PROCESS}) | ENGINE_FORMS
 
 
 def kind_of(value: ProcessInstanceValue) -> str:

@@ -5,6 +5,8 @@ None end and none intermediate throw events pass through (the base processor).
 
 from __future__ import annotations
 
+from typing import Any
+
 from broker.engine import behaviors as b
 from broker.engine import events, signals
 from broker.engine.bpmn import model as bpmn
@@ -142,7 +144,10 @@ class LinkThrowEventProcessor(ElementProcessor):
 class LinkCatchEventProcessor(ElementProcessor):
     """Entered from its link throw event: nothing to wait for."""
 
-    propagates_event_variables = True
+    def variables_without_output_mappings(
+        self, ctx: ProcessingContext, element: bpmn.Element, inst: ElementInstance
+    ) -> dict[str, Any] | None:
+        return ctx.state.variables.local(inst.key)
 
     def on_activate(
         self, ctx: ProcessingContext, process: bpmn.Process, element: bpmn.Element | None, inst: ElementInstance
