@@ -94,6 +94,7 @@ class BrokerNode:
                 min_free_disk_bytes=cfg.min_free_disk_bytes,
                 segment_size=cfg.log_segment_size,
                 backpressure=cfg.backpressure,
+                max_message_size=cfg.max_message_size,
             )
             directory = cfg.data_dir / "partitions" / str(pid)
             partition = Partition(directory, pconf)

@@ -21,6 +21,7 @@ import grpc
 from broker import monitoring
 from broker.engine.job_processors import activation_request
 from broker.engine.partitioning import subscription_partition
+from broker.protocol.documents import InvalidDocumentError, find_problem
 from broker.protocol.enums import (
     DeploymentIntent,
     IncidentIntent,
@@ -90,6 +91,9 @@ def parse_variables(text: str, what: str = "variables") -> dict[str, Any]:
             grpc.StatusCode.INVALID_ARGUMENT,
             f"Expected {what} to be a JSON object, but got a JSON {type(value).__name__}: '{text[:100]}'",
         )
+    problem = find_problem(value, json_only=True)
+    if problem:
+        _fail(grpc.StatusCode.INVALID_ARGUMENT, f"Expected {what} to be a valid JSON document, but the {problem}")
     return value
 
 
@@ -237,6 +241,8 @@ class GatewayService(pb_grpc.GatewayServicer):
             )
         except PartitionUnavailableError as e:
             _fail(grpc.StatusCode.UNAVAILABLE, str(e))
+        except InvalidDocumentError as e:
+            _fail(grpc.StatusCode.INVALID_ARGUMENT, str(e))
         if record.record_type == RecordType.COMMAND_REJECTION:
             code = _STATUS.get(record.rejection_type, grpc.StatusCode.UNKNOWN)
             intent_name = record.intent_enum.name

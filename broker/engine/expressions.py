@@ -12,6 +12,7 @@ from decimal import Decimal
 from typing import Any
 
 from broker import feel
+from broker.protocol.documents import find_problem
 
 
 @dataclass(slots=True, frozen=True)
@@ -56,7 +57,18 @@ class ExpressionEvaluator:
     def evaluate_feel(self, text: str, context: dict[str, Any], now_ms: int) -> Any:
         """A FEEL expression (without its '='), as a JSON-compatible value or an ExpressionFailure."""
         value = self._evaluate(text, context, now_ms)
-        return value if isinstance(value, ExpressionFailure) else to_json_value(value)
+        if isinstance(value, ExpressionFailure):
+            return value
+        try:
+            result = to_json_value(value)
+        except RecursionError:
+            return ExpressionFailure(f"failed to evaluate expression '{text}': the result is nested too deeply")
+        # A result the log or a worker could not take (a huge integer, a lone surrogate) is an incident here, not
+        # a failure of the whole processing round later.
+        problem = find_problem(result, json_only=True, noun="result")
+        if problem:
+            return ExpressionFailure(f"failed to evaluate expression '{text}': the {problem}")
+        return result
 
     def evaluate_raw(self, source: str, context: dict[str, Any], now_ms: int) -> Any:
         """Like :meth:`evaluate`, but FEEL temporals stay temporals (timers need durations and dates exactly)."""

@@ -28,13 +28,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import msgpack
+
 from broker import monitoring
 from broker.engine.context import ProcessingContext
 from broker.engine.engine import Engine
 from broker.engine.job_streams import JobStreams
 from broker.log import FileLog, LogBlock, LogStorage
 from broker.logs import PartitionLog
-from broker.protocol.codec import decode_block, encode_block
+from broker.protocol.codec import decode_block, encode_block, record_to_list
+from broker.protocol.documents import check_command_value
 from broker.protocol.enums import (
     INTENTS,
     CommandDistributionIntent,
@@ -110,6 +113,8 @@ class PartitionConfig:
     partitions_count: int = 1
     # Below this much free disk the partition rejects new commands (RESOURCE_EXHAUSTED) until space is back.
     min_free_disk_bytes: int = 256 << 20
+    # The largest gRPC message: no variables document may be larger, or no worker could ever be sent it.
+    max_message_size: int = 4 << 20
 
 
 class Partition:
@@ -167,6 +172,8 @@ class Partition:
         # Reaches other partitions' leaders (deployment distribution); set by the node in a cluster.
         self.inter_partition: Any = None
         self._distributing: set[tuple[int, int]] = set()
+        # After a round whose block could not be encoded: check each command's records before it commits.
+        self._careful = False
 
     # -- lifecycle -------------------------------------------------------------------------------------------
 
@@ -329,7 +336,10 @@ class Partition:
         """Queue a command; the future resolves with the response record once it is durable.
 
         User commands pass admission control; ``internal`` ones (from other partitions) never are refused by it.
+        A value that could not be logged or shown as JSON raises :class:`InvalidDocumentError` before it is queued:
+        caught later, while the round's block is encoded, it would fail every command of the round.
         """
+        check_command_value(value, self.config.max_message_size)
         if not self.healthy or self._closing:
             raise PartitionUnavailableError(self.failure or f"partition {self.partition_id} is not available")
         if not self._processing:
@@ -447,7 +457,9 @@ class Partition:
         processed = self.processed_position
         commands = 0
         taken_from_queue: list[Record] = []
+        taken_from_inbox: list[tuple[Record, asyncio.Future[Record] | None]] = []
         queue_before = list(self._queue)
+        exporter_positions_before = self._exporter_positions
         try:
             while (
                 len(ctx.records) < self.config.max_records_per_round and commands < self.config.max_commands_per_round
@@ -456,7 +468,9 @@ class Partition:
                     cmd = self._queue.popleft()
                     taken_from_queue.append(cmd)
                 elif self._inbox:
-                    cmd, _fut = self._inbox.popleft()
+                    taken = self._inbox.popleft()
+                    taken_from_inbox.append(taken)
+                    cmd = taken[0]
                     cmd.timestamp = now
                     ctx.append_client_command(cmd)
                 else:
@@ -472,7 +486,12 @@ class Partition:
             first = ctx.records[0].position
             last = ctx.records[-1].position
             exporter_positions = self._store_exporter_positions()
-            payload = encode_block(processed, ctx.records, exporter_positions)
+            try:
+                payload = encode_block(processed, ctx.records, exporter_positions)
+            except _UNENCODABLE as e:
+                if self._careful:
+                    raise
+                raise _RetryCarefully(repr(e)) from e
             await self._commit_block(LogBlock(first, last, payload), loop)
             self.state.meta.set_positions(last, processed, self.keys.counter)
             self.state.flush()
@@ -493,9 +512,22 @@ class Partition:
                             fut.set_exception(unknown)
             # Queued commands go back; follow-ups of the rolled-back round were never committed.
             self._queue = deque(queue_before)
-            raise
+            if not isinstance(e, _RetryCarefully):
+                raise
+            # One command produced a record that cannot be encoded: run the same commands again, each checked on
+            # its own, so only that command is rejected and the round goes on (instead of stopping the partition).
+            self._log.error(
+                "partition %d: a record of this round cannot be encoded (%s); processing its commands again one by one",
+                self.partition_id,
+                e,
+            )
+            self._inbox.extendleft(reversed(taken_from_inbox))
+            self._exporter_positions = exporter_positions_before
+            self._careful = True
+            return
         finally:
             self.state.bind(None)
+        self._careful = False
         self._committed_key_counter = self.keys.counter
         self.applied_position = last
         self.processed_position = processed
@@ -558,6 +590,9 @@ class Partition:
         self.state.bind(child)
         try:
             self.engine.process(ctx, cmd)
+            if self._careful:
+                # msgpack refuses what it cannot encode (lone surrogates, huge integers, deep nesting)
+                msgpack.packb([record_to_list(r) for r in ctx.records[mark[0] :]], use_bin_type=True)
             self.state.flush()
             child.commit()
         except Exception as e:
@@ -1018,6 +1053,14 @@ class Partition:
             if not fut.done():
                 fut.set_exception(error)
         self._futures.clear()
+
+
+class _RetryCarefully(Exception):
+    """A record of the round could not be encoded: the round is rolled back and its commands processed again."""
+
+
+# What msgpack raises for a value it cannot encode.
+_UNENCODABLE = (ValueError, TypeError, OverflowError)
 
 
 class _RoundNotCommitted(Exception):

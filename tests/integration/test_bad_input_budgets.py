@@ -1,0 +1,160 @@
+"""Bad input at the edges of what can be stored or sent gets a clear error, and nothing else happens.
+
+Each case sends the bad input to a real broker (through the gateway, and where it matters straight to the broker's
+command API, which a gateway in another process uses) and then shows that a normal workflow still completes on the
+same broker: one bad value must never stop a partition or block other work.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import grpc
+import msgpack
+import pytest
+from pyzeebe.proto import gateway_pb2 as pb
+
+from tests.harness import WeirProcess
+from tests.integration.clients import Stub, activate, complete, create, deploy, rpc_error, variables_of
+
+SURROGATE = '{"a": "\\ud800"}'  # JSON text that decodes to a lone UTF-16 surrogate
+
+
+@pytest.fixture(scope="module")
+def node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[WeirProcess]:
+    """A broker with an embedded gateway and its command API open."""
+    w = WeirProcess(tmp_path_factory.mktemp("budgets") / "data", command_api=True)
+    w.start()
+    try:
+        yield w
+    finally:
+        w.stop()
+
+
+@pytest.fixture(scope="module")
+def stub(node: WeirProcess) -> Iterator[Stub]:
+    channel = grpc.insecure_channel(node.address)
+    try:
+        yield Stub(channel)
+    finally:
+        channel.close()
+
+
+def assert_workflow_completes(stub: Stub) -> None:
+    """A deploy, a create, a job round trip and the instance's end: the partition still works."""
+    d = deploy(stub, "one-task.bpmn")
+    future = stub.CreateProcessInstanceWithResult.future(
+        pb.CreateProcessInstanceWithResultRequest(
+            request=pb.CreateProcessInstanceRequest(bpmnProcessId=d.pid(), version=-1, variables='{"alive": true}'),
+            requestTimeout=10_000,
+        ),
+        timeout=15,
+    )
+    (job,) = activate(stub, d.type("test"))
+    assert variables_of(job) == {"alive": True}
+    complete(stub, job.key, {"done": 1})
+    assert json.loads(future.result().variables) == {"alive": True, "done": 1}
+
+
+def _nested(depth: int) -> list[Any]:
+    value: list[Any] = []
+    for _ in range(depth):
+        value = [value]
+    return value
+
+
+def command_api(node: WeirProcess, commands: list[dict[str, Any]]) -> dict[int, dict[str, Any]]:
+    """Send commands in one message to the broker's ``Execute``-by-stream API; answers by request id."""
+    identity = lambda b: b  # noqa: E731
+    with grpc.insecure_channel(f"127.0.0.1:{node.command_port}") as channel:
+        call = channel.stream_stream("/weir.broker.CommandApi/Commands", identity, identity)
+        batch = b"".join(msgpack.packb(c, use_bin_type=True, unicode_errors="surrogatepass") for c in commands)
+        answers: dict[int, dict[str, Any]] = {}
+        for reply in call(iter([batch]), timeout=20):
+            unpacker = msgpack.Unpacker(raw=False, strict_map_key=False)
+            unpacker.feed(reply)
+            for answer in unpacker:
+                answers[answer["id"]] = answer
+        return answers
+
+
+# -- item 1: lone surrogates ---------------------------------------------------------------------------------
+
+
+def test_lone_surrogate_in_variables_is_refused_by_every_rpc(stub: Stub) -> None:
+    d = deploy(stub, "one-task.bpmn")
+    pi = create(stub, d.pid(), {"n": 1})
+    (job,) = activate(stub, d.type("test"))
+    calls: list[tuple[Any, Any]] = [
+        (stub.CreateProcessInstance, pb.CreateProcessInstanceRequest(bpmnProcessId=d.pid(), variables=SURROGATE)),
+        (stub.CompleteJob, pb.CompleteJobRequest(jobKey=job.key, variables=SURROGATE)),
+        (stub.FailJob, pb.FailJobRequest(jobKey=job.key, retries=1, variables=SURROGATE)),
+        (stub.ThrowError, pb.ThrowErrorRequest(jobKey=job.key, errorCode="E", variables=SURROGATE)),
+        (stub.SetVariables, pb.SetVariablesRequest(elementInstanceKey=pi, variables=SURROGATE)),
+        (stub.PublishMessage, pb.PublishMessageRequest(name="m", correlationKey="k", variables=SURROGATE)),
+        (stub.BroadcastSignal, pb.BroadcastSignalRequest(signalName="s", variables=SURROGATE)),
+        (
+            stub.SetVariables,
+            pb.SetVariablesRequest(elementInstanceKey=pi, variables='{"ok": {"\\udc00name": 1}}'),
+        ),
+    ]
+    for call, request in calls:
+        err = rpc_error(call, request)
+        assert err.code() == grpc.StatusCode.INVALID_ARGUMENT, (request, err.details())
+        assert "surrogate" in err.details(), err.details()
+        assert "'a'" in err.details() or "name" in err.details(), err.details()
+    complete(stub, job.key, {"n": 2})
+    assert_workflow_completes(stub)
+
+
+def test_command_api_refuses_values_that_cannot_be_stored_or_shown(stub: Stub, node: WeirProcess) -> None:
+    """The broker checks commands itself: a gateway in another process (or any caller) cannot stop a partition."""
+    d = deploy(stub, "one-task.bpmn")
+    bad_values: dict[str, Any] = {
+        "surrogate": "\ud800",
+        "nan": float("nan"),
+        "infinity": float("inf"),
+        "extension": msgpack.ExtType(42, b"\x00"),
+        "bytes": b"raw",
+        "deep": _nested(150),
+    }
+    commands = []
+    for i, (name, bad) in enumerate(bad_values.items()):
+        value = {"bpmnProcessId": d.pid(), "version": -1, "processDefinitionKey": -1, "variables": {name: bad}}
+        commands.append({"id": i, "p": 1, "vt": 19, "i": 0, "k": -1, "v": value})  # PROCESS_INSTANCE_CREATION
+    # the same surrogate in a field other than variables (the message name), and a message whose variables
+    # hold NaN; then a good creation in the same message
+    commands.append(
+        {"id": 100, "p": 1, "vt": 20, "i": 0, "k": -1, "v": {"name": "x\udc00", "correlationKey": "k"}}
+    )  # MESSAGE PUBLISH
+    good = {"bpmnProcessId": d.pid(), "version": -1, "processDefinitionKey": -1, "variables": {"fine": 1}}
+    commands.append({"id": 101, "p": 1, "vt": 19, "i": 0, "k": -1, "v": good})
+    answers = command_api(node, commands)
+    for i, name in enumerate(bad_values):
+        assert answers[i].get("err") == "invalid", (name, answers[i])
+        assert f"'{name}" in answers[i]["msg"], answers[i]["msg"]
+    assert answers[100].get("err") == "invalid" and "'name'" in answers[100]["msg"]
+    assert "ok" in answers[101], answers[101]
+    (job,) = activate(stub, d.type("test"))
+    assert variables_of(job) == {"fine": 1}, "only the good creation started an instance"
+    complete(stub, job.key)
+    assert_workflow_completes(stub)
+
+
+# -- item 4: values JSON cannot show -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "document",
+    ['{"a": 1e400}', '{"a": -1e400}', '{"a": 100000000000000000000000}', '{"a": ' + "[" * 150 + "]" * 150 + "}"],
+)
+def test_numbers_and_nesting_that_cannot_be_stored_are_refused(stub: Stub, document: str) -> None:
+    d = deploy(stub, "one-task.bpmn")
+    err = rpc_error(
+        stub.CreateProcessInstance, pb.CreateProcessInstanceRequest(bpmnProcessId=d.pid(), variables=document)
+    )
+    assert err.code() == grpc.StatusCode.INVALID_ARGUMENT, err.details()
+    assert "'a" in err.details(), err.details()
+    assert_workflow_completes(stub)
