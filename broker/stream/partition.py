@@ -37,7 +37,7 @@ from broker.engine.job_streams import JobStreams
 from broker.log import FileLog, LogBlock, LogStorage
 from broker.logs import PartitionLog
 from broker.protocol.codec import decode_block, encode_block, record_to_list
-from broker.protocol.documents import check_command_value
+from broker.protocol.documents import InvalidDocumentError, check_command_value
 from broker.protocol.enums import (
     INTENTS,
     CommandDistributionIntent,
@@ -471,6 +471,8 @@ class Partition:
                     taken = self._inbox.popleft()
                     taken_from_inbox.append(taken)
                     cmd = taken[0]
+                    if self._careful and not self._encodable(cmd, taken[1]):
+                        continue
                     cmd.timestamp = now
                     ctx.append_client_command(cmd)
                 else:
@@ -582,6 +584,17 @@ class Partition:
         position = self.log_storage.flush()
         if self._marker is not None:
             self._marker.record(position)
+
+    def _encodable(self, cmd: Record, future: asyncio.Future[Record] | None) -> bool:
+        """Whether a command can be written to the log; one that cannot is answered with the reason and dropped."""
+        try:
+            msgpack.packb(record_to_list(cmd), use_bin_type=True)
+        except _UNENCODABLE as e:
+            self._log.error("partition %d: dropped a command that cannot be logged: %r", self.partition_id, e)
+            if future is not None and not future.done():
+                future.set_exception(InvalidDocumentError(f"Expected a command that can be stored, but {e!r}"))
+            return False
+        return True
 
     def _process_one(self, ctx: ProcessingContext, txn: Any, cmd: Record) -> None:
         """Process one command in a nested transaction; an unexpected error rolls back only this command."""
