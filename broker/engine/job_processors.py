@@ -18,6 +18,7 @@ from broker.protocol.enums import (
     RejectionType,
     ValueType,
 )
+from broker.protocol.limits import duration_problem
 from broker.protocol.record import Record
 from broker.state.repositories import JobState
 
@@ -65,6 +66,14 @@ def activate_batch(ctx: ProcessingContext, cmd: Record) -> None:
     """JOB_BATCH ACTIVATE: hand up to maxJobsToActivate activatable jobs of a type to one worker."""
     v = cmd.value
     max_jobs = int(v.get("maxJobsToActivate", 1))
+    # The gateway validates these too; a command from any other path must not activate a job that could never
+    # be sent (a deadline beyond int64) or time out.
+    problem = duration_problem("timeout", int(v["timeout"]), minimum=1)
+    if problem is None and max_jobs < 1:
+        problem = f"Expected argument 'maxJobsToActivate' to be greater than 0, but was {max_jobs}"
+    if problem:
+        ctx.reject(RejectionType.INVALID_ARGUMENT, problem)
+        return
     keys = ctx.state.jobs.activatable_keys(v["type"], max_jobs)
     jobs = []
     job_keys = []
@@ -122,6 +131,10 @@ def fail(ctx: ProcessingContext, cmd: Record) -> None:
     v = cmd.value
     retries = int(v.get("retries", 0))
     backoff = int(v.get("retryBackoff", 0))
+    problem = duration_problem("retryBackOff", backoff, minimum=0) if backoff > 0 else None
+    if problem:
+        ctx.reject(RejectionType.INVALID_ARGUMENT, problem)
+        return
     value = dict(job["value"])
     value.update(
         retries=retries,
@@ -191,6 +204,10 @@ def update_timeout(ctx: ProcessingContext, cmd: Record) -> None:
     if job is None:
         return
     timeout = int(cmd.value.get("timeout", 0))
+    problem = duration_problem("timeout", timeout, minimum=1)
+    if problem:
+        ctx.reject(RejectionType.INVALID_ARGUMENT, problem)
+        return
     value = dict(job["value"])
     value["deadline"] = ctx.now + timeout
     rec = ctx.event(ValueType.JOB, JobIntent.TIMEOUT_UPDATED, cmd.key, value)

@@ -16,6 +16,7 @@ import msgpack
 import pytest
 from pyzeebe.proto import gateway_pb2 as pb
 
+from broker.protocol.enums import ValueType
 from tests.harness import WeirProcess
 from tests.integration.clients import Stub, activate, complete, create, deploy, rpc_error, variables_of
 
@@ -120,17 +121,16 @@ def test_command_api_refuses_values_that_cannot_be_stored_or_shown(stub: Stub, n
         "bytes": b"raw",
         "deep": _nested(150),
     }
+    create = int(ValueType.PROCESS_INSTANCE_CREATION)
     commands = []
     for i, (name, bad) in enumerate(bad_values.items()):
         value = {"bpmnProcessId": d.pid(), "version": -1, "processDefinitionKey": -1, "variables": {name: bad}}
-        commands.append({"id": i, "p": 1, "vt": 19, "i": 0, "k": -1, "v": value})  # PROCESS_INSTANCE_CREATION
-    # the same surrogate in a field other than variables (the message name), and a message whose variables
-    # hold NaN; then a good creation in the same message
-    commands.append(
-        {"id": 100, "p": 1, "vt": 20, "i": 0, "k": -1, "v": {"name": "x\udc00", "correlationKey": "k"}}
-    )  # MESSAGE PUBLISH
+        commands.append({"id": i, "p": 1, "vt": create, "i": 0, "k": -1, "v": value})
+    # the surrogate in a field other than variables (a message name); then a good creation in the same message
+    message = {"name": "x\udc00", "correlationKey": "k"}
+    commands.append({"id": 100, "p": 1, "vt": int(ValueType.MESSAGE), "i": 0, "k": -1, "v": message})
     good = {"bpmnProcessId": d.pid(), "version": -1, "processDefinitionKey": -1, "variables": {"fine": 1}}
-    commands.append({"id": 101, "p": 1, "vt": 19, "i": 0, "k": -1, "v": good})
+    commands.append({"id": 101, "p": 1, "vt": create, "i": 0, "k": -1, "v": good})
     answers = command_api(node, commands)
     for i, name in enumerate(bad_values):
         assert answers[i].get("err") == "invalid", (name, answers[i])
@@ -157,4 +157,76 @@ def test_numbers_and_nesting_that_cannot_be_stored_are_refused(stub: Stub, docum
     )
     assert err.code() == grpc.StatusCode.INVALID_ARGUMENT, err.details()
     assert "'a" in err.details(), err.details()
+    assert_workflow_completes(stub)
+
+
+# -- item 3: numeric fields out of range ---------------------------------------------------------------------
+
+INT64_MAX = 2**63 - 1
+
+
+def test_out_of_range_numbers_are_refused_and_no_job_is_lost(stub: Stub) -> None:
+    d = deploy(stub, "one-task.bpmn")
+    pi = create(stub, d.pid())
+    job_type = d.type("test")
+    activation = {"type": job_type, "worker": "w", "timeout": 1000, "maxJobsToActivate": 1, "requestTimeout": -1}
+    calls: list[tuple[Any, Any, str]] = [
+        (stub.ActivateJobs, pb.ActivateJobsRequest(**{**activation, "timeout": INT64_MAX}), "timeout"),
+        (stub.ActivateJobs, pb.ActivateJobsRequest(**{**activation, "requestTimeout": INT64_MAX}), "requestTimeout"),
+        (
+            stub.StreamActivatedJobs,
+            pb.StreamActivatedJobsRequest(type=job_type, worker="w", timeout=INT64_MAX),
+            "timeout",
+        ),
+        (stub.PublishMessage, pb.PublishMessageRequest(name="m", timeToLive=INT64_MAX), "timeToLive"),
+        (stub.PublishMessage, pb.PublishMessageRequest(name="m", timeToLive=-1), "timeToLive"),
+        (
+            stub.CreateProcessInstanceWithResult,
+            pb.CreateProcessInstanceWithResultRequest(
+                request=pb.CreateProcessInstanceRequest(bpmnProcessId=d.pid(), version=-1), requestTimeout=INT64_MAX
+            ),
+            "requestTimeout",
+        ),
+        (stub.CreateProcessInstance, pb.CreateProcessInstanceRequest(bpmnProcessId=d.pid(), version=-7), "version"),
+    ]
+    for call, request, named in calls:
+        err = rpc_error(call, request)
+        assert err.code() == grpc.StatusCode.INVALID_ARGUMENT, (request, err.details())
+        assert named in err.details(), err.details()
+
+    # the job was never activated by the refused requests: it is delivered now, then refused bad updates leave it be
+    (job,) = activate(stub, job_type)
+    assert job.processInstanceKey == pi
+    for call, request, named in [
+        (stub.UpdateJobTimeout, pb.UpdateJobTimeoutRequest(jobKey=job.key, timeout=INT64_MAX), "timeout"),
+        (stub.FailJob, pb.FailJobRequest(jobKey=job.key, retries=1, retryBackOff=INT64_MAX), "retryBackOff"),
+        (stub.FailJob, pb.FailJobRequest(jobKey=job.key, retries=-1), "retries"),
+    ]:
+        err = rpc_error(call, request)
+        assert err.code() == grpc.StatusCode.INVALID_ARGUMENT, (request, err.details())
+        assert named in err.details(), err.details()
+    complete(stub, job.key)
+    assert_workflow_completes(stub)
+
+
+def test_command_api_activation_with_an_endless_timeout_is_rejected(stub: Stub, node: WeirProcess) -> None:
+    """Without the gateway's validation, the partition itself refuses to activate a job it could never send."""
+    d = deploy(stub, "one-task.bpmn")
+    create(stub, d.pid())
+    value = {
+        "type": d.type("test"),
+        "worker": "w",
+        "timeout": INT64_MAX,
+        "maxJobsToActivate": 5,
+        "variables": [],
+        "jobKeys": [],
+        "jobs": [],
+        "truncated": False,
+    }
+    answers = command_api(node, [{"id": 1, "p": 1, "vt": int(ValueType.JOB_BATCH), "i": 0, "k": -1, "v": value}])
+    record = answers[1]["ok"]
+    assert record[2] == 2, record  # COMMAND_REJECTION
+    assert "timeout" in record[9]
+    (job,) = activate(stub, d.type("test"))  # still activatable, and delivered
+    complete(stub, job.key)
     assert_workflow_completes(stub)
