@@ -21,6 +21,7 @@ class ExpressionFailure:
 
 
 _UTC = dt.UTC
+_TOO_DEEP = "the expression is nested too deeply to be parsed; split it into smaller expressions"
 
 
 class ExpressionEvaluator:
@@ -37,6 +38,8 @@ class ExpressionEvaluator:
             feel.parse(expression)
         except feel.FeelSyntaxError as e:
             return str(e)
+        except RecursionError:
+            return _TOO_DEEP
         return None
 
     def _compile(self, text: str) -> Any:
@@ -81,6 +84,8 @@ class ExpressionEvaluator:
             compiled = self._compile(text)
         except feel.FeelSyntaxError as e:
             return ExpressionFailure(f"failed to parse expression '{text}': {e}")
+        except RecursionError:
+            return ExpressionFailure(f"failed to parse expression '{text}': {_TOO_DEEP}")
         now = dt.datetime.fromtimestamp(now_ms / 1000, tz=_UTC)
         try:
             value, warnings = feel.evaluate_with_warnings(compiled, context, now=now)

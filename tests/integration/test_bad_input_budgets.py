@@ -8,6 +8,7 @@ same broker: one bad value must never stop a partition or block other work.
 from __future__ import annotations
 
 import json
+import uuid
 from collections.abc import Iterator
 from typing import Any
 
@@ -18,7 +19,7 @@ from pyzeebe.proto import gateway_pb2 as pb
 
 from broker.protocol.enums import ValueType
 from tests.harness import WeirProcess
-from tests.integration.clients import Stub, activate, complete, create, deploy, rpc_error, variables_of
+from tests.integration.clients import Stub, activate, complete, create, deploy, is_active, rpc_error, variables_of
 
 SURROGATE = '{"a": "\\ud800"}'  # JSON text that decodes to a lone UTF-16 surrogate
 
@@ -229,4 +230,67 @@ def test_command_api_activation_with_an_endless_timeout_is_rejected(stub: Stub, 
     assert "timeout" in record[9]
     (job,) = activate(stub, d.type("test"))  # still activatable, and delivered
     complete(stub, job.key)
+    assert_workflow_completes(stub)
+
+
+# -- item 6: models nested too deeply ------------------------------------------------------------------------
+
+
+def nested_model(process_id: str, depth: int, job_type: str, source: str = "= true") -> bytes:
+    """A process whose only task sits ``depth`` sub-processes deep; the task maps ``source`` to a variable."""
+    inner = (
+        f'<bpmn:startEvent id="s{depth}"/><bpmn:sequenceFlow id="f{depth}a" sourceRef="s{depth}" targetRef="task"/>'
+        f'<bpmn:serviceTask id="task"><bpmn:extensionElements><zeebe:taskDefinition type="{job_type}"/>'
+        f'<zeebe:ioMapping><zeebe:input source="{source}" target="mapped"/></zeebe:ioMapping>'
+        "</bpmn:extensionElements></bpmn:serviceTask>"
+        f'<bpmn:sequenceFlow id="f{depth}b" sourceRef="task" targetRef="e{depth}"/>'
+        f'<bpmn:endEvent id="e{depth}"/>'
+    )
+    for d in reversed(range(depth)):
+        inner = (
+            f'<bpmn:startEvent id="s{d}"/><bpmn:sequenceFlow id="f{d}a" sourceRef="s{d}" targetRef="sub{d}"/>'
+            f'<bpmn:subProcess id="sub{d}">{inner}</bpmn:subProcess>'
+            f'<bpmn:sequenceFlow id="f{d}b" sourceRef="sub{d}" targetRef="e{d}"/><bpmn:endEvent id="e{d}"/>'
+        )
+    return (
+        '<?xml version="1.0" encoding="UTF-8"?>'
+        '<bpmn:definitions xmlns:bpmn="http://www.omg.org/spec/BPMN/20100524/MODEL" '
+        'xmlns:zeebe="http://camunda.org/schema/zeebe/1.0" id="defs" targetNamespace="http://bpmn.io/schema/bpmn">'
+        f'<bpmn:process id="{process_id}" isExecutable="true">{inner}</bpmn:process></bpmn:definitions>'
+    ).encode()
+
+
+def test_deeply_nested_models_and_expressions_are_refused_naming_the_element(stub: Stub) -> None:
+    suffix = uuid.uuid4().hex[:8]
+    cases = [
+        (nested_model(f"deep-{suffix}", 51, "deep"), "'sub50'"),
+        (nested_model(f"deeper-{suffix}", 1500, "deep"), "'sub50'"),
+        (nested_model(f"feel-{suffix}", 1, "deep", "= " + "(" * 3000 + "true" + ")" * 3000), "'task'"),
+        (nested_model(f"feel2-{suffix}", 1, "deep", "= " + "[" * 3000 + "]" * 3000 + " = []"), "'task'"),
+    ]
+    for content, element in cases:
+        request = pb.DeployResourceRequest(resources=[pb.Resource(name="deep.bpmn", content=content)])
+        err = rpc_error(stub.DeployResource, request)
+        assert err.code() == grpc.StatusCode.INVALID_ARGUMENT, err.details()[:300]
+        assert element in err.details(), err.details()[:500]
+        assert "nested" in err.details(), err.details()[:500]
+
+    # the deepest nesting allowed deploys and runs to its end
+    job_type = f"deep-{suffix}"
+    content = nested_model(f"deepest-{suffix}", 50, job_type)
+    stub.DeployResource(pb.DeployResourceRequest(resources=[pb.Resource(name="ok.bpmn", content=content)]), timeout=10)
+    future = stub.CreateProcessInstanceWithResult.future(
+        pb.CreateProcessInstanceWithResultRequest(
+            request=pb.CreateProcessInstanceRequest(bpmnProcessId=f"deepest-{suffix}", version=-1),
+            requestTimeout=20_000,
+        ),
+        timeout=25,
+    )
+    (job,) = activate(stub, job_type, within=15)
+    complete(stub, job.key, {"deep": True})
+    assert json.loads(future.result().variables) == {"deep": True}
+    cancelled = create(stub, f"deepest-{suffix}")
+    activate(stub, job_type, within=15)
+    stub.CancelProcessInstance(pb.CancelProcessInstanceRequest(processInstanceKey=cancelled), timeout=10)
+    assert not is_active(stub, cancelled)
     assert_workflow_completes(stub)
