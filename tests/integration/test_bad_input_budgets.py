@@ -18,7 +18,7 @@ import pytest
 from pyzeebe.proto import gateway_pb2 as pb
 
 from broker.protocol.enums import ValueType
-from tests.harness import WeirProcess
+from tests.harness import BPMN, WeirProcess
 from tests.integration.clients import Stub, activate, complete, create, deploy, is_active, rpc_error, variables_of
 
 SURROGATE = '{"a": "\\ud800"}'  # JSON text that decodes to a lone UTF-16 surrogate
@@ -293,4 +293,46 @@ def test_deeply_nested_models_and_expressions_are_refused_naming_the_element(stu
     activate(stub, job_type, within=15)
     stub.CancelProcessInstance(pb.CancelProcessInstanceRequest(processInstanceKey=cancelled), timeout=10)
     assert not is_active(stub, cancelled)
+    assert_workflow_completes(stub)
+
+
+# -- item 5: names and keys longer than an index key ---------------------------------------------------------
+
+
+def test_long_names_and_correlation_keys_work_like_short_ones(stub: Stub) -> None:
+    """LMDB keys hold 511 bytes: longer names, job types, ids and correlation keys work all the same."""
+    suffix = uuid.uuid4().hex[:8]
+    message_name = f"approved-{suffix}-" + "n" * 1500
+    job_type = f"approved-{suffix}-" + "t" * 700
+    text = (BPMN / "message-catch.bpmn").read_text()
+    text = text.replace('id="message-catch"', f'id="long-{suffix}"')
+    text = text.replace('name="approved"', f'name="{message_name}"')
+    text = text.replace('type="approved"', f'type="{job_type}"')
+    stub.DeployResource(
+        pb.DeployResourceRequest(resources=[pb.Resource(name="long.bpmn", content=text.encode())]), timeout=10
+    )
+    long_key = "k" * 5000
+    long_variable = "v" * 800
+    waiting = create(stub, f"long-{suffix}", {"requestId": long_key, long_variable: 1})
+    other = create(stub, f"long-{suffix}", {"requestId": long_key + "-other"})
+
+    published = pb.PublishMessageRequest(
+        name=message_name, correlationKey=long_key, messageId="i" * 3000, timeToLive=60_000, variables='{"m": 1}'
+    )
+    stub.PublishMessage(published, timeout=10)
+    err = rpc_error(stub.PublishMessage, published)
+    assert err.code() == grpc.StatusCode.ALREADY_EXISTS, err.details()[:200]
+
+    (job,) = activate(stub, job_type)
+    assert job.processInstanceKey == waiting
+    assert variables_of(job) == {"requestId": long_key, long_variable: 1, "m": 1}
+    complete(stub, job.key)
+    assert not is_active(stub, waiting)
+    assert is_active(stub, other), "a different correlation key did not correlate"
+    stub.PublishMessage(
+        pb.PublishMessageRequest(name=message_name, correlationKey=long_key + "-other", timeToLive=0), timeout=10
+    )
+    (job,) = activate(stub, job_type)
+    assert job.processInstanceKey == other
+    complete(stub, job.key)
     assert_workflow_completes(stub)
