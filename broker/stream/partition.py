@@ -184,7 +184,12 @@ class Partition:
         snap = snapshots.restore_latest(self.directory / "snapshots", runtime)
         self.db = StateDb(runtime)
         self.state = PartitionState(self.db)
-        self.engine = Engine(self.state, self.job_streams, partitions_count=self.config.partitions_count)
+        self.engine = Engine(
+            self.state,
+            self.job_streams,
+            partitions_count=self.config.partitions_count,
+            max_message_size=self.config.max_message_size,
+        )
         with self.db.begin() as txn:
             self.state.bind(txn)
             applied = self.state.meta.last_applied_position()

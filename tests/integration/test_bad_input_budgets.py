@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import grpc
@@ -19,7 +20,18 @@ from pyzeebe.proto import gateway_pb2 as pb
 
 from broker.protocol.enums import ValueType
 from tests.harness import BPMN, WeirProcess
-from tests.integration.clients import Stub, activate, complete, create, deploy, is_active, rpc_error, variables_of
+from tests.integration.clients import (
+    Stub,
+    activate,
+    activate_now,
+    complete,
+    create,
+    deploy,
+    is_active,
+    open_incidents,
+    rpc_error,
+    variables_of,
+)
 
 SURROGATE = '{"a": "\\ud800"}'  # JSON text that decodes to a lone UTF-16 surrogate
 
@@ -336,3 +348,82 @@ def test_long_names_and_correlation_keys_work_like_short_ones(stub: Stub) -> Non
     assert job.processInstanceKey == other
     complete(stub, job.key)
     assert_workflow_completes(stub)
+
+
+# -- item 4: activations larger than a message ----------------------------------------------------------------
+
+SMALL_MESSAGE = 256 * 1024  # the broker under test sends and takes messages of at most this size
+
+
+@pytest.fixture
+def small_node(tmp_path: Path) -> Iterator[WeirProcess]:
+    """A broker whose max message size is 256 KiB, so the limits are reached with small documents."""
+    w = WeirProcess(tmp_path / "data", command_api=True, extra_args=["--max-message-size", str(SMALL_MESSAGE)])
+    w.start()
+    try:
+        yield w
+    finally:
+        w.kill()
+
+
+def test_activations_never_exceed_the_message_size_and_oversized_jobs_raise_incidents(small_node: WeirProcess) -> None:
+    channel = grpc.insecure_channel(small_node.address)
+    stub = Stub(channel)
+    try:
+        d = deploy(stub, "one-task.bpmn")
+        job_type = d.type("test")
+        big = "x" * (100 * 1024)
+        batch = [create(stub, d.pid(), {"big": big, "n": n}) for n in range(3)]
+
+        # two of these jobs together exceed a message: each request gets what fits, the rest stays for the next
+        delivered: list[pb.ActivatedJob] = []
+        for _ in range(3):
+            request = pb.ActivateJobsRequest(
+                type=job_type, worker="w", timeout=60_000, maxJobsToActivate=3, requestTimeout=-1
+            )
+            responses = list(stub.ActivateJobs(request, timeout=10))
+            assert sum(len(r.jobs) for r in responses) == 1
+            delivered.extend(job for r in responses for job in r.jobs)
+        assert sorted(job.processInstanceKey for job in delivered) == sorted(batch)
+        for job in delivered:
+            complete(stub, job.key)
+
+        # a job whose variables alone exceed a message fails with an incident; the type's other jobs keep flowing
+        oversized = create(stub, d.pid(), {"big": "y" * (150 * 1024)})
+        stub.SetVariables(
+            pb.SetVariablesRequest(elementInstanceKey=oversized, variables=json.dumps({"more": "z" * (150 * 1024)})),
+            timeout=10,
+        )
+        small = create(stub, d.pid(), {"small": True})
+        (job,) = activate(stub, job_type)
+        assert job.processInstanceKey == small
+        complete(stub, job.key)
+        assert activate_now(stub, job_type) == [], "the oversized job is parked, not activated"
+
+        # a document larger than a message cannot come in through the broker's command API either
+        value = {"bpmnProcessId": d.pid(), "version": -1, "processDefinitionKey": -1, "variables": {"b": big * 3}}
+        answers = command_api(
+            small_node, [{"id": 1, "p": 1, "vt": int(ValueType.PROCESS_INSTANCE_CREATION), "i": 0, "k": -1, "v": value}]
+        )
+        assert answers[1].get("err") == "invalid" and "larger than" in answers[1]["msg"], answers[1]
+
+        small_node.stop()
+        (incident,) = [r for r in open_incidents(small_node) if r.value["processInstanceKey"] == oversized]
+        small_node.start()
+        assert incident.value["errorType"] == "MESSAGE_SIZE_EXCEEDED"
+        assert "bytes" in incident.value["errorMessage"]
+
+        # fixing the variables and resolving lets the job through
+        stub.SetVariables(
+            pb.SetVariablesRequest(elementInstanceKey=oversized, variables='{"big": "fixed", "more": "fixed"}'),
+            timeout=10,
+        )
+        stub.UpdateJobRetries(pb.UpdateJobRetriesRequest(jobKey=incident.value["jobKey"], retries=1), timeout=10)
+        stub.ResolveIncident(pb.ResolveIncidentRequest(incidentKey=incident.key), timeout=10)
+        (job,) = activate(stub, job_type)
+        assert job.processInstanceKey == oversized
+        assert variables_of(job) == {"big": "fixed", "more": "fixed"}
+        complete(stub, job.key)
+        assert_workflow_completes(stub)
+    finally:
+        channel.close()
