@@ -205,8 +205,10 @@ class GatewayService(pb_grpc.GatewayServicer):
         *,
         long_poll_ms: int = DEFAULT_LONG_POLL_MS,
         request_timeout_ms: int = DEFAULT_REQUEST_TIMEOUT_MS,
+        max_message_size: int = 4 * 1024 * 1024,
     ) -> None:
         self.client = client
+        self.max_message_size = max_message_size
         self.long_poll_ms = long_poll_ms
         self.request_timeout_ms = request_timeout_ms
         self._round_robin = itertools.count()
@@ -579,6 +581,40 @@ class GatewayService(pb_grpc.GatewayServicer):
             if not await self._waiters.wait(request.type, seen, left):
                 return
 
+    def _pushable(self, key: int, job: dict) -> pb.ActivatedJob | None:
+        """The pushed job as a message, or None when it can never be sent: then it fails with an incident.
+
+        Sending a message over the max message size would break the stream, and the job, yielded back, would be
+        pushed again and again; like an oversized job in a polled activation, it fails (retries 0) instead.
+        """
+        try:
+            message = activated_job(key, job)
+            size = message.ByteSize()
+        except ValueError as e:
+            reason = f"it cannot be rendered: {e}"
+        else:
+            if size <= self.max_message_size - 1024:
+                return message
+            reason = f"with its variables it takes {size} bytes, more than the {self.max_message_size} bytes a message "
+            reason += "to a worker may carry"
+        error = (
+            f"The job with key '{key}' cannot be sent to its worker: {reason}. Reduce the variables (or fetch fewer), "
+            "then update the job's retries and resolve this incident."
+        )
+        log.warning("failing pushed job %d: %s", key, reason)
+
+        async def fail() -> None:
+            value = {"retries": 0, "errorMessage": error, "retryBackoff": 0, "variables": {}}
+            try:
+                await self.client.execute(partition_of(key), ValueType.JOB, JobIntent.FAIL, value, key)
+            except Exception as e:  # the job times out and is pushed or polled again
+                log.debug("could not fail job %d: %r", key, e)
+
+        task = asyncio.get_running_loop().create_task(fail())
+        self._giving_back.add(task)
+        task.add_done_callback(self._giving_back.discard)
+        return None
+
     def _give_back(self, activated: list[tuple[int, dict]]) -> None:
         """Make jobs activated for a worker that never received them activatable again (JOB YIELD), at once.
 
@@ -620,7 +656,16 @@ class GatewayService(pb_grpc.GatewayServicer):
             while True:
                 record = await queue.get()
                 for key, job in zip(record.value["jobKeys"], record.value["jobs"], strict=True):
-                    yield activated_job(key, job)
+                    message = self._pushable(key, job)
+                    if message is None:
+                        continue
+                    sent = False
+                    try:
+                        yield message
+                        sent = True
+                    finally:
+                        if not sent:  # the stream broke while this job was sent: never leave it activated
+                            self._give_back([(key, job)])
         finally:
             open_ = False
             handle.close()

@@ -7,7 +7,10 @@ same broker: one bad value must never stop a partition or block other work.
 
 from __future__ import annotations
 
+import itertools
 import json
+import threading
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -424,6 +427,44 @@ def test_activations_never_exceed_the_message_size_and_oversized_jobs_raise_inci
         assert job.processInstanceKey == oversized
         assert variables_of(job) == {"big": "fixed", "more": "fixed"}
         complete(stub, job.key)
+        assert_workflow_completes(stub)
+    finally:
+        channel.close()
+
+
+def test_a_pushed_job_too_large_to_send_fails_and_the_stream_keeps_serving(small_node: WeirProcess) -> None:
+    channel = grpc.insecure_channel(small_node.address)
+    stub = Stub(channel)
+    try:
+        d = deploy(stub, "two-tasks.bpmn")
+        ship = d.type("ship")
+        stream = stub.StreamActivatedJobs(
+            pb.StreamActivatedJobsRequest(type=ship, worker="streamer", timeout=60_000), timeout=30
+        )
+        received: list[pb.ActivatedJob] = []
+        reader = threading.Thread(target=lambda: received.extend(itertools.islice(stream, 1)), daemon=True)
+        reader.start()
+        time.sleep(0.3)  # the stream is registered at the broker
+
+        # together with what the first task adds, the second task's variables exceed a message
+        big = create(stub, d.pid(), {"a": "x" * (150 * 1024)})
+        (prepare,) = activate(stub, d.type("prepare"))
+        complete(stub, prepare.key, {"b": "y" * (110 * 1024)})
+        small = create(stub, d.pid(), {"small": True})
+        (prepare,) = activate(stub, d.type("prepare"))
+        assert prepare.processInstanceKey == small
+        complete(stub, prepare.key)
+
+        reader.join(timeout=15)
+        assert [job.processInstanceKey for job in received] == [small], "the stream survived the oversized job"
+        stream.cancel()
+        complete(stub, received[0].key)
+
+        small_node.stop()
+        (incident,) = [r for r in open_incidents(small_node) if r.value["processInstanceKey"] == big]
+        small_node.start()
+        assert incident.value["errorType"] == "JOB_NO_RETRIES"
+        assert "bytes" in incident.value["errorMessage"], incident.value["errorMessage"]
         assert_workflow_completes(stub)
     finally:
         channel.close()
