@@ -29,8 +29,13 @@ _OVERSIZED_PER_BATCH = 16  # bounds the work one activation spends on jobs that 
 _JOB_OVERHEAD = 256  # keys, numbers, field tags and length prefixes of one ActivatedJob message
 
 
+_ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)
+
+
 def _json_size(value: Any) -> int:
-    text = json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+    if not value:
+        return 2
+    text = _ENCODER.encode(value)
     return len(text) if text.isascii() else len(text.encode())
 
 

@@ -28,10 +28,19 @@ class InvalidDocumentError(ValueError):
     """A command value that cannot be logged or rendered; the message names the offending variable or field."""
 
 
-def _path(parent: str, key: Any) -> str:
-    if isinstance(key, int):
-        return f"{parent}[{key}]"
-    return f"{parent}.{key}" if parent else str(key)
+# Where a value sits, built only when a problem is reported: None for the root, else (parent, key).
+_Where = tuple[Any, Any] | None
+
+
+def _render(where: _Where) -> str:
+    keys = []
+    while where is not None:
+        where, key = where
+        keys.append(key)
+    out = ""
+    for key in reversed(keys):
+        out = f"{out}[{key}]" if isinstance(key, int) else (f"{out}.{key}" if out else str(key))
+    return out
 
 
 def _describe_string(text: str) -> str | None:
@@ -62,51 +71,57 @@ def find_problem(value: Any, *, json_only: bool, noun: str = "variable", max_byt
     Iterative, so a deeply nested value cannot exhaust the interpreter's stack while it is checked. ``max_bytes``
     bounds the (approximate) encoded size.
     """
-    stack: list[tuple[Any, str, int]] = [(value, "", 0)]
+    stack: list[tuple[Any, _Where, int]] = [(value, None, 0)]
     size = 0
     while stack:
         item, where, depth = stack.pop()
         kind = type(item)
         if kind is str:
             size += len(item) + 5
-            reason = _describe_string(item)
-            if reason:
-                return f"{_label(noun, where)} {reason}"
+            if not item.isascii() and (reason := _describe_string(item)):
+                return f"{_label(noun, _render(where))} {reason}"
         elif kind is dict:
             if depth >= MAX_DEPTH:
-                return f"{_label(noun, where)} is nested more than {MAX_DEPTH} levels deep"
+                return f"{_label(noun, _render(where))} is nested more than {MAX_DEPTH} levels deep"
             size += 5
             for k, v in item.items():
                 if type(k) is not str:
                     if json_only or not isinstance(k, _SCALARS):
-                        return f"{_label(noun, where)} has a key that is not a string: {k!r:.40}"
+                        return f"{_label(noun, _render(where))} has a key that is not a string: {k!r:.40}"
                 else:
                     size += len(k) + 5
-                    reason = _describe_string(k)
-                    if reason:
-                        return f"{noun} name '{_printable(_path(where, k))}' {reason}"
-                stack.append((v, _path(where, k), depth + 1))
+                    if not k.isascii() and (reason := _describe_string(k)):
+                        return f"{noun} name '{_printable(_render((where, k)))}' {reason}"
+                value_kind = type(v)  # the common scalars inline; everything else through the stack
+                if value_kind is str and v.isascii():
+                    size += len(v) + 5
+                    if max_bytes is not None and size > max_bytes:
+                        return f"{_label(noun, _render((where, k)))} makes it larger than {max_bytes} bytes"
+                elif (value_kind is int and INT_MIN <= v <= INT_MAX) or value_kind is bool or v is None:
+                    size += 9
+                else:
+                    stack.append((v, (where, k), depth + 1))
         elif kind is list or kind is tuple:
             if depth >= MAX_DEPTH:
-                return f"{_label(noun, where)} is nested more than {MAX_DEPTH} levels deep"
+                return f"{_label(noun, _render(where))} is nested more than {MAX_DEPTH} levels deep"
             size += 5
-            stack.extend((v, _path(where, i), depth + 1) for i, v in enumerate(item))
+            stack.extend((v, (where, i), depth + 1) for i, v in enumerate(item))
         elif kind is int:
             size += 9
             if not INT_MIN <= item <= INT_MAX:
-                return f"{_label(noun, where)} is an integer outside -2^63 .. 2^64-1"
+                return f"{_label(noun, _render(where))} is an integer outside -2^63 .. 2^64-1"
         elif kind is float:
             size += 9
             if json_only and not math.isfinite(item):
-                return f"{_label(noun, where)} is {item}, which JSON cannot represent"
+                return f"{_label(noun, _render(where))} is {item}, which JSON cannot represent"
         elif kind is bool or item is None:
             size += 1
         elif kind is bytes and not json_only:
             size += len(item) + 5
         else:
-            return f"{_label(noun, where)} holds a value of type {kind.__name__}, which is not a JSON value"
+            return f"{_label(noun, _render(where))} holds a value of type {kind.__name__}, which is not a JSON value"
         if max_bytes is not None and size > max_bytes:
-            return f"{_label(noun, where)} makes it larger than {max_bytes} bytes"
+            return f"{_label(noun, _render(where))} makes it larger than {max_bytes} bytes"
     return None
 
 
