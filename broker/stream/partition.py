@@ -659,6 +659,7 @@ class Partition:
 
     async def _check_due(self) -> None:
         self._outbox_sent: dict[tuple[bytes, str], float] = {}
+        self._outbox_refused: dict[tuple[bytes, str], int] = {}  # consecutive refusals by the receiving partition
         self._sends: set[asyncio.Task[None]] = set()
         self.engine.services.sender = self._send_command
         while not self._closing:
@@ -695,6 +696,8 @@ class Partition:
     # -- commands between partitions for message subscriptions -----------------------------------------------
 
     _OUTBOX_RESEND_S = 1.0
+    # A command the receiving partition refuses (a processing error there) is resent ever less often, up to this.
+    _OUTBOX_MAX_RESEND_S = 300.0
 
     def _deliver_outbox(self) -> None:
         """Send every pending subscription command not sent within the last second (they wait for an answer)."""
@@ -710,18 +713,32 @@ class Partition:
         for outbox_key, entry in pending:
             key = (outbox_key, entry["intent"])
             live.add(key)
-            if moment - self._outbox_sent.get(key, -1e9) < self._OUTBOX_RESEND_S:
+            refused = self._outbox_refused.get(key, 0)
+            interval = min(self._OUTBOX_RESEND_S * 2**refused, self._OUTBOX_MAX_RESEND_S)
+            if moment - self._outbox_sent.get(key, -1e9) < interval:
                 continue
             self._outbox_sent[key] = moment
             value_type = ValueType[entry["valueType"]]
             intent = INTENTS[value_type][entry["intent"]]
-            self._send_command(entry["partitionId"], value_type, intent, entry["value"], -1)
+            self._send_command(entry["partitionId"], value_type, intent, entry["value"], -1, outbox=key)
         for key in list(self._outbox_sent):
             if key not in live:
                 del self._outbox_sent[key]
+                self._outbox_refused.pop(key, None)
 
-    def _send_command(self, partition_id: int, value_type: ValueType, intent: int, value: dict, key: int) -> None:
-        """At most once: to this partition's own inbox, or to another partition's leader (losses are resent)."""
+    def _send_command(
+        self,
+        partition_id: int,
+        value_type: ValueType,
+        intent: int,
+        value: dict,
+        key: int,
+        outbox: tuple[bytes, str] | None = None,
+    ) -> None:
+        """At most once: to this partition's own inbox, or to another partition's leader (losses are resent).
+
+        ``outbox``: the pending entry this sends, whose resends back off while the receiver refuses it.
+        """
         if partition_id == self.partition_id:
             self.write_internal(value_type, intent, dict(value), key)
             return
@@ -730,17 +747,48 @@ class Partition:
                 "partition %d: no route to partition %d for %s", self.partition_id, partition_id, value_type
             )
             return
-        task = asyncio.get_running_loop().create_task(self._send_remote(partition_id, value_type, intent, value, key))
+        task = asyncio.get_running_loop().create_task(
+            self._send_remote(partition_id, value_type, intent, value, key, outbox)
+        )
         self._sends.add(task)
         task.add_done_callback(self._sends.discard)
 
-    async def _send_remote(self, partition_id: int, value_type: ValueType, intent: int, value: dict, key: int) -> None:
+    async def _send_remote(
+        self,
+        partition_id: int,
+        value_type: ValueType,
+        intent: int,
+        value: dict,
+        key: int,
+        outbox: tuple[bytes, str] | None = None,
+    ) -> None:
         try:
-            await asyncio.wait_for(
+            reply = await asyncio.wait_for(
                 self.inter_partition.execute(partition_id, value_type, intent, value, key, internal=True), 10
             )
         except Exception as e:  # unreachable, no leader, rejected: the sender's outbox resends what matters
             self._log.debug("partition %d: command to partition %d failed: %r", self.partition_id, partition_id, e)
+            return
+        if outbox is None:
+            return
+        if reply.record_type == RecordType.COMMAND_REJECTION and reply.rejection_type in (
+            RejectionType.PROCESSING_ERROR,
+            RejectionType.INVALID_ARGUMENT,
+        ):
+            refused = self._outbox_refused.get(outbox, 0) + 1
+            self._outbox_refused[outbox] = refused
+            if refused == 1 or refused % 10 == 0:
+                self._log.error(
+                    "partition %d: partition %d refused %s.%s (%d times; resent ever less often): %s",
+                    self.partition_id,
+                    partition_id,
+                    value_type.name,
+                    reply.intent_enum.name,
+                    refused,
+                    reply.rejection_reason,
+                )
+        else:
+            self._outbox_refused.pop(outbox, None)
 
     # -- command distribution to other partitions ------------------------------------------------------------
 

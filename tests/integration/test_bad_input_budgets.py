@@ -22,7 +22,7 @@ import pytest
 from pyzeebe.proto import gateway_pb2 as pb
 
 from broker.protocol.enums import ValueType
-from tests.harness import BPMN, WeirProcess
+from tests.harness import BPMN, WeirProcess, eventually
 from tests.integration.clients import (
     Stub,
     activate,
@@ -316,6 +316,24 @@ def test_deeply_nested_models_and_expressions_are_refused_naming_the_element(stu
 
 def test_long_names_and_correlation_keys_work_like_short_ones(stub: Stub) -> None:
     """LMDB keys hold 511 bytes: longer names, job types, ids and correlation keys work all the same."""
+    check_long_names(stub)
+    assert_workflow_completes(stub)
+
+
+def test_long_names_work_across_partitions(tmp_path: Path) -> None:
+    """With several partitions the subscription travels to the message's partition and back (the outbox)."""
+    w = WeirProcess(tmp_path / "data", extra_args=["--partitions", "3"])
+    w.start()
+    channel = grpc.insecure_channel(w.address)
+    try:
+        for _ in range(3):  # instances start round-robin: some surely live apart from their message
+            check_long_names(Stub(channel))
+    finally:
+        channel.close()
+        w.kill()
+
+
+def check_long_names(stub: Stub) -> None:
     suffix = uuid.uuid4().hex[:8]
     message_name = f"approved-{suffix}-" + "n" * 1500
     job_type = f"approved-{suffix}-" + "t" * 700
@@ -328,8 +346,11 @@ def test_long_names_and_correlation_keys_work_like_short_ones(stub: Stub) -> Non
     )
     long_key = "k" * 5000
     long_variable = "v" * 800
-    waiting = create(stub, f"long-{suffix}", {"requestId": long_key, long_variable: 1})
-    other = create(stub, f"long-{suffix}", {"requestId": long_key + "-other"})
+    # with several partitions the deployment reaches the others a moment later
+    waiting = eventually(
+        lambda: create(stub, f"long-{suffix}", {"requestId": long_key, long_variable: 1}), what="a first instance"
+    )
+    other = eventually(lambda: create(stub, f"long-{suffix}", {"requestId": long_key + "-other"}), what="an instance")
 
     published = pb.PublishMessageRequest(
         name=message_name, correlationKey=long_key, messageId="i" * 3000, timeToLive=60_000, variables='{"m": 1}'
@@ -350,7 +371,6 @@ def test_long_names_and_correlation_keys_work_like_short_ones(stub: Stub) -> Non
     (job,) = activate(stub, job_type)
     assert job.processInstanceKey == other
     complete(stub, job.key)
-    assert_workflow_completes(stub)
 
 
 # -- item 4: activations larger than a message ----------------------------------------------------------------
