@@ -29,6 +29,7 @@ import msgpack
 from broker.protocol.codec import record_to_list
 from broker.protocol.documents import InvalidDocumentError
 from broker.protocol.enums import JobIntent, ValueType
+from broker.protocol.limits import duration_problem
 from broker.protocol.record import Record
 from broker.stream.partition import BackpressureError, NotLeaderError, Partition, PartitionUnavailableError
 
@@ -175,6 +176,9 @@ class CommandApi:
 
     async def stream_jobs(self, request: bytes, context: grpc.aio.ServicerContext) -> AsyncIterator[bytes]:
         msg = unpack(request)
+        problem = duration_problem("timeout", int(msg.get("timeout", 0)), minimum=1)
+        if problem:  # jobs pushed with it could never be sent (their deadline would leave int64)
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, problem)
         queue: asyncio.Queue[Record] = asyncio.Queue()
         is_open = True
 

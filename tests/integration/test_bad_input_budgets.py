@@ -243,6 +243,12 @@ def test_command_api_activation_with_an_endless_timeout_is_rejected(stub: Stub, 
     record = answers[1]["ok"]
     assert record[2] == 2, record  # COMMAND_REJECTION
     assert "timeout" in record[9]
+    identity = lambda b: b  # noqa: E731
+    with grpc.insecure_channel(f"127.0.0.1:{node.command_port}") as channel:
+        stream_jobs = channel.unary_stream("/weir.broker.CommandApi/StreamJobs", identity, identity)
+        request = msgpack.packb({"type": d.type("test"), "worker": "w", "timeout": INT64_MAX, "fetch": []})
+        err = rpc_error(stream_jobs, request)
+        assert err.code() == grpc.StatusCode.INVALID_ARGUMENT and "timeout" in err.details(), err.details()
     (job,) = activate(stub, d.type("test"))  # still activatable, and delivered
     complete(stub, job.key)
     assert_workflow_completes(stub)
