@@ -27,7 +27,9 @@ import grpc
 import msgpack
 
 from broker.protocol.codec import record_to_list
+from broker.protocol.documents import InvalidDocumentError
 from broker.protocol.enums import JobIntent, ValueType
+from broker.protocol.limits import duration_problem
 from broker.protocol.record import Record
 from broker.stream.partition import BackpressureError, NotLeaderError, Partition, PartitionUnavailableError
 
@@ -41,7 +43,7 @@ def pack(obj: Any) -> bytes:
 
 
 def unpack(data: bytes) -> Any:
-    return msgpack.unpackb(data, raw=False, strict_map_key=False)
+    return msgpack.unpackb(data, raw=False, strict_map_key=False, unicode_errors="surrogatepass")
 
 
 class CommandApi:
@@ -71,6 +73,8 @@ class CommandApi:
             return {"err": "unavailable", "msg": f"partition {pid} is not hosted by this broker"}
         try:
             return partition.execute(value_type, intent, value, key, internal=bool(msg.get("internal")))
+        except InvalidDocumentError as e:
+            return {"err": "invalid", "msg": str(e)}
         except BackpressureError as e:
             return {"err": "backpressure", "msg": str(e)}
         except NotLeaderError as e:
@@ -132,7 +136,9 @@ class CommandApi:
             nonlocal outstanding, reading
             try:
                 async for message in requests:
-                    unpacker = msgpack.Unpacker(raw=False, strict_map_key=False)
+                    # Strings that are not valid UTF-8 still decode (as lone surrogates), so the command is refused
+                    # by its partition with a reason naming the field, instead of ending the whole stream.
+                    unpacker = msgpack.Unpacker(raw=False, strict_map_key=False, unicode_errors="surrogatepass")
                     unpacker.feed(message)
                     for msg in unpacker:
                         request_id = msg.get("id") if isinstance(msg, dict) else None
@@ -170,6 +176,9 @@ class CommandApi:
 
     async def stream_jobs(self, request: bytes, context: grpc.aio.ServicerContext) -> AsyncIterator[bytes]:
         msg = unpack(request)
+        problem = duration_problem("timeout", int(msg.get("timeout", 0)), minimum=1)
+        if problem:  # jobs pushed with it could never be sent (their deadline would leave int64)
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, problem)
         queue: asyncio.Queue[Record] = asyncio.Queue()
         is_open = True
 

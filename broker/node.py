@@ -94,6 +94,7 @@ class BrokerNode:
                 min_free_disk_bytes=cfg.min_free_disk_bytes,
                 segment_size=cfg.log_segment_size,
                 backpressure=cfg.backpressure,
+                max_message_size=cfg.max_message_size,
             )
             directory = cfg.data_dir / "partitions" / str(pid)
             partition = Partition(directory, pconf)
@@ -161,7 +162,12 @@ class BrokerNode:
             client = LocalBrokerClient(
                 self.partitions, node_id=cfg.node_id, host=cfg.host, port=cfg.command_port, version=VERSION
             )
-            service = GatewayService(client, long_poll_ms=cfg.long_poll_ms, request_timeout_ms=cfg.request_timeout_ms)
+            service = GatewayService(
+                client,
+                long_poll_ms=cfg.long_poll_ms,
+                request_timeout_ms=cfg.request_timeout_ms,
+                max_message_size=cfg.max_message_size,
+            )
             self.gateway_server, self.gateway_port = await start_gateway_server(
                 service, cfg.host, cfg.gateway_port, max_message_size=cfg.max_message_size
             )

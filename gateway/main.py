@@ -30,7 +30,12 @@ class GatewayConfig:
 async def run_gateway(config: GatewayConfig, stop: asyncio.Event) -> int:
     client = RemoteBrokerClient(config.contact_points, max_message_size=config.max_message_size)
     await client.start()
-    service = GatewayService(client, long_poll_ms=config.long_poll_ms, request_timeout_ms=config.request_timeout_ms)
+    service = GatewayService(
+        client,
+        long_poll_ms=config.long_poll_ms,
+        request_timeout_ms=config.request_timeout_ms,
+        max_message_size=config.max_message_size,
+    )
     server, port = await start_gateway_server(
         service, config.host, config.port, max_message_size=config.max_message_size
     )

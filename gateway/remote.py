@@ -18,6 +18,7 @@ import grpc
 import msgpack
 
 from broker.protocol.codec import record_from_list
+from broker.protocol.documents import InvalidDocumentError
 from broker.protocol.enums import ValueType
 from broker.protocol.record import Record
 from broker.stream.partition import BackpressureError, PartitionUnavailableError
@@ -287,6 +288,8 @@ class RemoteBrokerClient:
                     return record_from_list(reply["ok"])
                 if reply.get("err") == "backpressure":
                     raise BackpressureError(reply.get("msg", "overloaded"))
+                if reply.get("err") == "invalid":
+                    raise InvalidDocumentError(reply.get("msg", "invalid command"))
                 if reply.get("err") != "not_leader":
                     raise PartitionUnavailableError(reply.get("msg", "partition unavailable"))
                 self._leaders.pop(partition_id, None)

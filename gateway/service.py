@@ -21,6 +21,7 @@ import grpc
 from broker import monitoring
 from broker.engine.job_processors import activation_request
 from broker.engine.partitioning import subscription_partition
+from broker.protocol.documents import InvalidDocumentError, find_problem
 from broker.protocol.enums import (
     DeploymentIntent,
     IncidentIntent,
@@ -36,6 +37,7 @@ from broker.protocol.enums import (
     VariableDocumentIntent,
 )
 from broker.protocol.keys import partition_of
+from broker.protocol.limits import MAX_DURATION_MS, duration_problem
 from broker.protocol.record import Record
 from broker.stream.partition import BackpressureError, PartitionUnavailableError
 from gateway.api import gateway_pb2 as pb
@@ -90,7 +92,22 @@ def parse_variables(text: str, what: str = "variables") -> dict[str, Any]:
             grpc.StatusCode.INVALID_ARGUMENT,
             f"Expected {what} to be a JSON object, but got a JSON {type(value).__name__}: '{text[:100]}'",
         )
+    problem = find_problem(value, json_only=True)
+    if problem:
+        _fail(grpc.StatusCode.INVALID_ARGUMENT, f"Expected {what} to be a valid JSON document, but the {problem}")
     return value
+
+
+def _check_duration(name: str, value: int, *, minimum: int) -> None:
+    problem = duration_problem(name, value, minimum=minimum)
+    if problem:
+        _fail(grpc.StatusCode.INVALID_ARGUMENT, problem)
+
+
+def _check_request_timeout(value: int) -> None:
+    """``requestTimeout``: 0 means the default and negative values mean none; only the upper bound is checked."""
+    if value > MAX_DURATION_MS:
+        _check_duration("requestTimeout", value, minimum=0)
 
 
 def _dumps(value: Any) -> str:
@@ -188,12 +205,15 @@ class GatewayService(pb_grpc.GatewayServicer):
         *,
         long_poll_ms: int = DEFAULT_LONG_POLL_MS,
         request_timeout_ms: int = DEFAULT_REQUEST_TIMEOUT_MS,
+        max_message_size: int = 4 * 1024 * 1024,
     ) -> None:
         self.client = client
+        self.max_message_size = max_message_size
         self.long_poll_ms = long_poll_ms
         self.request_timeout_ms = request_timeout_ms
         self._round_robin = itertools.count()
         self._waiters = _JobWaiters()
+        self._giving_back: set[asyncio.Task[None]] = set()
         client.add_jobs_available_listener(self._waiters.notify)
 
     # -- plumbing --------------------------------------------------------------------------------------------
@@ -237,6 +257,8 @@ class GatewayService(pb_grpc.GatewayServicer):
             )
         except PartitionUnavailableError as e:
             _fail(grpc.StatusCode.UNAVAILABLE, str(e))
+        except InvalidDocumentError as e:
+            _fail(grpc.StatusCode.INVALID_ARGUMENT, str(e))
         if record.record_type == RecordType.COMMAND_REJECTION:
             code = _STATUS.get(record.rejection_type, grpc.StatusCode.UNKNOWN)
             intent_name = record.intent_enum.name
@@ -325,6 +347,11 @@ class GatewayService(pb_grpc.GatewayServicer):
         _check_tenant(request.tenantId)
         if request.startInstructions:
             _fail(grpc.StatusCode.INVALID_ARGUMENT, "Start instructions are not supported yet")
+        if request.version < -1:
+            _fail(
+                grpc.StatusCode.INVALID_ARGUMENT,
+                f"Expected argument 'version' to be -1 (latest) or a version number, but was {request.version}",
+            )
         if request.processDefinitionKey > 0 or request.bpmnProcessId:
             pid = self._next_partition()
         else:
@@ -363,6 +390,7 @@ class GatewayService(pb_grpc.GatewayServicer):
     async def CreateProcessInstanceWithResult(
         self, request: pb.CreateProcessInstanceWithResultRequest, context: grpc.aio.ServicerContext
     ) -> Any:
+        _check_request_timeout(request.requestTimeout)
         pid, value = self._creation_value(request.request, list(request.fetchVariables))
         rec = await self._execute(
             pid,
@@ -423,6 +451,13 @@ class GatewayService(pb_grpc.GatewayServicer):
 
     @_unary
     async def FailJob(self, request: pb.FailJobRequest, context: grpc.aio.ServicerContext) -> Any:
+        if request.retries < 0:
+            _fail(
+                grpc.StatusCode.INVALID_ARGUMENT,
+                f"Expected argument 'retries' to be at least 0, but was {request.retries}",
+            )
+        if request.retryBackOff > 0:  # a negative back-off means none, as in Zeebe
+            _check_duration("retryBackOff", request.retryBackOff, minimum=0)
         value = {
             "retries": request.retries,
             "errorMessage": request.errorMessage,
@@ -459,11 +494,7 @@ class GatewayService(pb_grpc.GatewayServicer):
 
     @_unary
     async def UpdateJobTimeout(self, request: pb.UpdateJobTimeoutRequest, context: grpc.aio.ServicerContext) -> Any:
-        if request.timeout < 1:
-            _fail(
-                grpc.StatusCode.INVALID_ARGUMENT,
-                f"Expected timeout to be at least 1 ms, but got '{request.timeout}'",
-            )
+        _check_duration("timeout", request.timeout, minimum=1)
         await self._job_command(request.jobKey, JobIntent.UPDATE_TIMEOUT, {"timeout": request.timeout})
         return pb.UpdateJobTimeoutResponse()
 
@@ -476,6 +507,10 @@ class GatewayService(pb_grpc.GatewayServicer):
             problems.append("Expected argument 'worker' to be provided, but it is blank")
         if timeout < 1:
             problems.append(f"Expected argument 'timeout' to be greater than 0, but was {timeout}")
+        elif timeout > MAX_DURATION_MS:
+            problems.append(
+                f"Expected argument 'timeout' to be at most {MAX_DURATION_MS} ms (100 years), but was {timeout}"
+            )
         if max_jobs is not None and max_jobs < 1:
             problems.append(f"Expected argument 'maxJobsToActivate' to be greater than 0, but was {max_jobs}")
         if problems:
@@ -486,6 +521,7 @@ class GatewayService(pb_grpc.GatewayServicer):
     ) -> AsyncIterator[pb.ActivateJobsResponse]:
         try:
             self._validate_activation(request.type, request.worker, request.timeout, request.maxJobsToActivate)
+            _check_request_timeout(request.requestTimeout)
             _check_tenants(request.tenantIds)
         except _Abort as e:
             await self._abort(context, e)
@@ -516,13 +552,25 @@ class GatewayService(pb_grpc.GatewayServicer):
                     ):
                         continue
                     await self._abort(context, e)
-                jobs = [activated_job(k, j) for k, j in zip(rec.value["jobKeys"], rec.value["jobs"], strict=True)]
+                activated = list(zip(rec.value["jobKeys"], rec.value["jobs"], strict=True))
+                try:
+                    jobs = [activated_job(k, j) for k, j in activated]
+                except ValueError as e:  # a field out of its protobuf range: these jobs can never be sent
+                    log.error("could not render %d activated jobs of type %r: %s", len(activated), request.type, e)
+                    self._give_back(activated)
+                    await self._abort(context, _Abort(grpc.StatusCode.INTERNAL, f"Could not send activated jobs: {e}"))
                 if jobs:
                     if not activated_any:
                         monitoring.JOB_ACTIVATION_LATENCY.observe(time.monotonic() - requested_at)
                     activated_any = True
                     remaining -= len(jobs)
-                    yield pb.ActivateJobsResponse(jobs=jobs)
+                    sent = False
+                    try:
+                        yield pb.ActivateJobsResponse(jobs=jobs)
+                        sent = True
+                    finally:
+                        if not sent:  # the client went away while they were sent: never leave them activated
+                            self._give_back(activated)
                 if remaining <= 0:
                     return
             if activated_any or poll_ms <= 0:
@@ -532,6 +580,57 @@ class GatewayService(pb_grpc.GatewayServicer):
                 return
             if not await self._waiters.wait(request.type, seen, left):
                 return
+
+    def _pushable(self, key: int, job: dict) -> pb.ActivatedJob | None:
+        """The pushed job as a message, or None when it can never be sent: then it fails with an incident.
+
+        Sending a message over the max message size would break the stream, and the job, yielded back, would be
+        pushed again and again; like an oversized job in a polled activation, it fails (retries 0) instead.
+        """
+        try:
+            message = activated_job(key, job)
+            size = message.ByteSize()
+        except ValueError as e:
+            reason = f"it cannot be rendered: {e}"
+        else:
+            if size <= self.max_message_size - 1024:
+                return message
+            reason = f"with its variables it takes {size} bytes, more than the {self.max_message_size} bytes a message "
+            reason += "to a worker may carry"
+        error = (
+            f"The job with key '{key}' cannot be sent to its worker: {reason}. Reduce the variables (or fetch fewer), "
+            "then update the job's retries and resolve this incident."
+        )
+        log.warning("failing pushed job %d: %s", key, reason)
+
+        async def fail() -> None:
+            value = {"retries": 0, "errorMessage": error, "retryBackoff": 0, "variables": {}}
+            try:
+                await self.client.execute(partition_of(key), ValueType.JOB, JobIntent.FAIL, value, key)
+            except Exception as e:  # the job times out and is pushed or polled again
+                log.debug("could not fail job %d: %r", key, e)
+
+        task = asyncio.get_running_loop().create_task(fail())
+        self._giving_back.add(task)
+        task.add_done_callback(self._giving_back.discard)
+        return None
+
+    def _give_back(self, activated: list[tuple[int, dict]]) -> None:
+        """Make jobs activated for a worker that never received them activatable again (JOB YIELD), at once.
+
+        Runs as a task of its own: the request that activated them may be cancelled already.
+        """
+
+        async def give_back() -> None:
+            for key, job in activated:
+                try:
+                    await self.client.execute(partition_of(key), ValueType.JOB, JobIntent.YIELD, job, key)
+                except Exception as e:  # the job times out and becomes activatable then
+                    log.debug("could not give back job %d: %r", key, e)
+
+        task = asyncio.get_running_loop().create_task(give_back())
+        self._giving_back.add(task)
+        task.add_done_callback(self._giving_back.discard)
 
     async def StreamActivatedJobs(
         self, request: pb.StreamActivatedJobsRequest, context: grpc.aio.ServicerContext
@@ -557,7 +656,16 @@ class GatewayService(pb_grpc.GatewayServicer):
             while True:
                 record = await queue.get()
                 for key, job in zip(record.value["jobKeys"], record.value["jobs"], strict=True):
-                    yield activated_job(key, job)
+                    message = self._pushable(key, job)
+                    if message is None:
+                        continue
+                    sent = False
+                    try:
+                        yield message
+                        sent = True
+                    finally:
+                        if not sent:  # the stream broke while this job was sent: never leave it activated
+                            self._give_back([(key, job)])
         finally:
             open_ = False
             handle.close()
@@ -582,8 +690,7 @@ class GatewayService(pb_grpc.GatewayServicer):
         _check_tenant(request.tenantId)
         if not request.name:
             _fail(grpc.StatusCode.INVALID_ARGUMENT, "Expected a message name, but none given")
-        if request.timeToLive < 0:
-            _fail(grpc.StatusCode.INVALID_ARGUMENT, f"Expected a time to live >= 0, but got {request.timeToLive}")
+        _check_duration("timeToLive", request.timeToLive, minimum=0)
         count = self.client.topology().partitions_count or len(self.client.partition_ids)
         value = {
             "name": request.name,

@@ -54,8 +54,11 @@ class WeirProcess:
         extra_args: list[str] | None = None,
         env: dict[str, str] | None = None,
         repo: Path = REPO,
+        command_api: bool = False,
     ):
         self.data_dir = data_dir
+        # ``weir broker --embedded-gateway`` instead of ``weir start``: the same node, plus its broker command API
+        self.command_port = free_port() if command_api else None
         self.repo = repo  # whose code runs (benchmarks compare a checkout of another commit)
         self.gateway_port = free_port()
         self.monitoring_port = free_port()
@@ -78,7 +81,8 @@ class WeirProcess:
             sys.executable,
             "-m",
             "client.cli",
-            "start",
+            *(["start"] if self.command_port is None else ["broker", "--embedded-gateway"]),
+            *([] if self.command_port is None else ["--command-port", str(self.command_port)]),
             "--data-dir",
             str(self.data_dir),
             "--gateway-port",

@@ -36,6 +36,9 @@ class SideEffects:
 
 EventApplier = Callable[[PartitionState, Record], None]
 
+DEFAULT_MAX_BATCH_BYTES = 4 * 1024 * 1024 - 64 * 1024
+"""What the jobs of one activation may take, rendered: the default max message size less the response's framing."""
+
 
 class ProcessingContext:
     """Collects one round's records; hands out positions, keys and the command's timestamp as "now"."""
@@ -60,6 +63,8 @@ class ProcessingContext:
         self.side_effects = SideEffects()
         self.command: Record | None = None
         self.services: Any = None  # engine services (models, expressions, job streams), set by the engine
+        # What one job activation may carry to a worker (set by the engine from the max message size).
+        self.max_batch_bytes = DEFAULT_MAX_BATCH_BYTES
 
     # -- the command at hand ---------------------------------------------------------------------------------
 

@@ -46,9 +46,16 @@ class Engine:
     """Routes commands to processors and owns what they share (models, expressions, job streams, appliers)."""
 
     def __init__(
-        self, state: PartitionState, job_streams: JobStreams | None = None, *, partitions_count: int = 1
+        self,
+        state: PartitionState,
+        job_streams: JobStreams | None = None,
+        *,
+        partitions_count: int = 1,
+        max_message_size: int = 4 * 1024 * 1024,
     ) -> None:
         self.state = state
+        # a response message also carries its own framing: jobs take at most this much of it
+        self.max_batch_bytes = max_message_size - 64 * 1024
         self.models = ModelCache(lambda key: state.processes.get(key))
         self.appliers = EventAppliers(self.models)
         self.job_streams = job_streams if job_streams is not None else JobStreams()
@@ -102,6 +109,7 @@ class Engine:
         """Process one command; an unknown (value type, intent) is rejected, never ignored."""
         ctx.command = command
         ctx.services = self.services
+        ctx.max_batch_bytes = self.max_batch_bytes
         processor = self._table.get((command.value_type, command.intent))
         if processor is None:
             ctx.reject(

@@ -12,6 +12,7 @@ from decimal import Decimal
 from typing import Any
 
 from broker import feel
+from broker.protocol.documents import find_problem
 
 
 @dataclass(slots=True, frozen=True)
@@ -20,6 +21,7 @@ class ExpressionFailure:
 
 
 _UTC = dt.UTC
+_TOO_DEEP = "the expression is nested too deeply to be parsed; split it into smaller expressions"
 
 
 class ExpressionEvaluator:
@@ -36,6 +38,8 @@ class ExpressionEvaluator:
             feel.parse(expression)
         except feel.FeelSyntaxError as e:
             return str(e)
+        except RecursionError:
+            return _TOO_DEEP
         return None
 
     def _compile(self, text: str) -> Any:
@@ -56,7 +60,18 @@ class ExpressionEvaluator:
     def evaluate_feel(self, text: str, context: dict[str, Any], now_ms: int) -> Any:
         """A FEEL expression (without its '='), as a JSON-compatible value or an ExpressionFailure."""
         value = self._evaluate(text, context, now_ms)
-        return value if isinstance(value, ExpressionFailure) else to_json_value(value)
+        if isinstance(value, ExpressionFailure):
+            return value
+        try:
+            result = to_json_value(value)
+        except RecursionError:
+            return ExpressionFailure(f"failed to evaluate expression '{text}': the result is nested too deeply")
+        # A result the log or a worker could not take (a huge integer, a lone surrogate) is an incident here, not
+        # a failure of the whole processing round later.
+        problem = find_problem(result, json_only=True, noun="result")
+        if problem:
+            return ExpressionFailure(f"failed to evaluate expression '{text}': the {problem}")
+        return result
 
     def evaluate_raw(self, source: str, context: dict[str, Any], now_ms: int) -> Any:
         """Like :meth:`evaluate`, but FEEL temporals stay temporals (timers need durations and dates exactly)."""
@@ -69,6 +84,8 @@ class ExpressionEvaluator:
             compiled = self._compile(text)
         except feel.FeelSyntaxError as e:
             return ExpressionFailure(f"failed to parse expression '{text}': {e}")
+        except RecursionError:
+            return ExpressionFailure(f"failed to parse expression '{text}': {_TOO_DEEP}")
         now = dt.datetime.fromtimestamp(now_ms / 1000, tz=_UTC)
         try:
             value, warnings = feel.evaluate_with_warnings(compiled, context, now=now)

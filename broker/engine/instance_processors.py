@@ -6,6 +6,7 @@ from broker.engine import behaviors as b
 from broker.engine import events, signals
 from broker.engine.bpmn import BpmnValidationError, parse_bpmn, resource_checksum, supported_kinds
 from broker.engine.bpmn import model as bpmn
+from broker.engine.bpmn.safe_xml import UnsafeXmlError, parse_xml
 from broker.engine.context import ProcessingContext
 from broker.engine.elements import SUPPORTED_KINDS, lifecycle
 from broker.protocol.enums import (
@@ -24,6 +25,33 @@ from broker.protocol.values import ProcessInstanceValue
 from broker.state.element_instance import ElementInstance
 
 _SUPPORTED = supported_kinds(SUPPORTED_KINDS)
+
+MAX_SCOPE_DEPTH = 50
+"""Deepest nesting of sub-processes in a model: reading and running scopes recurses, and must stay far from
+Python's recursion limit."""
+_SCOPE_TAGS = frozenset({"subProcess", "transaction", "adHocSubProcess"})
+
+
+def _scope_nested_too_deep(data: bytes) -> str | None:
+    """The id of the first sub-process nested deeper than :data:`MAX_SCOPE_DEPTH`, found without recursion.
+
+    None also when the XML cannot be read: parsing reports that with its own reason.
+    """
+    try:
+        root = parse_xml(data)
+    except (UnsafeXmlError, ValueError):
+        return None
+    stack = [(root, 0)]
+    while stack:
+        node, depth = stack.pop()
+        for child in node:
+            child_depth = depth + (child.tag.rpartition("}")[2] in _SCOPE_TAGS)
+            if child_depth > MAX_SCOPE_DEPTH:
+                return child.get("id") or "(no id)"
+            stack.append((child, child_depth))
+    return None
+
+
 PI = ProcessInstanceIntent
 
 
@@ -53,10 +81,20 @@ def deploy(ctx: ProcessingContext, cmd: Record) -> None:
                 "DMN decisions and forms are not supported"
             )
             continue
+        too_deep = _scope_nested_too_deep(data)
+        if too_deep is not None:
+            problems.append(
+                f"'{name}': '{too_deep}': sub-processes are nested more than {MAX_SCOPE_DEPTH} levels deep "
+                "(the limit); flatten the model"
+            )
+            continue
         try:
             processes = parse_bpmn(data, name, check_expression=expressions.check, supported=_SUPPORTED)
         except BpmnValidationError as e:
             problems.append(str(e))
+            continue
+        except RecursionError:  # a structure nested deeper than the reader can follow, not a broker failure
+            problems.append(f"'{name}': the model is nested too deeply to be read; flatten the model")
             continue
         for p in processes:
             if p.id in seen_ids:

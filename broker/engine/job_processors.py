@@ -7,6 +7,9 @@ so a stale or early command is rejected instead of acting on the wall clock.
 
 from __future__ import annotations
 
+import json
+from typing import Any
+
 from broker.engine import behaviors as b
 from broker.engine import events
 from broker.engine.context import ProcessingContext
@@ -18,10 +21,33 @@ from broker.protocol.enums import (
     RejectionType,
     ValueType,
 )
+from broker.protocol.limits import duration_problem
 from broker.protocol.record import Record
 from broker.state.repositories import JobState
 
-MAX_BATCH_BYTES = 4 * 1024 * 1024 - 64 * 1024
+_OVERSIZED_PER_BATCH = 16  # bounds the work one activation spends on jobs that cannot be sent
+_JOB_OVERHEAD = 256  # keys, numbers, field tags and length prefixes of one ActivatedJob message
+
+
+_ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)
+
+
+def _json_size(value: Any) -> int:
+    if not value:
+        return 2
+    text = _ENCODER.encode(value)
+    return len(text) if text.isascii() else len(text.encode())
+
+
+def rendered_size(job: dict[str, Any]) -> int:
+    """An upper bound of the bytes an activated job takes in an ActivateJobs response (JSON documents included)."""
+    texts = (job.get("type", ""), job.get("bpmnProcessId", ""), job.get("elementId", ""), job.get("worker", ""))
+    return (
+        _json_size(job.get("variables") or {})
+        + _json_size(job.get("customHeaders") or {})
+        + sum(len(t.encode()) for t in texts)
+        + _JOB_OVERHEAD
+    )
 
 
 def _job_or_reject(ctx: ProcessingContext, cmd: Record, action: str, allowed: tuple[str, ...]) -> dict | None:
@@ -65,12 +91,24 @@ def activate_batch(ctx: ProcessingContext, cmd: Record) -> None:
     """JOB_BATCH ACTIVATE: hand up to maxJobsToActivate activatable jobs of a type to one worker."""
     v = cmd.value
     max_jobs = int(v.get("maxJobsToActivate", 1))
-    keys = ctx.state.jobs.activatable_keys(v["type"], max_jobs)
+    # The gateway validates these too; a command from any other path must not activate a job that could never
+    # be sent (a deadline beyond int64) or time out.
+    problem = duration_problem("timeout", int(v["timeout"]), minimum=1)
+    if problem is None and max_jobs < 1:
+        problem = f"Expected argument 'maxJobsToActivate' to be greater than 0, but was {max_jobs}"
+    if problem:
+        ctx.reject(RejectionType.INVALID_ARGUMENT, problem)
+        return
+    # a few more than asked for: jobs too large to send are failed on the way and others take their place
+    keys = ctx.state.jobs.activatable_keys(v["type"], max_jobs + _OVERSIZED_PER_BATCH)
+    limit = ctx.max_batch_bytes
     jobs = []
     job_keys = []
     size = 0
     truncated = False
     for key in keys:
+        if len(jobs) >= max_jobs:
+            break
         job = ctx.state.jobs.get(key)
         assert job is not None
         activated = b.activate_job(
@@ -81,9 +119,12 @@ def activate_batch(ctx: ProcessingContext, cmd: Record) -> None:
             timeout=int(v["timeout"]),
             fetch=v.get("variables") or None,
         )
-        approx = len(str(activated["variables"])) + 512
-        if jobs and size + approx > MAX_BATCH_BYTES:
-            truncated = True
+        approx = rendered_size(activated)
+        if approx > limit:
+            _fail_too_large(ctx, key, job["value"], approx, limit)
+            continue
+        if size + approx > limit:
+            truncated = True  # the rest stay activatable for the next request, as in Zeebe
             break
         size += approx
         jobs.append(activated)
@@ -91,6 +132,24 @@ def activate_batch(ctx: ProcessingContext, cmd: Record) -> None:
     value = {**v, "jobKeys": job_keys, "jobs": jobs, "truncated": truncated}
     rec = ctx.event(ValueType.JOB_BATCH, JobBatchIntent.ACTIVATED, ctx.keys.next_key() if jobs else cmd.key, value)
     ctx.respond(rec)
+
+
+def _fail_too_large(ctx: ProcessingContext, key: int, job: dict[str, Any], size: int, limit: int) -> None:
+    """A job that alone exceeds what a response may carry fails with an incident, so it stops blocking its type.
+
+    Like a job out of retries: reduce the variables (or fetch fewer), update the retries, resolve the incident.
+    """
+    message = (
+        f"The job with key '{key}' cannot be activated: with its variables it takes {size} bytes, more than the "
+        f"{limit} bytes a response to a worker may carry. Reduce the variables (or fetch fewer), then update the "
+        "job's retries and resolve this incident."
+    )
+    value = dict(job)
+    value.update(retries=0, errorMessage=message, deadline=-1, recurringTime=-1, variables={})
+    ctx.event(ValueType.JOB, JobIntent.FAILED, key, value)
+    inst = ctx.state.elements.get(value["elementInstanceKey"])
+    if inst is not None:
+        b.raise_incident(ctx, inst, "MESSAGE_SIZE_EXCEEDED", message, job_key=key)
 
 
 def complete(ctx: ProcessingContext, cmd: Record) -> None:
@@ -122,6 +181,10 @@ def fail(ctx: ProcessingContext, cmd: Record) -> None:
     v = cmd.value
     retries = int(v.get("retries", 0))
     backoff = int(v.get("retryBackoff", 0))
+    problem = duration_problem("retryBackOff", backoff, minimum=0) if backoff > 0 else None
+    if problem:
+        ctx.reject(RejectionType.INVALID_ARGUMENT, problem)
+        return
     value = dict(job["value"])
     value.update(
         retries=retries,
@@ -191,6 +254,10 @@ def update_timeout(ctx: ProcessingContext, cmd: Record) -> None:
     if job is None:
         return
     timeout = int(cmd.value.get("timeout", 0))
+    problem = duration_problem("timeout", timeout, minimum=1)
+    if problem:
+        ctx.reject(RejectionType.INVALID_ARGUMENT, problem)
+        return
     value = dict(job["value"])
     value["deadline"] = ctx.now + timeout
     rec = ctx.event(ValueType.JOB, JobIntent.TIMEOUT_UPDATED, cmd.key, value)

@@ -31,6 +31,7 @@ from broker.protocol.enums import (
     RejectionType,
     ValueType,
 )
+from broker.protocol.limits import duration_problem
 from broker.protocol.record import Record
 
 MS = MessageSubscriptionIntent
@@ -60,6 +61,10 @@ def publish(ctx: ProcessingContext, cmd: Record) -> None:
     ttl = int(v.get("timeToLive", 0) or 0)
     if not name:
         ctx.reject(RejectionType.INVALID_ARGUMENT, "Expected to publish a message with a name, but the name is empty")
+        return
+    problem = duration_problem("timeToLive", ttl, minimum=0)
+    if problem:
+        ctx.reject(RejectionType.INVALID_ARGUMENT, problem)
         return
     if message_id and ctx.state.messages.key_of_id(name, correlation_key, message_id) is not None:
         ctx.reject(

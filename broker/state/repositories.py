@@ -6,6 +6,7 @@ and live processing change state in exactly the same way. Every repository keeps
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Iterator
 from typing import Any
 
@@ -18,6 +19,29 @@ _META_APPLIED = b"last_applied_position"
 _META_PROCESSED = b"last_processed_position"
 _META_KEYS = b"key_counter"
 _META_EXPORTERS = b"exporter_positions"
+
+
+MAX_TEXT_KEY_BYTES = 160
+"""Longest text (a name, type, id or correlation key) used as it is inside an index key. LMDB keys hold at most 511
+bytes, and a key may combine three texts: longer texts are replaced by a fixed-width digest (see :func:`_text`)."""
+_DIGEST = b"\xff"  # never starts (nor appears in) UTF-8 text, so a digest cannot equal or prefix a plain text
+
+
+def _text(text: str) -> bytes:
+    """A text as part of an index key: as it is when short, else a marker and its SHA-256 digest (33 bytes).
+
+    Any length works that way. Where a lookup through a digest finds entries, callers compare the stored value's own
+    text (:func:`_hashed`), so two texts with the same digest are never confused.
+    """
+    raw = text.encode()
+    if len(raw) <= MAX_TEXT_KEY_BYTES:
+        return raw
+    return _DIGEST + hashlib.sha256(raw).digest()
+
+
+def _hashed(*texts: str) -> bool:
+    """Whether any of these texts is stored as a digest (so a lookup must compare the stored value too)."""
+    return any(len(t) > MAX_TEXT_KEY_BYTES // 4 and len(t.encode()) > MAX_TEXT_KEY_BYTES for t in texts)
 
 
 def due_entries(txn: lmdb.Transaction, db: Any, timestamp: int, limit: int) -> list[tuple[int, int]]:
@@ -88,7 +112,7 @@ class ProcessState(_Repository):
 
     @staticmethod
     def _version_key(process_id: str, version: int) -> bytes:
-        return process_id.encode() + b"\0" + version.to_bytes(4, "big")
+        return _text(process_id) + b"\0" + version.to_bytes(4, "big")
 
     def get(self, key: int) -> dict[str, Any] | None:
         v = self.txn.get(u64(key), db=self._db)
@@ -96,11 +120,16 @@ class ProcessState(_Repository):
 
     def key_of(self, process_id: str, version: int) -> int | None:
         v = self.txn.get(self._version_key(process_id, version), db=self._versions)
-        return read_u64(v) if v else None
+        if v is None:
+            return None
+        key = read_u64(v)
+        if _hashed(process_id) and (self.get(key) or {}).get("bpmnProcessId") != process_id:
+            return None
+        return key
 
     def latest(self, process_id: str) -> dict[str, Any] | None:
         cur = self.txn.cursor(db=self._versions)
-        prefix = process_id.encode() + b"\0"
+        prefix = _text(process_id) + b"\0"
         if cur.set_range(prefix + b"\xff\xff\xff\xff"):
             if not cur.prev():
                 return None
@@ -109,7 +138,10 @@ class ProcessState(_Repository):
         k = cur.key()
         if not k.startswith(prefix) or len(k) != len(prefix) + 4:
             return None
-        return self.get(read_u64(cur.value()))
+        found = self.get(read_u64(cur.value()))
+        if found is not None and found["bpmnProcessId"] != process_id:
+            return None
+        return found
 
     def put(self, process: dict[str, Any]) -> None:
         key = process["processDefinitionKey"]
@@ -198,20 +230,25 @@ class VariableState(_Repository):
 
     def get_local(self, scope_key: int, name: str) -> tuple[int, Any] | None:
         """``(variable key, value)`` of a variable defined exactly at this scope."""
-        v = self.txn.get(u64(scope_key) + name.encode(), db=self._db)
+        v = self.txn.get(u64(scope_key) + _text(name), db=self._db)
         if v is None:
             return None
-        key, value = unpack(v)
-        return key, value
+        stored = unpack(v)
+        if len(stored) > 2 and stored[2] != name:
+            return None  # another name with the same digest
+        return stored[0], stored[1]
 
     def local(self, scope_key: int) -> dict[str, Any]:
         out: dict[str, Any] = {}
         for k, v in prefix_scan(self.txn, self._db, u64(scope_key)):
-            out[k[8:].decode()] = unpack(v)[1]
+            stored = unpack(v)
+            out[stored[2] if len(stored) > 2 else k[8:].decode()] = stored[1]
         return out
 
     def put(self, scope_key: int, name: str, var_key: int, value: Any) -> None:
-        self.txn.put(u64(scope_key) + name.encode(), pack([var_key, value]), db=self._db)
+        # a long name is keyed by its digest, so the entry keeps the name itself
+        entry = [var_key, value, name] if _hashed(name) else [var_key, value]
+        self.txn.put(u64(scope_key) + _text(name), pack(entry), db=self._db)
 
     def remove_scope(self, scope_key: int) -> None:
         for k in list(prefix_keys(self.txn, self._db, u64(scope_key))):
@@ -239,8 +276,14 @@ class JobState(_Repository):
 
     def activatable_keys(self, job_type: str, limit: int) -> list[int]:
         out = []
-        for k in prefix_keys(self.txn, self._activatable, job_type.encode() + b"\0"):
-            out.append(read_u64(k, len(k) - 8))
+        exact = _hashed(job_type)
+        for k in prefix_keys(self.txn, self._activatable, _text(job_type) + b"\0"):
+            key = read_u64(k, len(k) - 8)
+            if exact:
+                job = self.get(key)
+                if job is None or job["value"]["type"] != job_type:
+                    continue
+            out.append(key)
             if len(out) >= limit:
                 break
         return out
@@ -256,7 +299,7 @@ class JobState(_Repository):
         return due_entries(self.txn, db, timestamp, limit)
 
     def _index_key(self, job_type: str, key: int) -> bytes:
-        return job_type.encode() + b"\0" + u64(key)
+        return _text(job_type) + b"\0" + u64(key)
 
     def _clear_indexes(self, key: int, job: dict[str, Any]) -> None:
         value = job["value"]
@@ -406,7 +449,7 @@ class JoinState(_Repository):
         super().__init__(sdb, "join_flows")
 
     def _key(self, scope_key: int, gateway_id: str, flow_id: str) -> bytes:
-        return u64(scope_key) + gateway_id.encode() + b"\0" + flow_id.encode()
+        return u64(scope_key) + _text(gateway_id) + b"\0" + _text(flow_id)
 
     def count(self, scope_key: int, gateway_id: str, flow_id: str) -> int:
         v = self.txn.get(self._key(scope_key, gateway_id, flow_id), db=self._db)
@@ -468,7 +511,11 @@ class TimerState(_Repository):
 
 
 def _name_key(name: str, correlation_key: str) -> bytes:
-    return name.encode() + b"\0" + correlation_key.encode() + b"\0"
+    return _text(name) + b"\0" + _text(correlation_key) + b"\0"
+
+
+def _same_message(value: dict[str, Any] | None, name: str, correlation_key: str) -> bool:
+    return value is not None and value["name"] == name and value["correlationKey"] == correlation_key
 
 
 class MessageState(_Repository):
@@ -491,11 +538,22 @@ class MessageState(_Repository):
 
     @staticmethod
     def _id_key(value: dict[str, Any]) -> bytes:
-        return _name_key(value["name"], value["correlationKey"]) + value["messageId"].encode()
+        return _name_key(value["name"], value["correlationKey"]) + _text(value["messageId"])
 
     def key_of_id(self, name: str, correlation_key: str, message_id: str) -> int | None:
-        v = self.txn.get(_name_key(name, correlation_key) + message_id.encode(), db=self._ids)
-        return read_u64(v) if v else None
+        v = self.txn.get(_name_key(name, correlation_key) + _text(message_id), db=self._ids)
+        if v is None:
+            return None
+        key = read_u64(v)
+        if _hashed(name, correlation_key, message_id):
+            found = self.get(key)
+            if found is None or (found["name"], found["correlationKey"], found["messageId"]) != (
+                name,
+                correlation_key,
+                message_id,
+            ):
+                return None
+        return key
 
     def put(self, key: int, value: dict[str, Any]) -> None:
         self.txn.put(u64(key), pack(value), db=self._db)
@@ -519,21 +577,24 @@ class MessageState(_Repository):
     def keys_for(self, name: str, correlation_key: str) -> list[int]:
         """Buffered messages with this name and correlation key, oldest first."""
         prefix = _name_key(name, correlation_key)
-        return [read_u64(k, len(prefix)) for k in prefix_keys(self.txn, self._by_name, prefix)]
+        keys = [read_u64(k, len(prefix)) for k in prefix_keys(self.txn, self._by_name, prefix)]
+        if _hashed(name, correlation_key):
+            keys = [k for k in keys if _same_message(self.get(k), name, correlation_key)]
+        return keys
 
     def deadlines_before(self, timestamp: int, limit: int) -> list[tuple[int, int]]:
         return due_entries(self.txn, self._deadlines, timestamp, limit)
 
     def correlated(self, key: int, target: str) -> bool:
         """Whether the message already reached ``target`` (a process instance key or a process id, as text)."""
-        return self.txn.get(u64(key) + target.encode(), db=self._correlations) is not None
+        return self.txn.get(u64(key) + _text(target), db=self._correlations) is not None
 
     def mark_correlated(self, key: int, target: str) -> None:
         if self.get(key) is not None:
-            self.txn.put(u64(key) + target.encode(), b"", db=self._correlations)
+            self.txn.put(u64(key) + _text(target), b"", db=self._correlations)
 
     def unmark_correlated(self, key: int, target: str) -> None:
-        self.txn.delete(u64(key) + target.encode(), db=self._correlations)
+        self.txn.delete(u64(key) + _text(target), db=self._correlations)
 
 
 class MessageSubscriptionState(_Repository):
@@ -545,11 +606,12 @@ class MessageSubscriptionState(_Repository):
 
     @staticmethod
     def _key(element_instance_key: int, name: str) -> bytes:
-        return u64(element_instance_key) + name.encode()
+        return u64(element_instance_key) + _text(name)
 
     def get(self, element_instance_key: int, name: str) -> dict[str, Any] | None:
         v = self.txn.get(self._key(element_instance_key, name), db=self._db)
-        return unpack(v) if v else None
+        found = unpack(v) if v else None
+        return found if found is not None and found["messageName"] == name else None
 
     def put(self, value: dict[str, Any]) -> None:
         eik, name = value["elementInstanceKey"], value["messageName"]
@@ -568,7 +630,7 @@ class MessageSubscriptionState(_Repository):
         out = []
         for k in prefix_keys(self.txn, self._by_name, prefix):
             found = self.get(read_u64(k, len(prefix)), name)
-            if found is not None:
+            if found is not None and found["correlationKey"] == correlation_key:
                 out.append(found)
         return out
 
@@ -580,15 +642,16 @@ class ProcessMessageSubscriptionState(_Repository):
         super().__init__(sdb, "process_message_subscriptions")
 
     def get(self, element_instance_key: int, name: str) -> dict[str, Any] | None:
-        v = self.txn.get(u64(element_instance_key) + name.encode(), db=self._db)
-        return unpack(v) if v else None
+        v = self.txn.get(u64(element_instance_key) + _text(name), db=self._db)
+        found = unpack(v) if v else None
+        return found if found is not None and found["messageName"] == name else None
 
     def put(self, value: dict[str, Any]) -> None:
-        key = u64(value["elementInstanceKey"]) + value["messageName"].encode()
+        key = u64(value["elementInstanceKey"]) + _text(value["messageName"])
         self.txn.put(key, pack(value), db=self._db)
 
     def remove(self, element_instance_key: int, name: str) -> None:
-        self.txn.delete(u64(element_instance_key) + name.encode(), db=self._db)
+        self.txn.delete(u64(element_instance_key) + _text(name), db=self._db)
 
     def of_element(self, element_instance_key: int) -> list[dict[str, Any]]:
         return [unpack(v) for _, v in prefix_scan(self.txn, self._db, u64(element_instance_key))]
@@ -602,25 +665,33 @@ class MessageStartState(_Repository):
         self._instances = sdb.dbs["message_start_instances"]
 
     def put(self, value: dict[str, Any]) -> None:
-        key = value["messageName"].encode() + b"\0" + u64(value["processDefinitionKey"])
+        key = _text(value["messageName"]) + b"\0" + u64(value["processDefinitionKey"])
         self.txn.put(key, pack(value), db=self._db)
 
     def remove(self, name: str, process_definition_key: int) -> None:
-        self.txn.delete(name.encode() + b"\0" + u64(process_definition_key), db=self._db)
+        self.txn.delete(_text(name) + b"\0" + u64(process_definition_key), db=self._db)
 
     def for_name(self, name: str) -> list[dict[str, Any]]:
-        return [unpack(v) for _, v in prefix_scan(self.txn, self._db, name.encode() + b"\0")]
+        found = [unpack(v) for _, v in prefix_scan(self.txn, self._db, _text(name) + b"\0")]
+        return [f for f in found if f["messageName"] == name]
 
     def for_process(self, process_id: str) -> list[dict[str, Any]]:
         return [unpack(v) for _, v in self.txn.cursor(db=self._db) if unpack(v)["bpmnProcessId"] == process_id]
 
     @staticmethod
     def _lock(process_id: str, correlation_key: str) -> bytes:
-        return b"K" + process_id.encode() + b"\0" + correlation_key.encode()
+        return b"K" + _text(process_id) + b"\0" + _text(correlation_key)
 
     def active_instance(self, process_id: str, correlation_key: str) -> int | None:
         v = self.txn.get(self._lock(process_id, correlation_key), db=self._instances)
-        return read_u64(v) if v else None
+        if v is None:
+            return None
+        key = read_u64(v)
+        if _hashed(process_id, correlation_key):
+            held = self.txn.get(b"I" + u64(key), db=self._instances)
+            if held is None or unpack(held) != [process_id, correlation_key]:
+                return None
+        return key
 
     def lock(self, process_id: str, correlation_key: str, instance_key: int) -> None:
         self.txn.put(self._lock(process_id, correlation_key), u64(instance_key), db=self._instances)
@@ -641,15 +712,22 @@ class OutboxState(_Repository):
     def __init__(self, sdb: StateDb) -> None:
         super().__init__(sdb, "subscription_outbox")
 
+    @staticmethod
+    def _fit(key: bytes) -> bytes:
+        """Keys are a side, an element instance key and a message name: a long name goes in as its digest."""
+        if len(key) <= 9 + MAX_TEXT_KEY_BYTES:
+            return key
+        return key[:9] + _DIGEST + hashlib.sha256(key[9:]).digest()
+
     def put(self, key: bytes, value: dict[str, Any]) -> None:
-        self.txn.put(key, pack(value), db=self._db)
+        self.txn.put(self._fit(key), pack(value), db=self._db)
 
     def get(self, key: bytes) -> dict[str, Any] | None:
-        v = self.txn.get(key, db=self._db)
+        v = self.txn.get(self._fit(key), db=self._db)
         return unpack(v) if v else None
 
     def remove(self, key: bytes) -> None:
-        self.txn.delete(key, db=self._db)
+        self.txn.delete(self._fit(key), db=self._db)
 
     def pending(self, limit: int = 1000) -> list[tuple[bytes, dict[str, Any]]]:
         out = []
@@ -679,7 +757,7 @@ class SignalSubscriptionState(_Repository):
 
     @staticmethod
     def _key(name: str, owner: int, element_id: str) -> bytes:
-        return name.encode() + b"\0" + u64(owner) + element_id.encode()
+        return _text(name) + b"\0" + u64(owner) + _text(element_id)
 
     def put(self, value: dict[str, Any]) -> None:
         owner = self.owner(value)
@@ -695,10 +773,12 @@ class SignalSubscriptionState(_Repository):
 
     def get(self, name: str, owner: int, element_id: str) -> dict[str, Any] | None:
         v = self.txn.get(self._key(name, owner, element_id), db=self._db)
-        return unpack(v) if v else None
+        found = unpack(v) if v else None
+        return found if found is not None and found["signalName"] == name else None
 
     def for_name(self, name: str) -> list[dict[str, Any]]:
-        return [unpack(v) for _, v in prefix_scan(self.txn, self._db, name.encode() + b"\0")]
+        found = [unpack(v) for _, v in prefix_scan(self.txn, self._db, _text(name) + b"\0")]
+        return [f for f in found if f["signalName"] == name]
 
     def of_owner(self, owner: int) -> list[dict[str, Any]]:
         out = []

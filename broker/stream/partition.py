@@ -28,13 +28,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import msgpack
+
 from broker import monitoring
 from broker.engine.context import ProcessingContext
 from broker.engine.engine import Engine
 from broker.engine.job_streams import JobStreams
 from broker.log import FileLog, LogBlock, LogStorage
 from broker.logs import PartitionLog
-from broker.protocol.codec import decode_block, encode_block
+from broker.protocol.codec import decode_block, encode_block, record_to_list
+from broker.protocol.documents import InvalidDocumentError, check_command_value
 from broker.protocol.enums import (
     INTENTS,
     CommandDistributionIntent,
@@ -110,6 +113,8 @@ class PartitionConfig:
     partitions_count: int = 1
     # Below this much free disk the partition rejects new commands (RESOURCE_EXHAUSTED) until space is back.
     min_free_disk_bytes: int = 256 << 20
+    # The largest gRPC message: no variables document may be larger, or no worker could ever be sent it.
+    max_message_size: int = 4 << 20
 
 
 class Partition:
@@ -167,6 +172,8 @@ class Partition:
         # Reaches other partitions' leaders (deployment distribution); set by the node in a cluster.
         self.inter_partition: Any = None
         self._distributing: set[tuple[int, int]] = set()
+        # After a round whose block could not be encoded: check each command's records before it commits.
+        self._careful = False
 
     # -- lifecycle -------------------------------------------------------------------------------------------
 
@@ -177,7 +184,12 @@ class Partition:
         snap = snapshots.restore_latest(self.directory / "snapshots", runtime)
         self.db = StateDb(runtime)
         self.state = PartitionState(self.db)
-        self.engine = Engine(self.state, self.job_streams, partitions_count=self.config.partitions_count)
+        self.engine = Engine(
+            self.state,
+            self.job_streams,
+            partitions_count=self.config.partitions_count,
+            max_message_size=self.config.max_message_size,
+        )
         with self.db.begin() as txn:
             self.state.bind(txn)
             applied = self.state.meta.last_applied_position()
@@ -329,7 +341,10 @@ class Partition:
         """Queue a command; the future resolves with the response record once it is durable.
 
         User commands pass admission control; ``internal`` ones (from other partitions) never are refused by it.
+        A value that could not be logged or shown as JSON raises :class:`InvalidDocumentError` before it is queued:
+        caught later, while the round's block is encoded, it would fail every command of the round.
         """
+        check_command_value(value, self.config.max_message_size)
         if not self.healthy or self._closing:
             raise PartitionUnavailableError(self.failure or f"partition {self.partition_id} is not available")
         if not self._processing:
@@ -447,7 +462,9 @@ class Partition:
         processed = self.processed_position
         commands = 0
         taken_from_queue: list[Record] = []
+        taken_from_inbox: list[tuple[Record, asyncio.Future[Record] | None]] = []
         queue_before = list(self._queue)
+        exporter_positions_before = self._exporter_positions
         try:
             while (
                 len(ctx.records) < self.config.max_records_per_round and commands < self.config.max_commands_per_round
@@ -456,7 +473,11 @@ class Partition:
                     cmd = self._queue.popleft()
                     taken_from_queue.append(cmd)
                 elif self._inbox:
-                    cmd, _fut = self._inbox.popleft()
+                    taken = self._inbox.popleft()
+                    taken_from_inbox.append(taken)
+                    cmd = taken[0]
+                    if self._careful and not self._encodable(cmd, taken[1]):
+                        continue
                     cmd.timestamp = now
                     ctx.append_client_command(cmd)
                 else:
@@ -472,7 +493,12 @@ class Partition:
             first = ctx.records[0].position
             last = ctx.records[-1].position
             exporter_positions = self._store_exporter_positions()
-            payload = encode_block(processed, ctx.records, exporter_positions)
+            try:
+                payload = encode_block(processed, ctx.records, exporter_positions)
+            except _UNENCODABLE as e:
+                if self._careful:
+                    raise
+                raise _RetryCarefully(repr(e)) from e
             await self._commit_block(LogBlock(first, last, payload), loop)
             self.state.meta.set_positions(last, processed, self.keys.counter)
             self.state.flush()
@@ -493,9 +519,22 @@ class Partition:
                             fut.set_exception(unknown)
             # Queued commands go back; follow-ups of the rolled-back round were never committed.
             self._queue = deque(queue_before)
-            raise
+            if not isinstance(e, _RetryCarefully):
+                raise
+            # One command produced a record that cannot be encoded: run the same commands again, each checked on
+            # its own, so only that command is rejected and the round goes on (instead of stopping the partition).
+            self._log.error(
+                "partition %d: a record of this round cannot be encoded (%s); processing its commands again one by one",
+                self.partition_id,
+                e,
+            )
+            self._inbox.extendleft(reversed(taken_from_inbox))
+            self._exporter_positions = exporter_positions_before
+            self._careful = True
+            return
         finally:
             self.state.bind(None)
+        self._careful = False
         self._committed_key_counter = self.keys.counter
         self.applied_position = last
         self.processed_position = processed
@@ -551,6 +590,17 @@ class Partition:
         if self._marker is not None:
             self._marker.record(position)
 
+    def _encodable(self, cmd: Record, future: asyncio.Future[Record] | None) -> bool:
+        """Whether a command can be written to the log; one that cannot is answered with the reason and dropped."""
+        try:
+            msgpack.packb(record_to_list(cmd), use_bin_type=True)
+        except _UNENCODABLE as e:
+            self._log.error("partition %d: dropped a command that cannot be logged: %r", self.partition_id, e)
+            if future is not None and not future.done():
+                future.set_exception(InvalidDocumentError(f"Expected a command that can be stored, but {e!r}"))
+            return False
+        return True
+
     def _process_one(self, ctx: ProcessingContext, txn: Any, cmd: Record) -> None:
         """Process one command in a nested transaction; an unexpected error rolls back only this command."""
         mark = ctx.mark()
@@ -558,6 +608,9 @@ class Partition:
         self.state.bind(child)
         try:
             self.engine.process(ctx, cmd)
+            if self._careful:
+                # msgpack refuses what it cannot encode (lone surrogates, huge integers, deep nesting)
+                msgpack.packb([record_to_list(r) for r in ctx.records[mark[0] :]], use_bin_type=True)
             self.state.flush()
             child.commit()
         except Exception as e:
@@ -606,6 +659,7 @@ class Partition:
 
     async def _check_due(self) -> None:
         self._outbox_sent: dict[tuple[bytes, str], float] = {}
+        self._outbox_refused: dict[tuple[bytes, str], int] = {}  # consecutive refusals by the receiving partition
         self._sends: set[asyncio.Task[None]] = set()
         self.engine.services.sender = self._send_command
         while not self._closing:
@@ -642,6 +696,8 @@ class Partition:
     # -- commands between partitions for message subscriptions -----------------------------------------------
 
     _OUTBOX_RESEND_S = 1.0
+    # A command the receiving partition refuses (a processing error there) is resent ever less often, up to this.
+    _OUTBOX_MAX_RESEND_S = 300.0
 
     def _deliver_outbox(self) -> None:
         """Send every pending subscription command not sent within the last second (they wait for an answer)."""
@@ -657,18 +713,32 @@ class Partition:
         for outbox_key, entry in pending:
             key = (outbox_key, entry["intent"])
             live.add(key)
-            if moment - self._outbox_sent.get(key, -1e9) < self._OUTBOX_RESEND_S:
+            refused = self._outbox_refused.get(key, 0)
+            interval = min(self._OUTBOX_RESEND_S * 2**refused, self._OUTBOX_MAX_RESEND_S)
+            if moment - self._outbox_sent.get(key, -1e9) < interval:
                 continue
             self._outbox_sent[key] = moment
             value_type = ValueType[entry["valueType"]]
             intent = INTENTS[value_type][entry["intent"]]
-            self._send_command(entry["partitionId"], value_type, intent, entry["value"], -1)
+            self._send_command(entry["partitionId"], value_type, intent, entry["value"], -1, outbox=key)
         for key in list(self._outbox_sent):
             if key not in live:
                 del self._outbox_sent[key]
+                self._outbox_refused.pop(key, None)
 
-    def _send_command(self, partition_id: int, value_type: ValueType, intent: int, value: dict, key: int) -> None:
-        """At most once: to this partition's own inbox, or to another partition's leader (losses are resent)."""
+    def _send_command(
+        self,
+        partition_id: int,
+        value_type: ValueType,
+        intent: int,
+        value: dict,
+        key: int,
+        outbox: tuple[bytes, str] | None = None,
+    ) -> None:
+        """At most once: to this partition's own inbox, or to another partition's leader (losses are resent).
+
+        ``outbox``: the pending entry this sends, whose resends back off while the receiver refuses it.
+        """
         if partition_id == self.partition_id:
             self.write_internal(value_type, intent, dict(value), key)
             return
@@ -677,17 +747,48 @@ class Partition:
                 "partition %d: no route to partition %d for %s", self.partition_id, partition_id, value_type
             )
             return
-        task = asyncio.get_running_loop().create_task(self._send_remote(partition_id, value_type, intent, value, key))
+        task = asyncio.get_running_loop().create_task(
+            self._send_remote(partition_id, value_type, intent, value, key, outbox)
+        )
         self._sends.add(task)
         task.add_done_callback(self._sends.discard)
 
-    async def _send_remote(self, partition_id: int, value_type: ValueType, intent: int, value: dict, key: int) -> None:
+    async def _send_remote(
+        self,
+        partition_id: int,
+        value_type: ValueType,
+        intent: int,
+        value: dict,
+        key: int,
+        outbox: tuple[bytes, str] | None = None,
+    ) -> None:
         try:
-            await asyncio.wait_for(
+            reply = await asyncio.wait_for(
                 self.inter_partition.execute(partition_id, value_type, intent, value, key, internal=True), 10
             )
         except Exception as e:  # unreachable, no leader, rejected: the sender's outbox resends what matters
             self._log.debug("partition %d: command to partition %d failed: %r", self.partition_id, partition_id, e)
+            return
+        if outbox is None:
+            return
+        if reply.record_type == RecordType.COMMAND_REJECTION and reply.rejection_type in (
+            RejectionType.PROCESSING_ERROR,
+            RejectionType.INVALID_ARGUMENT,
+        ):
+            refused = self._outbox_refused.get(outbox, 0) + 1
+            self._outbox_refused[outbox] = refused
+            if refused == 1 or refused % 10 == 0:
+                self._log.error(
+                    "partition %d: partition %d refused %s.%s (%d times; resent ever less often): %s",
+                    self.partition_id,
+                    partition_id,
+                    value_type.name,
+                    reply.intent_enum.name,
+                    refused,
+                    reply.rejection_reason,
+                )
+        else:
+            self._outbox_refused.pop(outbox, None)
 
     # -- command distribution to other partitions ------------------------------------------------------------
 
@@ -1018,6 +1119,14 @@ class Partition:
             if not fut.done():
                 fut.set_exception(error)
         self._futures.clear()
+
+
+class _RetryCarefully(Exception):
+    """A record of the round could not be encoded: the round is rolled back and its commands processed again."""
+
+
+# What msgpack raises for a value it cannot encode.
+_UNENCODABLE = (ValueError, TypeError, OverflowError)
 
 
 class _RoundNotCommitted(Exception):

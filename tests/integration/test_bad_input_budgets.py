@@ -1,0 +1,496 @@
+"""Bad input at the edges of what can be stored or sent gets a clear error, and nothing else happens.
+
+Each case sends the bad input to a real broker (through the gateway, and where it matters straight to the broker's
+command API, which a gateway in another process uses) and then shows that a normal workflow still completes on the
+same broker: one bad value must never stop a partition or block other work.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import grpc
+import msgpack
+import pytest
+from pyzeebe.proto import gateway_pb2 as pb
+
+from broker.protocol.enums import ValueType
+from tests.harness import BPMN, WeirProcess, eventually
+from tests.integration.clients import (
+    Stub,
+    activate,
+    activate_now,
+    complete,
+    create,
+    deploy,
+    is_active,
+    open_incidents,
+    rpc_error,
+    variables_of,
+)
+
+SURROGATE = '{"a": "\\ud800"}'  # JSON text that decodes to a lone UTF-16 surrogate
+
+
+@pytest.fixture(scope="module")
+def node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[WeirProcess]:
+    """A broker with an embedded gateway and its command API open."""
+    w = WeirProcess(tmp_path_factory.mktemp("budgets") / "data", command_api=True)
+    w.start()
+    try:
+        yield w
+    finally:
+        w.stop()
+
+
+@pytest.fixture(scope="module")
+def stub(node: WeirProcess) -> Iterator[Stub]:
+    channel = grpc.insecure_channel(node.address)
+    try:
+        yield Stub(channel)
+    finally:
+        channel.close()
+
+
+def assert_workflow_completes(stub: Stub) -> None:
+    """A deploy, a create, a job round trip and the instance's end: the partition still works."""
+    d = deploy(stub, "one-task.bpmn")
+    future = stub.CreateProcessInstanceWithResult.future(
+        pb.CreateProcessInstanceWithResultRequest(
+            request=pb.CreateProcessInstanceRequest(bpmnProcessId=d.pid(), version=-1, variables='{"alive": true}'),
+            requestTimeout=10_000,
+        ),
+        timeout=15,
+    )
+    (job,) = activate(stub, d.type("test"))
+    assert variables_of(job) == {"alive": True}
+    complete(stub, job.key, {"done": 1})
+    assert json.loads(future.result().variables) == {"alive": True, "done": 1}
+
+
+def _nested(depth: int) -> list[Any]:
+    value: list[Any] = []
+    for _ in range(depth):
+        value = [value]
+    return value
+
+
+def command_api(node: WeirProcess, commands: list[dict[str, Any]]) -> dict[int, dict[str, Any]]:
+    """Send commands in one message to the broker's ``Execute``-by-stream API; answers by request id."""
+    identity = lambda b: b  # noqa: E731
+    with grpc.insecure_channel(f"127.0.0.1:{node.command_port}") as channel:
+        call = channel.stream_stream("/weir.broker.CommandApi/Commands", identity, identity)
+        batch = b"".join(msgpack.packb(c, use_bin_type=True, unicode_errors="surrogatepass") for c in commands)
+        answers: dict[int, dict[str, Any]] = {}
+        for reply in call(iter([batch]), timeout=20):
+            unpacker = msgpack.Unpacker(raw=False, strict_map_key=False)
+            unpacker.feed(reply)
+            for answer in unpacker:
+                answers[answer["id"]] = answer
+        return answers
+
+
+# -- item 1: lone surrogates ---------------------------------------------------------------------------------
+
+
+def test_lone_surrogate_in_variables_is_refused_by_every_rpc(stub: Stub) -> None:
+    d = deploy(stub, "one-task.bpmn")
+    pi = create(stub, d.pid(), {"n": 1})
+    (job,) = activate(stub, d.type("test"))
+    calls: list[tuple[Any, Any]] = [
+        (stub.CreateProcessInstance, pb.CreateProcessInstanceRequest(bpmnProcessId=d.pid(), variables=SURROGATE)),
+        (stub.CompleteJob, pb.CompleteJobRequest(jobKey=job.key, variables=SURROGATE)),
+        (stub.FailJob, pb.FailJobRequest(jobKey=job.key, retries=1, variables=SURROGATE)),
+        (stub.ThrowError, pb.ThrowErrorRequest(jobKey=job.key, errorCode="E", variables=SURROGATE)),
+        (stub.SetVariables, pb.SetVariablesRequest(elementInstanceKey=pi, variables=SURROGATE)),
+        (stub.PublishMessage, pb.PublishMessageRequest(name="m", correlationKey="k", variables=SURROGATE)),
+        (stub.BroadcastSignal, pb.BroadcastSignalRequest(signalName="s", variables=SURROGATE)),
+        (
+            stub.SetVariables,
+            pb.SetVariablesRequest(elementInstanceKey=pi, variables='{"ok": {"\\udc00name": 1}}'),
+        ),
+    ]
+    for call, request in calls:
+        err = rpc_error(call, request)
+        assert err.code() == grpc.StatusCode.INVALID_ARGUMENT, (request, err.details())
+        assert "surrogate" in err.details(), err.details()
+        assert "'a'" in err.details() or "name" in err.details(), err.details()
+    complete(stub, job.key, {"n": 2})
+    assert_workflow_completes(stub)
+
+
+def test_command_api_refuses_values_that_cannot_be_stored_or_shown(stub: Stub, node: WeirProcess) -> None:
+    """The broker checks commands itself: a gateway in another process (or any caller) cannot stop a partition."""
+    d = deploy(stub, "one-task.bpmn")
+    bad_values: dict[str, Any] = {
+        "surrogate": "\ud800",
+        "nan": float("nan"),
+        "infinity": float("inf"),
+        "extension": msgpack.ExtType(42, b"\x00"),
+        "bytes": b"raw",
+        "deep": _nested(150),
+    }
+    create = int(ValueType.PROCESS_INSTANCE_CREATION)
+    commands = []
+    for i, (name, bad) in enumerate(bad_values.items()):
+        value = {"bpmnProcessId": d.pid(), "version": -1, "processDefinitionKey": -1, "variables": {name: bad}}
+        commands.append({"id": i, "p": 1, "vt": create, "i": 0, "k": -1, "v": value})
+    # the surrogate in a field other than variables (a message name); then a good creation in the same message
+    message = {"name": "x\udc00", "correlationKey": "k"}
+    commands.append({"id": 100, "p": 1, "vt": int(ValueType.MESSAGE), "i": 0, "k": -1, "v": message})
+    good = {"bpmnProcessId": d.pid(), "version": -1, "processDefinitionKey": -1, "variables": {"fine": 1}}
+    commands.append({"id": 101, "p": 1, "vt": create, "i": 0, "k": -1, "v": good})
+    answers = command_api(node, commands)
+    for i, name in enumerate(bad_values):
+        assert answers[i].get("err") == "invalid", (name, answers[i])
+        assert f"'{name}" in answers[i]["msg"], answers[i]["msg"]
+    assert answers[100].get("err") == "invalid" and "'name'" in answers[100]["msg"]
+    assert "ok" in answers[101], answers[101]
+    (job,) = activate(stub, d.type("test"))
+    assert variables_of(job) == {"fine": 1}, "only the good creation started an instance"
+    complete(stub, job.key)
+    assert_workflow_completes(stub)
+
+
+# -- item 4: values JSON cannot show -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "document",
+    ['{"a": 1e400}', '{"a": -1e400}', '{"a": 100000000000000000000000}', '{"a": ' + "[" * 150 + "]" * 150 + "}"],
+)
+def test_numbers_and_nesting_that_cannot_be_stored_are_refused(stub: Stub, document: str) -> None:
+    d = deploy(stub, "one-task.bpmn")
+    err = rpc_error(
+        stub.CreateProcessInstance, pb.CreateProcessInstanceRequest(bpmnProcessId=d.pid(), variables=document)
+    )
+    assert err.code() == grpc.StatusCode.INVALID_ARGUMENT, err.details()
+    assert "'a" in err.details(), err.details()
+    assert_workflow_completes(stub)
+
+
+# -- item 3: numeric fields out of range ---------------------------------------------------------------------
+
+INT64_MAX = 2**63 - 1
+
+
+def test_out_of_range_numbers_are_refused_and_no_job_is_lost(stub: Stub) -> None:
+    d = deploy(stub, "one-task.bpmn")
+    pi = create(stub, d.pid())
+    job_type = d.type("test")
+    activation = {"type": job_type, "worker": "w", "timeout": 1000, "maxJobsToActivate": 1, "requestTimeout": -1}
+    calls: list[tuple[Any, Any, str]] = [
+        (stub.ActivateJobs, pb.ActivateJobsRequest(**{**activation, "timeout": INT64_MAX}), "timeout"),
+        (stub.ActivateJobs, pb.ActivateJobsRequest(**{**activation, "requestTimeout": INT64_MAX}), "requestTimeout"),
+        (
+            stub.StreamActivatedJobs,
+            pb.StreamActivatedJobsRequest(type=job_type, worker="w", timeout=INT64_MAX),
+            "timeout",
+        ),
+        (stub.PublishMessage, pb.PublishMessageRequest(name="m", timeToLive=INT64_MAX), "timeToLive"),
+        (stub.PublishMessage, pb.PublishMessageRequest(name="m", timeToLive=-1), "timeToLive"),
+        (
+            stub.CreateProcessInstanceWithResult,
+            pb.CreateProcessInstanceWithResultRequest(
+                request=pb.CreateProcessInstanceRequest(bpmnProcessId=d.pid(), version=-1), requestTimeout=INT64_MAX
+            ),
+            "requestTimeout",
+        ),
+        (stub.CreateProcessInstance, pb.CreateProcessInstanceRequest(bpmnProcessId=d.pid(), version=-7), "version"),
+    ]
+    for call, request, named in calls:
+        err = rpc_error(call, request)
+        assert err.code() == grpc.StatusCode.INVALID_ARGUMENT, (request, err.details())
+        assert named in err.details(), err.details()
+
+    # the job was never activated by the refused requests: it is delivered now, then refused bad updates leave it be
+    (job,) = activate(stub, job_type)
+    assert job.processInstanceKey == pi
+    for call, request, named in [
+        (stub.UpdateJobTimeout, pb.UpdateJobTimeoutRequest(jobKey=job.key, timeout=INT64_MAX), "timeout"),
+        (stub.FailJob, pb.FailJobRequest(jobKey=job.key, retries=1, retryBackOff=INT64_MAX), "retryBackOff"),
+        (stub.FailJob, pb.FailJobRequest(jobKey=job.key, retries=-1), "retries"),
+    ]:
+        err = rpc_error(call, request)
+        assert err.code() == grpc.StatusCode.INVALID_ARGUMENT, (request, err.details())
+        assert named in err.details(), err.details()
+    complete(stub, job.key)
+    assert_workflow_completes(stub)
+
+
+def test_command_api_activation_with_an_endless_timeout_is_rejected(stub: Stub, node: WeirProcess) -> None:
+    """Without the gateway's validation, the partition itself refuses to activate a job it could never send."""
+    d = deploy(stub, "one-task.bpmn")
+    create(stub, d.pid())
+    value = {
+        "type": d.type("test"),
+        "worker": "w",
+        "timeout": INT64_MAX,
+        "maxJobsToActivate": 5,
+        "variables": [],
+        "jobKeys": [],
+        "jobs": [],
+        "truncated": False,
+    }
+    answers = command_api(node, [{"id": 1, "p": 1, "vt": int(ValueType.JOB_BATCH), "i": 0, "k": -1, "v": value}])
+    record = answers[1]["ok"]
+    assert record[2] == 2, record  # COMMAND_REJECTION
+    assert "timeout" in record[9]
+    identity = lambda b: b  # noqa: E731
+    with grpc.insecure_channel(f"127.0.0.1:{node.command_port}") as channel:
+        stream_jobs = channel.unary_stream("/weir.broker.CommandApi/StreamJobs", identity, identity)
+        request = msgpack.packb({"type": d.type("test"), "worker": "w", "timeout": INT64_MAX, "fetch": []})
+        err = rpc_error(stream_jobs, request)
+        assert err.code() == grpc.StatusCode.INVALID_ARGUMENT and "timeout" in err.details(), err.details()
+    (job,) = activate(stub, d.type("test"))  # still activatable, and delivered
+    complete(stub, job.key)
+    assert_workflow_completes(stub)
+
+
+# -- item 6: models nested too deeply ------------------------------------------------------------------------
+
+
+def nested_model(process_id: str, depth: int, job_type: str, source: str = "= true") -> bytes:
+    """A process whose only task sits ``depth`` sub-processes deep; the task maps ``source`` to a variable."""
+    inner = (
+        f'<bpmn:startEvent id="s{depth}"/><bpmn:sequenceFlow id="f{depth}a" sourceRef="s{depth}" targetRef="task"/>'
+        f'<bpmn:serviceTask id="task"><bpmn:extensionElements><zeebe:taskDefinition type="{job_type}"/>'
+        f'<zeebe:ioMapping><zeebe:input source="{source}" target="mapped"/></zeebe:ioMapping>'
+        "</bpmn:extensionElements></bpmn:serviceTask>"
+        f'<bpmn:sequenceFlow id="f{depth}b" sourceRef="task" targetRef="e{depth}"/>'
+        f'<bpmn:endEvent id="e{depth}"/>'
+    )
+    for d in reversed(range(depth)):
+        inner = (
+            f'<bpmn:startEvent id="s{d}"/><bpmn:sequenceFlow id="f{d}a" sourceRef="s{d}" targetRef="sub{d}"/>'
+            f'<bpmn:subProcess id="sub{d}">{inner}</bpmn:subProcess>'
+            f'<bpmn:sequenceFlow id="f{d}b" sourceRef="sub{d}" targetRef="e{d}"/><bpmn:endEvent id="e{d}"/>'
+        )
+    return (
+        '<?xml version="1.0" encoding="UTF-8"?>'
+        '<bpmn:definitions xmlns:bpmn="http://www.omg.org/spec/BPMN/20100524/MODEL" '
+        'xmlns:zeebe="http://camunda.org/schema/zeebe/1.0" id="defs" targetNamespace="http://bpmn.io/schema/bpmn">'
+        f'<bpmn:process id="{process_id}" isExecutable="true">{inner}</bpmn:process></bpmn:definitions>'
+    ).encode()
+
+
+def test_deeply_nested_models_and_expressions_are_refused_naming_the_element(stub: Stub) -> None:
+    suffix = uuid.uuid4().hex[:8]
+    cases = [
+        (nested_model(f"deep-{suffix}", 51, "deep"), "'sub50'"),
+        (nested_model(f"deeper-{suffix}", 1500, "deep"), "'sub50'"),
+        (nested_model(f"feel-{suffix}", 1, "deep", "= " + "(" * 3000 + "true" + ")" * 3000), "'task'"),
+        (nested_model(f"feel2-{suffix}", 1, "deep", "= " + "[" * 3000 + "]" * 3000 + " = []"), "'task'"),
+    ]
+    for content, element in cases:
+        request = pb.DeployResourceRequest(resources=[pb.Resource(name="deep.bpmn", content=content)])
+        err = rpc_error(stub.DeployResource, request)
+        assert err.code() == grpc.StatusCode.INVALID_ARGUMENT, err.details()[:300]
+        assert element in err.details(), err.details()[:500]
+        assert "nested" in err.details(), err.details()[:500]
+
+    # the deepest nesting allowed deploys and runs to its end
+    job_type = f"deep-{suffix}"
+    content = nested_model(f"deepest-{suffix}", 50, job_type)
+    stub.DeployResource(pb.DeployResourceRequest(resources=[pb.Resource(name="ok.bpmn", content=content)]), timeout=10)
+    future = stub.CreateProcessInstanceWithResult.future(
+        pb.CreateProcessInstanceWithResultRequest(
+            request=pb.CreateProcessInstanceRequest(bpmnProcessId=f"deepest-{suffix}", version=-1),
+            requestTimeout=20_000,
+        ),
+        timeout=25,
+    )
+    (job,) = activate(stub, job_type, within=15)
+    complete(stub, job.key, {"deep": True})
+    assert json.loads(future.result().variables) == {"deep": True}
+    cancelled = create(stub, f"deepest-{suffix}")
+    activate(stub, job_type, within=15)
+    stub.CancelProcessInstance(pb.CancelProcessInstanceRequest(processInstanceKey=cancelled), timeout=10)
+    assert not is_active(stub, cancelled)
+    assert_workflow_completes(stub)
+
+
+# -- item 5: names and keys longer than an index key ---------------------------------------------------------
+
+
+def test_long_names_and_correlation_keys_work_like_short_ones(stub: Stub) -> None:
+    """LMDB keys hold 511 bytes: longer names, job types, ids and correlation keys work all the same."""
+    check_long_names(stub)
+    assert_workflow_completes(stub)
+
+
+def test_long_names_work_across_partitions(tmp_path: Path) -> None:
+    """With several partitions the subscription travels to the message's partition and back (the outbox)."""
+    w = WeirProcess(tmp_path / "data", extra_args=["--partitions", "3"])
+    w.start()
+    channel = grpc.insecure_channel(w.address)
+    try:
+        for _ in range(3):  # instances start round-robin: some surely live apart from their message
+            check_long_names(Stub(channel))
+    finally:
+        channel.close()
+        w.kill()
+
+
+def check_long_names(stub: Stub) -> None:
+    suffix = uuid.uuid4().hex[:8]
+    message_name = f"approved-{suffix}-" + "n" * 1500
+    job_type = f"approved-{suffix}-" + "t" * 700
+    text = (BPMN / "message-catch.bpmn").read_text()
+    text = text.replace('id="message-catch"', f'id="long-{suffix}"')
+    text = text.replace('name="approved"', f'name="{message_name}"')
+    text = text.replace('type="approved"', f'type="{job_type}"')
+    stub.DeployResource(
+        pb.DeployResourceRequest(resources=[pb.Resource(name="long.bpmn", content=text.encode())]), timeout=10
+    )
+    long_key = "k" * 5000
+    long_variable = "v" * 800
+    # with several partitions the deployment reaches the others a moment later
+    waiting = eventually(
+        lambda: create(stub, f"long-{suffix}", {"requestId": long_key, long_variable: 1}), what="a first instance"
+    )
+    other = eventually(lambda: create(stub, f"long-{suffix}", {"requestId": long_key + "-other"}), what="an instance")
+
+    published = pb.PublishMessageRequest(
+        name=message_name, correlationKey=long_key, messageId="i" * 3000, timeToLive=60_000, variables='{"m": 1}'
+    )
+    stub.PublishMessage(published, timeout=10)
+    err = rpc_error(stub.PublishMessage, published)
+    assert err.code() == grpc.StatusCode.ALREADY_EXISTS, err.details()[:200]
+
+    (job,) = activate(stub, job_type)
+    assert job.processInstanceKey == waiting
+    assert variables_of(job) == {"requestId": long_key, long_variable: 1, "m": 1}
+    complete(stub, job.key)
+    assert not is_active(stub, waiting)
+    assert is_active(stub, other), "a different correlation key did not correlate"
+    stub.PublishMessage(
+        pb.PublishMessageRequest(name=message_name, correlationKey=long_key + "-other", timeToLive=0), timeout=10
+    )
+    (job,) = activate(stub, job_type)
+    assert job.processInstanceKey == other
+    complete(stub, job.key)
+
+
+# -- item 4: activations larger than a message ----------------------------------------------------------------
+
+SMALL_MESSAGE = 256 * 1024  # the broker under test sends and takes messages of at most this size
+
+
+@pytest.fixture
+def small_node(tmp_path: Path) -> Iterator[WeirProcess]:
+    """A broker whose max message size is 256 KiB, so the limits are reached with small documents."""
+    w = WeirProcess(tmp_path / "data", command_api=True, extra_args=["--max-message-size", str(SMALL_MESSAGE)])
+    w.start()
+    try:
+        yield w
+    finally:
+        w.kill()
+
+
+def test_activations_never_exceed_the_message_size_and_oversized_jobs_raise_incidents(small_node: WeirProcess) -> None:
+    channel = grpc.insecure_channel(small_node.address)
+    stub = Stub(channel)
+    try:
+        d = deploy(stub, "one-task.bpmn")
+        job_type = d.type("test")
+        big = "x" * (100 * 1024)
+        batch = [create(stub, d.pid(), {"big": big, "n": n}) for n in range(3)]
+
+        # two of these jobs together exceed a message: each request gets what fits, the rest stays for the next
+        delivered: list[pb.ActivatedJob] = []
+        for _ in range(3):
+            request = pb.ActivateJobsRequest(
+                type=job_type, worker="w", timeout=60_000, maxJobsToActivate=3, requestTimeout=-1
+            )
+            responses = list(stub.ActivateJobs(request, timeout=10))
+            assert sum(len(r.jobs) for r in responses) == 1
+            delivered.extend(job for r in responses for job in r.jobs)
+        assert sorted(job.processInstanceKey for job in delivered) == sorted(batch)
+        for job in delivered:
+            complete(stub, job.key)
+
+        # a job whose variables alone exceed a message fails with an incident; the type's other jobs keep flowing
+        oversized = create(stub, d.pid(), {"big": "y" * (150 * 1024)})
+        stub.SetVariables(
+            pb.SetVariablesRequest(elementInstanceKey=oversized, variables=json.dumps({"more": "z" * (150 * 1024)})),
+            timeout=10,
+        )
+        small = create(stub, d.pid(), {"small": True})
+        (job,) = activate(stub, job_type)
+        assert job.processInstanceKey == small
+        complete(stub, job.key)
+        assert activate_now(stub, job_type) == [], "the oversized job is parked, not activated"
+
+        # a document larger than a message cannot come in through the broker's command API either
+        value = {"bpmnProcessId": d.pid(), "version": -1, "processDefinitionKey": -1, "variables": {"b": big * 3}}
+        answers = command_api(
+            small_node, [{"id": 1, "p": 1, "vt": int(ValueType.PROCESS_INSTANCE_CREATION), "i": 0, "k": -1, "v": value}]
+        )
+        assert answers[1].get("err") == "invalid" and "larger than" in answers[1]["msg"], answers[1]
+
+        small_node.stop()
+        (incident,) = [r for r in open_incidents(small_node) if r.value["processInstanceKey"] == oversized]
+        small_node.start()
+        assert incident.value["errorType"] == "MESSAGE_SIZE_EXCEEDED"
+        assert "bytes" in incident.value["errorMessage"]
+
+        # fixing the variables and resolving lets the job through
+        stub.SetVariables(
+            pb.SetVariablesRequest(elementInstanceKey=oversized, variables='{"big": "fixed", "more": "fixed"}'),
+            timeout=10,
+        )
+        stub.UpdateJobRetries(pb.UpdateJobRetriesRequest(jobKey=incident.value["jobKey"], retries=1), timeout=10)
+        stub.ResolveIncident(pb.ResolveIncidentRequest(incidentKey=incident.key), timeout=10)
+        (job,) = activate(stub, job_type)
+        assert job.processInstanceKey == oversized
+        assert variables_of(job) == {"big": "fixed", "more": "fixed"}
+        complete(stub, job.key)
+        assert_workflow_completes(stub)
+    finally:
+        channel.close()
+
+
+def test_a_pushed_job_too_large_to_send_fails_and_the_stream_keeps_serving(small_node: WeirProcess) -> None:
+    channel = grpc.insecure_channel(small_node.address)
+    stub = Stub(channel)
+    try:
+        d = deploy(stub, "two-tasks.bpmn")
+        ship = d.type("ship")
+        stream = stub.StreamActivatedJobs(
+            pb.StreamActivatedJobsRequest(type=ship, worker="streamer", timeout=60_000), timeout=30
+        )
+        received: list[pb.ActivatedJob] = []
+        reader = threading.Thread(target=lambda: received.extend(itertools.islice(stream, 1)), daemon=True)
+        reader.start()
+        time.sleep(0.3)  # the stream is registered at the broker
+
+        # together with what the first task adds, the second task's variables exceed a message
+        big = create(stub, d.pid(), {"a": "x" * (150 * 1024)})
+        (prepare,) = activate(stub, d.type("prepare"))
+        complete(stub, prepare.key, {"b": "y" * (110 * 1024)})
+        small = create(stub, d.pid(), {"small": True})
+        (prepare,) = activate(stub, d.type("prepare"))
+        assert prepare.processInstanceKey == small
+        complete(stub, prepare.key)
+
+        reader.join(timeout=15)
+        assert [job.processInstanceKey for job in received] == [small], "the stream survived the oversized job"
+        stream.cancel()
+        complete(stub, received[0].key)
+
+        small_node.stop()
+        (incident,) = [r for r in open_incidents(small_node) if r.value["processInstanceKey"] == big]
+        small_node.start()
+        assert incident.value["errorType"] == "JOB_NO_RETRIES"
+        assert "bytes" in incident.value["errorMessage"], incident.value["errorMessage"]
+        assert_workflow_completes(stub)
+    finally:
+        channel.close()
