@@ -106,7 +106,7 @@ class BrokerNode:
             else:
                 from broker.cluster.node import raft_config
 
-                partition.start(raft_config(layout, cfg.node_id, pid, directory, cfg.raft_password))
+                partition.start(raft_config(layout, cfg.node_id, pid, directory, cfg.raft_password, cfg.host))
             self.partitions[pid] = partition
         if layout is not None and cfg.partitions > 1:
             from gateway.remote import RemoteBrokerClient
