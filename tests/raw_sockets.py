@@ -32,7 +32,9 @@ def listening_hosts(port: int) -> set[str]:
                 continue
             # The kernel prints each 32-bit word of the address in host byte order.
             raw = b"".join(struct.pack("=I", int(address[i : i + 8], 16)) for i in range(0, len(address), 8))
-            found.add(str(ipaddress.ip_address(raw[:width])))
+            ip = ipaddress.ip_address(raw[:width])
+            mapped = getattr(ip, "ipv4_mapped", None)  # gRPC listens on ::ffff:a.b.c.d for an IPv4 host
+            found.add(str(mapped or ip))
     return found
 
 
