@@ -45,6 +45,8 @@ class NodeConfig:
     contact_points: list[str] = field(default_factory=list)
     replication_factor: int = 1
     raft_password: str = ""
+    # Bearer token for admin POSTs on the monitoring port; empty: accepted on a loopback-bound port only.
+    admin_token: str = ""
     backpressure: BackpressureConfig | None = field(default_factory=BackpressureConfig)
 
     @property
@@ -136,6 +138,7 @@ class BrokerNode:
                 ("POST", "/admin/exporting/pause"): lambda: self._admin_exporting(pause=True),
                 ("POST", "/admin/exporting/resume"): lambda: self._admin_exporting(pause=False),
             },
+            admin_token=cfg.admin_token,
         )
         if cfg.monitoring_port >= 0:
             port = await self.monitoring.start()
