@@ -8,6 +8,7 @@ one-task workflows keep completing through the gateway.
 from __future__ import annotations
 
 import socket
+import stat
 import threading
 import time
 from collections.abc import Iterator
@@ -63,6 +64,8 @@ class Workflows:
 
 
 def test_raft_ports_listen_on_the_broker_host_and_strangers_are_cut_off(cluster: Cluster) -> None:
+    # cluster.json carries the Raft password (the brokers' environment): only its owner may read it.
+    assert stat.S_IMODE((cluster.data_dir / "cluster.json").stat().st_mode) == 0o600
     for broker in cluster.info["brokers"]:
         for partition in range(1, cluster.partitions + 1):
             port = broker["raftBasePort"] + partition - 1
