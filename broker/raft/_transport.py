@@ -43,6 +43,10 @@ class GuardedConnection(TcpConnection):  # type: ignore[misc]
     """A TCP connection whose reads are capped while `handshake_limit` is set (by the transport, at accept)."""
 
     handshake_limit: int | None = None
+    # pysyncobj's private attributes used here (set by TcpConnection.__init__), typed for the checker.
+    _TcpConnection__readBuffer: bytes
+    _TcpConnection__recvBufferSize: int
+    _TcpConnection__socket: Any
 
     def _TcpConnection__processRead(self) -> bool:
         limit = self.handshake_limit
