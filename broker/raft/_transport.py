@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import logging
 import struct
+import threading
 import time
 from collections.abc import Callable
 from typing import Any
@@ -70,7 +71,9 @@ class GuardedConnection(TcpConnection):  # type: ignore[misc]
             if len(buffered) >= _LENGTH.size:
                 (announced,) = _LENGTH.unpack_from(buffered)
                 if not 0 < announced <= limit - _LENGTH.size:
-                    self.refuse(f"it announced a {announced}-byte message (limit {limit} before the handshake)")
+                    self.refuse(
+                        "oversized", f"it announced a {announced}-byte message (limit {limit} before the handshake)"
+                    )
                     return None
         return _base_parse_message(self)
 
@@ -83,10 +86,37 @@ class GuardedConnection(TcpConnection):  # type: ignore[misc]
             return "?"
         return f"{host}:{port}"
 
-    def refuse(self, why: str) -> None:
-        logger.warning("closing unauthenticated Raft connection from %s: %s", self.peer(), why)
+    def refuse(self, kind: str, why: str) -> None:
+        """Close the connection, logging why (at most once per second per kind: strangers must not fill the disk)."""
+        suppressed = _refusals.due(kind)
+        if suppressed is not None:
+            more = f" ({suppressed} more like it in the last interval)" if suppressed else ""
+            logger.warning("closing unauthenticated Raft connection from %s: %s%s", self.peer(), why, more)
         self.handshake_limit = None
         self.disconnect()
+
+
+class _RefusalLog:
+    """Per kind of refusal: whether to log now, and how many were left unlogged since the last line."""
+
+    def __init__(self, interval_seconds: float) -> None:
+        self._interval = interval_seconds
+        self._lock = threading.Lock()  # every Raft group's thread refuses through the same instance
+        self._last: dict[str, float] = {}
+        self._suppressed: dict[str, int] = {}
+
+    def due(self, kind: str) -> int | None:
+        """None: do not log; otherwise log, mentioning this many suppressed refusals."""
+        now = time.monotonic()
+        with self._lock:
+            if now - self._last.get(kind, -self._interval) < self._interval:
+                self._suppressed[kind] = self._suppressed.get(kind, 0) + 1
+                return None
+            self._last[kind] = now
+            return self._suppressed.pop(kind, 0)
+
+
+_refusals = _RefusalLog(interval_seconds=1.0)
 
 
 # pysyncobj's TcpServer builds accepted connections from this module-level name; every Raft group in the process
@@ -107,7 +137,7 @@ class GuardedTransport(TCPTransport):  # type: ignore[misc]
         config = self._syncObj._weir_config
         super()._onNewIncomingConnection(conn)
         if len(self._weir_unproven) >= config.max_handshaking_connections:
-            conn.refuse(f"{len(self._weir_unproven)} connections are already handshaking")
+            conn.refuse("crowded", f"{len(self._weir_unproven)} connections are already handshaking")
             return
         conn.handshake_limit = config.handshake_max_bytes
         self._weir_unproven[conn] = time.monotonic() + config.handshake_timeout_seconds
@@ -131,7 +161,7 @@ class GuardedTransport(TCPTransport):  # type: ignore[misc]
             if now >= deadline:
                 self._weir_unproven.pop(conn, None)
                 timeout = self._syncObj._weir_config.handshake_timeout_seconds
-                conn.refuse(f"no handshake within {timeout:g}s")
+                conn.refuse("silent", f"no handshake within {timeout:g}s")
 
     def destroy(self) -> None:
         for conn in list(self._weir_unproven):

@@ -19,6 +19,7 @@ import pytest
 from pyzeebe.proto import gateway_pb2_grpc
 
 from tests.cluster.harness import Cluster
+from tests.harness import eventually
 from tests.integration.clients import activate, complete, create_with_result, deploy
 from tests.raw_sockets import flood, listening_hosts, rss_bytes, seconds_until_closed
 
@@ -81,8 +82,8 @@ def test_raft_ports_listen_on_the_broker_host_and_strangers_are_cut_off(cluster:
         leader = cluster.wait_leader(1)
         broker = cluster.broker(leader)
         host, port, pid = broker["host"], broker["raftBasePort"], cluster.pid(leader)
-        time.sleep(1.0)
-        assert workflows.completed, workflows.errors
+        eventually(lambda: workflows.completed or workflows.errors, timeout=20, what="a first workflow")
+        assert not workflows.errors, workflows.errors
         rss_before = rss_bytes(pid)
         attack_started = time.time()
 
@@ -103,15 +104,19 @@ def test_raft_ports_listen_on_the_broker_host_and_strangers_are_cut_off(cluster:
         idle_for = seconds_until_closed(idle, 10.0)
         idle.close()
         assert idle_for is not None, "an idle unauthenticated connection stayed open"
-        assert time.time() - attack_started < 9.0
+        assert time.time() - attack_started < 12.0  # closed at ~5 s, not left open
 
         log = cluster.broker_log(leader)
         assert "announced a 2147483647-byte message" in log
         assert "no handshake within 5s" in log
-        completed_during = workflows.since(attack_started)
-        time.sleep(1.0)
-        assert workflows.since(attack_started) > completed_during, "workflows stopped completing"
-        assert not workflows.errors, workflows.errors
+        # The cluster kept working: workflows go on completing (a shared 2-core box may slow them, not stop them).
+        after_attack = time.time()
+        eventually(
+            lambda: workflows.errors or workflows.since(after_attack) >= 5,
+            timeout=30,
+            what=f"5 more workflows to complete\n{cluster.logs()}",
+        )
+        assert not workflows.errors, f"{workflows.errors}\n{cluster.logs()}"
         print(f"{workflows.since(attack_started)} workflows completed during and after the attack")
     finally:
         workflows.stop.set()
