@@ -32,6 +32,9 @@ DEFAULTS: dict[str, Any] = {
             "raftPassword": "",
         },
         "ports": {"command": 26501, "raft": 26502, "monitoring": 9600},
+        # Bearer token for the monitoring port's admin POSTs (snapshot, pause/resume exporting). Empty: those are
+        # accepted only when broker.host is a loopback address, refused otherwise (see broker/monitoring.py).
+        "adminToken": "",
         # `weir broker` also serves the client API itself when true (single broker only); `weir start` always does.
         "embeddedGateway": False,
         "snapshotPeriod": 300.0,
@@ -215,6 +218,8 @@ def validate(config: dict[str, Any]) -> None:
         for name, port in config[section][key].items():
             if not isinstance(port, int) or not 0 <= port <= 65535:
                 raise ConfigError(f"{section}.{key}.{name}: not a port number: {port!r}")
+    if not isinstance(config["broker"]["adminToken"], str):
+        raise ConfigError("broker.adminToken: expected a string (quote it in YAML)")
     segment_size = config["broker"]["logSegmentSize"]
     if not isinstance(segment_size, int) or isinstance(segment_size, bool) or segment_size < MIN_LOG_SEGMENT_SIZE:
         raise ConfigError(f"broker.logSegmentSize: must be an integer of at least {MIN_LOG_SEGMENT_SIZE} bytes")

@@ -1,12 +1,24 @@
-"""The monitoring port: Prometheus metrics and the health, readiness and startup probes.
+"""The monitoring port: Prometheus metrics, the health, readiness and startup probes, and the admin actions.
 
 A tiny HTTP/1.1 server on asyncio, because the probes must reflect the node's live state (which prometheus-client's
 own threaded server cannot answer) and a web framework would be a large dependency for four routes.
+
+Admin actions that change something (POST: snapshot, pause/resume exporting) are guarded; GET routes (metrics,
+probes, `/admin/partitions`) stay open, because Prometheus and the kubelet call them without credentials:
+
+- with an admin token configured (`broker.adminToken`), a POST must carry `Authorization: Bearer <token>`;
+- without one, POSTs are accepted only when the port is bound to a loopback address: then only processes on the
+  same host reach it, the laptop case of `weir start` and `weir cluster up`, which keep working without setup.
+  Bound to anything else (0.0.0.0 in a pod) they are refused until a token is configured;
+- a POST carrying an `Origin` header is always refused: browsers send one, command-line clients do not, so a web
+  page cannot make a browser on an operator's machine pause exporting on a loopback-bound broker.
 """
 
 from __future__ import annotations
 
 import asyncio
+import hmac
+import ipaddress
 import json
 import logging
 from collections.abc import Callable
@@ -50,6 +62,32 @@ Probe = Callable[[], tuple[bool, dict]]
 # An admin action: (status code, JSON body).
 Action = Callable[[], tuple[int, dict]]
 
+MAX_HEADER_LINES = 100
+REQUEST_HEAD_SECONDS = 5.0
+_REASONS = {
+    200: "OK",
+    400: "Bad Request",
+    401: "Unauthorized",
+    403: "Forbidden",
+    404: "Not Found",
+    409: "Conflict",
+    503: "Service Unavailable",
+}
+
+
+class _BadRequest(Exception):
+    """A request head we do not answer (too long, too many lines): the connection is just closed."""
+
+
+def is_loopback(host: str) -> bool:
+    """Whether a bind address only accepts connections from this host (a name other than localhost: no)."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
 
 class MonitoringServer:
     """Serves /metrics, /health (liveness), /ready and /startup from probe callbacks."""
@@ -64,12 +102,14 @@ class MonitoringServer:
         startup: Probe,
         on_scrape: Callable[[], None] | None = None,
         actions: dict[tuple[str, str], Action] | None = None,
+        admin_token: str = "",
     ) -> None:
         self.host = host
         self.port = port
         self._probes = {"/health": health, "/ready": ready, "/startup": startup}
         self._on_scrape = on_scrape
         self._actions = actions or {}
+        self._admin_token = admin_token
         self._server: asyncio.base_events.Server | None = None
 
     async def start(self) -> int:
@@ -83,18 +123,59 @@ class MonitoringServer:
             self._server.close()
             await self._server.wait_closed()
 
+    def admin_refusal(self, method: str, headers: dict[str, str]) -> tuple[int, dict] | None:
+        """Why an admin request must be refused (status, JSON body), or None to run it; see the module doc."""
+        if method == "GET":
+            return None
+        if "origin" in headers:
+            return 403, {"error": "admin actions are not accepted from browsers (the request has an Origin header)"}
+        if self._admin_token:
+            scheme, _, presented = headers.get("authorization", "").partition(" ")
+            if scheme.lower() == "bearer" and hmac.compare_digest(
+                presented.strip().encode(), self._admin_token.encode()
+            ):
+                return None
+            return 401, {"error": "admin actions need 'Authorization: Bearer <broker.adminToken>'"}
+        if is_loopback(self.host):
+            return None
+        return 403, {
+            "error": f"admin actions are disabled: the monitoring port is bound to {self.host}, not loopback, and no "
+            "broker.adminToken (WEIR_BROKER_ADMIN_TOKEN) is configured"
+        }
+
+    async def _read_head(self, reader: asyncio.StreamReader) -> tuple[str, dict[str, str]]:
+        """Request line and headers (names lower-cased), bounded in lines, line length and time."""
+        try:
+            async with asyncio.timeout(REQUEST_HEAD_SECONDS):
+                request_line = (await reader.readline()).decode("latin-1")
+                headers: dict[str, str] = {}
+                for _ in range(MAX_HEADER_LINES):
+                    line = await reader.readline()
+                    if line in (b"\r\n", b"\n", b""):
+                        return request_line, headers
+                    name, _, value = line.decode("latin-1").partition(":")
+                    headers[name.strip().lower()] = value.strip()
+        except ValueError as e:  # a line longer than the reader's limit
+            raise _BadRequest(str(e)) from None
+        raise _BadRequest("too many header lines")
+
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
-            request_line = await asyncio.wait_for(reader.readline(), 5)
-            while True:
-                line = await asyncio.wait_for(reader.readline(), 5)
-                if line in (b"\r\n", b"\n", b""):
-                    break
-            parts = request_line.decode("latin-1").split()
+            request_line, headers = await self._read_head(reader)
+            parts = request_line.split()
             method = parts[0] if parts else "GET"
             path = parts[1].split("?", 1)[0] if len(parts) >= 2 else "/"
+            extra = ""
             if (method, path) in self._actions:
-                status, result = self._actions[(method, path)]()
+                refusal = self.admin_refusal(method, headers)
+                if refusal is None:
+                    status, result = self._actions[(method, path)]()
+                else:
+                    status, result = refusal
+                    peer = writer.get_extra_info("peername")
+                    log.warning("refused admin %s %s from %s: %s", method, path, peer, result["error"])
+                    if status == 401:
+                        extra = 'WWW-Authenticate: Bearer realm="weir-admin"\r\n'
                 ctype, body = "application/json", json.dumps(result).encode()
             elif path == "/metrics":
                 if self._on_scrape is not None:
@@ -106,16 +187,13 @@ class MonitoringServer:
                 body = json.dumps({"status": "UP" if ok else "DOWN", **details}).encode()
             else:
                 status, ctype, body = 404, "text/plain", b"not found\n"
-            reason = {200: "OK", 400: "Bad Request", 404: "Not Found", 409: "Conflict", 503: "Service Unavailable"}.get(
-                status, "OK"
-            )
             head = (
-                f"HTTP/1.1 {status} {reason}\r\nContent-Type: {ctype}\r\n"
+                f"HTTP/1.1 {status} {_REASONS.get(status, 'OK')}\r\nContent-Type: {ctype}\r\n{extra}"
                 f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n"
             )
             writer.write(head.encode() + body)
             await writer.drain()
-        except (TimeoutError, ConnectionError, UnicodeDecodeError):
+        except (TimeoutError, ConnectionError, _BadRequest):
             pass
         except Exception:
             log.exception("monitoring request failed")

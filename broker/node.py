@@ -45,6 +45,8 @@ class NodeConfig:
     contact_points: list[str] = field(default_factory=list)
     replication_factor: int = 1
     raft_password: str = ""
+    # Bearer token for admin POSTs on the monitoring port; empty: accepted on a loopback-bound port only.
+    admin_token: str = ""
     backpressure: BackpressureConfig | None = field(default_factory=BackpressureConfig)
 
     @property
@@ -107,7 +109,7 @@ class BrokerNode:
             else:
                 from broker.cluster.node import raft_config
 
-                partition.start(raft_config(layout, cfg.node_id, pid, directory, cfg.raft_password))
+                partition.start(raft_config(layout, cfg.node_id, pid, directory, cfg.raft_password, cfg.host))
             self.partitions[pid] = partition
         if layout is not None and cfg.partitions > 1:
             from gateway.remote import RemoteBrokerClient
@@ -137,6 +139,7 @@ class BrokerNode:
                 ("POST", "/admin/exporting/pause"): lambda: self._admin_exporting(pause=True),
                 ("POST", "/admin/exporting/resume"): lambda: self._admin_exporting(pause=False),
             },
+            admin_token=cfg.admin_token,
         )
         if cfg.monitoring_port >= 0:
             port = await self.monitoring.start()

@@ -17,6 +17,9 @@ from pathlib import Path
 from typing import Any
 
 DEFAULT_ADDRESS = "127.0.0.1:26500"
+# The broker reads its admin token from the same variable (broker.adminToken), so `weir admin` run beside a
+# broker (e.g. `kubectl exec`) sends the right one without a flag.
+ADMIN_TOKEN_ENV = "WEIR_BROKER_ADMIN_TOKEN"
 
 
 def _address(args: argparse.Namespace) -> str:
@@ -65,6 +68,7 @@ def _node_config(args: argparse.Namespace, *, embedded_gateway: bool) -> Any:
         contact_points=list(b["cluster"]["initialContactPoints"]),
         replication_factor=b["cluster"]["replicationFactor"],
         raft_password=b["cluster"]["raftPassword"],
+        admin_token=b["adminToken"],
         backpressure=_backpressure(b["backpressure"]),
         min_free_disk_bytes=b["minFreeDiskBytes"],
         log_segment_size=b["logSegmentSize"],
@@ -228,9 +232,19 @@ def cmd_admin(args: argparse.Namespace) -> int:
     }[args.admin_command]
     body = b"" if method == "POST" else None
     request = urllib.request.Request(f"http://{args.monitoring}{path}", method=method, data=body)
+    token = args.token or os.environ.get(ADMIN_TOKEN_ENV, "")
+    if token:
+        request.add_header("Authorization", f"Bearer {token}")
     try:
         with urllib.request.urlopen(request, timeout=args.timeout) as r:
             print(json.dumps(json.loads(r.read()), indent=2))
+    except urllib.error.HTTPError as e:
+        try:
+            reason = json.loads(e.read()).get("error", e.reason)
+        except ValueError:
+            reason = e.reason
+        print(f"error: the broker refused {args.admin_command} ({e.code}): {reason}", file=sys.stderr)
+        return 1
     except (urllib.error.URLError, OSError) as e:
         print(f"error: cannot reach the broker's monitoring port {args.monitoring}: {e}", file=sys.stderr)
         return 1
@@ -385,6 +399,11 @@ def build_parser() -> argparse.ArgumentParser:
     ):
         q = admin_sub.add_parser(name, help=text)
         q.add_argument("--monitoring", default="127.0.0.1:9600", help="the broker's monitoring address")
+        q.add_argument(
+            "--token",
+            help=f"admin token (broker.adminToken) for snapshot and exporting; default: ${ADMIN_TOKEN_ENV}, "
+            "which keeps it out of the process list",
+        )
         q.add_argument("--timeout", type=float, default=30.0)
         q.set_defaults(fn=cmd_admin)
 

@@ -136,8 +136,14 @@ def read_cluster(data_dir: Path) -> dict[str, Any]:
 
 
 def write_cluster(data_dir: Path, cluster: dict[str, Any]) -> None:
+    """Replace ``cluster.json`` atomically. It holds the Raft password (in each broker's environment), so the file
+    is created readable by its owner only: mode 0600 from the start, never a window with the umask's mode. A
+    leftover temporary file is removed first, since ``O_CREAT`` would keep an existing file's mode."""
     tmp = data_dir / (CLUSTER_FILE + ".tmp")
-    tmp.write_text(json.dumps(cluster, indent=2))
+    tmp.unlink(missing_ok=True)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(json.dumps(cluster, indent=2))
     os.replace(tmp, data_dir / CLUSTER_FILE)
 
 

@@ -34,9 +34,15 @@ def build_layout(
 
 
 def raft_config(
-    layout: ClusterLayout, node_id: int, partition_id: int, partition_dir: Path, password: str
+    layout: ClusterLayout,
+    node_id: int,
+    partition_id: int,
+    partition_dir: Path,
+    password: str,
+    bind_host: str | None = None,
 ) -> RaftConfig:
-    """The Raft member of ``partition_id`` on this broker: its address, its peers, its journal folder."""
+    """The Raft member of ``partition_id`` on this broker: its address, its peers, its journal folder, and the
+    interface its port listens on (``broker.host``, like the command API and monitoring ports)."""
     if not password:
         raise ClusterConfigError(
             "broker.cluster.raftPassword: required when partitions are replicated (Raft traffic is encrypted and "
@@ -48,6 +54,7 @@ def raft_config(
         partner_addresses=tuple(others),
         password=password,
         data_dir=partition_dir / "raft",
+        bind_host=bind_host,
     )
     return _with_election_priority(config, preferred=layout.replicas()[partition_id][0] == node_id).validate()
 

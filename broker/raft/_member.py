@@ -1,8 +1,9 @@
 """pysyncobj 0.3.17 with Weir's fixes: correct under load, durable before acknowledging, never forking.
 
-Everything that touches pysyncobj's private (name-mangled) members lives in this module, so an upgrade is
-checked in one place (`test_pysyncobj_seams_we_override_still_exist` in tests/raft/test_units.py fails if a
-seam disappears). We wrap the original methods; we never replace pysyncobj's logic with a copy of it.
+Everything that touches pysyncobj's private (name-mangled) members lives in this module and in
+`broker.raft._transport` (limits on unauthenticated connections to the Raft port), so an upgrade is checked in
+two files (`test_pysyncobj_seams_we_override_still_exist` in tests/raft/test_units.py fails if a seam
+disappears). We wrap the original methods; we never replace pysyncobj's logic with a copy of it.
 
 Overrides and why:
 
@@ -51,6 +52,7 @@ from pysyncobj import SyncObj, replicated
 from pysyncobj.pipe_notifier import PipeNotifier
 from pysyncobj.version import VERSION as PYSYNCOBJ_VERSION
 
+from broker.raft._transport import GuardedTransport
 from broker.raft.config import RaftConfig
 from broker.raft.snapshot import (
     RaftSnapshot,
@@ -148,7 +150,9 @@ class RaftMember(SyncObj):  # type: ignore[misc]
         self._weir_wakeup: PipeNotifier | None = None
         self._weir_wakeup_pending = False
         conf = config.to_syncobj_conf(serializer=self._weir_serialize, deserializer=self._weir_deserialize)
-        super().__init__(config.self_address, list(config.partner_addresses), conf=conf)
+        super().__init__(
+            config.self_address, list(config.partner_addresses), conf=conf, transportClass=GuardedTransport
+        )
         self.addOnTickCallback(self._weir_tick)
 
     # ----------------------------------------------------------------- the replicated operation

@@ -28,8 +28,13 @@ class RaftConfig:
 
     - `self_address` / `partner_addresses`: "host:port" of this member and of the others of the group. Raft
       ports carry pickled messages: bind them to trusted interfaces only.
+    - `bind_host`: the interface the Raft port listens on (the broker's `broker.host`); None: the host of
+      `self_address`. pysyncobj alone would listen on every interface (0.0.0.0).
     - `password`: required; encrypts and authenticates all Raft traffic (pysyncobj + `cryptography`), so a
       stranger reaching the port cannot make the member unpickle arbitrary data.
+    - `handshake_max_bytes` / `handshake_timeout_seconds` / `max_handshaking_connections`: what a connection
+      to the Raft port may buffer, how long it may take, and how many may be pending before it proves the
+      password (see `broker.raft._transport`); the handshake itself is a few hundred bytes and milliseconds.
     - `data_dir`: holds the Raft journal (`raft.journal`, `.meta`) and the snapshot (`raft.snapshot`).
     - `max_in_flight` / `max_payload_bytes`: backpressure; `replicate` fails fast beyond them.
     - `batch_size_bytes`: bytes per AppendEntries message; must exceed `max_payload_bytes` so one block never
@@ -60,6 +65,10 @@ class RaftConfig:
     send_on_propose: bool = True
     fsync: bool = True
     apply_load_fixes: bool = True
+    bind_host: str | None = None
+    handshake_max_bytes: int = 16 * 1024
+    handshake_timeout_seconds: float = 5.0
+    max_handshaking_connections: int = 32
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "partner_addresses", tuple(self.partner_addresses))
@@ -98,6 +107,13 @@ class RaftConfig:
             )
         if self.compaction_min_entries < 2:
             raise RaftConfigError("compaction_min_entries must be >= 2")
+        if self.bind_host is not None and not self.bind_host.strip():
+            raise RaftConfigError("bind_host must be a host or address (None: the host of self_address)")
+        if self.handshake_max_bytes < 1024:
+            raise RaftConfigError("handshake_max_bytes must be >= 1024 (pysyncobj's handshake messages must fit)")
+        _check_positive(self, "handshake_timeout_seconds")
+        if self.max_handshaking_connections < 1:
+            raise RaftConfigError("max_handshaking_connections must be >= 1")
         return self
 
     def with_changes(self, **changes: object) -> RaftConfig:
@@ -112,10 +128,17 @@ class RaftConfig:
     def snapshot_path(self) -> Path:
         return self.data_dir / "raft.snapshot"
 
+    @property
+    def bind_address(self) -> str:
+        """The host:port the Raft port listens on: `bind_host` (or this member's host) and this member's port."""
+        host, _, port = self.self_address.rpartition(":")
+        return f"{self.bind_host or host}:{port}"
+
     def to_syncobj_conf(self, **hooks: object) -> SyncObjConf:
         """pysyncobj's configuration; `hooks` carries the callbacks that the member wires in."""
         return SyncObjConf(
             password=self.password,
+            bindAddress=self.bind_address,
             autoTick=True,
             autoTickPeriod=self.tick_seconds,
             commandsQueueSize=self.max_in_flight * 2,

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from broker.cluster.topology import distribute_partitions
+from client.cluster import write_cluster
 from tests.harness import REPO, eventually
 
 LEADER = "LEADER"
@@ -143,9 +144,7 @@ class Cluster:
             pid = _pid_of(broker["command"])
             if pid:
                 broker["pid"] = pid
-        tmp = self.data_dir / "cluster.json.tmp"
-        tmp.write_text(json.dumps(info, indent=2))
-        os.replace(tmp, self.data_dir / "cluster.json")
+        write_cluster(self.data_dir, info)
 
     def down(self, timeout: float = 60.0) -> None:
         """``weir cluster down`` (graceful: every broker snapshots and closes its logs)."""

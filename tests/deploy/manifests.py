@@ -343,3 +343,88 @@ def parse_containerfile(path: Path = CONTAINERFILE) -> Image:
         elif keyword == "COPY":
             copies.append(rest.split())
     return Image(bases, user, exposed, env, entrypoint, cmd, copies)
+
+
+# -- network policies ---------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Peer:
+    """A pod that opens a connection: its labels, its namespace and that namespace's labels."""
+
+    labels: dict[str, str]
+    namespace: str
+    namespace_labels: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def all_namespace_labels(self) -> dict[str, str]:
+        # Kubernetes labels every namespace with its own name.
+        return {**self.namespace_labels, "kubernetes.io/metadata.name": self.namespace}
+
+
+def selects(selector: Doc, labels: dict[str, str]) -> bool:
+    """A LabelSelector (matchLabels and matchExpressions In/NotIn/Exists/DoesNotExist) against labels."""
+    if not labels_match(selector.get("matchLabels") or {}, labels):
+        return False
+    for expression in selector.get("matchExpressions") or []:
+        key, operator, values = expression["key"], expression["operator"], expression.get("values") or []
+        ok = {
+            "In": labels.get(key) in values,
+            "NotIn": labels.get(key) not in values,
+            "Exists": key in labels,
+            "DoesNotExist": key not in labels,
+        }[operator]
+        if not ok:
+            return False
+    return True
+
+
+def _peer_matches(rule_peer: Doc, source: Peer, policy_namespace: str) -> bool:
+    if "ipBlock" in rule_peer:
+        raise AssertionError("ipBlock peers are not modelled here")
+    if "namespaceSelector" in rule_peer:
+        if not selects(rule_peer["namespaceSelector"], source.all_namespace_labels):
+            return False
+    elif source.namespace != policy_namespace:
+        return False  # a podSelector alone selects pods of the policy's own namespace
+    return "podSelector" not in rule_peer or selects(rule_peer["podSelector"], source.labels)
+
+
+def _rule_ports(rule: Doc, named: dict[str, int]) -> set[int]:
+    if not rule.get("ports"):
+        return set(named.values())  # no ports: every port of the pod
+    out: set[int] = set()
+    for entry in rule["ports"]:
+        assert entry.get("protocol", "TCP") == "TCP", entry
+        port = entry["port"]
+        if isinstance(port, str):
+            assert port in named, f"named port {port!r} is no container port ({sorted(named)}): it matches nothing"
+            out.add(named[port])
+            continue
+        out.update(p for p in named.values() if port <= p <= entry.get("endPort", port))
+    return out
+
+
+def reachable_ports(manifests: Manifests, workload: Doc, container_name: str, source: Peer) -> set[int]:
+    """The container ports of ``workload``'s pods that ``source`` may connect to, by the rendered NetworkPolicies
+    (ingress rules as Kubernetes defines them: a pod selected by no policy accepts everything; otherwise the union
+    of the rules of every policy selecting it)."""
+    namespace = workload["metadata"].get("namespace", "default")
+    labels = workload["spec"]["template"]["metadata"]["labels"]
+    named = container_ports(container(workload, container_name))
+    policies = [
+        p
+        for p in manifests.all("NetworkPolicy")
+        if p["metadata"].get("namespace", "default") == namespace
+        and selects(p["spec"]["podSelector"], labels)
+        and "Ingress" in p["spec"].get("policyTypes", ["Ingress"])
+    ]
+    if not policies:
+        return set(named.values())
+    allowed: set[int] = set()
+    for policy in policies:
+        for rule in policy["spec"].get("ingress") or []:
+            sources = rule.get("from") or []
+            if not sources or any(_peer_matches(peer, source, namespace) for peer in sources):
+                allowed |= _rule_ports(rule, named)
+    return allowed

@@ -18,6 +18,7 @@ from tests.deploy.manifests import (
     Doc,
     Manifests,
     MissingReference,
+    Peer,
     PodView,
     broker_dns_name,
     container,
@@ -26,6 +27,7 @@ from tests.deploy.manifests import (
     parse_containerfile,
     pod_names,
     pod_view,
+    reachable_ports,
     render,
 )
 
@@ -301,6 +303,63 @@ def test_dev_runs_one_broker_with_one_partition(tmp_path: Path) -> None:
     assert len(pods) == 1
     cluster = config_of(pods[0], tmp_path)["broker"]["cluster"]
     assert (cluster["clusterSize"], cluster["partitionsCount"], cluster["replicationFactor"]) == (1, 1, 1)
+
+
+PROMETHEUS = Peer({"app.kubernetes.io/name": "prometheus"}, "monitoring")
+
+
+@renderings
+def test_network_policy_lets_only_gateways_and_brokers_reach_the_command_api_and_only_brokers_raft(
+    rendering: str, tmp_path: Path
+) -> None:
+    """Evaluated as Kubernetes would: which broker and gateway ports each kind of pod may open, in numbers that
+    must equal the containers' ports and Weir's own configuration of them."""
+    m, pods = broker_pods(rendering)
+    _, gateway_view = gateway_pod(rendering)
+    broker_config = config_of(pods[0], tmp_path)["broker"]
+    gateway_config = config_of(gateway_view, tmp_path)["gateway"]
+    namespace = m.broker_set["metadata"]["namespace"]
+    namespace_labels = m.one("Namespace", namespace)["metadata"]["labels"]
+
+    def in_weir(workload: Doc) -> Peer:
+        return Peer(workload["spec"]["template"]["metadata"]["labels"], namespace, namespace_labels)
+
+    command, monitoring = broker_config["ports"]["command"], broker_config["ports"]["monitoring"]
+    raft_ports = {
+        p for name, p in container_ports(container(m.broker_set, "broker")).items() if name.startswith("raft")
+    }
+    first_raft = broker_config["ports"]["raft"]
+    partitions = broker_config["cluster"]["partitionsCount"]
+    assert set(range(first_raft, first_raft + partitions)) <= raft_ports, "a partition's Raft port is not allowed"
+
+    def broker_ports(source: Peer) -> set[int]:
+        return reachable_ports(m, m.broker_set, "broker", source)
+
+    def gateway_ports(source: Peer) -> set[int]:
+        return reachable_ports(m, m.gateway, "gateway", source)
+
+    assert broker_ports(in_weir(m.gateway)) == {command}
+    assert broker_ports(in_weir(m.broker_set)) == {command} | raft_ports
+    assert broker_ports(PROMETHEUS) == {monitoring}
+    stranger = Peer({"app.kubernetes.io/name": "something-else"}, namespace, namespace_labels)
+    elsewhere = Peer(m.gateway["spec"]["template"]["metadata"]["labels"], "default")  # a lookalike elsewhere
+    assert broker_ports(stranger) == set()
+    assert broker_ports(elsewhere) == set()
+    assert broker_ports(Peer({"app.kubernetes.io/name": "prometheus"}, namespace, namespace_labels)) == set()
+    assert gateway_ports(PROMETHEUS) == {gateway_config["port"], gateway_config["monitoringPort"]}
+    for source in (stranger, elsewhere, in_weir(m.broker_set)):
+        assert gateway_ports(source) == {gateway_config["port"]}
+
+
+@renderings
+def test_brokers_take_the_admin_token_from_an_optional_secret(rendering: str, tmp_path: Path) -> None:
+    """Without the Secret weir-admin the pods start and admin POSTs are refused (the monitoring port listens on
+    0.0.0.0); with it, broker.adminToken is its value."""
+    m, pods = broker_pods(rendering)
+    assert config_of(pods[0], tmp_path / "without")["broker"]["adminToken"] == ""
+    secrets = {**OPERATOR_SECRETS[rendering], "weir-admin": {"admin-token": "made-by-the-operator"}}
+    pod = pod_view(m, m.broker_set, "broker", "weir-broker-0", parse_containerfile(), secrets)
+    assert config_of(pod, tmp_path / "with")["broker"]["adminToken"] == "made-by-the-operator"
 
 
 def quantity(text: str | int | float) -> float:

@@ -30,7 +30,7 @@ def validate(doc: Doc, version: str) -> None:
 def test_rendered_manifests_match_the_kubernetes_schemas(rendering: str, version: str) -> None:
     docs = render(rendering).docs
     kinds = {d["kind"] for d in docs}
-    assert {"StatefulSet", "Deployment", "Service", "ConfigMap", "PodDisruptionBudget"} <= kinds
+    assert {"StatefulSet", "Deployment", "Service", "ConfigMap", "PodDisruptionBudget", "NetworkPolicy"} <= kinds
     for doc in docs:
         try:
             validate(doc, version)

@@ -6,12 +6,16 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
+import pysyncobj.tcp_server
 import pytest
 from pysyncobj import SyncObj
+from pysyncobj.tcp_connection import TcpConnection
+from pysyncobj.transport import TCPTransport
 from pysyncobj.version import VERSION as PYSYNCOBJ_VERSION
 
 from broker.raft import RaftConfig, RaftConfigError
 from broker.raft._member import SUPPORTED_PYSYNCOBJ, RaftMember
+from broker.raft._transport import GuardedConnection, GuardedTransport
 from broker.raft.snapshot import RaftSnapshot, SnapshotCorruptError
 
 
@@ -121,6 +125,15 @@ def test_mismatching_prev_entry_is_left_to_pysyncobj_reset() -> None:
     assert trim(log, beyond) == (beyond, False)
 
 
+def test_raft_port_binds_the_configured_host_or_the_members_own() -> None:
+    """pysyncobj alone listens on 0.0.0.0; the bind address is always set, from `bind_host` or `self_address`."""
+    assert config().to_syncobj_conf().bindAddress == "127.0.0.1:7001"
+    assert config(bind_host="10.1.2.3").to_syncobj_conf().bindAddress == "10.1.2.3:7001"
+    for bad in ({"bind_host": " "}, {"handshake_max_bytes": 100}, {"handshake_timeout_seconds": 0}):
+        with pytest.raises(RaftConfigError):
+            config(**bad).validate()
+
+
 def test_pysyncobj_seams_we_override_still_exist() -> None:
     """A pysyncobj upgrade that renames a private method would silently disable a fix: fail here instead."""
     assert PYSYNCOBJ_VERSION == SUPPORTED_PYSYNCOBJ
@@ -137,3 +150,15 @@ def test_pysyncobj_seams_we_override_still_exist() -> None:
     ):
         assert callable(getattr(SyncObj, name)), name
         assert getattr(RaftMember, name) is not getattr(SyncObj, name), f"{name} is not overridden"
+    for cls, base, names in (
+        (GuardedConnection, TcpConnection, ("_TcpConnection__processRead", "_TcpConnection__processParseMessage")),
+        (GuardedTransport, TCPTransport, ("_onNewIncomingConnection", "_onIncomingMessageReceived", "_onTick")),
+    ):
+        for name in names:
+            assert callable(getattr(base, name)), name
+            assert getattr(cls, name) is not getattr(base, name), f"{name} is not overridden"
+    # Accepted connections are built from this module-level name, and the limits live on those connections.
+    assert pysyncobj.tcp_server.TcpConnection is GuardedConnection
+    for private in ("_TcpConnection__readBuffer", "_TcpConnection__recvBufferSize", "_TcpConnection__socket"):
+        assert private in vars(TcpConnection(poller=None)), private
+    assert "_unknownConnections" in TCPTransport.__init__.__code__.co_names

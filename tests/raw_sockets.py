@@ -1,0 +1,99 @@
+"""A stranger on a port, as tests see it: raw TCP clients, the kernel's listening table, a process's RSS.
+
+Everything reads what the kernel reports (/proc), so the checks hold for whichever process owns the port.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+import socket
+import struct
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+_LISTEN = "0A"  # TCP_LISTEN in /proc/net/tcp's "st" column
+
+
+def listening_hosts(port: int) -> set[str]:
+    """The local addresses with a socket listening on ``port`` (IPv4 and IPv6), from /proc/net/tcp{,6}."""
+    found: set[str] = set()
+    for table, width in (("/proc/net/tcp", 4), ("/proc/net/tcp6", 16)):
+        try:
+            lines = Path(table).read_text().splitlines()[1:]
+        except OSError:
+            continue
+        for line in lines:
+            fields = line.split()
+            local, state = fields[1], fields[3]
+            address, _, port_hex = local.partition(":")
+            if state != _LISTEN or int(port_hex, 16) != port:
+                continue
+            # The kernel prints each 32-bit word of the address in host byte order.
+            raw = b"".join(struct.pack("=I", int(address[i : i + 8], 16)) for i in range(0, len(address), 8))
+            ip = ipaddress.ip_address(raw[:width])
+            mapped = getattr(ip, "ipv4_mapped", None)  # gRPC listens on ::ffff:a.b.c.d for an IPv4 host
+            found.add(str(mapped or ip))
+    return found
+
+
+def rss_bytes(pid: int) -> int:
+    """Resident set size of ``pid`` (VmRSS in /proc/PID/status)."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) * 1024
+    raise AssertionError(f"no VmRSS for pid {pid}")
+
+
+@dataclass(frozen=True)
+class Flood:
+    """What a flooding client saw: bytes the kernel accepted from it, and whether the peer closed on it."""
+
+    sent: int
+    closed_by_peer: bool
+
+
+def flood(host: str, port: int, total: int, *, length_prefix: int = 2**31 - 1, stall_timeout: float = 10.0) -> Flood:
+    """Announce a ``length_prefix``-byte message the way pysyncobj frames one, then send random bytes.
+
+    Stops at ``total`` bytes, when the peer closes or resets the connection, or when the peer has read
+    nothing for ``stall_timeout`` seconds (the send blocks: the peer neither reads nor closes)."""
+    garbage = os.urandom(64 * 1024)
+    sent = 0
+    with socket.create_connection((host, port), timeout=5) as s:
+        s.settimeout(stall_timeout)
+        try:
+            s.sendall(struct.pack("i", length_prefix))
+            while sent < total:
+                sent += s.send(garbage[: total - sent])
+        except (BrokenPipeError, ConnectionResetError):
+            return Flood(sent, True)
+        except TimeoutError:
+            return Flood(sent, False)
+        return Flood(sent, seconds_until_closed(s, stall_timeout) is not None)
+
+
+def seconds_until_closed(s: socket.socket, timeout: float, *, trickle: float | None = None) -> float | None:
+    """Seconds until the peer closes ``s`` (EOF or reset), or None if it is still open after ``timeout``.
+
+    With ``trickle``, one byte is sent every ``trickle`` seconds meanwhile (a slow client that never finishes)."""
+    started = time.monotonic()
+    deadline = started + timeout
+    s.setblocking(True)
+    while True:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return None
+        s.settimeout(min(left, trickle) if trickle else left)
+        try:
+            if not s.recv(4096):
+                return time.monotonic() - started
+        except (ConnectionResetError, BrokenPipeError):
+            return time.monotonic() - started
+        except TimeoutError:
+            if trickle:
+                try:
+                    s.send(b"\x01")
+                except (ConnectionResetError, BrokenPipeError):
+                    return time.monotonic() - started
