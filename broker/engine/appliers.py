@@ -131,24 +131,28 @@ class EventAppliers:
         parent = state.elements.get(parent_key)
         if parent is None:
             return
-        consumed = self._flows_consumed(v)
-        if consumed and (consumed > 1 or v.bpmn_element_type == bpmn.PARALLEL_GATEWAY):
-            process = self._models.get(v.process_definition_key)
-            for flow_id in process.element(v.element_id).incoming:
-                state.joins.add(parent_key, v.element_id, flow_id, -1)
+        consumed = self._flows_consumed(state, v)
         state.elements.put(replace(parent, children=parent.children + 1, flows=parent.flows - consumed))
 
-    def _flows_consumed(self, v: ProcessInstanceValue) -> int:
-        """How many taken sequence flows the activation of this element consumes (Zeebe's token counting)."""
+    def _flows_consumed(self, state: PartitionState, v: ProcessInstanceValue) -> int:
+        """How many taken sequence flows the activation of this element consumes (Zeebe's token counting).
+
+        A join consumes one token from each incoming flow that has one waiting: all of them for a parallel join
+        (it activates only then), the ones that arrived for an inclusive join.
+        """
         etype = v.bpmn_element_type
         if etype in (bpmn.START_EVENT, bpmn.BOUNDARY_EVENT, bpmn.PROCESS, bpmn.EVENT_SUB_PROCESS):
             return 0
         if etype == bpmn.INTERMEDIATE_CATCH_EVENT and v.bpmn_event_type == bpmn.LINK:
             return 1  # the token its link throw event left in flight (see _element_ended)
         element = self._models.get(v.process_definition_key).element(v.element_id)
-        if etype == bpmn.PARALLEL_GATEWAY and len(element.incoming) > 1:
-            return len(element.incoming)
-        return 1 if element.incoming else 0
+        if not element.is_join:
+            return 1 if element.incoming else 0
+        scope_key = v.flow_scope_key
+        arrived = [f for f in element.incoming if state.joins.count(scope_key, element.id, f) > 0]
+        for flow_id in arrived:
+            state.joins.add(scope_key, element.id, flow_id, -1)
+        return len(arrived)
 
     def _element_state(self, state: PartitionState, r: Record) -> None:
         inst = state.elements.get(r.key)
@@ -186,7 +190,7 @@ class EventAppliers:
         process = self._models.get(v["processDefinitionKey"])
         flow = process.flow(v["elementId"])
         target = process.element(flow.target_id)
-        if target.element_type == bpmn.PARALLEL_GATEWAY and len(target.incoming) > 1:
+        if target.is_join:
             state.joins.add(v["flowScopeKey"], target.id, flow.id, 1)
 
     def _instance_created(self, state: PartitionState, r: Record) -> None:

@@ -328,32 +328,6 @@ def cancel_job(ctx: ProcessingContext, instance: ElementInstance) -> None:
 # -- sequence flows ------------------------------------------------------------------------------------------
 
 
-def take_flow(
-    ctx: ProcessingContext,
-    process: bpmn.Process,
-    flow: bpmn.SequenceFlow,
-    instance: ElementInstance,
-    key: int | None = None,
-) -> None:
-    """Take a sequence flow out of ``instance`` and activate its target (a join only once all flows arrived).
-
-    ``key``: the target's element instance key when it was chosen beforehand (an event-based gateway's winner).
-    """
-    v = instance.value
-    scope_key = v.flow_scope_key
-    ctx.event(
-        ValueType.PROCESS_INSTANCE,
-        PI.SEQUENCE_FLOW_TAKEN,
-        ctx.keys.next_key(),
-        v.for_element(flow.id, "SEQUENCE_FLOW", bpmn.UNSPECIFIED, scope_key).to_dict(),
-    )
-    target = process.element(flow.target_id)
-    is_join = target.element_type == bpmn.PARALLEL_GATEWAY and len(target.incoming) > 1
-    if is_join and not join_ready(ctx, scope_key, target):
-        return
-    activate_element(ctx, target, v, scope_key, key=key)
-
-
 def link_catch(process: bpmn.Process, throw: bpmn.Element) -> bpmn.Element:
     """The link catch event a link throw event continues at: the one of the same name in the same flow scope.
 
@@ -364,10 +338,6 @@ def link_catch(process: bpmn.Process, throw: bpmn.Element) -> bpmn.Element:
         if is_catch and candidate.link_name == throw.link_name:
             return candidate
     raise KeyError(f"no link catch event named '{throw.link_name}' in scope '{throw.flow_scope_id}'")
-
-
-def join_ready(ctx: ProcessingContext, scope_key: int, gateway: bpmn.Element) -> bool:
-    return all(ctx.state.joins.count(scope_key, gateway.id, f) > 0 for f in gateway.incoming)
 
 
 def activate_element(

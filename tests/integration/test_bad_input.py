@@ -99,9 +99,9 @@ def test_external_entity_is_refused(stub: Stub) -> None:
 
 
 def test_unsupported_element(stub: Stub) -> None:
-    message = rejected_deploy(stub, ("inclusive.bpmn", (BPMN / "invalid" / "inclusive-gateway.bpmn").read_bytes()))
-    assert "'fork': Elements of kind 'inclusive gateway' are not supported yet" in message
-    assert_not_deployed(stub, "inclusive-gateway")
+    message = rejected_deploy(stub, ("compensation.bpmn", (BPMN / "invalid" / "compensation.bpmn").read_bytes()))
+    assert "'undo': Elements of kind 'compensation boundary event' are not supported yet" in message
+    assert_not_deployed(stub, "compensation")
     assert_still_serving(stub)
 
 

@@ -85,6 +85,9 @@ START_VARIABLES: dict[str, dict[str, Any]] = {
     "signal-throw": {"note": "thrown"},
     "error-event-subprocess": {"ok": False},
     "link-loop": {"round": 0, "rounds": 2},
+    "inclusive-gateway": {"amount": 150, "express": True},
+    "inclusive-reachability": {"toJoin": False},
+    "inclusive-no-default": {"x": "a"},
     "script-task": {"a": 1, "b": 2, "name": "n"},
     "script-task-failure": {"divisor": 0},
     "user-task-feel": {"owner": "o", "groups": ["g"], "due": "2031-01-01T00:00:00Z", "kind": "k"},
@@ -436,8 +439,14 @@ async def _random_step(d: Driver, rng: random.Random, known: dict[str, set[int]]
     if action == "create" or not known["instances"]:
         pid = rng.choice([f.removesuffix(".bpmn") for f in FIXTURES])
         variables = dict(START_VARIABLES.get(pid, {}))
-        if pid == "exclusive-gateway":
+        if pid in ("exclusive-gateway", "inclusive-gateway"):
             variables["amount"] = rng.choice([5, 150, 100])
+        if pid == "inclusive-gateway":
+            variables["express"] = rng.choice([True, False])
+        if pid == "inclusive-reachability":
+            variables["toJoin"] = rng.choice([True, False])
+        if pid == "inclusive-no-default":
+            variables["x"] = rng.choice(["a", "b", "none"])
         if pid == "script-task-failure":
             variables["divisor"] = rng.choice([0, 3])
         if pid in ("order-payment", "message-catch", "event-gateway", "event-subprocess"):

@@ -281,6 +281,11 @@ class Element:
     properties: tuple[tuple[str, str], ...] = ()
 
     @property
+    def is_join(self) -> bool:
+        """A parallel or inclusive gateway with several incoming flows: tokens wait there until it may activate."""
+        return self.element_type in (PARALLEL_GATEWAY, INCLUSIVE_GATEWAY) and len(self.incoming) > 1
+
+    @property
     def interrupts(self) -> bool:
         """Whether this event ends what it interrupts when it fires: a boundary event's ``cancelActivity`` or an
         event sub-process start event's ``isInterrupting`` (each is True for every other element)."""
@@ -311,6 +316,7 @@ class Process:
     none_start_event_id: str | None
     start_event_ids: tuple[str, ...]
     _children: cabc.Mapping[str, tuple[str, ...]] = field(default_factory=_frozen_mapping, repr=False)
+    _inclusive_joins: cabc.Mapping[str, tuple[str, ...]] = field(default_factory=_frozen_mapping, repr=False)
 
     @staticmethod
     def build(
@@ -339,6 +345,19 @@ class Process:
             none_start_event_id=none_starts[0] if len(none_starts) == 1 else None,
             start_event_ids=start_event_ids,
             _children=_frozen_mapping({scope: tuple(ids) for scope, ids in children.items()}),
+            _inclusive_joins=_frozen_mapping(
+                {
+                    scope: joins
+                    for scope, ids in children.items()
+                    if (
+                        joins := tuple(
+                            i
+                            for i in ids
+                            if element_map[i].element_type == INCLUSIVE_GATEWAY and element_map[i].is_join
+                        )
+                    )
+                }
+            ),
         )
 
     def element(self, element_id: str) -> Element:
@@ -367,6 +386,38 @@ class Process:
     def boundary_events_of(self, activity_id: str) -> tuple[Element, ...]:
         """Boundary events attached to an activity, in document order."""
         return tuple(self.elements[b] for b in self.elements[activity_id].boundary_event_ids)
+
+    def inclusive_joins_in(self, scope_id: str) -> tuple[Element, ...]:
+        """Inclusive gateways with several incoming flows directly inside a scope."""
+        return tuple(self.elements[i] for i in self._inclusive_joins.get(scope_id, ()))
+
+    def joins_in(self, scope_id: str) -> tuple[Element, ...]:
+        """Parallel and inclusive joins directly inside a scope."""
+        return tuple(c for c in self.children_of(scope_id) if c.is_join)
+
+    def can_reach(self, source_id: str, target_id: str) -> bool:
+        """Whether a token at ``source_id`` can arrive at ``target_id`` in the same scope: over outgoing sequence
+        flows, out of boundary events and from link throw events to their catch events. The search does not go
+        on past ``target_id``."""
+        seen = {source_id}
+        todo = [source_id]
+        while todo:
+            current = self.elements[todo.pop()]
+            following = [self.flows[f].target_id for f in current.outgoing]
+            following += current.boundary_event_ids
+            if current.element_type == INTERMEDIATE_THROW_EVENT and current.event_type == LINK:
+                following += [
+                    c.id
+                    for c in self.children_of(current.flow_scope_id)
+                    if c.element_type == INTERMEDIATE_CATCH_EVENT and c.link_name == current.link_name
+                ]
+            for nxt in following:
+                if nxt == target_id:
+                    return True
+                if nxt not in seen:
+                    seen.add(nxt)
+                    todo.append(nxt)
+        return False
 
     def outgoing_flows(self, element_id: str) -> tuple[SequenceFlow, ...]:
         """Outgoing sequence flows of an element, in document order."""

@@ -50,6 +50,10 @@ def activate(ctx: ProcessingContext, cmd: Record) -> None:
         ctx.reject(RejectionType.INVALID_STATE, f"Expected element '{cmd.key}' to be activating")
         return
     processor.on_activate(ctx, process, lc.element_of(process, inst), inst)
+    if inst.value.flow_scope_key > 0:
+        scope = ctx.state.elements.get(inst.value.flow_scope_key)
+        if scope is not None and scope.flows > 0:  # a token arrived: an inclusive join it cannot reach may go on
+            lc.reconsider_joins(ctx, process, scope.key)
 
 
 def _interrupted(ctx: ProcessingContext, process: bpmn.Process, scope_key: int) -> bool:

@@ -161,9 +161,51 @@ def take_outgoing(
             target_key = ctx.keys.next_key()
             moved = {**trigger, "scopeKey": target_key}
             ctx.event(ValueType.PROCESS_EVENT, ProcessEventIntent.TRIGGERED, target_key, moved)
-        b.take_flow(ctx, process, flow, inst, key=target_key)
+        take_flow(ctx, process, flow, inst, key=target_key)
     if not outgoing:
         child_left(ctx, v.flow_scope_key, completed=True)
+    elif any(process.element(flow.target_id).is_join for flow in outgoing):
+        reconsider_joins(ctx, process, v.flow_scope_key)
+
+
+def take_flow(
+    ctx: ProcessingContext,
+    process: bpmn.Process,
+    flow: bpmn.SequenceFlow,
+    inst: ElementInstance,
+    key: int | None = None,
+) -> None:
+    """Take a sequence flow out of ``inst`` and activate its target; a join only once it may activate (the token
+    waits there until then).
+
+    ``key``: the target's element instance key when it was chosen beforehand (an event-based gateway's winner).
+    """
+    v = inst.value
+    scope_key = v.flow_scope_key
+    ctx.event(
+        ValueType.PROCESS_INSTANCE,
+        PI.SEQUENCE_FLOW_TAKEN,
+        ctx.keys.next_key(),
+        v.for_element(flow.id, "SEQUENCE_FLOW", bpmn.UNSPECIFIED, scope_key).to_dict(),
+    )
+    target = process.element(flow.target_id)
+    if target.is_join and registry.processor_for(target).activation_blocked(ctx, target, scope_key) is not None:
+        return
+    b.activate_element(ctx, target, v, scope_key, key=key)
+
+
+def reconsider_joins(ctx: ProcessingContext, process: bpmn.Process, scope_key: int) -> None:
+    """Something changed in the scope (a token moved, arrived or left): a join whose tokens waited may activate now.
+
+    Only inclusive joins wait for something other than their own incoming flows (the tokens that can still reach
+    them); parallel joins activate when their last flow is taken.
+    """
+    scope = ctx.state.elements.get(scope_key) if scope_key > 0 else None
+    if scope is None or scope.state != PI.ELEMENT_ACTIVATED:
+        return
+    for join in process.inclusive_joins_in(scope.value.element_id):
+        if registry.processor_for(join).activation_blocked(ctx, join, scope_key) is None:
+            b.activate_element(ctx, join, scope.value, scope_key)
 
 
 def child_left(ctx: ProcessingContext, scope_key: int, *, completed: bool) -> None:
@@ -173,6 +215,8 @@ def child_left(ctx: ProcessingContext, scope_key: int, *, completed: bool) -> No
         return
     processor = registry.processor_of(scope.value)
     process = process_of(ctx, scope)
+    if scope.flows > 0:  # tokens wait at joins: one may activate now that this one is gone
+        reconsider_joins(ctx, process, scope_key)
     if completed:
         processor.on_child_completed(ctx, process, scope)
     else:

@@ -18,6 +18,7 @@ from broker.engine.elements.catch_events import (
 from broker.engine.elements.gateways import (
     EventBasedGatewayProcessor,
     ExclusiveGatewayProcessor,
+    InclusiveGatewayProcessor,
     ParallelGatewayProcessor,
 )
 from broker.engine.elements.job_task import JobTaskProcessor
@@ -56,6 +57,7 @@ PROCESSORS: Final[dict[str, ElementProcessor]] = {
     m.EXCLUSIVE_GATEWAY: ExclusiveGatewayProcessor(),
     m.PARALLEL_GATEWAY: ParallelGatewayProcessor(),
     m.EVENT_BASED_GATEWAY: EventBasedGatewayProcessor(),
+    m.INCLUSIVE_GATEWAY: InclusiveGatewayProcessor(),
     # scopes
     m.SUB_PROCESS: SubProcessProcessor(),
     m.EVENT_SUB_PROCESS: EventSubProcessProcessor(),
