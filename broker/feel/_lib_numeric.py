@@ -348,9 +348,11 @@ def _index_of(env: Env, values: Any, match: Any) -> list[int]:
     return [i + 1 for i, item in enumerate(arg_list(values)) if values_equal(item, match) is True]
 
 
-def _distinct(values: list[Any]) -> list[Any]:
+def _distinct(env: Env, values: list[Any]) -> list[Any]:
+    """The first occurrence of each value; quadratic, so each item is charged the comparisons it makes."""
     result: list[Any] = []
     for item in values:
+        env.spend(2 * len(result))
         if not any(values_equal(item, seen) is True for seen in result):
             result.append(item)
     return result
@@ -358,21 +360,23 @@ def _distinct(values: list[Any]) -> list[Any]:
 
 @builtin("union", "*lists")
 def _union(env: Env, lists: list[Any]) -> list[Any]:
-    return _distinct(_concatenate(env, lists))
+    return _distinct(env, _concatenate(env, lists))
 
 
 @builtin("distinct values", "list")
 def _distinct_values(env: Env, values: Any) -> list[Any]:
-    return _distinct(arg_list(values))
+    return _distinct(env, arg_list(values))
 
 
 @builtin("duplicate values", "list")
 def _duplicate_values(env: Env, values: Any) -> list[Any]:
     """Values occurring more than once, in the order of their first occurrence."""
     values = arg_list(values)
+    distinct = _distinct(env, values)
+    env.spend(len(distinct) * len(values))
     return [
         item
-        for index, item in enumerate(_distinct(values))
+        for index, item in enumerate(distinct)
         if sum(1 for other in values if values_equal(item, other) is True) > 1
     ]
 
@@ -404,6 +408,7 @@ def _partition(env: Env, values: Any, size: Any) -> list[list[Any]]:
 @builtin("sort", "list, precedes?")
 def _sort(env: Env, values: Any, precedes: Any = None) -> list[Any]:
     values = arg_list(values)
+    env.spend(len(values) * len(values).bit_length())  # about the comparisons a sort makes
     if not present(precedes) or precedes is None:
         return sorted(values, key=cmp_to_key(lambda a, b: _natural(a, b)))
     if type(precedes) is not FeelFunction or len(precedes.params) != 2:

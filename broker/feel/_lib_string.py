@@ -1,35 +1,93 @@
-"""String built-ins. Patterns are XPath/Java-style regular expressions, which Python's ``re`` covers
-for the forms people write (classes, groups, quantifiers, anchors)."""
+"""String built-ins.
+
+Patterns (``matches``, ``replace``, ``split``, ``extract``) run on RE2, whose matching time is linear in the
+input: a pattern such as ``^(a+)+$`` cannot backtrack for seconds as it does with ``re`` or Java. RE2's
+syntax covers the forms people write (classes, groups, quantifiers, anchors, ``\\p{L}``); what it lacks,
+back-references and look-around, cannot be matched in linear time, so such a pattern fails the call (null
+and a warning) instead. ``\\d``, ``\\w`` and ``\\s`` are ASCII classes, as in Java (which Zeebe uses).
+Flags follow XPath: ``s`` (dot matches newlines), ``m`` (``^``/``$`` at lines), ``i`` (ignore case), ``x``
+(whitespace and ``#`` comments outside classes are ignored) and ``q`` (the pattern is a literal string).
+"""
 
 from __future__ import annotations
 
 import base64
-import re
 from functools import lru_cache
 from typing import Any
+
+import re2
 
 from ._registry import ArgumentError, arg_int, arg_list, arg_str, builtin, present
 from ._runtime import Env
 from ._values import to_feel_string
 
-_FLAGS = {"s": re.S, "m": re.M, "i": re.I, "x": re.X}
+#: Memory RE2 may use per pattern (program and matching caches); a pattern needing more fails to compile.
+_REGEX_MAX_MEM = 4 * 1024 * 1024
 
 
-@lru_cache(maxsize=256)
-def _compile(pattern: str, flags: str = "") -> re.Pattern[str]:
-    value = 0
-    literal = False
+def _strip_extended(pattern: str) -> str:
+    """The ``x`` flag: drop whitespace and ``#`` comments outside character classes (escapes kept)."""
+    out: list[str] = []
+    in_class = False
+    i = 0
+    while i < len(pattern):
+        ch = pattern[i]
+        if ch == "\\" and i + 1 < len(pattern):
+            out.append(pattern[i : i + 2])
+            i += 2
+            continue
+        if in_class:
+            in_class = ch != "]"
+        elif ch == "[":
+            in_class = True
+            if pattern.startswith("^]", i + 1) or pattern.startswith("]", i + 1):
+                skip = 3 if pattern[i + 1] == "^" else 2
+                out.append(pattern[i : i + skip])
+                i += skip
+                continue
+        elif ch in " \t\n\r\f\v":
+            i += 1
+            continue
+        elif ch == "#":
+            end = pattern.find("\n", i)
+            i = len(pattern) if end < 0 else end + 1
+            continue
+        out.append(ch)
+        i += 1
+    return "".join(out)
+
+
+@lru_cache(maxsize=128)
+def _compile(pattern: str, flags: str = "") -> Any:
+    """A compiled RE2 pattern for XPath-style ``flags``; ``ArgumentError`` for bad patterns or flags."""
+    options = re2.Options()
+    options.max_mem = _REGEX_MAX_MEM
+    options.log_errors = False
+    multiline = False
     for flag in flags:
         if flag == "q":
-            literal = True
-        elif flag in _FLAGS:
-            value |= _FLAGS[flag]
+            options.literal = True
+        elif flag == "s":
+            options.dot_nl = True
+        elif flag == "i":
+            options.case_sensitive = False
+        elif flag == "m":
+            multiline = True
+        elif flag == "x":
+            pass
         else:
             raise ArgumentError(f"unknown regular expression flag '{flag}'")
+    if not options.literal:
+        if "x" in flags:
+            pattern = _strip_extended(pattern)
+        if multiline:
+            pattern = "(?m)" + pattern
     try:
-        return re.compile(re.escape(pattern) if literal else pattern, value)
-    except re.error as error:
-        raise ArgumentError(f"invalid regular expression '{pattern}': {error}") from error
+        return re2.compile(pattern, options)
+    except re2.error as error:
+        raise ArgumentError(
+            f"invalid regular expression '{pattern}': {error} (back-references and look-around are not supported)"
+        ) from error
 
 
 def _flags(value: Any) -> str:
@@ -125,7 +183,7 @@ def _replacement(template: str) -> Any:
     if literal:
         parts.append("".join(literal))
 
-    def expand(match: re.Match[str]) -> str:
+    def expand(match: Any) -> str:
         out = []
         for part in parts:
             if isinstance(part, int):

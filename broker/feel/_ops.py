@@ -34,6 +34,11 @@ def _mismatch(env: Env, op: str, a: Any, b: Any) -> None:
     return None
 
 
+#: Whole numbers stay exact ints up to about 4,000 digits (Python prints at most 4,300); beyond that they are
+#: rounded to 34 significant digits like every other FEEL number, so one multiplication stays cheap.
+MAX_EXACT_BITS = 13_000
+
+
 def to_decimal(value: int | Decimal) -> Decimal:
     """Exact conversion to Decimal."""
     return value if type(value) is Decimal else Decimal(value)
@@ -47,6 +52,7 @@ def add(env: Env, a: Any, b: Any) -> Any:
     if (ta is int or ta is Decimal) and (tb is int or tb is Decimal):
         return DECIMAL_CONTEXT.add(a, b)
     if ta is str and tb is str:
+        env.grow(len(a) + len(b))
         return a + b
     try:
         if tb is _TD:
@@ -114,7 +120,9 @@ def multiply(env: Env, a: Any, b: Any) -> Any:
     """``a * b`` for numbers, and durations scaled by numbers."""
     ta, tb = type(a), type(b)
     if ta is int and tb is int:
-        return a * b
+        if a.bit_length() + b.bit_length() <= MAX_EXACT_BITS:
+            return a * b
+        return DECIMAL_CONTEXT.multiply(a, b)
     a_num = ta is int or ta is Decimal
     b_num = tb is int or tb is Decimal
     if a_num and b_num:
@@ -173,7 +181,7 @@ def power(env: Env, a: Any, b: Any) -> Any:
             if abs(exponent) > 100_000:
                 env.warn("Exponent is too large")
                 return None
-            if ta is int and exponent >= 0:
+            if ta is int and exponent >= 0 and a.bit_length() * exponent <= MAX_EXACT_BITS:
                 return a**exponent
             return DECIMAL_CONTEXT.power(to_decimal(a), exponent)
         result = math.pow(float(a), float(b))

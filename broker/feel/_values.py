@@ -322,9 +322,34 @@ def to_feel_string(value: Any, quoted: bool = False) -> str:
 
 
 def describe(value: Any) -> str:
-    """A short rendering for warnings: strings quoted, long values cut."""
-    text = to_feel_string(value, quoted=True)
+    """A short rendering for warnings: strings quoted, long values cut.
+
+    Only the start of a big value is rendered: a warning inside a loop over a large list must not cost a
+    rendering of the whole list per iteration.
+    """
+    text = _render_prefix(value, 61)
     return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _render_prefix(value: Any, limit: int) -> str:
+    """``to_feel_string(value, True)`` when that is at most ``limit`` long, else a longer prefix of it."""
+    t = type(value)
+    if t is str:
+        return _quote(value) if len(value) <= limit else '"' + _quote(value[:limit])[1:-1]
+    if t is list or t is dict:
+        text = "[" if t is list else "{"
+        items = value if t is list else value.items()
+        for index, item in enumerate(items):
+            if len(text) > limit:
+                return text
+            if index:
+                text += ", "
+            if t is list:
+                text += _render_prefix(item, limit)
+            else:
+                text += f"{_format_key(item[0])}:{_render_prefix(item[1], limit)}"
+        return text + ("]" if t is list else "}")
+    return to_feel_string(value, quoted=True)
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -349,10 +374,14 @@ def values_equal(a: Any, b: Any, env: Env | None = None) -> bool | None:
     if ka == LIST:
         if len(a) != len(b):
             return False
+        if env is not None:
+            env.spend(len(a))
         return all(values_equal(x, y) is True for x, y in zip(a, b, strict=True))
     if ka == CONTEXT:
         if a.keys() != b.keys():
             return False
+        if env is not None:
+            env.spend(len(a))
         return all(values_equal(a[key], b[key]) is True for key in a)
     if ka in (TIME, DATETIME) and not _temporal_comparable(a, b):
         if env is not None:
