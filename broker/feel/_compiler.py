@@ -26,6 +26,7 @@ from ._temporal import temporal_properties
 from ._values import (
     KIND_NAMES,
     MISSING,
+    READ_STEPS,
     FeelFunction,
     FeelRange,
     compare,
@@ -568,10 +569,10 @@ def _warn_not_boolean(env: Env, a: Any, b: Any) -> None:
 
 
 def _spend_on_items(env: Env, value: Any) -> None:
-    """Charge one step per item of a list or context about to be walked in Python."""
+    """Charge for the items of a list or context about to be walked in Python."""
     t = type(value)
     if t is list or t is dict:
-        env.spend(len(value))
+        env.spend(READ_STEPS * len(value))
 
 
 #: Steps of a built-in call itself (arguments arranged, signature checked): about four syntax nodes' worth.
@@ -584,7 +585,7 @@ def _builtin_cost(values: Any) -> int:
     for value in values:
         t = type(value)
         if t is list or t is dict:
-            cost += len(value)
+            cost += READ_STEPS * len(value)
         elif t is str:
             cost += len(value) >> 6
     return cost
@@ -640,7 +641,7 @@ def _unary_match(env: Env, value: Any, result: Any) -> bool | None:
     if values_equal(value, result) is True:
         return True
     if t is list:
-        env.spend(len(result))
+        env.spend(READ_STEPS * len(result))
         return any(values_equal(value, item) is True for item in result)
     return result is True and type(value) is not bool
 
@@ -699,7 +700,7 @@ def _path(env: Env, value: Any, key: str) -> Any:
             return None
         return found
     if t is list:
-        env.spend(len(value))
+        env.spend(READ_STEPS * len(value))
         env.grow(len(value) * ITEM_SIZE)
         return [item.get(key) if type(item) is dict else _path(env, item, key) for item in value]
     if value is None:

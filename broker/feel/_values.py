@@ -22,6 +22,9 @@ from zoneinfo import ZoneInfo
 if TYPE_CHECKING:
     from ._runtime import Env
 
+#: Steps one list item or context entry costs when read in Python (compared, searched, tested).
+READ_STEPS = 2
+
 #: Arithmetic context of FEEL numbers: 34 significant digits, like IEEE 754 decimal128.
 DECIMAL_CONTEXT = Context(prec=34, rounding=ROUND_HALF_EVEN, Emin=-999999, Emax=999999)
 
@@ -175,15 +178,19 @@ def from_host(value: Any) -> Any:
     return value
 
 
+#: Whole numbers with more digits stay ``Decimal``: turning ``1E+99999`` into an int takes seconds.
+MAX_INT_DIGITS = 4000
+
+
 def to_host(value: Any) -> Any:
     """Turn a FEEL value into the public result form: integral ``Decimal`` becomes ``int``.
 
-    The rule keeps results JSON-friendly: a whole number is always an ``int``; a fraction stays a
-    ``Decimal`` so no precision is lost.
+    The rule keeps results JSON-friendly: a whole number is always an ``int`` (up to ``MAX_INT_DIGITS``
+    digits); a fraction stays a ``Decimal`` so no precision is lost.
     """
     t = type(value)
     if t is Decimal:
-        if value.is_finite() and value == value.to_integral_value():
+        if value.is_finite() and value.adjusted() < MAX_INT_DIGITS and value == value.to_integral_value():
             return int(value)
         return value
     if t is list:
@@ -375,13 +382,13 @@ def values_equal(a: Any, b: Any, env: Env | None = None) -> bool | None:
         if len(a) != len(b):
             return False
         if env is not None:
-            env.spend(len(a))
+            env.spend(READ_STEPS * len(a))
         return all(values_equal(x, y) is True for x, y in zip(a, b, strict=True))
     if ka == CONTEXT:
         if a.keys() != b.keys():
             return False
         if env is not None:
-            env.spend(len(a))
+            env.spend(READ_STEPS * len(a))
         return all(values_equal(a[key], b[key]) is True for key in a)
     if ka in (TIME, DATETIME) and not _temporal_comparable(a, b):
         if env is not None:
