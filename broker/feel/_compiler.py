@@ -294,14 +294,16 @@ class Compiler:
                             if not iterate(level + 1):
                                 return False
                         else:
-                            env.spend(cost)
-                            env.grow(ITEM_SIZE)
+                            env.steps_left -= cost  # env.spend(cost), inlined: this is the hottest loop
+                            if env.steps_left < 0:
+                                env.out_of_steps()
                             results.append(body(env))
                     return True
 
                 complete = iterate(0)
             finally:
                 env.scope = previous
+            env.grow(len(results) * ITEM_SIZE)  # the step budget already bounds how long the list got
             return results if complete else None
 
         return loop
@@ -335,7 +337,9 @@ class Compiler:
                             if found is None or found is decisive:
                                 return found
                         else:
-                            env.spend(cost)
+                            env.steps_left -= cost  # env.spend(cost), inlined
+                            if env.steps_left < 0:
+                                env.out_of_steps()
                             result = condition(env)
                             if result is decisive:
                                 return decisive

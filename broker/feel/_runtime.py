@@ -5,7 +5,7 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NoReturn
 
 from ._values import MISSING, from_host
 
@@ -97,6 +97,10 @@ class Env:
         self.steps_left -= steps
         if self.steps_left < 0:
             raise FeelBudgetExceeded("step", self.limits.max_steps)
+
+    def out_of_steps(self) -> NoReturn:
+        """Fail the evaluation on the step budget (for loops that charge ``steps_left`` inline)."""
+        raise FeelBudgetExceeded("step", self.limits.max_steps)
 
     def grow(self, size: int) -> None:
         """Charge ``size`` units of produced data; raises :class:`FeelBudgetExceeded` past the size budget."""
