@@ -18,7 +18,7 @@ from decimal import (
 from functools import cmp_to_key
 from typing import Any
 
-from ._ops import to_decimal
+from ._ops import MAX_EXACT_BITS, to_decimal
 from ._registry import ArgumentError, arg_int, arg_list, arg_num, builtin, present
 from ._runtime import Env
 from ._values import DECIMAL_CONTEXT, FeelFunction, YearMonthDuration, compare, values_equal
@@ -205,7 +205,8 @@ def _product(env: Env, values: list[Any]) -> Any:
         return None
     total: Any = 1
     for value in values:
-        total = total * value if type(total) is int and type(value) is int else DECIMAL_CONTEXT.multiply(total, value)
+        exact = type(total) is int and type(value) is int and total.bit_length() + value.bit_length() <= MAX_EXACT_BITS
+        total = total * value if exact else DECIMAL_CONTEXT.multiply(total, value)
     return total
 
 

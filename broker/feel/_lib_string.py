@@ -19,7 +19,7 @@ import re2
 
 from ._registry import ArgumentError, arg_int, arg_list, arg_str, builtin, present
 from ._runtime import Env
-from ._values import to_feel_string
+from ._values import describe
 
 #: Memory RE2 may use per pattern (program and matching caches); a pattern needing more fails to compile.
 _REGEX_MAX_MEM = 4 * 1024 * 1024
@@ -200,7 +200,14 @@ def _replacement(template: str) -> Any:
 @builtin("replace", "input, pattern, replacement, flags?")
 def _replace(env: Env, text: Any, pattern: Any, replacement: Any, flags: Any = None) -> str:
     regex = _compile(arg_str(pattern), _flags(flags))
-    return regex.sub(_replacement(arg_str(replacement)), arg_str(text))
+    expand = _replacement(arg_str(replacement))
+
+    def charged(match: Any) -> str:  # each replacement may be long and there may be one per character
+        out: str = expand(match)
+        env.grow(len(out))
+        return out
+
+    return regex.sub(charged, arg_str(text))
 
 
 @builtin("split", "string, delimiter")
@@ -243,8 +250,11 @@ def _string_join(env: Env, values: Any, delimiter: Any = None, prefix: Any = Non
     items = arg_list(values)
     for item in items:
         if item is not None and type(item) is not str:
-            raise ArgumentError(f"expected a list of strings but found {to_feel_string(values, True)}")
+            raise ArgumentError(f"expected a list of strings but found {describe(values)}")
     sep = arg_str(delimiter) if present(delimiter) and delimiter is not None else ""
     head = arg_str(prefix) if present(prefix) and prefix is not None else ""
     tail = arg_str(suffix) if present(suffix) and suffix is not None else ""
-    return head + sep.join(item for item in items if item is not None) + tail
+    parts = [item for item in items if item is not None]
+    # the delimiter repeats once per item: check the length before joining
+    env.ensure_room(len(head) + len(tail) + len(sep) * max(len(parts) - 1, 0) + sum(map(len, parts)))
+    return head + sep.join(parts) + tail

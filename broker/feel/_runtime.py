@@ -102,6 +102,11 @@ class Env:
         """Fail the evaluation on the step budget (for loops that charge ``steps_left`` inline)."""
         raise FeelBudgetExceeded("step", self.limits.max_steps)
 
+    def ensure_room(self, size: int) -> None:
+        """Fail on the size budget before producing ``size`` units that would not fit (charges nothing)."""
+        if size > self.size_left:
+            raise FeelBudgetExceeded("size", self.limits.max_size)
+
     def grow(self, size: int) -> None:
         """Charge ``size`` units of produced data; raises :class:`FeelBudgetExceeded` past the size budget."""
         self.size_left -= size

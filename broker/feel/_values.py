@@ -328,6 +328,36 @@ def to_feel_string(value: Any, quoted: bool = False) -> str:
     return str(value)
 
 
+def rendered_size(value: Any, limit: int) -> int:
+    """About how many characters ``to_feel_string`` or JSON would make of ``value``; stops counting past ``limit``.
+
+    Checked before rendering, because a list holding one big string many times renders far larger than the
+    data it occupies.
+    """
+    total = 0
+    pending = [value]
+    while pending and total <= limit:
+        item = pending.pop()
+        t = type(item)
+        if t is str:
+            total += len(item) + 2
+        elif t is list:
+            total += 2 + 2 * len(item)
+            pending.extend(item)
+        elif t is dict:
+            total += 2 + 4 * len(item)
+            for key, entry in item.items():
+                total += len(key)
+                pending.append(entry)
+        elif t is int:
+            total += 2 + item.bit_length() * 3 // 10
+        elif t is Decimal:
+            total += 40 + (abs(item.adjusted()) if item.is_finite() else 0)
+        else:
+            total += 40
+    return total
+
+
 def describe(value: Any) -> str:
     """A short rendering for warnings: strings quoted, long values cut.
 

@@ -144,6 +144,23 @@ def test_many_copies_of_a_big_string_fail_on_the_size_budget() -> None:
         assert exceeded('for i in 1..1000 return s + "!"', {"s": "x" * 100_000}) == "size"
 
 
+@pytest.mark.parametrize(
+    "expression",
+    [
+        "string(for i in 1..1000 return s)",
+        "to json(for i in 1..1000 return s)",
+        "string join(for i in 1..1000 return s)",
+        'string join(for i in 1..10000 return "x", s)',
+        'replace(substring(s, 1, 10000), ".", s)',
+    ],
+)
+def test_outputs_many_times_larger_than_their_inputs_fail_before_they_are_built(expression: str) -> None:
+    """A list of one big string repeated, or a long delimiter or replacement repeated, is cheap to hold but not
+    to render: these are checked before (or while) the output is built."""
+    with bounded(seconds=2.0, megabytes=48):
+        assert exceeded(expression, {"s": "x" * 100_000}) == "size"
+
+
 def test_building_contexts_and_lists_counts_against_the_size_budget() -> None:
     small = Limits(max_steps=10**9, max_size=80_000)
     assert exceeded("for i in 1..10000 return {a: i}", limits=small) == "size"
@@ -186,6 +203,8 @@ def test_huge_whole_numbers_round_instead_of_growing() -> None:
         assert evaluate("(2 ** 100000) * (2 ** 100000) * (10 ** 999990)") is None
         value = evaluate("for i in 1..12 return if i = 1 then 3 ** 1000 else partial[-1] * partial[-1]")
     assert isinstance(value[-1], Decimal) and 977_100 < value[-1].adjusted() < 977_200  # 3 ** 2048000, rounded
+    with bounded(seconds=2.0, megabytes=16):
+        assert evaluate("product(for i in 1..100000 return 999999999)") is not None
     assert evaluate("2 ** 64") == 18446744073709551616  # ordinary big numbers stay exact
     assert evaluate("12345678901234567890 * 98765432109876543210") == 12345678901234567890 * 98765432109876543210
 
