@@ -642,11 +642,11 @@ def _unary_match(env: Env, value: Any, result: Any) -> bool | None:
     t = type(result)
     if t is FeelRange:
         return range_contains(env, result, value)
-    if values_equal(value, result) is True:
+    if values_equal(value, result, None, env) is True:
         return True
     if t is list:
         env.spend(READ_STEPS * len(result))
-        return any(values_equal(value, item) is True for item in result)
+        return any(values_equal(value, item, None, env) is True for item in result)
     return result is True and type(value) is not bool
 
 

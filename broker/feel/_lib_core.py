@@ -255,7 +255,7 @@ def _is(env: Env, a: Any, b: Any) -> bool:
         return False
     if type(a) in (dt.time, dt.datetime):
         return bool(a == b and a.tzinfo == b.tzinfo)
-    return values_equal(a, b) is True
+    return values_equal(a, b, None, env) is True
 
 
 # -- context ------------------------------------------------------------------------------------------

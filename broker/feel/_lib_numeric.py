@@ -149,7 +149,7 @@ def _numbers(values: list[Any]) -> list[Any]:
 
 @builtin("list contains", "list, element")
 def _list_contains(env: Env, values: Any, element: Any) -> bool:
-    return any(values_equal(item, element) is True for item in arg_list(values))
+    return any(values_equal(item, element, None, env) is True for item in arg_list(values))
 
 
 @builtin("count", "list")
@@ -346,7 +346,7 @@ def _reverse(env: Env, values: Any) -> list[Any]:
 
 @builtin("index of", "list, match")
 def _index_of(env: Env, values: Any, match: Any) -> list[int]:
-    return [i + 1 for i, item in enumerate(arg_list(values)) if values_equal(item, match) is True]
+    return [i + 1 for i, item in enumerate(arg_list(values)) if values_equal(item, match, None, env) is True]
 
 
 def _distinct(env: Env, values: list[Any]) -> list[Any]:
@@ -354,7 +354,7 @@ def _distinct(env: Env, values: list[Any]) -> list[Any]:
     result: list[Any] = []
     for item in values:
         env.spend(2 * len(result))
-        if not any(values_equal(item, seen) is True for seen in result):
+        if not any(values_equal(item, seen, None, env) is True for seen in result):
             result.append(item)
     return result
 
@@ -378,7 +378,7 @@ def _duplicate_values(env: Env, values: Any) -> list[Any]:
     return [
         item
         for index, item in enumerate(distinct)
-        if sum(1 for other in values if values_equal(item, other) is True) > 1
+        if sum(1 for other in values if values_equal(item, other, None, env) is True) > 1
     ]
 
 

@@ -398,8 +398,12 @@ def _temporal_comparable(a: Any, b: Any) -> bool:
     return (a.tzinfo is None) == (b.tzinfo is None)
 
 
-def values_equal(a: Any, b: Any, env: Env | None = None) -> bool | None:
-    """FEEL ``=``: ``None`` (null) when the values are of different types, which FEEL cannot compare."""
+def values_equal(a: Any, b: Any, env: Env | None = None, budget: Env | None = None) -> bool | None:
+    """FEEL ``=``: ``None`` (null) when the values are of different types, which FEEL cannot compare.
+
+    - ``env`` receives warnings about incomparable values (and is charged like ``budget``)
+    - ``budget`` is charged for every list item and context entry compared, at every depth
+    """
     if a is None or b is None:
         return a is None and b is None
     ka = KIND_OF_TYPE.get(type(a), OTHER)
@@ -411,15 +415,17 @@ def values_equal(a: Any, b: Any, env: Env | None = None) -> bool | None:
     if ka == LIST:
         if len(a) != len(b):
             return False
-        if env is not None:
-            env.spend(READ_STEPS * len(a))
-        return all(values_equal(x, y) is True for x, y in zip(a, b, strict=True))
+        meter = env if env is not None else budget
+        if meter is not None:
+            meter.spend(READ_STEPS * len(a))
+        return all(values_equal(x, y, None, meter) is True for x, y in zip(a, b, strict=True))
     if ka == CONTEXT:
         if a.keys() != b.keys():
             return False
-        if env is not None:
-            env.spend(READ_STEPS * len(a))
-        return all(values_equal(a[key], b[key]) is True for key in a)
+        meter = env if env is not None else budget
+        if meter is not None:
+            meter.spend(READ_STEPS * len(a))
+        return all(values_equal(a[key], b[key], None, meter) is True for key in a)
     if ka in (TIME, DATETIME) and not _temporal_comparable(a, b):
         if env is not None:
             env.warn(f"Can't compare {describe(a)} with {describe(b)}")
