@@ -15,7 +15,7 @@ import base64
 from functools import lru_cache
 from typing import Any
 
-import re2
+import re2  # type: ignore[import-untyped]  # google-re2 ships no type hints
 
 from ._registry import ArgumentError, arg_int, arg_list, arg_str, builtin, present
 from ._runtime import Env
