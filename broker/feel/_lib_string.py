@@ -21,8 +21,11 @@ from ._registry import ArgumentError, arg_int, arg_list, arg_str, builtin, prese
 from ._runtime import Env
 from ._values import describe
 
-#: Memory RE2 may use per pattern (program and matching caches); a pattern needing more fails to compile.
-_REGEX_MAX_MEM = 4 * 1024 * 1024
+#: Memory RE2 may use per pattern (program and matching caches; RE2's default): a pattern needing more, such
+#: as ``\p{L}{1,1000}``, fails to compile. Patterns are cached, so a few hundred KB is typical.
+_REGEX_MAX_MEM = 8 * 1024 * 1024
+#: RE2's reasons for syntax it lacks on purpose (no linear-time matching exists for it).
+_UNSUPPORTED = ("invalid escape sequence", "invalid perl operator")
 
 
 def _strip_extended(pattern: str) -> str:
@@ -57,7 +60,7 @@ def _strip_extended(pattern: str) -> str:
     return "".join(out)
 
 
-@lru_cache(maxsize=128)
+@lru_cache(maxsize=64)
 def _compile(pattern: str, flags: str = "") -> Any:
     """A compiled RE2 pattern for XPath-style ``flags``; ``ArgumentError`` for bad patterns or flags."""
     options = re2.Options()
@@ -85,9 +88,10 @@ def _compile(pattern: str, flags: str = "") -> Any:
     try:
         return re2.compile(pattern, options)
     except re2.error as error:
-        raise ArgumentError(
-            f"invalid regular expression '{pattern}': {error} (back-references and look-around are not supported)"
-        ) from error
+        reason = error.args[0].decode() if error.args and isinstance(error.args[0], bytes) else str(error)
+        if reason.startswith(_UNSUPPORTED):
+            reason += " (back-references and look-around are not supported)"
+        raise ArgumentError(f"invalid regular expression '{pattern}': {reason}") from error
 
 
 def _flags(value: Any) -> str:
