@@ -61,11 +61,16 @@ def _strip_extended(pattern: str) -> str:
 
 
 @lru_cache(maxsize=64)
-def _compile(pattern: str, flags: str = "") -> Any:
-    """A compiled RE2 pattern for XPath-style ``flags``; ``ArgumentError`` for bad patterns or flags."""
+def _compile(pattern: str, flags: str = "", groups: bool = False) -> Any:
+    """A compiled RE2 pattern for XPath-style ``flags``; ``ArgumentError`` for bad patterns or flags.
+
+    Without ``groups`` only whole matches are reported, which lets RE2 skip its slower submatch engines
+    (several times faster on long inputs); ``replace`` asks for groups because ``$1`` needs them.
+    """
     options = re2.Options()
     options.max_mem = _REGEX_MAX_MEM
     options.log_errors = False
+    options.never_capture = not groups
     multiline = False
     for flag in flags:
         if flag == "q":
@@ -203,7 +208,7 @@ def _replacement(template: str) -> Any:
 
 @builtin("replace", "input, pattern, replacement, flags?")
 def _replace(env: Env, text: Any, pattern: Any, replacement: Any, flags: Any = None) -> str:
-    regex = _compile(arg_str(pattern), _flags(flags))
+    regex = _compile(arg_str(pattern), _flags(flags), groups=True)
     expand = _replacement(arg_str(replacement))
 
     def charged(match: Any) -> str:  # each replacement may be long and there may be one per character
