@@ -112,7 +112,7 @@ def main() -> None:
             base = statistics.median(theirs[index])
             runs = ", ".join(f"{r:,.0f}" for r in theirs[index])
             change = (median / base - 1) * 100
-            print(f"{'  baseline':32s} {base:>12,.0f} evaluations/s  (runs: {runs})  budget cost: {-change:+.1f}%")
+            print(f"{'  baseline':32s} {base:>12,.0f} evaluations/s  (runs: {runs})  cost vs baseline: {-change:+.1f}%")
 
 
 if __name__ == "__main__":
