@@ -2,6 +2,8 @@
 
 A model attribute starting with ``=`` is a FEEL expression; anything else is a static value. Evaluation never
 raises into the engine: it returns a value or a :class:`ExpressionFailure` that processors turn into incidents.
+That includes an evaluation over its budget (``feel.Limits``) and a result bigger than ``max_result_size``, so
+no expression can stall a partition or store a huge variable.
 """
 
 from __future__ import annotations
@@ -23,13 +25,32 @@ class ExpressionFailure:
 _UTC = dt.UTC
 _TOO_DEEP = "the expression is nested too deeply to be parsed; split it into smaller expressions"
 
+#: Whole-number decimals with more digits are not turned into ints (FEEL's own results stop there too).
+_MAX_INT_DIGITS = 4000
+
+#: The largest result an expression may produce (about its encoded bytes): the default gateway message size,
+#: since a bigger variable could not be handed to a job worker anyway.
+DEFAULT_MAX_RESULT_SIZE = 4 * 1024 * 1024
+
 
 class ExpressionEvaluator:
-    """Compiles each distinct expression once and evaluates it against a variables context."""
+    """Compiles each distinct expression once and evaluates it against a variables context.
 
-    def __init__(self, cache_size: int = 10_000) -> None:
+    - ``limits``: the FEEL budget of one evaluation (steps and produced size)
+    - ``max_result_size``: results estimated larger than this many bytes are failures, not variables
+    """
+
+    def __init__(
+        self,
+        cache_size: int = 10_000,
+        *,
+        limits: feel.Limits = feel.DEFAULT_LIMITS,
+        max_result_size: int = DEFAULT_MAX_RESULT_SIZE,
+    ) -> None:
         self._compiled: dict[str, Any] = {}
         self._cache_size = cache_size
+        self.limits = limits
+        self.max_result_size = max_result_size
 
     @staticmethod
     def check(expression: str) -> str | None:
@@ -88,11 +109,18 @@ class ExpressionEvaluator:
             return ExpressionFailure(f"failed to parse expression '{text}': {_TOO_DEEP}")
         now = dt.datetime.fromtimestamp(now_ms / 1000, tz=_UTC)
         try:
-            value, warnings = feel.evaluate_with_warnings(compiled, context, now=now)
+            value, warnings = feel.evaluate_with_warnings(compiled, context, now=now, limits=self.limits)
+        except feel.FeelBudgetExceeded as e:
+            return ExpressionFailure(f"failed to evaluate expression '{text}': it {e.reason}")
         except Exception as e:  # the evaluator must never take the partition down
             return ExpressionFailure(f"failed to evaluate expression '{text}': {e}")
         if value is None and warnings:
             return ExpressionFailure(f"failed to evaluate expression '{text}': {'; '.join(warnings)}")
+        if exceeds_size(value, self.max_result_size):
+            return ExpressionFailure(
+                f"failed to evaluate expression '{text}': its result is larger than the maximum variable size"
+                f" of {self.max_result_size:,} bytes"
+            )
         return value
 
     def evaluate_condition(self, source: str, context: dict[str, Any], now_ms: int) -> bool | ExpressionFailure:
@@ -105,6 +133,36 @@ class ExpressionEvaluator:
                 f"Expected result of the expression '{text}' to be 'BOOLEAN', but was '{type_name(value)}'."
             )
         return value
+
+
+def exceeds_size(value: Any, limit: int) -> bool:
+    """Whether ``value`` would take more than ``limit`` bytes encoded (estimated; stops as soon as it knows).
+
+    Strings count their UTF-8 bytes, whole numbers their bytes, other scalars 9, and each list item or context
+    entry a byte of framing: close to the msgpack size of the variable.
+    """
+    left = limit
+    pending = [value]
+    while pending:
+        item = pending.pop()
+        t = type(item)
+        if t is str:
+            left -= len(item) if item.isascii() else len(item.encode("utf-8", "surrogatepass"))
+        elif t is list or t is tuple:
+            left -= 1 + len(item)
+            pending.extend(item)
+        elif t is dict:
+            left -= 1 + len(item)
+            for key, entry in item.items():
+                pending.append(key)
+                pending.append(entry)
+        elif t is int:
+            left -= 1 + item.bit_length() // 8
+        else:
+            left -= 9
+        if left < 0:
+            return True
+    return False
 
 
 def type_name(value: Any) -> str:
@@ -128,9 +186,9 @@ def to_json_value(value: Any) -> Any:
     if value is None or isinstance(value, bool | int | str | float):
         return value
     if isinstance(value, Decimal):
-        if value == value.to_integral_value():
+        if value.is_finite() and value.adjusted() < _MAX_INT_DIGITS and value == value.to_integral_value():
             return int(value)
-        return float(value)
+        return float(value)  # a whole number this big would take seconds to build as an int
     if isinstance(value, list | tuple):
         return [to_json_value(v) for v in value]
     if isinstance(value, dict):

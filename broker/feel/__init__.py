@@ -3,7 +3,8 @@
 Expressions follow the semantics of the feel-scala engine that Zeebe uses, so models copied from
 Camunda behave the same. A failure inside an expression (missing variable, type mismatch, bad function
 argument) yields null plus a warning, never an exception; only unparsable text
-(:class:`FeelSyntaxError`) and failed ``assert()`` calls (:class:`FeelEvaluationError`) raise.
+(:class:`FeelSyntaxError`), failed ``assert()`` calls (:class:`FeelEvaluationError`) and evaluations that
+exceed their :class:`Limits` (:class:`FeelBudgetExceeded`: too many steps or too much data produced) raise.
 
 Results are plain Python values: ``None``, ``bool``, ``str``, numbers, ``list``, ``dict``,
 ``datetime.date`` / ``time`` / ``datetime``, ``datetime.timedelta`` for days-time durations and
@@ -22,16 +23,19 @@ from ._api import (
     parse_unary_tests,
 )
 from ._errors import FeelSyntaxError
-from ._runtime import FeelEvaluationError
+from ._runtime import DEFAULT_LIMITS, FeelBudgetExceeded, FeelEvaluationError, Limits
 from ._values import FeelFunction, FeelRange, YearMonthDuration
 
 __all__ = [
+    "DEFAULT_LIMITS",
     "CompiledExpression",
     "CompiledUnaryTests",
+    "FeelBudgetExceeded",
     "FeelEvaluationError",
     "FeelFunction",
     "FeelRange",
     "FeelSyntaxError",
+    "Limits",
     "YearMonthDuration",
     "evaluate",
     "evaluate_unary_tests",

@@ -9,14 +9,15 @@ from typing import Any
 
 from ._compiler import Compiled, Compiler, UnaryTest
 from ._parser import parse_expression_tree, parse_unary_tests_tree
-from ._runtime import Env, FeelEvaluationError, Scope
+from ._runtime import DEFAULT_LIMITS, Env, FeelBudgetExceeded, FeelEvaluationError, Limits, Scope
 from ._values import from_host, to_host
 
 _EMPTY: Mapping[str, Any] = {}
 
 
-def _new_env(context: Mapping[str, Any] | None, now: dt.datetime | None) -> Env:
-    return Env(Scope(context if context is not None else _EMPTY, None, host=True), now)
+def _new_env(context: Mapping[str, Any] | None, now: dt.datetime | None, limits: Limits | None = None) -> Env:
+    scope = Scope(context if context is not None else _EMPTY, None, host=True)
+    return Env(scope, now, limits if limits is not None else DEFAULT_LIMITS)
 
 
 def _run(function: Compiled, env: Env, text: str) -> Any:
@@ -24,6 +25,8 @@ def _run(function: Compiled, env: Env, text: str) -> Any:
         return function(env)
     except RecursionError as error:
         raise FeelEvaluationError(f"Evaluation of '{text}' recursed too deeply") from error
+    except FeelBudgetExceeded as error:
+        raise FeelBudgetExceeded(error.budget, error.limit, text) from None
 
 
 class CompiledExpression:
@@ -38,16 +41,18 @@ class CompiledExpression:
     def __repr__(self) -> str:
         return f"CompiledExpression({self.text!r})"
 
-    def evaluate(self, context: Mapping[str, Any] | None = None, now: dt.datetime | None = None) -> Any:
+    def evaluate(
+        self, context: Mapping[str, Any] | None = None, now: dt.datetime | None = None, limits: Limits | None = None
+    ) -> Any:
         """Evaluate and return the result as a plain Python value (see ``broker.feel``)."""
-        env = _new_env(context, now)
+        env = _new_env(context, now, limits)
         return to_host(_run(self._function, env, self.text))
 
     def evaluate_with_warnings(
-        self, context: Mapping[str, Any] | None = None, now: dt.datetime | None = None
+        self, context: Mapping[str, Any] | None = None, now: dt.datetime | None = None, limits: Limits | None = None
     ) -> tuple[Any, list[str]]:
         """Evaluate and also return the warnings (suppressed failures) in the order they occurred."""
-        env = _new_env(context, now)
+        env = _new_env(context, now, limits)
         value = to_host(_run(self._function, env, self.text))
         return value, env.warnings
 
@@ -65,15 +70,17 @@ class CompiledUnaryTests:
         return f"CompiledUnaryTests({self.text!r})"
 
     def evaluate_with_warnings(
-        self, input_value: Any, context: Mapping[str, Any] | None = None, now: dt.datetime | None = None
+        self,
+        input_value: Any,
+        context: Mapping[str, Any] | None = None,
+        now: dt.datetime | None = None,
+        limits: Limits | None = None,
     ) -> tuple[bool | None, list[str]]:
         """Test ``input_value``; also returns the warnings collected."""
-        env = _new_env(context, now)
+        env = _new_env(context, now, limits)
         value = from_host(input_value)
-        try:
-            result = self._test(env, value)
-        except RecursionError as error:
-            raise FeelEvaluationError(f"Evaluation of '{self.text}' recursed too deeply") from error
+        test = self._test
+        result = _run(lambda e: test(e, value), env, self.text)
         return result, env.warnings
 
 
@@ -100,14 +107,17 @@ def evaluate(
     context: Mapping[str, Any] | None = None,
     *,
     now: dt.datetime | None = None,
+    limits: Limits | None = None,
 ) -> Any:
     """Evaluate FEEL text or a compiled expression against ``context`` (JSON-like variables).
 
     - ``now`` is the clock of ``now()``/``today()``; without it they return null with a warning.
-    - Raises ``FeelSyntaxError`` for unparsable text and ``FeelEvaluationError`` for failed assertions;
-      every other failure yields null (use :func:`evaluate_with_warnings` to learn why).
+    - ``limits`` bounds the work and the data of this evaluation (default :data:`DEFAULT_LIMITS`).
+    - Raises ``FeelSyntaxError`` for unparsable text and ``FeelEvaluationError`` for failed assertions
+      and for exceeded limits (:class:`FeelBudgetExceeded`); every other failure yields null (use
+      :func:`evaluate_with_warnings` to learn why).
     """
-    return _compiled(expression_or_compiled).evaluate(context, now)
+    return _compiled(expression_or_compiled).evaluate(context, now, limits)
 
 
 def evaluate_with_warnings(
@@ -115,9 +125,10 @@ def evaluate_with_warnings(
     context: Mapping[str, Any] | None = None,
     *,
     now: dt.datetime | None = None,
+    limits: Limits | None = None,
 ) -> tuple[Any, list[str]]:
     """Like :func:`evaluate`, also returning the warnings, e.g. ``No variable found with name 'x'``."""
-    return _compiled(expression_or_compiled).evaluate_with_warnings(context, now)
+    return _compiled(expression_or_compiled).evaluate_with_warnings(context, now, limits)
 
 
 def evaluate_unary_tests(
@@ -126,10 +137,11 @@ def evaluate_unary_tests(
     context: Mapping[str, Any] | None = None,
     *,
     now: dt.datetime | None = None,
+    limits: Limits | None = None,
 ) -> bool | None:
     """Whether ``input_value`` satisfies the unary tests; null when the tests could not decide."""
     compiled = tests if isinstance(tests, CompiledUnaryTests) else parse_unary_tests(tests)
-    return compiled.evaluate_with_warnings(input_value, context, now)[0]
+    return compiled.evaluate_with_warnings(input_value, context, now, limits)[0]
 
 
 def evaluate_internal(text: str, now: dt.datetime | None) -> Any:

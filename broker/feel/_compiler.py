@@ -2,6 +2,12 @@
 
 Compiling once and calling closures avoids re-dispatching on node types at every evaluation; the
 engine keeps compiled expressions per deployed model.
+
+The evaluation budget (``Env.spend`` / ``Env.grow``) is charged where work can repeat or data can grow
+without bound: each loop iteration and filtered item costs the number of syntax nodes in its body (counted
+once at compile time), each function call its body or the items a built-in reads, and every string, list
+or context built is charged by its size. Straight-line code needs no charge: its cost is bounded by the
+length of the text.
 """
 
 from __future__ import annotations
@@ -15,11 +21,12 @@ from ._errors import FeelSyntaxError
 from ._ops import ARITHMETIC, negate
 from ._parser import Node
 from ._registry import Builtin, find_named, find_positional
-from ._runtime import Env, Scope
+from ._runtime import ITEM_SIZE, Env, Scope
 from ._temporal import temporal_properties
 from ._values import (
     KIND_NAMES,
     MISSING,
+    READ_STEPS,
     FeelFunction,
     FeelRange,
     compare,
@@ -44,8 +51,10 @@ class Compiler:
 
     def __init__(self, source: str) -> None:
         self.source = source
+        self.nodes = 0  # syntax nodes compiled so far: the step cost of a loop body is the difference
 
     def compile(self, node: Node) -> Compiled:
+        self.nodes += 1
         method = getattr(self, "c_" + node[0])
         result: Compiled = method(node)
         return result
@@ -74,12 +83,22 @@ class Compiler:
 
     def c_list(self, node: Node) -> Compiled:
         items = [self.compile(item) for item in node[2]]
-        return lambda env: [item(env) for item in items]
+        self.nodes += len(items)  # each slot filled costs about a node more in a loop body
+        size = len(items) * ITEM_SIZE
+
+        def make_list(env: Env) -> list[Any]:
+            env.grow(size)
+            return [item(env) for item in items]
+
+        return make_list
 
     def c_ctx(self, node: Node) -> Compiled:
         entries = [(key, self.compile(value)) for key, value in node[2]]
+        self.nodes += len(entries)  # each entry stored costs about a node more in a loop body
+        size = len(entries) * ITEM_SIZE
 
         def context(env: Env) -> dict[str, Any]:
+            env.grow(size)
             result: dict[str, Any] = {}
             previous = env.scope
             env.scope = Scope(result, previous)
@@ -175,7 +194,13 @@ class Compiler:
         value = self.compile(node[2])
         spec = node[3]
         self._check_type(spec, node[1])
-        return lambda env: _instance_of(value(env), spec)
+
+        def instance_of(env: Env) -> bool:
+            result = value(env)
+            _spend_on_items(env, result)
+            return _instance_of(result, spec)
+
+        return instance_of
 
     def _check_type(self, spec: Any, position: int) -> None:
         if isinstance(spec, tuple):
@@ -245,7 +270,9 @@ class Compiler:
 
     def c_for(self, node: Node) -> Compiled:
         iterators = self._iterators(node[2])
+        before = self.nodes
         body = self.compile(node[3])
+        cost = self.nodes - before + 1  # the body, plus the iteration itself
         depth = len(iterators)
 
         def loop(env: Env) -> list[Any] | None:
@@ -263,22 +290,29 @@ class Compiler:
                     for item in values:
                         bindings[name] = item
                         if level + 1 < depth:
+                            env.spend(1)
                             if not iterate(level + 1):
                                 return False
                         else:
+                            env.steps_left -= cost  # env.spend(cost), inlined: this is the hottest loop
+                            if env.steps_left < 0:
+                                env.out_of_steps()
                             results.append(body(env))
                     return True
 
                 complete = iterate(0)
             finally:
                 env.scope = previous
+            env.grow(len(results) * ITEM_SIZE)  # the step budget already bounds how long the list got
             return results if complete else None
 
         return loop
 
     def _quantifier(self, node: Node, every: bool) -> Compiled:
         iterators = self._iterators(node[2])
+        before = self.nodes
         condition = self.compile(node[3])
+        cost = self.nodes - before + 1  # the condition, plus the iteration itself
         depth = len(iterators)
         decisive = not every  # some stops at the first true, every at the first false
 
@@ -298,10 +332,14 @@ class Compiler:
                     for item in values:
                         bindings[name] = item
                         if level + 1 < depth:
+                            env.spend(1)
                             found = iterate(level + 1)
                             if found is None or found is decisive:
                                 return found
                         else:
+                            env.steps_left -= cost  # env.spend(cost), inlined
+                            if env.steps_left < 0:
+                                env.out_of_steps()
                             result = condition(env)
                             if result is decisive:
                                 return decisive
@@ -346,7 +384,9 @@ class Compiler:
                 return _index(value if type(value) is list else [value], index)
 
             return constant_index
+        before = self.nodes
         condition = self.compile(condition_node)
+        cost = self.nodes - before + 1  # the condition, plus the item itself
         # A boolean-shaped condition always filters; anything else may be a computed index, which is
         # recognised by evaluating it once outside the items (as the reference engine does).
         may_be_index = condition_node[0] not in _BOOLEAN_NODES
@@ -366,6 +406,7 @@ class Compiler:
                     env.warnings = saved_warnings
                 if is_number(probe):
                     return _index(items, probe)
+            env.spend(cost * len(items))
             previous = env.scope
             item_vars: dict[str, Any] = {"item": None}
             item_scope = Scope(item_vars, previous)
@@ -377,6 +418,7 @@ class Compiler:
                     item_scope.parent = Scope(item, previous) if type(item) is dict else previous
                     if condition(env) is True:
                         selected.append(item)
+                env.grow(len(selected) * ITEM_SIZE)
                 return selected
             finally:
                 env.scope = previous
@@ -387,12 +429,15 @@ class Compiler:
 
     def c_fndef(self, node: Node) -> Compiled:
         params: tuple[str, ...] = node[2]
+        before = self.nodes
         body = self.compile(node[3])
+        cost = self.nodes - before + 3  # the body, plus the call itself (arguments bound, scope entered)
 
         def define(env: Env) -> FeelFunction:
             captured = env.scope
 
             def impl(call_env: Env, args: list[Any]) -> Any:
+                call_env.spend(cost)
                 bindings = dict(zip(params, args, strict=False))
                 for param in params[len(args) :]:
                     bindings[param] = None
@@ -527,6 +572,40 @@ def _warn_not_boolean(env: Env, a: Any, b: Any) -> None:
             env.warn(f"Expected boolean but found {describe(value)}")
 
 
+def _spend_on_items(env: Env, value: Any) -> None:
+    """Charge for the items of a list or context about to be walked in Python."""
+    t = type(value)
+    if t is list or t is dict:
+        env.spend(READ_STEPS * len(value))
+
+
+#: Steps of a built-in call itself (arguments arranged, signature checked): about four syntax nodes' worth.
+BUILTIN_CALL_STEPS = 4
+
+
+def _builtin_cost(values: Any) -> int:
+    """Steps a built-in call costs: the call, plus the items it may read and one per 64 characters of strings."""
+    cost = BUILTIN_CALL_STEPS
+    for value in values:
+        t = type(value)
+        if t is list or t is dict:
+            cost += READ_STEPS * len(value)
+        elif t is str:
+            cost += len(value) >> 6
+    return cost
+
+
+def _charge_result(env: Env, result: Any, inputs: Any) -> Any:
+    """Charge the size of a string, list or context a call produced (not of an argument handed back)."""
+    t = type(result)
+    if t is str or t is list or t is dict:
+        for value in inputs:
+            if value is result:
+                return result
+        env.grow(len(result) if t is str else len(result) * ITEM_SIZE)
+    return result
+
+
 def _any_test(env: Env, tests: list[UnaryTest], value: Any) -> bool | None:
     """True if one test holds, false if all fail, null when some test could not decide."""
     unknown = False
@@ -563,10 +642,11 @@ def _unary_match(env: Env, value: Any, result: Any) -> bool | None:
     t = type(result)
     if t is FeelRange:
         return range_contains(env, result, value)
-    if values_equal(value, result) is True:
+    if values_equal(value, result, None, env) is True:
         return True
     if t is list:
-        return any(values_equal(value, item) is True for item in result)
+        env.spend(READ_STEPS * len(result))
+        return any(values_equal(value, item, None, env) is True for item in result)
     return result is True and type(value) is not bool
 
 
@@ -624,6 +704,8 @@ def _path(env: Env, value: Any, key: str) -> Any:
             return None
         return found
     if t is list:
+        env.spend(READ_STEPS * len(value))
+        env.grow(len(value) * ITEM_SIZE)
         return [item.get(key) if type(item) is dict else _path(env, item, key) for item in value]
     if value is None:
         return None
@@ -668,9 +750,13 @@ def _invoke(env: Env, function: FeelFunction, kind: str, args: list[Any]) -> Any
 
 def _invoke_builtin(env: Env, builtin: Builtin, kind: str, args: list[Any]) -> Any:
     values = _evaluate_args(env, kind, args)
+    inputs = values.values() if kind == "named" else values
+    env.spend(_builtin_cost(inputs))
     if kind == "named":
-        return builtin.invoke(env, builtin.arrange_named(values))
-    return builtin.invoke(env, builtin.arrange_positional(values))
+        result = builtin.invoke(env, builtin.arrange_named(values))
+    else:
+        result = builtin.invoke(env, builtin.arrange_positional(values))
+    return _charge_result(env, result, inputs)
 
 
 def _instance_of(value: Any, spec: Any) -> bool:

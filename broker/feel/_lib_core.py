@@ -18,8 +18,10 @@ from ._values import (
     FeelFunction,
     FeelRange,
     YearMonthDuration,
+    describe,
     from_host,
     kind_of,
+    rendered_size,
     to_feel_string,
     to_host,
     values_equal,
@@ -32,6 +34,8 @@ from ._values import (
 def _string(env: Env, value: Any) -> str | None:
     if value is None:
         return None
+    if type(value) is list or type(value) is dict:
+        env.ensure_room(rendered_size(value, env.size_left))
     return to_feel_string(value)
 
 
@@ -69,7 +73,7 @@ def _date(env: Env, value: Any) -> dt.date | None:
         return value.date()
     if t is dt.date:
         return value
-    raise ArgumentError(f"expected string or date but found {to_feel_string(value, True)}")
+    raise ArgumentError(f"expected string or date but found {describe(value)}")
 
 
 @builtin("date", "year, month, day")
@@ -91,7 +95,7 @@ def _time(env: Env, value: Any) -> dt.time | None:
         return value
     if t is dt.date:
         return dt.time(0, 0, tzinfo=UTC)
-    raise ArgumentError(f"expected string or date and time but found {to_feel_string(value, True)}")
+    raise ArgumentError(f"expected string or date and time but found {describe(value)}")
 
 
 @builtin("time", "hour, minute, second, offset?")
@@ -119,7 +123,7 @@ def _date_and_time(env: Env, value: Any) -> dt.datetime:
         return value
     if t is dt.date:
         return dt.datetime.combine(value, dt.time())
-    raise ArgumentError(f"expected string but found {to_feel_string(value, True)}")
+    raise ArgumentError(f"expected string but found {describe(value)}")
 
 
 @builtin("date and time", "date, time")
@@ -189,6 +193,7 @@ def _context(env: Env, entries: Any) -> dict[str, Any]:
 
 @builtin("to json", "value")
 def _to_json(env: Env, value: Any) -> str:
+    env.ensure_room(rendered_size(value, env.size_left))
     return json.dumps(_jsonable(to_host(value)), separators=(",", ":"), ensure_ascii=False)
 
 
@@ -250,7 +255,7 @@ def _is(env: Env, a: Any, b: Any) -> bool:
         return False
     if type(a) in (dt.time, dt.datetime):
         return bool(a == b and a.tzinfo == b.tzinfo)
-    return values_equal(a, b) is True
+    return values_equal(a, b, None, env) is True
 
 
 # -- context ------------------------------------------------------------------------------------------

@@ -18,7 +18,7 @@ from decimal import (
 from functools import cmp_to_key
 from typing import Any
 
-from ._ops import to_decimal
+from ._ops import MAX_EXACT_BITS, to_decimal
 from ._registry import ArgumentError, arg_int, arg_list, arg_num, builtin, present
 from ._runtime import Env
 from ._values import DECIMAL_CONTEXT, FeelFunction, YearMonthDuration, compare, values_equal
@@ -149,7 +149,7 @@ def _numbers(values: list[Any]) -> list[Any]:
 
 @builtin("list contains", "list, element")
 def _list_contains(env: Env, values: Any, element: Any) -> bool:
-    return any(values_equal(item, element) is True for item in arg_list(values))
+    return any(values_equal(item, element, None, env) is True for item in arg_list(values))
 
 
 @builtin("count", "list")
@@ -205,7 +205,8 @@ def _product(env: Env, values: list[Any]) -> Any:
         return None
     total: Any = 1
     for value in values:
-        total = total * value if type(total) is int and type(value) is int else DECIMAL_CONTEXT.multiply(total, value)
+        exact = type(total) is int and type(value) is int and total.bit_length() + value.bit_length() <= MAX_EXACT_BITS
+        total = total * value if exact else DECIMAL_CONTEXT.multiply(total, value)
     return total
 
 
@@ -345,35 +346,39 @@ def _reverse(env: Env, values: Any) -> list[Any]:
 
 @builtin("index of", "list, match")
 def _index_of(env: Env, values: Any, match: Any) -> list[int]:
-    return [i + 1 for i, item in enumerate(arg_list(values)) if values_equal(item, match) is True]
+    return [i + 1 for i, item in enumerate(arg_list(values)) if values_equal(item, match, None, env) is True]
 
 
-def _distinct(values: list[Any]) -> list[Any]:
+def _distinct(env: Env, values: list[Any]) -> list[Any]:
+    """The first occurrence of each value; quadratic, so each item is charged the comparisons it makes."""
     result: list[Any] = []
     for item in values:
-        if not any(values_equal(item, seen) is True for seen in result):
+        env.spend(2 * len(result))
+        if not any(values_equal(item, seen, None, env) is True for seen in result):
             result.append(item)
     return result
 
 
 @builtin("union", "*lists")
 def _union(env: Env, lists: list[Any]) -> list[Any]:
-    return _distinct(_concatenate(env, lists))
+    return _distinct(env, _concatenate(env, lists))
 
 
 @builtin("distinct values", "list")
 def _distinct_values(env: Env, values: Any) -> list[Any]:
-    return _distinct(arg_list(values))
+    return _distinct(env, arg_list(values))
 
 
 @builtin("duplicate values", "list")
 def _duplicate_values(env: Env, values: Any) -> list[Any]:
     """Values occurring more than once, in the order of their first occurrence."""
     values = arg_list(values)
+    distinct = _distinct(env, values)
+    env.spend(len(distinct) * len(values))
     return [
         item
-        for index, item in enumerate(_distinct(values))
-        if sum(1 for other in values if values_equal(item, other) is True) > 1
+        for index, item in enumerate(distinct)
+        if sum(1 for other in values if values_equal(item, other, None, env) is True) > 1
     ]
 
 
@@ -404,6 +409,7 @@ def _partition(env: Env, values: Any, size: Any) -> list[list[Any]]:
 @builtin("sort", "list, precedes?")
 def _sort(env: Env, values: Any, precedes: Any = None) -> list[Any]:
     values = arg_list(values)
+    env.spend(len(values) * len(values).bit_length())  # about the comparisons a sort makes
     if not present(precedes) or precedes is None:
         return sorted(values, key=cmp_to_key(lambda a, b: _natural(a, b)))
     if type(precedes) is not FeelFunction or len(precedes.params) != 2:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import math
+from collections.abc import Callable
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
@@ -17,7 +18,7 @@ from ._temporal import (
     subtract_times,
     timedelta_micros,
 )
-from ._values import DECIMAL_CONTEXT, YearMonthDuration, describe, type_name
+from ._values import DECIMAL_CONTEXT, MAX_INT_DIGITS, YearMonthDuration, describe, type_name
 
 _DATE = dt.date
 _DATETIME = dt.datetime
@@ -34,9 +35,23 @@ def _mismatch(env: Env, op: str, a: Any, b: Any) -> None:
     return None
 
 
+#: Whole numbers stay exact ints up to ``MAX_INT_DIGITS`` digits (Python prints at most 4,300); beyond that they
+#: are rounded to 34 significant digits like every other FEEL number, so one multiplication stays cheap.
+MAX_EXACT_BITS = MAX_INT_DIGITS * 3321 // 1000
+
+
 def to_decimal(value: int | Decimal) -> Decimal:
     """Exact conversion to Decimal."""
     return value if type(value) is Decimal else Decimal(value)
+
+
+def _decimal(env: Env, op: Callable[[Any, Any], Decimal], a: Any, b: Any, symbol: str) -> Decimal | None:
+    """A decimal operation; a result beyond FEEL's exponent range is null, as for every other failed operator."""
+    try:
+        return op(a, b)
+    except ArithmeticError:
+        env.warn(f"Result of {describe(a)} {symbol} {describe(b)} is out of range")
+        return None
 
 
 def add(env: Env, a: Any, b: Any) -> Any:
@@ -45,8 +60,9 @@ def add(env: Env, a: Any, b: Any) -> Any:
     if ta is int and tb is int:
         return a + b
     if (ta is int or ta is Decimal) and (tb is int or tb is Decimal):
-        return DECIMAL_CONTEXT.add(a, b)
+        return _decimal(env, DECIMAL_CONTEXT.add, a, b, "+")
     if ta is str and tb is str:
+        env.grow(len(a) + len(b))
         return a + b
     try:
         if tb is _TD:
@@ -77,7 +93,7 @@ def subtract(env: Env, a: Any, b: Any) -> Any:
     if ta is int and tb is int:
         return a - b
     if (ta is int or ta is Decimal) and (tb is int or tb is Decimal):
-        return DECIMAL_CONTEXT.subtract(a, b)
+        return _decimal(env, DECIMAL_CONTEXT.subtract, a, b, "-")
     try:
         if tb is _TD:
             if ta is _TD:
@@ -114,11 +130,13 @@ def multiply(env: Env, a: Any, b: Any) -> Any:
     """``a * b`` for numbers, and durations scaled by numbers."""
     ta, tb = type(a), type(b)
     if ta is int and tb is int:
-        return a * b
+        if a.bit_length() + b.bit_length() <= MAX_EXACT_BITS:
+            return a * b
+        return _decimal(env, DECIMAL_CONTEXT.multiply, a, b, "*")
     a_num = ta is int or ta is Decimal
     b_num = tb is int or tb is Decimal
     if a_num and b_num:
-        return DECIMAL_CONTEXT.multiply(a, b)
+        return _decimal(env, DECIMAL_CONTEXT.multiply, a, b, "*")
     if a_num and tb in (_TD, _YM):
         return multiply(env, b, a)
     if b_num:
@@ -142,7 +160,7 @@ def divide(env: Env, a: Any, b: Any) -> Any:
         env.warn(f"Can't divide {describe(a)} by zero")
         return None
     if a_num and b_num:
-        return DECIMAL_CONTEXT.divide(a, b)
+        return _decimal(env, DECIMAL_CONTEXT.divide, a, b, "/")
     if b_num:
         if ta is _TD:
             micros = DECIMAL_CONTEXT.divide(timedelta_micros(a), b)
@@ -173,7 +191,7 @@ def power(env: Env, a: Any, b: Any) -> Any:
             if abs(exponent) > 100_000:
                 env.warn("Exponent is too large")
                 return None
-            if ta is int and exponent >= 0:
+            if ta is int and exponent >= 0 and a.bit_length() * exponent <= MAX_EXACT_BITS:
                 return a**exponent
             return DECIMAL_CONTEXT.power(to_decimal(a), exponent)
         result = math.pow(float(a), float(b))

@@ -1,10 +1,11 @@
-"""Evaluation state shared by compiled expressions: variable scopes, warnings and the clock."""
+"""Evaluation state shared by compiled expressions: variable scopes, warnings, the clock and the budget."""
 
 from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Mapping
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, NoReturn
 
 from ._values import MISSING, from_host
 
@@ -12,11 +13,54 @@ from ._values import MISSING, from_host
 MAX_WARNINGS = 50
 
 
+#: Size units one list item or context entry costs (about the bytes of its slot); a character costs one.
+ITEM_SIZE = 8
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    """What one evaluation may spend, so that no expression can stall a partition or exhaust its memory.
+
+    Both budgets count work, never time, so an evaluation fails (or not) identically on every replica and
+    in every replay.
+
+    - ``max_steps``: loop iterations and filtered items (weighted by the size of the loop body), function
+      calls (weighted by the body of a user function), and the items and characters a built-in reads.
+      A step is about one evaluated syntax node: the default is roughly 100 ms of work.
+    - ``max_size``: everything the evaluation produces, summed: one unit per character of each string
+      built and ``ITEM_SIZE`` per list item or context entry. About bytes; the default is 16 MB.
+    """
+
+    max_steps: int = 500_000
+    max_size: int = 16_000_000
+
+
+DEFAULT_LIMITS = Limits()
+
+
 class FeelEvaluationError(Exception):
-    """An evaluation that must fail instead of yielding null (``assert``, runaway recursion).
+    """An evaluation that must fail instead of yielding null (``assert``, runaway recursion, budget).
 
     Most FEEL errors yield null plus a warning; only these abort the evaluation.
     """
+
+
+class FeelBudgetExceeded(FeelEvaluationError):
+    """The evaluation spent more than its :class:`Limits` allow.
+
+    - ``budget``: ``"step"`` or ``"size"``; ``limit``: the limit in force
+    - ``expression``: the text evaluated (set on the way out); ``reason``: the message without it
+    """
+
+    def __init__(self, budget: str, limit: int, expression: str = "") -> None:
+        self.budget = budget
+        self.limit = limit
+        self.expression = expression
+        if budget == "step":
+            self.reason = f"exceeded the step budget of {limit:,} steps (loop iterations, function calls, items read)"
+        else:
+            self.reason = f"exceeded the size budget of {limit:,} (characters and list or context items produced)"
+        super().__init__(f"Evaluation of '{expression}' {self.reason}" if expression else self.reason)
 
 
 class Scope:
@@ -37,13 +81,37 @@ class Env:
     bindings (loops, filters, function bodies), restoring it afterwards.
     """
 
-    __slots__ = ("converted", "now", "scope", "warnings")
+    __slots__ = ("converted", "limits", "now", "scope", "size_left", "steps_left", "warnings")
 
-    def __init__(self, scope: Scope, now: dt.datetime | None) -> None:
+    def __init__(self, scope: Scope, now: dt.datetime | None, limits: Limits = DEFAULT_LIMITS) -> None:
         self.scope = scope
         self.now = now
         self.warnings: list[str] = []
         self.converted: dict[int, Any] | None = None
+        self.limits = limits
+        self.steps_left = limits.max_steps
+        self.size_left = limits.max_size
+
+    def spend(self, steps: int) -> None:
+        """Charge ``steps`` of work; raises :class:`FeelBudgetExceeded` once the step budget is gone."""
+        self.steps_left -= steps
+        if self.steps_left < 0:
+            raise FeelBudgetExceeded("step", self.limits.max_steps)
+
+    def out_of_steps(self) -> NoReturn:
+        """Fail the evaluation on the step budget (for loops that charge ``steps_left`` inline)."""
+        raise FeelBudgetExceeded("step", self.limits.max_steps)
+
+    def ensure_room(self, size: int) -> None:
+        """Fail on the size budget before producing ``size`` units that would not fit (charges nothing)."""
+        if size > self.size_left:
+            raise FeelBudgetExceeded("size", self.limits.max_size)
+
+    def grow(self, size: int) -> None:
+        """Charge ``size`` units of produced data; raises :class:`FeelBudgetExceeded` past the size budget."""
+        self.size_left -= size
+        if self.size_left < 0:
+            raise FeelBudgetExceeded("size", self.limits.max_size)
 
     def warn(self, message: str) -> None:
         """Record a suppressed failure, keeping the first ``MAX_WARNINGS`` distinct messages."""

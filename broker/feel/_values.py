@@ -22,6 +22,9 @@ from zoneinfo import ZoneInfo
 if TYPE_CHECKING:
     from ._runtime import Env
 
+#: Steps one list item or context entry costs when read in Python (compared, searched, tested).
+READ_STEPS = 2
+
 #: Arithmetic context of FEEL numbers: 34 significant digits, like IEEE 754 decimal128.
 DECIMAL_CONTEXT = Context(prec=34, rounding=ROUND_HALF_EVEN, Emin=-999999, Emax=999999)
 
@@ -175,15 +178,19 @@ def from_host(value: Any) -> Any:
     return value
 
 
+#: Whole numbers with more digits stay ``Decimal``: turning ``1E+99999`` into an int takes seconds.
+MAX_INT_DIGITS = 4000
+
+
 def to_host(value: Any) -> Any:
     """Turn a FEEL value into the public result form: integral ``Decimal`` becomes ``int``.
 
-    The rule keeps results JSON-friendly: a whole number is always an ``int``; a fraction stays a
-    ``Decimal`` so no precision is lost.
+    The rule keeps results JSON-friendly: a whole number is always an ``int`` (up to ``MAX_INT_DIGITS``
+    digits); a fraction stays a ``Decimal`` so no precision is lost.
     """
     t = type(value)
     if t is Decimal:
-        if value.is_finite() and value == value.to_integral_value():
+        if value.is_finite() and value.adjusted() < MAX_INT_DIGITS and value == value.to_integral_value():
             return int(value)
         return value
     if t is list:
@@ -321,10 +328,65 @@ def to_feel_string(value: Any, quoted: bool = False) -> str:
     return str(value)
 
 
+def rendered_size(value: Any, limit: int) -> int:
+    """About how many characters ``to_feel_string`` or JSON would make of ``value``; stops counting past ``limit``.
+
+    Checked before rendering, because a list holding one big string many times renders far larger than the
+    data it occupies.
+    """
+    total = 0
+    pending = [value]
+    while pending and total <= limit:
+        item = pending.pop()
+        t = type(item)
+        if t is str:
+            total += len(item) + 2
+        elif t is list:
+            total += 2 + 2 * len(item)
+            pending.extend(item)
+        elif t is dict:
+            total += 2 + 4 * len(item)
+            for key, entry in item.items():
+                total += len(key)
+                pending.append(entry)
+        elif t is int:
+            total += 2 + item.bit_length() * 3 // 10
+        elif t is Decimal:
+            total += 40 + (abs(item.adjusted()) if item.is_finite() else 0)
+        else:
+            total += 40
+    return total
+
+
 def describe(value: Any) -> str:
-    """A short rendering for warnings: strings quoted, long values cut."""
-    text = to_feel_string(value, quoted=True)
+    """A short rendering for warnings: strings quoted, long values cut.
+
+    Only the start of a big value is rendered: a warning inside a loop over a large list must not cost a
+    rendering of the whole list per iteration.
+    """
+    text = _render_prefix(value, 61)
     return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _render_prefix(value: Any, limit: int) -> str:
+    """``to_feel_string(value, True)`` when that is at most ``limit`` long, else a longer prefix of it."""
+    t = type(value)
+    if t is str:
+        return _quote(value) if len(value) <= limit else '"' + _quote(value[:limit])[1:-1]
+    if t is list or t is dict:
+        text = "[" if t is list else "{"
+        items = value if t is list else value.items()
+        for index, item in enumerate(items):
+            if len(text) > limit:
+                return text
+            if index:
+                text += ", "
+            if t is list:
+                text += _render_prefix(item, limit)
+            else:
+                text += f"{_format_key(item[0])}:{_render_prefix(item[1], limit)}"
+        return text + ("]" if t is list else "}")
+    return to_feel_string(value, quoted=True)
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -336,8 +398,12 @@ def _temporal_comparable(a: Any, b: Any) -> bool:
     return (a.tzinfo is None) == (b.tzinfo is None)
 
 
-def values_equal(a: Any, b: Any, env: Env | None = None) -> bool | None:
-    """FEEL ``=``: ``None`` (null) when the values are of different types, which FEEL cannot compare."""
+def values_equal(a: Any, b: Any, env: Env | None = None, budget: Env | None = None) -> bool | None:
+    """FEEL ``=``: ``None`` (null) when the values are of different types, which FEEL cannot compare.
+
+    - ``env`` receives warnings about incomparable values (and is charged like ``budget``)
+    - ``budget`` is charged for every list item and context entry compared, at every depth
+    """
     if a is None or b is None:
         return a is None and b is None
     ka = KIND_OF_TYPE.get(type(a), OTHER)
@@ -349,11 +415,17 @@ def values_equal(a: Any, b: Any, env: Env | None = None) -> bool | None:
     if ka == LIST:
         if len(a) != len(b):
             return False
-        return all(values_equal(x, y) is True for x, y in zip(a, b, strict=True))
+        meter = env if env is not None else budget
+        if meter is not None:
+            meter.spend(READ_STEPS * len(a))
+        return all(values_equal(x, y, None, meter) is True for x, y in zip(a, b, strict=True))
     if ka == CONTEXT:
         if a.keys() != b.keys():
             return False
-        return all(values_equal(a[key], b[key]) is True for key in a)
+        meter = env if env is not None else budget
+        if meter is not None:
+            meter.spend(READ_STEPS * len(a))
+        return all(values_equal(a[key], b[key], None, meter) is True for key in a)
     if ka in (TIME, DATETIME) and not _temporal_comparable(a, b):
         if env is not None:
             env.warn(f"Can't compare {describe(a)} with {describe(b)}")

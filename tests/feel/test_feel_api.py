@@ -44,7 +44,10 @@ def test_public_surface_is_small() -> None:
     assert set(feel.__all__) == {
         "CompiledExpression",
         "CompiledUnaryTests",
+        "DEFAULT_LIMITS",
+        "FeelBudgetExceeded",
         "FeelEvaluationError",
+        "Limits",
         "FeelFunction",
         "FeelRange",
         "FeelSyntaxError",
