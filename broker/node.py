@@ -46,6 +46,9 @@ class NodeConfig:
     replication_factor: int = 1
     raft_password: str = ""
     backpressure: BackpressureConfig | None = field(default_factory=BackpressureConfig)
+    # The embedded gateway's TLS and authentication (gateway.auth.GatewaySecurity); None: open, as on loopback.
+    gateway_security: Any = None
+    max_concurrent_streams: int = 2048
 
     @property
     def clustered(self) -> bool:
@@ -163,7 +166,12 @@ class BrokerNode:
             )
             service = GatewayService(client, long_poll_ms=cfg.long_poll_ms, request_timeout_ms=cfg.request_timeout_ms)
             self.gateway_server, self.gateway_port = await start_gateway_server(
-                service, cfg.host, cfg.gateway_port, max_message_size=cfg.max_message_size
+                service,
+                cfg.host,
+                cfg.gateway_port,
+                max_message_size=cfg.max_message_size,
+                max_concurrent_streams=cfg.max_concurrent_streams,
+                security=cfg.gateway_security,
             )
             log.info("gateway listening on %s:%d (gateway_protocol.Gateway)", cfg.host, self.gateway_port)
         self.started = True

@@ -6,6 +6,7 @@ import asyncio
 import logging
 import signal
 from dataclasses import dataclass, field
+from typing import Any
 
 from broker import gc_policy
 from broker.monitoring import MonitoringServer
@@ -25,6 +26,9 @@ class GatewayConfig:
     max_message_size: int = 4 * 1024 * 1024
     long_poll_ms: int = 10_000
     request_timeout_ms: int = 15_000
+    max_concurrent_streams: int = 2048
+    # TLS and authentication of the client API (gateway.auth.GatewaySecurity); None: open, as on loopback.
+    security: Any = None
 
 
 async def run_gateway(config: GatewayConfig, stop: asyncio.Event) -> int:
@@ -32,7 +36,12 @@ async def run_gateway(config: GatewayConfig, stop: asyncio.Event) -> int:
     await client.start()
     service = GatewayService(client, long_poll_ms=config.long_poll_ms, request_timeout_ms=config.request_timeout_ms)
     server, port = await start_gateway_server(
-        service, config.host, config.port, max_message_size=config.max_message_size
+        service,
+        config.host,
+        config.port,
+        max_message_size=config.max_message_size,
+        max_concurrent_streams=config.max_concurrent_streams,
+        security=config.security,
     )
 
     def ready() -> tuple[bool, dict]:
