@@ -49,6 +49,8 @@ class NodeConfig:
     # The embedded gateway's TLS and authentication (gateway.auth.GatewaySecurity); None: open, as on loopback.
     gateway_security: Any = None
     max_concurrent_streams: int = 2048
+    # TLS and shared secret of the command API, served here and used to call other brokers (CommandApiSecurity).
+    command_api_security: Any = None
 
     @property
     def clustered(self) -> bool:
@@ -115,7 +117,9 @@ class BrokerNode:
             from gateway.remote import RemoteBrokerClient
 
             peers = [m.command_address(cfg.command_port) for m in layout.members]
-            self.inter_partition = RemoteBrokerClient(peers, max_message_size=cfg.max_message_size)
+            self.inter_partition = RemoteBrokerClient(
+                peers, max_message_size=cfg.max_message_size, security=cfg.command_api_security
+            )
             await self.inter_partition.start()
         elif cfg.partitions > 1:
             from gateway.broker_client import LocalBrokerClient
@@ -148,7 +152,7 @@ class BrokerNode:
 
             api = CommandApi(self.partitions, self.topology)
             self.command_server, self.command_port = await start_command_api(
-                api, cfg.host, cfg.command_port, cfg.max_message_size
+                api, cfg.host, cfg.command_port, cfg.max_message_size, cfg.command_api_security
             )
             log.info("command API listening on %s:%d", cfg.host, self.command_port)
         if cfg.embedded_gateway and cfg.clustered:

@@ -70,7 +70,14 @@ def _node_config(args: argparse.Namespace, *, embedded_gateway: bool) -> Any:
         log_segment_size=b["logSegmentSize"],
         gateway_security=_gateway_security(g),
         max_concurrent_streams=g["maxConcurrentStreams"],
+        command_api_security=_command_api_security(cfg),
     )
+
+
+def _command_api_security(cfg: dict[str, Any]) -> Any:
+    from broker.command_api import CommandApiSecurity
+
+    return CommandApiSecurity.from_config(cfg["commandApi"])
 
 
 def _gateway_security(gateway_cfg: dict[str, Any]) -> Any:
@@ -198,6 +205,7 @@ def cmd_gateway(args: argparse.Namespace) -> int:
         request_timeout_ms=g["requestTimeout"],
         max_concurrent_streams=g["maxConcurrentStreams"],
         security=_gateway_security(g),
+        command_api_security=_command_api_security(cfg),
     )
     try:
         return main(config)

@@ -29,10 +29,14 @@ class GatewayConfig:
     max_concurrent_streams: int = 2048
     # TLS and authentication of the client API (gateway.auth.GatewaySecurity); None: open, as on loopback.
     security: Any = None
+    # How to reach the brokers' command API (broker.command_api.CommandApiSecurity); None: plaintext, no secret.
+    command_api_security: Any = None
 
 
 async def run_gateway(config: GatewayConfig, stop: asyncio.Event) -> int:
-    client = RemoteBrokerClient(config.contact_points, max_message_size=config.max_message_size)
+    client = RemoteBrokerClient(
+        config.contact_points, max_message_size=config.max_message_size, security=config.command_api_security
+    )
     await client.start()
     service = GatewayService(client, long_poll_ms=config.long_poll_ms, request_timeout_ms=config.request_timeout_ms)
     server, port = await start_gateway_server(

@@ -43,7 +43,8 @@ def _pem_key(key: rsa.RSAPrivateKey) -> bytes:
 class Certificates:
     """PEM files in one folder: ``ca.pem``, ``server.pem``/``server-key.pem``, ``client.pem``/``client-key.pem``.
 
-    The server certificate names ``localhost`` and ``127.0.0.1``; the client certificate is for mTLS.
+    The server certificate names ``localhost`` and ``127.0.0.1`` and may also serve as a client certificate (a node
+    of the cluster calling another); the client certificate is for mTLS clients.
     """
 
     directory: Path
@@ -92,7 +93,7 @@ def make_certificates(directory: Path, name: str = "Weir test CA") -> Certificat
     certs = Certificates(directory)
     certs.ca.write_bytes(ca.public_bytes(serialization.Encoding.PEM))
 
-    def leaf(common_name: str, usage: x509.ObjectIdentifier, cert_path: Path, key_path: Path) -> None:
+    def leaf(common_name: str, usage: list[x509.ObjectIdentifier], cert_path: Path, key_path: Path) -> None:
         key = _key()
         builder = (
             x509.CertificateBuilder()
@@ -103,18 +104,20 @@ def make_certificates(directory: Path, name: str = "Weir test CA") -> Certificat
             .not_valid_before(now - dt.timedelta(minutes=5))
             .not_valid_after(now + dt.timedelta(days=1))
             .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-            .add_extension(x509.ExtendedKeyUsage([usage]), critical=False)
+            .add_extension(x509.ExtendedKeyUsage(usage), critical=False)
             .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()), critical=False)
         )
-        if usage == ExtendedKeyUsageOID.SERVER_AUTH:
+        if ExtendedKeyUsageOID.SERVER_AUTH in usage:
             san = [x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]
             builder = builder.add_extension(x509.SubjectAlternativeName(san), critical=False)
         cert = builder.sign(ca_key, hashes.SHA256())
         cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
         key_path.write_bytes(_pem_key(key))
 
-    leaf("localhost", ExtendedKeyUsageOID.SERVER_AUTH, certs.server_cert, certs.server_key)
-    leaf("weir-client", ExtendedKeyUsageOID.CLIENT_AUTH, certs.client_cert, certs.client_key)
+    # The server certificate is a node's: brokers serve it and present it when they call each other (mTLS).
+    node_usage = [ExtendedKeyUsageOID.SERVER_AUTH, ExtendedKeyUsageOID.CLIENT_AUTH]
+    leaf("localhost", node_usage, certs.server_cert, certs.server_key)
+    leaf("weir-client", [ExtendedKeyUsageOID.CLIENT_AUTH], certs.client_cert, certs.client_key)
     return certs
 
 
