@@ -20,6 +20,7 @@ import base64
 import contextlib
 import hashlib
 import hmac
+import inspect
 import json
 import logging
 import os
@@ -42,6 +43,8 @@ OPEN_SERVICES = ("/grpc.health.v1.Health/",)
 TOKEN_CACHE_SIZE = 10_000
 # An unknown key id triggers at most one JWKS fetch per this many seconds (a key rotation), never one per call.
 JWKS_MIN_REFETCH_S = 30.0
+# scrypt checks of basic credentials running at once (each takes tens of milliseconds of CPU).
+BASIC_VERIFY_CONCURRENCY = 2
 SUPPORTED_ALGORITHMS = ("RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "ES512", "EdDSA")
 
 
@@ -246,6 +249,7 @@ class Authenticator:
             )
         self._tokens: dict[str, float] = {}  # accepted bearer token → its expiry (epoch seconds)
         self._basic: dict[bytes, str] = {}  # sha256 of accepted "user:password" → user
+        self._verifying = asyncio.Semaphore(BASIC_VERIFY_CONCURRENCY)
 
     @property
     def enabled(self) -> bool:
@@ -273,7 +277,7 @@ class Authenticator:
             )
         return " or ".join(hints)
 
-    def check(self, authorization: str | None) -> str:
+    async def check(self, authorization: str | None) -> str:
         """The caller's identity; raises Unauthenticated with a message a person can act on."""
         if not authorization:
             raise Unauthenticated(f"this gateway requires credentials: send {self._hint()}")
@@ -282,7 +286,7 @@ class Authenticator:
         if scheme == "bearer" and "oauth" in self.config.methods:
             return self._check_bearer(credentials.strip())
         if scheme == "basic" and "basic" in self.config.methods:
-            return self._check_basic(credentials.strip())
+            return await self._check_basic(credentials.strip())
         raise Unauthenticated(f"'{scheme.capitalize()}' credentials are not accepted here: send {self._hint()}")
 
     def _check_bearer(self, token: str) -> str:
@@ -344,7 +348,12 @@ class Authenticator:
             return f"the access token is signed with {header.get('alg')!r}; this gateway accepts {oauth.algorithms}"
         return f"the access token is not valid: {error}"
 
-    def _check_basic(self, credentials: str) -> str:
+    async def _check_basic(self, credentials: str) -> str:
+        """Accepted credentials are remembered (by digest); new ones pay one scrypt, off the event loop.
+
+        At most ``BASIC_VERIFY_CONCURRENCY`` scrypt checks run at once, so guessing passwords cannot occupy the
+        gateway's threads or stall its calls.
+        """
         digest = hashlib.sha256(credentials.encode()).digest()
         known = self._basic.get(digest)
         if known is not None:
@@ -356,7 +365,10 @@ class Authenticator:
         if not sep:
             raise Unauthenticated("basic credentials must be base64('user:password')")
         stored = self.users.get(user)
-        if stored is None or not verify_password(password, stored):
+        async with self._verifying:
+            loop = asyncio.get_running_loop()
+            ok = stored is not None and await loop.run_in_executor(None, verify_password, password, stored)
+        if not ok:
             raise Unauthenticated(f"wrong user name or password for {user!r}")
         if len(self._basic) >= TOKEN_CACHE_SIZE:
             self._basic.clear()
@@ -401,7 +413,7 @@ def _refusal(handler: grpc.RpcMethodHandler, message: str) -> grpc.RpcMethodHand
 class MetadataCheckInterceptor(grpc.aio.ServerInterceptor):
     """Runs ``check(metadata value)`` before every call outside ``open_prefixes``; a refusal ends the call.
 
-    ``check`` raises :class:`Unauthenticated` with the text the caller gets.
+    ``check`` (a function or a coroutine function) raises :class:`Unauthenticated` with the text the caller gets.
     """
 
     def __init__(self, header: str, check: Callable[[str | None], Any], open_prefixes: Sequence[str] = ()) -> None:
@@ -418,7 +430,9 @@ class MetadataCheckInterceptor(grpc.aio.ServerInterceptor):
         if handler is None or handler_call_details.method.startswith(self._open):
             return handler
         try:
-            self._check(_metadata_value(handler_call_details.invocation_metadata, self._header))
+            checked = self._check(_metadata_value(handler_call_details.invocation_metadata, self._header))
+            if inspect.isawaitable(checked):
+                await checked
         except Unauthenticated as e:
             log.debug("refused %s: %s", handler_call_details.method, e)
             return _refusal(handler, str(e))

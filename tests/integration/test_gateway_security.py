@@ -377,3 +377,31 @@ def test_hash_password_makes_a_users_file_line() -> None:
     assert out.returncode == 0, out.stderr
     user, _, stored = out.stdout.strip().partition(":")
     assert user == "bob" and verify_password("hunter2", stored) and not verify_password("hunter3", stored)
+
+
+def test_the_gateway_bounds_concurrent_streams_per_connection(tmp_path: Path) -> None:
+    """With maxConcurrentStreams 1, a second call on a connection waits for the first; another connection does not."""
+    import threading
+    import time
+
+    w = WeirProcess(tmp_path / "data", env={"WEIR_GATEWAY_MAX_CONCURRENT_STREAMS": "1"}).start()
+    own_pool = [("grpc.use_local_subchannel_pool", 1)]
+    try:
+        busy = gateway_pb2_grpc.GatewayStub(grpc.insecure_channel(w.address, options=own_pool))
+        other = gateway_pb2_grpc.GatewayStub(grpc.insecure_channel(w.address, options=own_pool))
+        busy.Topology(pb.TopologyRequest(), timeout=10)  # connected
+        poll = pb.ActivateJobsRequest(
+            type="nothing", worker="w", timeout=1000, maxJobsToActivate=1, requestTimeout=2000
+        )
+        poller = threading.Thread(target=lambda: list(busy.ActivateJobs(poll, timeout=10)))
+        poller.start()
+        time.sleep(0.3)  # the long poll holds the connection's only stream
+        started = time.monotonic()
+        other.Topology(pb.TopologyRequest(), timeout=10)
+        assert time.monotonic() - started < 1.0
+        started = time.monotonic()
+        busy.Topology(pb.TopologyRequest(), timeout=10)
+        assert time.monotonic() - started > 1.0  # queued behind the long poll
+        poller.join()
+    finally:
+        w.stop()
