@@ -124,8 +124,10 @@ def make_certificates(directory: Path, name: str = "Weir test CA") -> Certificat
 class TokenIssuer:
     """An OAuth 2 authorization server (client-credentials grant only) on 127.0.0.1, over HTTPS with ``certs``."""
 
-    def __init__(self, certs: Certificates, clients: dict[str, str], *, lifetime_s: int = 300) -> None:
+    def __init__(self, certs: Certificates, clients: dict[str, str], *, lifetime_s: int = 300, path: str = "/") -> None:
+        """``path``: where the issuer lives on the server (a Keycloak realm's is ``/realms/<name>``)."""
         self.clients = clients
+        self.base_path = path
         self.lifetime_s = lifetime_s
         self.key = _key()
         self.key_id = uuid.uuid4().hex[:12]
@@ -145,7 +147,7 @@ class TokenIssuer:
                 self.wfile.write(data)
 
             def do_GET(self) -> None:
-                if self.path == "/jwks.json":
+                if self.path.endswith(("/jwks.json", "/certs")):  # ours, and Keycloak's JWKS path
                     self._reply(200, issuer.jwks())
                 else:
                     self._reply(404, {"error": "not_found"})
@@ -180,15 +182,19 @@ class TokenIssuer:
 
     @property
     def issuer(self) -> str:
-        return f"https://127.0.0.1:{self._server.server_address[1]}/"
+        return f"https://127.0.0.1:{self._server.server_address[1]}{self.base_path}"
+
+    @property
+    def port(self) -> int:
+        return int(self._server.server_address[1])
 
     @property
     def token_url(self) -> str:
-        return self.issuer + "oauth/token"
+        return self.issuer.rstrip("/") + "/oauth/token"
 
     @property
     def jwks_url(self) -> str:
-        return self.issuer + "jwks.json"
+        return self.issuer.rstrip("/") + "/jwks.json"
 
     def jwks(self) -> dict[str, Any]:
         public = json.loads(jwt.algorithms.RSAAlgorithm.to_jwk(self.key.public_key()))
