@@ -196,6 +196,11 @@ class TokenIssuer:
     def jwks_url(self) -> str:
         return self.issuer.rstrip("/") + "/jwks.json"
 
+    def rotate(self) -> None:
+        """A new signing key under a new key id (the JWKS then lists only the new one), as key rotation does."""
+        self.key = _key()
+        self.key_id = uuid.uuid4().hex[:12]
+
     def jwks(self) -> dict[str, Any]:
         public = json.loads(jwt.algorithms.RSAAlgorithm.to_jwk(self.key.public_key()))
         return {"keys": [{**public, "kid": self.key_id, "use": "sig", "alg": "RS256"}]}

@@ -259,6 +259,21 @@ def test_zbctl_with_tls_and_oauth(secured: WeirProcess, certs: Certificates, iss
     assert completed.returncode == 0, completed.stderr
     assert any(r.get("client_id") == CLIENT_ID for r in issuer.requests[before:])  # it fetched its own token
 
+    # The same settings from ZEEBE_* variables alone.
+    env = {
+        **{k: v for k, v in os.environ.items() if not k.startswith("ZEEBE_")},
+        "SSL_CERT_FILE": str(certs.ca),
+        "HOME": str(certs.directory),
+        "ZEEBE_ADDRESS": secured.address,
+        "ZEEBE_CA_CERTIFICATE_PATH": str(certs.ca),
+        "ZEEBE_CLIENT_ID": CLIENT_ID,
+        "ZEEBE_CLIENT_SECRET": CLIENT_SECRET,
+        "ZEEBE_AUTHORIZATION_SERVER_URL": issuer.token_url,
+        "ZEEBE_TOKEN_AUDIENCE": AUDIENCE,
+    }
+    status = subprocess.run([str(ZBCTL), "status"], capture_output=True, text=True, env=env, timeout=60)
+    assert status.returncode == 0 and "Partition 1 : Leader, Healthy" in status.stdout, status.stderr
+
     # zbctl without credentials reaches the gateway over TLS and is turned away.
     env = {**os.environ, "ZEEBE_ADDRESS": secured.address, "ZEEBE_CA_CERTIFICATE_PATH": str(certs.ca)}
     env = {k: v for k, v in env.items() if k not in ("ZEEBE_INSECURE_CONNECTION", "ZEEBE_CLIENT_ID")}
@@ -270,7 +285,8 @@ NODE_SCRIPT = r"""
 const fs = require('fs');
 const { ZBClient } = require('zeebe-node');
 (async () => {
-  const options = {
+  // 'env': everything from ZEEBE_* variables, as a deployed worker would be configured.
+  const options = process.env.WEIR_AUTH === 'env' ? { retry: false, loglevel: 'NONE' } : {
     retry: false, loglevel: 'NONE', useTLS: true,
     customSSL: { rootCerts: fs.readFileSync(process.env.WEIR_CA) },
   };
@@ -334,6 +350,16 @@ def test_zeebe_node_with_tls_and_oauth(
     expected = {"partitions": 1, "variables": {"n": 41, "fromNode": 42}}
     assert _node(secured, certs, issuer, tmp_path, WEIR_AUTH="oauth") == expected
     assert _node(secured, certs, issuer, tmp_path, WEIR_AUTH="basic") == expected
+    from_env = {
+        "WEIR_AUTH": "env",
+        "ZEEBE_CLIENT_ID": CLIENT_ID,
+        "ZEEBE_CLIENT_SECRET": CLIENT_SECRET,
+        "ZEEBE_AUTHORIZATION_SERVER_URL": issuer.token_url,
+        "ZEEBE_TOKEN_AUDIENCE": AUDIENCE,
+        "ZEEBE_CLIENT_SSL_ROOT_CERTS_PATH": str(certs.ca),  # zeebe-node 8.3's name for the CA file
+        "ZEEBE_TOKEN_CACHE_DIR": str(tmp_path / "tokens"),
+    }
+    assert _node(secured, certs, issuer, tmp_path, **from_env) == expected
     refused = _node(secured, certs, issuer, tmp_path, WEIR_AUTH="none")
     assert refused["code"] == grpc.StatusCode.UNAUTHENTICATED.value[0], refused
     assert "requires credentials" in refused["message"]

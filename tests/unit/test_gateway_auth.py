@@ -115,3 +115,45 @@ def test_command_api_secret_is_required_and_compared_exactly() -> None:
     for wrong in (None, "", "s3cre", "s3cret "):
         with pytest.raises(Unauthenticated):
             security.check(wrong)
+
+
+def test_a_rotated_signing_key_is_fetched_from_the_jwks_url(
+    certs: Certificates, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A token naming an unknown key id is refused, and makes the gateway fetch the JWKS again (at most every
+    ``JWKS_MIN_REFETCH_S``, here 0); the next token with that key passes."""
+    from gateway import auth
+
+    monkeypatch.setattr(auth, "JWKS_MIN_REFETCH_S", 0.0)
+
+    async def scenario(issuer: TokenIssuer) -> None:
+        config = AuthConfig(
+            methods=["oauth"],
+            oauth=OAuthConfig(jwks_url=issuer.jwks_url, jwks_ca_path=str(certs.ca), audience="weir"),
+        )
+        authenticator = Authenticator(config)
+        await authenticator.start()
+        assert await authenticator.check(f"Bearer {issuer.token('before', audience='weir')}") == "before"
+        issuer.rotate()
+        rotated = f"Bearer {issuer.token('after', audience='weir')}"
+        with pytest.raises(Unauthenticated, match="not in the gateway's JWKS"):
+            await authenticator.check(rotated)
+        for _ in range(100):
+            await asyncio.sleep(0.05)
+            try:
+                assert await authenticator.check(rotated) == "after"
+                break
+            except Unauthenticated:
+                continue
+        else:
+            raise AssertionError("the rotated key was never fetched")
+        await authenticator.close()
+
+    with TokenIssuer(certs, {}) as issuer:
+        asyncio.run(scenario(issuer))
+
+
+def test_an_unreachable_jwks_url_stops_start_up_with_its_address(certs: Certificates) -> None:
+    config = AuthConfig(methods=["oauth"], oauth=OAuthConfig(jwks_url="https://127.0.0.1:1/jwks.json", audience="w"))
+    with pytest.raises(SecurityConfigError, match=r"cannot load the JWKS from https://127.0.0.1:1/jwks.json"):
+        asyncio.run(Authenticator(config).start())
