@@ -39,7 +39,8 @@ log = logging.getLogger("weir.gateway.auth")
 
 # Calls to these services need no credentials.
 OPEN_SERVICES = ("/grpc.health.v1.Health/",)
-# Tokens checked recently are remembered until they expire, so a worker's calls do not each pay an RSA verification.
+# Tokens checked recently are remembered until they expire, so a worker's calls do not each pay an RSA verification
+# (a key dropped from the JWKS therefore ends its tokens only at their expiry: keep access tokens short-lived).
 TOKEN_CACHE_SIZE = 10_000
 # An unknown key id triggers at most one JWKS fetch per this many seconds (a key rotation), never one per call.
 JWKS_MIN_REFETCH_S = 30.0
@@ -239,9 +240,9 @@ class Authenticator:
             raise SecurityConfigError(f"unknown authentication method(s) {sorted(unknown)}: use oauth and/or basic")
         self.config = config
         self.jwks = JwksKeys(config.oauth) if "oauth" in config.methods else None
-        self.users = load_users(config.basic_users_file) if "basic" in config.methods else {}
         if "basic" in config.methods and not config.basic_users_file:
             raise SecurityConfigError("basic authentication needs a users file (basic.usersFile)")
+        self.users = load_users(config.basic_users_file) if "basic" in config.methods else {}
         bad = set(config.oauth.algorithms) - set(SUPPORTED_ALGORITHMS)
         if self.jwks is not None and bad:
             raise SecurityConfigError(

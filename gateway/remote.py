@@ -169,6 +169,7 @@ class _Broker:
         self.commands = bind(self.channel.stream_stream(_SERVICE + "Commands", _IDENTITY, _IDENTITY))
         self.command_stream = _CommandStream(self)
         self.info: dict | None = None
+        self.refused = False  # the broker answered UNAUTHENTICATED (wrong or missing commandApi.secret)
 
 
 class _RemoteStream:
@@ -230,13 +231,18 @@ class RemoteBrokerClient:
     async def _ask(self, broker: _Broker) -> None:
         try:
             info = _unpack(await broker.topology(b"", timeout=TOPOLOGY_TIMEOUT_S))
-        except grpc.aio.AioRpcError:
+        except grpc.aio.AioRpcError as e:
+            if e.code() == grpc.StatusCode.UNAUTHENTICATED and not broker.refused:
+                # Not a passing fault: say once why this broker is left out, so the operator can fix the settings.
+                log.error("broker %s refuses our calls: %s", broker.address, e.details())
+            broker.refused = e.code() == grpc.StatusCode.UNAUTHENTICATED
             broker.info = None
             for pid, leader in list(self._leaders.items()):
                 if leader is broker:
                     del self._leaders[pid]
             return
         broker.info = info
+        broker.refused = False
         self._partition_count = max(self._partition_count, info.get("partitionsCount", 0))
         for p in info["partitions"]:
             if p["role"] == "LEADER" and p["healthy"]:

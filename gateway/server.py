@@ -64,6 +64,7 @@ async def start_gateway_server(
     but health checks must carry valid credentials. Raises SecurityConfigError for settings that cannot work.
     """
     security = security or GatewaySecurity()
+    credentials = security.tls.server_credentials() if security.tls.enabled else None
     authenticator = Authenticator(security.auth)
     await authenticator.start()
     server = grpc.aio.server(
@@ -74,8 +75,8 @@ async def start_gateway_server(
     health_servicer = health.aio.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     address = f"{host}:{port}"
-    if security.tls.enabled:
-        bound = server.add_secure_port(address, security.tls.server_credentials())
+    if credentials is not None:
+        bound = server.add_secure_port(address, credentials)
     else:
         bound = server.add_insecure_port(address)
     if bound == 0:

@@ -250,6 +250,8 @@ def test_a_gateway_without_the_secret_is_refused(tmp_path: Path) -> None:
             lambda: stub.Topology(pb.TopologyRequest(), timeout=2), timeout=30, what="the gateway to answer"
         )
         assert list(topology.brokers) == []  # the broker turned it away
+        eventually(lambda: "refuses our calls" in gateway_log.read_text(), what="the gateway to say why")
+        assert "WEIR_COMMAND_API_SECRET" in gateway_log.read_text()
     finally:
         if gateway is not None:
             gateway.stop()
