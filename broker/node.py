@@ -10,13 +10,17 @@ import logging
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import grpc
 
 from broker import monitoring
 from broker.stream.backpressure import BackpressureConfig
 from broker.stream.partition import Partition, PartitionConfig
+
+if TYPE_CHECKING:
+    from broker.command_api import CommandApiSecurity
+    from gateway.auth import GatewaySecurity
 
 log = logging.getLogger("weir.node")
 
@@ -47,10 +51,10 @@ class NodeConfig:
     raft_password: str = ""
     backpressure: BackpressureConfig | None = field(default_factory=BackpressureConfig)
     # The embedded gateway's TLS and authentication (gateway.auth.GatewaySecurity); None: open, as on loopback.
-    gateway_security: Any = None
+    gateway_security: GatewaySecurity | None = None
     max_concurrent_streams: int = 2048
-    # TLS and shared secret of the command API, served here and used to call other brokers (CommandApiSecurity).
-    command_api_security: Any = None
+    # TLS and shared secret of the command API, served here and used to call other brokers; None: open.
+    command_api_security: CommandApiSecurity | None = None
 
     @property
     def clustered(self) -> bool:

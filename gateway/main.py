@@ -6,13 +6,17 @@ import asyncio
 import logging
 import signal
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING
 
 from broker import gc_policy
 from broker.monitoring import MonitoringServer
 from gateway.remote import RemoteBrokerClient
 from gateway.server import start_gateway_server
 from gateway.service import GatewayService
+
+if TYPE_CHECKING:
+    from broker.command_api import CommandApiSecurity
+    from gateway.auth import GatewaySecurity
 
 log = logging.getLogger("weir.gateway")
 
@@ -28,9 +32,9 @@ class GatewayConfig:
     request_timeout_ms: int = 15_000
     max_concurrent_streams: int = 2048
     # TLS and authentication of the client API (gateway.auth.GatewaySecurity); None: open, as on loopback.
-    security: Any = None
-    # How to reach the brokers' command API (broker.command_api.CommandApiSecurity); None: plaintext, no secret.
-    command_api_security: Any = None
+    security: GatewaySecurity | None = None
+    # How to reach the brokers' command API; None: plaintext, no secret.
+    command_api_security: CommandApiSecurity | None = None
 
 
 async def run_gateway(config: GatewayConfig, stop: asyncio.Event) -> int:

@@ -18,6 +18,7 @@ import grpc
 import msgpack
 import pytest
 from pyzeebe import ZeebeClient, ZeebeWorker, create_insecure_channel
+from pyzeebe.errors import ProcessDefinitionNotFoundError
 
 from tests.cluster.harness import Cluster
 from tests.harness import BPMN, REPO, eventually, free_port
@@ -112,7 +113,12 @@ def _split(tmp_path: Path, env: dict[str, str], gateway_env: dict[str, str]) -> 
         broker.stop()
 
 
-def _workflow(address: str) -> dict:
+def _workflow(address: str, instances: int = 1) -> dict:
+    """Deploy one-task, run ``instances`` instances to completion; the variables of the last.
+
+    A deployment reaches other partitions after its response (as in Zeebe): creation retries NOT_FOUND briefly.
+    """
+
     async def scenario() -> dict:
         channel = create_insecure_channel(grpc_address=address)
         client, worker = ZeebeClient(channel), ZeebeWorker(channel)
@@ -123,8 +129,17 @@ def _workflow(address: str) -> dict:
             return {"seen": n}
 
         work = asyncio.create_task(worker.work())
+        deadline = asyncio.get_running_loop().time() + 30
         try:
-            result = await client.run_process_with_result("one-task", {"n": 3}, timeout=10_000)
+            for _ in range(instances):
+                while True:
+                    try:
+                        result = await client.run_process_with_result("one-task", {"n": 3}, timeout=10_000)
+                        break
+                    except ProcessDefinitionNotFoundError:
+                        if asyncio.get_running_loop().time() > deadline:
+                            raise
+                        await asyncio.sleep(0.1)
         finally:
             await worker.stop()
             work.cancel()
@@ -271,7 +286,6 @@ def test_cluster_up_carries_a_secret_to_brokers_and_gateway(
         assert len(secrets) == 1 and secrets == {info["gateway"]["env"]["WEIR_COMMAND_API_SECRET"]}
         for broker in info["brokers"]:
             assert _statuses(f"127.0.0.1:{broker['commandPort']}", certs) == {grpc.StatusCode.UNAUTHENTICATED}
-        for _ in range(2):  # round-robin: instances on both partitions
-            assert _workflow(cluster.gateway) == {"n": 3, "seen": 3}
+        assert _workflow(cluster.gateway, instances=4) == {"n": 3, "seen": 3}  # round-robin: both partitions
     finally:
         cluster.down()
