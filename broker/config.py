@@ -306,4 +306,8 @@ def _validate_security(config: dict[str, Any]) -> None:
 
 
 def dump(config: dict[str, Any]) -> str:
-    return yaml.safe_dump(config, sort_keys=False)
+    """The configuration as YAML, with the command API secret masked (it is printed to terminals and logs)."""
+    shown = copy.deepcopy(config)
+    if shown.get("commandApi", {}).get("secret"):
+        shown["commandApi"]["secret"] = "(set)"
+    return yaml.safe_dump(shown, sort_keys=False)

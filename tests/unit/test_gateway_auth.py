@@ -157,3 +157,10 @@ def test_an_unreachable_jwks_url_stops_start_up_with_its_address(certs: Certific
     config = AuthConfig(methods=["oauth"], oauth=OAuthConfig(jwks_url="https://127.0.0.1:1/jwks.json", audience="w"))
     with pytest.raises(SecurityConfigError, match=r"cannot load the JWKS from https://127.0.0.1:1/jwks.json"):
         asyncio.run(Authenticator(config).start())
+
+
+def test_config_show_does_not_print_the_command_api_secret() -> None:
+    from broker.config import dump
+
+    shown = dump(load(env={"WEIR_COMMAND_API_SECRET": "do-not-print-me"}))
+    assert "do-not-print-me" not in shown and "secret: (set)" in shown
