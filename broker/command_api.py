@@ -12,6 +12,11 @@ compact list form as in log blocks). It is not a public API: only gateways talk 
 - ``Subscribe`` (server stream): "jobs of these types are available" notices, for long-polling gateways.
 - ``StreamJobs`` (server stream): a job push stream; activated jobs arrive as JOB_BATCH records.
 - ``Topology`` (unary): the partitions here, their roles and health.
+
+Whoever reaches it can run any command, skip admission control (``internal``) and take jobs from any stream, so
+off loopback it must be closed: ``commandApi.secret`` (a shared secret every caller sends in metadata, compared in
+constant time) and/or ``commandApi.tls`` (TLS, with ``requireClientCertificate`` for mTLS). See
+:class:`CommandApiSecurity`; gateways and brokers (which call each other between partitions) read the same settings.
 """
 
 from __future__ import annotations
@@ -19,8 +24,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import hmac
 import logging
 from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import grpc
@@ -36,6 +44,98 @@ from broker.stream.partition import BackpressureError, NotLeaderError, Partition
 log = logging.getLogger("weir.command_api")
 
 SERVICE = "weir.broker.CommandApi"
+# The metadata entry that carries the shared secret.
+SECRET_HEADER = "weir-command-secret"
+
+
+@dataclass(frozen=True, slots=True)
+class CommandApiSecurity:
+    """Transport security of the command API, for both ends: brokers serve with it, gateways and brokers call with it.
+
+    - ``secret``: sent by callers in ``weir-command-secret`` metadata; brokers refuse calls without it
+      (UNAUTHENTICATED). Empty: no check.
+    - TLS (``tls``): brokers serve ``certificate_chain_path``/``private_key_path``; callers trust ``ca_path`` and
+      present the same certificate and key, which brokers require when ``require_client_certificate`` (mTLS).
+    - ``server_name``: the name callers check in brokers' certificates when it differs from the address dialled.
+    """
+
+    secret: str = ""
+    tls: bool = False
+    certificate_chain_path: str = ""
+    private_key_path: str = ""
+    ca_path: str = ""
+    require_client_certificate: bool = False
+    server_name: str = ""
+
+    @classmethod
+    def from_config(cls, section: dict[str, Any]) -> CommandApiSecurity:
+        """From the ``commandApi`` section of the configuration (broker/config.py)."""
+        tls = section["tls"]
+        return cls(
+            secret=section["secret"],
+            tls=bool(tls["enabled"]),
+            certificate_chain_path=tls["certificateChainPath"],
+            private_key_path=tls["privateKeyPath"],
+            ca_path=tls["caPath"],
+            require_client_certificate=bool(tls["requireClientCertificate"]),
+            server_name=tls["serverName"],
+        )
+
+    @property
+    def closed(self) -> bool:
+        """Whether an arbitrary caller is kept out (a secret or client certificates are required)."""
+        return bool(self.secret) or (self.tls and self.require_client_certificate)
+
+    def _pem(self, path: str) -> bytes:
+        from gateway.auth import SecurityConfigError
+
+        try:
+            return Path(path).read_bytes()
+        except OSError as e:
+            raise SecurityConfigError(f"commandApi.tls: cannot read {path}: {e.strerror}") from None
+
+    def server_credentials(self) -> grpc.ServerCredentials | None:
+        if not self.tls:
+            return None
+        return grpc.ssl_server_credentials(
+            [(self._pem(self.private_key_path), self._pem(self.certificate_chain_path))],
+            root_certificates=self._pem(self.ca_path) if self.require_client_certificate else None,
+            require_client_auth=self.require_client_certificate,
+        )
+
+    def channel_credentials(self) -> grpc.ChannelCredentials | None:
+        if not self.tls:
+            return None
+        return grpc.ssl_channel_credentials(
+            root_certificates=self._pem(self.ca_path),
+            private_key=self._pem(self.private_key_path) if self.private_key_path else None,
+            certificate_chain=self._pem(self.certificate_chain_path) if self.certificate_chain_path else None,
+        )
+
+    def channel_options(self) -> list[tuple[str, Any]]:
+        return [("grpc.ssl_target_name_override", self.server_name)] if self.tls and self.server_name else []
+
+    def metadata(self) -> tuple[tuple[str, str], ...]:
+        return ((SECRET_HEADER, self.secret),) if self.secret else ()
+
+    def check(self, given: str | None) -> None:
+        """Raises Unauthenticated unless ``given`` is the secret (compared in constant time)."""
+        from gateway.auth import Unauthenticated
+
+        if not given:
+            raise Unauthenticated(
+                "this broker's command API requires the shared secret: set commandApi.secret "
+                "(WEIR_COMMAND_API_SECRET) of the gateway or broker calling it to the brokers' value"
+            )
+        if not hmac.compare_digest(given.encode(), self.secret.encode()):
+            raise Unauthenticated("the command API secret does not match this broker's (commandApi.secret)")
+
+    def interceptors(self) -> list[grpc.aio.ServerInterceptor]:
+        if not self.secret:
+            return []
+        from gateway.auth import MetadataCheckInterceptor
+
+        return [MetadataCheckInterceptor(SECRET_HEADER, self.check)]
 
 
 def pack(obj: Any) -> bytes:
@@ -229,18 +329,35 @@ class CommandApi:
 
 
 async def start_command_api(
-    api: CommandApi, host: str, port: int, max_message_size: int
+    api: CommandApi, host: str, port: int, max_message_size: int, security: CommandApiSecurity | None = None
 ) -> tuple[grpc.aio.Server, int]:
+    security = security or CommandApiSecurity()
     server = grpc.aio.server(
         options=[
             ("grpc.max_receive_message_length", max_message_size + 65536),
             ("grpc.max_send_message_length", max_message_size + 65536),
             ("grpc.so_reuseport", 0),
-        ]
+        ],
+        interceptors=security.interceptors(),
     )
     server.add_generic_rpc_handlers((api.handler(),))
-    bound = server.add_insecure_port(f"{host}:{port}")
+    credentials = security.server_credentials()
+    if credentials is None:
+        bound = server.add_insecure_port(f"{host}:{port}")
+    else:
+        bound = server.add_secure_port(f"{host}:{port}", credentials)
     if bound == 0:
         raise OSError(f"could not bind the command API to {host}:{port} (is the port in use?)")
     await server.start()
+    from gateway.server import is_loopback
+
+    if not is_loopback(host) and not security.closed:
+        log.warning(
+            "the command API on %s:%d lets any caller run commands; set commandApi.secret (with commandApi.tls) or "
+            "commandApi.tls.requireClientCertificate",
+            host,
+            bound,
+        )
+    elif security.secret and not security.tls and not is_loopback(host):
+        log.warning("the command API secret travels in clear text on %s:%d; turn on commandApi.tls", host, bound)
     return server, bound

@@ -62,6 +62,48 @@ DEFAULTS: dict[str, Any] = {
         "maxMessageSize": 4 * 1024 * 1024,
         "longPollTimeout": 10_000,
         "requestTimeout": 15_000,
+        # HTTP/2 streams a client connection may have open at once; clients queue calls beyond it.
+        "maxConcurrentStreams": 2048,
+        # Off by default: the gateway binds loopback only. Anything reachable from a network needs TLS and auth.
+        "security": {
+            # Server certificate and key (PEM); with clientCaPath, clients must present a certificate it signed.
+            "tls": {"enabled": False, "certificateChainPath": "", "privateKeyPath": "", "clientCaPath": ""},
+            "authentication": {
+                # Any of oauth, basic; empty lets every call in.
+                "methods": [],
+                # Bearer JWTs validated offline: signature against a JWKS (file or URL), then exp, iss and aud.
+                "oauth": {
+                    "jwksPath": "",
+                    "jwksUrl": "",
+                    "jwksCaPath": "",
+                    "jwksRefreshInterval": 300.0,
+                    "issuer": "",
+                    "audience": "",
+                    "algorithms": ["RS256"],
+                    "leeway": 30.0,
+                },
+                # Lines "user:scrypt$…" (make them with `weir hash-password`).
+                "basic": {"usersFile": ""},
+            },
+        },
+    },
+    # The brokers' command API (gateways → brokers, and brokers → brokers between partitions). Both sides read this
+    # section. Open by default, for brokers and gateways on one machine's loopback.
+    "commandApi": {
+        # Every caller sends it; the broker compares it in constant time. Empty: no check.
+        "secret": "",
+        "tls": {
+            "enabled": False,
+            # This process's certificate and key: served by brokers, presented by callers when the CA requires it.
+            "certificateChainPath": "",
+            "privateKeyPath": "",
+            # The CA that signed the brokers' (and, for mTLS, the callers') certificates.
+            "caPath": "",
+            # Brokers refuse callers without a certificate signed by caPath (mTLS).
+            "requireClientCertificate": False,
+            # The name to check in brokers' certificates when it differs from the address dialled.
+            "serverName": "",
+        },
     },
     "logging": {"level": "INFO", "format": "text"},
 }
@@ -233,6 +275,9 @@ def validate(config: dict[str, Any]) -> None:
     gw = config["gateway"]
     if not isinstance(gw["maxMessageSize"], int) or gw["maxMessageSize"] < 1024:
         raise ConfigError("gateway.maxMessageSize: must be an integer of at least 1024 bytes")
+    if not isinstance(gw["maxConcurrentStreams"], int) or gw["maxConcurrentStreams"] < 1:
+        raise ConfigError("gateway.maxConcurrentStreams: must be a positive integer")
+    _validate_security(config)
     if config["logging"]["format"] not in ("text", "json"):
         raise ConfigError("logging.format: must be 'text' or 'json'")
     for exporter_id, entry in config["broker"]["exporters"].items():
@@ -240,5 +285,34 @@ def validate(config: dict[str, Any]) -> None:
             raise ConfigError(f"broker.exporters.{exporter_id}.className: required (an import path)")
 
 
+def _validate_security(config: dict[str, Any]) -> None:
+    """TLS needs its files; each authentication method needs what it checks against."""
+    tls = config["gateway"]["security"]["tls"]
+    if tls["enabled"] and not (tls["certificateChainPath"] and tls["privateKeyPath"]):
+        raise ConfigError("gateway.security.tls: enabled needs certificateChainPath and privateKeyPath")
+    authn = config["gateway"]["security"]["authentication"]
+    for method in authn["methods"]:
+        if method not in ("oauth", "basic"):
+            raise ConfigError(f"gateway.security.authentication.methods: '{method}' is not one of oauth, basic")
+    oauth = authn["oauth"]
+    if "oauth" in authn["methods"] and not (oauth["jwksPath"] or oauth["jwksUrl"]):
+        raise ConfigError("gateway.security.authentication.oauth: oauth needs jwksPath or jwksUrl")
+    if "oauth" in authn["methods"] and not oauth["audience"]:
+        raise ConfigError(
+            "gateway.security.authentication.oauth.audience: required with oauth (the aud tokens are issued for)"
+        )
+    if "basic" in authn["methods"] and not authn["basic"]["usersFile"]:
+        raise ConfigError("gateway.security.authentication.basic.usersFile: required with basic")
+    ctls = config["commandApi"]["tls"]
+    if ctls["enabled"] and not (ctls["certificateChainPath"] and ctls["privateKeyPath"] and ctls["caPath"]):
+        raise ConfigError("commandApi.tls: enabled needs certificateChainPath, privateKeyPath and caPath")
+    if ctls["requireClientCertificate"] and not ctls["enabled"]:
+        raise ConfigError("commandApi.tls.requireClientCertificate: needs commandApi.tls.enabled")
+
+
 def dump(config: dict[str, Any]) -> str:
-    return yaml.safe_dump(config, sort_keys=False)
+    """The configuration as YAML, with the command API secret masked (it is printed to terminals and logs)."""
+    shown = copy.deepcopy(config)
+    if shown.get("commandApi", {}).get("secret"):
+        shown["commandApi"]["secret"] = "(set)"
+    return yaml.safe_dump(shown, sort_keys=False)

@@ -10,13 +10,17 @@ import logging
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import grpc
 
 from broker import monitoring
 from broker.stream.backpressure import BackpressureConfig
 from broker.stream.partition import Partition, PartitionConfig
+
+if TYPE_CHECKING:
+    from broker.command_api import CommandApiSecurity
+    from gateway.auth import GatewaySecurity
 
 log = logging.getLogger("weir.node")
 
@@ -48,6 +52,11 @@ class NodeConfig:
     # Bearer token for admin POSTs on the monitoring port; empty: accepted on a loopback-bound port only.
     admin_token: str = ""
     backpressure: BackpressureConfig | None = field(default_factory=BackpressureConfig)
+    # The embedded gateway's TLS and authentication (gateway.auth.GatewaySecurity); None: open, as on loopback.
+    gateway_security: GatewaySecurity | None = None
+    max_concurrent_streams: int = 2048
+    # TLS and shared secret of the command API, served here and used to call other brokers; None: open.
+    command_api_security: CommandApiSecurity | None = None
 
     @property
     def clustered(self) -> bool:
@@ -115,7 +124,9 @@ class BrokerNode:
             from gateway.remote import RemoteBrokerClient
 
             peers = [m.command_address(cfg.command_port) for m in layout.members]
-            self.inter_partition = RemoteBrokerClient(peers, max_message_size=cfg.max_message_size)
+            self.inter_partition = RemoteBrokerClient(
+                peers, max_message_size=cfg.max_message_size, security=cfg.command_api_security
+            )
             await self.inter_partition.start()
         elif cfg.partitions > 1:
             from gateway.broker_client import LocalBrokerClient
@@ -149,7 +160,7 @@ class BrokerNode:
 
             api = CommandApi(self.partitions, self.topology)
             self.command_server, self.command_port = await start_command_api(
-                api, cfg.host, cfg.command_port, cfg.max_message_size
+                api, cfg.host, cfg.command_port, cfg.max_message_size, cfg.command_api_security
             )
             log.info("command API listening on %s:%d", cfg.host, self.command_port)
         if cfg.embedded_gateway and cfg.clustered:
@@ -172,7 +183,12 @@ class BrokerNode:
                 max_message_size=cfg.max_message_size,
             )
             self.gateway_server, self.gateway_port = await start_gateway_server(
-                service, cfg.host, cfg.gateway_port, max_message_size=cfg.max_message_size
+                service,
+                cfg.host,
+                cfg.gateway_port,
+                max_message_size=cfg.max_message_size,
+                max_concurrent_streams=cfg.max_concurrent_streams,
+                security=cfg.gateway_security,
             )
             log.info("gateway listening on %s:%d (gateway_protocol.Gateway)", cfg.host, self.gateway_port)
         self.started = True

@@ -72,7 +72,22 @@ def _node_config(args: argparse.Namespace, *, embedded_gateway: bool) -> Any:
         backpressure=_backpressure(b["backpressure"]),
         min_free_disk_bytes=b["minFreeDiskBytes"],
         log_segment_size=b["logSegmentSize"],
+        gateway_security=_gateway_security(g),
+        max_concurrent_streams=g["maxConcurrentStreams"],
+        command_api_security=_command_api_security(cfg),
     )
+
+
+def _command_api_security(cfg: dict[str, Any]) -> Any:
+    from broker.command_api import CommandApiSecurity
+
+    return CommandApiSecurity.from_config(cfg["commandApi"])
+
+
+def _gateway_security(gateway_cfg: dict[str, Any]) -> Any:
+    from gateway.auth import GatewaySecurity
+
+    return GatewaySecurity.from_config(gateway_cfg["security"])
 
 
 def _backpressure(cfg: dict[str, Any]) -> Any:
@@ -168,6 +183,7 @@ def cmd_broker(args: argparse.Namespace) -> int:
 
 def cmd_gateway(args: argparse.Namespace) -> int:
     from broker.config import ConfigError
+    from gateway.auth import SecurityConfigError
     from gateway.main import GatewayConfig, main
 
     try:
@@ -191,8 +207,29 @@ def cmd_gateway(args: argparse.Namespace) -> int:
         max_message_size=_pick(args.max_message_size, g["maxMessageSize"]),
         long_poll_ms=g["longPollTimeout"],
         request_timeout_ms=g["requestTimeout"],
+        max_concurrent_streams=g["maxConcurrentStreams"],
+        security=_gateway_security(g),
+        command_api_security=_command_api_security(cfg),
     )
-    return main(config)
+    try:
+        return main(config)
+    except SecurityConfigError as e:
+        print(f"error: invalid configuration: {e}", file=sys.stderr)
+        return 2
+
+
+def cmd_hash_password(args: argparse.Namespace) -> int:
+    """A line for the gateway's basic-auth users file; the password is read without echo (or from stdin)."""
+    import getpass
+
+    from gateway.auth import hash_password
+
+    password = getpass.getpass("password: ") if sys.stdin.isatty() else sys.stdin.readline().rstrip("\n")
+    if not password:
+        print("error: empty password", file=sys.stderr)
+        return 2
+    print(f"{args.user}:{hash_password(password)}")
+    return 0
 
 
 def cmd_config_show(args: argparse.Namespace) -> int:
@@ -255,12 +292,95 @@ def cmd_admin(args: argparse.Namespace) -> int:
 
 
 def _stub(args: argparse.Namespace) -> Any:
+    """A gateway stub with the TLS and credentials the flags (or ZEEBE_… variables, as zbctl reads them) ask for."""
     import grpc
 
     from gateway.api import gateway_pb2_grpc
 
-    channel = grpc.insecure_channel(_address(args))
+    env = os.environ.get
+    ca_cert = getattr(args, "ca_cert", None) or env("ZEEBE_CA_CERTIFICATE_PATH")
+    client_cert, client_key = getattr(args, "client_cert", None), getattr(args, "client_key", None)
+    client_id = getattr(args, "client_id", None) or env("ZEEBE_CLIENT_ID")
+    client_secret = getattr(args, "client_secret", None) or env("ZEEBE_CLIENT_SECRET")
+    username = getattr(args, "username", None) or env("ZEEBE_BASIC_AUTH_USERNAME")
+    password = getattr(args, "password", None) or env("ZEEBE_BASIC_AUTH_PASSWORD") or ""
+    authorization = ""
+    if client_id or client_secret:
+        token_url = getattr(args, "authz_url", None) or env("ZEEBE_AUTHORIZATION_SERVER_URL")
+        audience = getattr(args, "audience", None) or env("ZEEBE_TOKEN_AUDIENCE") or ""
+        if not (client_id and client_secret and token_url):
+            raise SystemExit("error: OAuth needs --client-id, --client-secret and --authz-url (or ZEEBE_… variables)")
+        authorization = "Bearer " + _fetch_token(token_url, client_id, client_secret, audience, ca_cert, args.timeout)
+    elif username:
+        import base64
+
+        authorization = "Basic " + base64.b64encode(f"{username}:{password}".encode()).decode()
+    tls = bool(ca_cert or client_cert or getattr(args, "tls", False))
+    if tls:
+        credentials = grpc.ssl_channel_credentials(
+            root_certificates=Path(ca_cert).read_bytes() if ca_cert else None,
+            private_key=Path(client_key).read_bytes() if client_key else None,
+            certificate_chain=Path(client_cert).read_bytes() if client_cert else None,
+        )
+        if authorization:
+            call = grpc.metadata_call_credentials(
+                lambda _context, callback: callback((("authorization", authorization),), None)
+            )
+            credentials = grpc.composite_channel_credentials(credentials, call)
+        channel = grpc.secure_channel(_address(args), credentials)
+    else:
+        channel = grpc.insecure_channel(_address(args))
+        if authorization:
+            channel = grpc.intercept_channel(channel, _header_interceptor(("authorization", authorization)))
     return gateway_pb2_grpc.GatewayStub(channel)
+
+
+def _fetch_token(url: str, client_id: str, secret: str, audience: str, ca_cert: str | None, timeout: float) -> str:
+    """An access token by the client-credentials grant, as zbctl gets one."""
+    import ssl
+    import urllib.error
+    import urllib.parse
+    import urllib.request
+
+    form = {"grant_type": "client_credentials", "client_id": client_id, "client_secret": secret}
+    if audience:
+        form["audience"] = audience
+    request = urllib.request.Request(url, data=urllib.parse.urlencode(form).encode(), method="POST")
+    request.add_header("content-type", "application/x-www-form-urlencoded")
+    context = ssl.create_default_context(cafile=ca_cert) if url.startswith("https:") else None
+    try:
+        with urllib.request.urlopen(request, timeout=timeout, context=context) as response:
+            return str(json.loads(response.read())["access_token"])
+    except (urllib.error.URLError, OSError, ValueError, KeyError) as e:
+        raise SystemExit(f"error: cannot get an access token from {url}: {e}") from None
+
+
+def _header_interceptor(header: tuple[str, str]) -> Any:
+    """Adds one metadata entry to every call of a plaintext channel (call credentials need TLS)."""
+    import collections
+
+    import grpc
+
+    class Details(
+        collections.namedtuple(
+            "Details", ("method", "timeout", "metadata", "credentials", "wait_for_ready", "compression")
+        ),
+        grpc.ClientCallDetails,
+    ):
+        pass
+
+    class Interceptor(grpc.UnaryUnaryClientInterceptor, grpc.UnaryStreamClientInterceptor):
+        def _details(self, d: Any) -> Any:
+            metadata = [*(d.metadata or []), header]
+            return Details(d.method, d.timeout, metadata, d.credentials, d.wait_for_ready, d.compression)
+
+        def intercept_unary_unary(self, continuation: Any, details: Any, request: Any) -> Any:
+            return continuation(self._details(details), request)
+
+        def intercept_unary_stream(self, continuation: Any, details: Any, request: Any) -> Any:
+            return continuation(self._details(details), request)
+
+    return Interceptor()
 
 
 def _print(obj: Any) -> None:
@@ -355,6 +475,16 @@ def _add_logging_args(p: argparse.ArgumentParser) -> None:
 def _add_client_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--address", help=f"gateway address (ZEEBE_ADDRESS or {DEFAULT_ADDRESS})")
     p.add_argument("--timeout", type=float, default=10.0, help="request timeout in seconds (10)")
+    p.add_argument("--tls", action="store_true", help="use TLS, trusting the system's CAs (plaintext by default)")
+    p.add_argument("--ca-cert", help="use TLS, trusting this CA (ZEEBE_CA_CERTIFICATE_PATH)")
+    p.add_argument("--client-cert", help="client certificate for mTLS (PEM)")
+    p.add_argument("--client-key", help="its private key (PEM)")
+    p.add_argument("--client-id", help="OAuth client id (ZEEBE_CLIENT_ID)")
+    p.add_argument("--client-secret", help="OAuth client secret (ZEEBE_CLIENT_SECRET)")
+    p.add_argument("--authz-url", help="OAuth token endpoint (ZEEBE_AUTHORIZATION_SERVER_URL)")
+    p.add_argument("--audience", help="OAuth audience of the token (ZEEBE_TOKEN_AUDIENCE)")
+    p.add_argument("--username", help="basic-auth user (ZEEBE_BASIC_AUTH_USERNAME)")
+    p.add_argument("--password", help="basic-auth password (ZEEBE_BASIC_AUTH_PASSWORD)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -382,6 +512,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-message-size", type=int, help="max gRPC message in bytes (4 MiB)")
     _add_logging_args(p)
     p.set_defaults(fn=cmd_gateway)
+
+    p = sub.add_parser("hash-password", help="print a line for the gateway's basic-auth users file")
+    p.add_argument("user")
+    p.set_defaults(fn=cmd_hash_password)
 
     p = sub.add_parser("config", help="configuration")
     config_sub = p.add_subparsers(dest="config_command", required=True)

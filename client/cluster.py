@@ -159,6 +159,9 @@ def plan(args: argparse.Namespace) -> dict[str, Any]:
         f"{host}:{base}:{cmd}" for host, base, cmd in zip(hosts, raft_bases, command_ports, strict=True)
     )
     password = os.environ.get("WEIR_BROKER_CLUSTER_RAFT_PASSWORD") or os.urandom(16).hex()
+    # Gateways and brokers prove themselves to brokers' command APIs with it (TLS settings, if any, come from the
+    # WEIR_COMMAND_API_TLS_… variables every process inherits).
+    command_secret = os.environ.get("WEIR_COMMAND_API_SECRET") or os.urandom(16).hex()
     for node_id in range(args.brokers):
         command_port, monitoring_port = command_ports[node_id], free_port()
         broker_dir = data_dir / f"broker-{node_id}"
@@ -169,6 +172,7 @@ def plan(args: argparse.Namespace) -> dict[str, Any]:
             "WEIR_BROKER_CLUSTER_REPLICATION_FACTOR": str(args.replication),
             "WEIR_BROKER_CLUSTER_INITIAL_CONTACT_POINTS": contact_points,
             "WEIR_BROKER_CLUSTER_RAFT_PASSWORD": password,
+            "WEIR_COMMAND_API_SECRET": command_secret,
             "WEIR_BROKER_PORTS_RAFT": str(raft_bases[node_id]),
             "WEIR_BROKER_EMBEDDED_GATEWAY": "false",
         }
@@ -227,6 +231,7 @@ def plan(args: argparse.Namespace) -> dict[str, Any]:
             "pid": 0,
             "log": str(data_dir / "gateway.log"),
             "command": gateway_command,
+            "env": {"WEIR_COMMAND_API_SECRET": command_secret},
         },
         "supervisorPid": os.getpid(),
     }
@@ -273,7 +278,7 @@ def cmd_up(args: argparse.Namespace) -> int:
     for broker in cluster["brokers"]:
         start_broker(broker)
     gw = cluster["gateway"]
-    gw["pid"] = _spawn(gw["command"], {}, Path(gw["log"]))
+    gw["pid"] = _spawn(gw["command"], gw.get("env", {}), Path(gw["log"]))
     write_cluster(data_dir, cluster)
     stop = False
 

@@ -6,12 +6,17 @@ import asyncio
 import logging
 import signal
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from broker import gc_policy
 from broker.monitoring import MonitoringServer
 from gateway.remote import RemoteBrokerClient
 from gateway.server import start_gateway_server
 from gateway.service import GatewayService
+
+if TYPE_CHECKING:
+    from broker.command_api import CommandApiSecurity
+    from gateway.auth import GatewaySecurity
 
 log = logging.getLogger("weir.gateway")
 
@@ -25,10 +30,17 @@ class GatewayConfig:
     max_message_size: int = 4 * 1024 * 1024
     long_poll_ms: int = 10_000
     request_timeout_ms: int = 15_000
+    max_concurrent_streams: int = 2048
+    # TLS and authentication of the client API (gateway.auth.GatewaySecurity); None: open, as on loopback.
+    security: GatewaySecurity | None = None
+    # How to reach the brokers' command API; None: plaintext, no secret.
+    command_api_security: CommandApiSecurity | None = None
 
 
 async def run_gateway(config: GatewayConfig, stop: asyncio.Event) -> int:
-    client = RemoteBrokerClient(config.contact_points, max_message_size=config.max_message_size)
+    client = RemoteBrokerClient(
+        config.contact_points, max_message_size=config.max_message_size, security=config.command_api_security
+    )
     await client.start()
     service = GatewayService(
         client,
@@ -37,7 +49,12 @@ async def run_gateway(config: GatewayConfig, stop: asyncio.Event) -> int:
         max_message_size=config.max_message_size,
     )
     server, port = await start_gateway_server(
-        service, config.host, config.port, max_message_size=config.max_message_size
+        service,
+        config.host,
+        config.port,
+        max_message_size=config.max_message_size,
+        max_concurrent_streams=config.max_concurrent_streams,
+        security=config.security,
     )
 
     def ready() -> tuple[bool, dict]:

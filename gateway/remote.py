@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import itertools
 import logging
 from collections.abc import AsyncIterator, Callable
@@ -17,6 +18,7 @@ from typing import Any
 import grpc
 import msgpack
 
+from broker.command_api import CommandApiSecurity
 from broker.protocol.codec import record_from_list
 from broker.protocol.documents import InvalidDocumentError
 from broker.protocol.enums import ValueType
@@ -143,22 +145,32 @@ class _CommandStream:
 class _Broker:
     """One broker's channel and the callables of its command API."""
 
-    def __init__(self, address: str, max_message_size: int) -> None:
+    def __init__(self, address: str, max_message_size: int, security: CommandApiSecurity) -> None:
         self.address = address
-        self.channel = grpc.aio.insecure_channel(
-            address,
-            options=[
-                ("grpc.max_receive_message_length", max_message_size + 65536),
-                ("grpc.max_send_message_length", max_message_size + 65536),
-            ],
-        )
-        self.execute = self.channel.unary_unary(_SERVICE + "Execute", _IDENTITY, _IDENTITY)
-        self.topology = self.channel.unary_unary(_SERVICE + "Topology", _IDENTITY, _IDENTITY)
-        self.subscribe = self.channel.unary_stream(_SERVICE + "Subscribe", _IDENTITY, _IDENTITY)
-        self.stream_jobs = self.channel.unary_stream(_SERVICE + "StreamJobs", _IDENTITY, _IDENTITY)
-        self.commands = self.channel.stream_stream(_SERVICE + "Commands", _IDENTITY, _IDENTITY)
+        options = [
+            ("grpc.max_receive_message_length", max_message_size + 65536),
+            ("grpc.max_send_message_length", max_message_size + 65536),
+            *security.channel_options(),
+        ]
+        credentials = security.channel_credentials()
+        if credentials is None:
+            self.channel = grpc.aio.insecure_channel(address, options=options)
+        else:
+            self.channel = grpc.aio.secure_channel(address, credentials, options=options)
+        # Every call carries the shared secret, when there is one.
+        metadata = security.metadata()
+
+        def bind(multicallable: Any) -> Any:
+            return functools.partial(multicallable, metadata=metadata) if metadata else multicallable
+
+        self.execute = bind(self.channel.unary_unary(_SERVICE + "Execute", _IDENTITY, _IDENTITY))
+        self.topology = bind(self.channel.unary_unary(_SERVICE + "Topology", _IDENTITY, _IDENTITY))
+        self.subscribe = bind(self.channel.unary_stream(_SERVICE + "Subscribe", _IDENTITY, _IDENTITY))
+        self.stream_jobs = bind(self.channel.unary_stream(_SERVICE + "StreamJobs", _IDENTITY, _IDENTITY))
+        self.commands = bind(self.channel.stream_stream(_SERVICE + "Commands", _IDENTITY, _IDENTITY))
         self.command_stream = _CommandStream(self)
         self.info: dict | None = None
+        self.refused = False  # the broker answered UNAUTHENTICATED (wrong or missing commandApi.secret)
 
 
 class _RemoteStream:
@@ -173,8 +185,15 @@ class _RemoteStream:
 class RemoteBrokerClient:
     """Routes gateway commands to brokers over their command API."""
 
-    def __init__(self, contact_points: list[str], *, max_message_size: int = 4 * 1024 * 1024) -> None:
-        self._brokers = [_Broker(a, max_message_size) for a in contact_points]
+    def __init__(
+        self,
+        contact_points: list[str],
+        *,
+        max_message_size: int = 4 * 1024 * 1024,
+        security: CommandApiSecurity | None = None,
+    ) -> None:
+        security = security or CommandApiSecurity()
+        self._brokers = [_Broker(a, max_message_size, security) for a in contact_points]
         self._leaders: dict[int, _Broker] = {}
         self._leader_terms: dict[int, int] = {}
         self._partition_count = 0
@@ -213,13 +232,18 @@ class RemoteBrokerClient:
     async def _ask(self, broker: _Broker) -> None:
         try:
             info = _unpack(await broker.topology(b"", timeout=TOPOLOGY_TIMEOUT_S))
-        except grpc.aio.AioRpcError:
+        except grpc.aio.AioRpcError as e:
+            if e.code() == grpc.StatusCode.UNAUTHENTICATED and not broker.refused:
+                # Not a passing fault: say once why this broker is left out, so the operator can fix the settings.
+                log.error("broker %s refuses our calls: %s", broker.address, e.details())
+            broker.refused = e.code() == grpc.StatusCode.UNAUTHENTICATED
             broker.info = None
             for pid, leader in list(self._leaders.items()):
                 if leader is broker:
                     del self._leaders[pid]
             return
         broker.info = info
+        broker.refused = False
         self._partition_count = max(self._partition_count, info.get("partitionsCount", 0))
         for p in info["partitions"]:
             if p["role"] == "LEADER" and p["healthy"]:

@@ -1,7 +1,7 @@
 """Run a rendered overlay's pods as local processes, exactly as the manifests describe them.
 
 Each pod gets the environment and argv Kubernetes would give it (see `manifests.pod_view`) and its ConfigMap
-files written under a folder of its own. Only what a laptop cannot offer is translated: cluster DNS names
+and Secret files written under a folder of its own. Only what a laptop cannot offer is translated: cluster DNS names
 become 127.0.0.1, every declared container port a free local port (consecutive ports stay consecutive: the
 Raft ports are base + partition - 1), bind-all addresses 127.0.0.1, and mount paths local folders.
 """
@@ -216,7 +216,8 @@ class LocalCluster:
         assert entrypoint == "weir", f"{pod.view.name} runs {entrypoint!r}, not the weir console script"
         argv = [sys.executable, "-m", "client.cli", *(self._local_path(pod, a) for a in args)]
         env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin")}
-        env.update({name: self._addresses(value) for name, value in pod.view.env.items()})
+        # Addresses become local ones; paths into mounted volumes (certificates, say) the pod's local folders.
+        env.update({name: self._local_path(pod, self._addresses(value)) for name, value in pod.view.env.items()})
         pod.start(argv, env)
 
     def stop(self) -> dict[str, int | None]:

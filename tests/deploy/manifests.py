@@ -236,11 +236,15 @@ def pod_view(
             "persistentVolumeClaim": claims[mount["name"]],
         }
         mounts[mount["mountPath"]] = volume
-        if "configMap" in volume:
-            data = _lookup(manifests, "ConfigMap", volume["configMap"]["name"], extra)
+        if "configMap" in volume or "secret" in volume:
+            kind, name = (
+                ("ConfigMap", volume["configMap"]["name"])
+                if "configMap" in volume
+                else ("Secret", volume["secret"]["secretName"])
+            )
+            data = _lookup(manifests, kind, name, extra)
             if data is None:
-                missing = volume["configMap"]["name"]
-                raise MissingReference(f"{pod_name}: volume ConfigMap {missing} does not exist")
+                raise MissingReference(f"{pod_name}: volume {kind} {name} does not exist")
             for key, content in data.items():
                 files[f"{mount['mountPath'].rstrip('/')}/{key}"] = content
     return PodView(pod_name, env, argv, files, mounts)

@@ -10,22 +10,26 @@ from __future__ import annotations
 import asyncio
 import importlib.util
 import secrets
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import grpc
 import pytest
-from pyzeebe import ZeebeClient, ZeebeWorker, create_insecure_channel
+from pyzeebe import ZeebeClient, ZeebeWorker, create_insecure_channel, create_oauth2_client_credentials_channel
 from pyzeebe.errors import ProcessDefinitionNotFoundError
 from pyzeebe.grpc_internals.types import TopologyResponse
 
 from tests.deploy.local_pods import LocalCluster
-from tests.deploy.manifests import container_ports, render
+from tests.deploy.manifests import Manifests, container, container_ports, render
 from tests.harness import BPMN, eventually
+from tests.security import Certificates, TokenIssuer, make_certificates
 
 # Multi-broker clusters (Raft between brokers) live in broker.cluster.node.
 CLUSTER_MODE_AVAILABLE = importlib.util.find_spec("broker.cluster.node") is not None
 
 ELASTICSEARCH_HOST = "elasticsearch.elastic.svc.cluster.local:9200"
+# The production overlay's authorization server (a Keycloak realm).
+AUTHORIZATION_HOST = "keycloak.identity.svc.cluster.local:8443"
 
 
 def monitoring_port(workload: dict) -> int:
@@ -59,15 +63,18 @@ def boot(cluster: LocalCluster, timeout: float) -> None:
     cluster.gateway.wait_for(monitoring_port(cluster.manifests.gateway), "/ready", timeout)
 
 
-def run_workflow(address: str, brokers: int) -> tuple[dict, TopologyResponse]:
+def run_workflow(
+    address: str, brokers: int, connect: Callable[[str], grpc.aio.Channel] | None = None
+) -> tuple[dict, TopologyResponse]:
     """The variables of one-task created with result, and the topology once it lists ``brokers`` brokers.
 
     A ready gateway knows every partition's leader; brokers leading nothing may join its topology later. As in
     Zeebe, a deployment reaches the other partitions after its response: creation retries NOT_FOUND briefly.
+    ``connect`` makes the client's channel (plaintext by default).
     """
 
     async def scenario() -> tuple[dict, TopologyResponse]:
-        channel = create_insecure_channel(grpc_address=address)
+        channel = (connect or (lambda a: create_insecure_channel(grpc_address=a)))(address)
         client, worker = ZeebeClient(channel), ZeebeWorker(channel)
 
         @worker.task(task_type="test")  # type: ignore[arg-type]
@@ -129,29 +136,93 @@ def test_dev_overlay_boots_and_runs_a_workflow(tmp_path: Path, started: list[Loc
 @pytest.mark.skipif(not CLUSTER_MODE_AVAILABLE, reason="cluster mode (broker.cluster.node) is not there yet")
 @pytest.mark.timeout(180)
 def test_production_overlay_boots_three_brokers_and_runs_a_workflow(
-    tmp_path: Path, started: list[LocalCluster]
+    tmp_path: Path, started: list[LocalCluster], monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """With TLS and OAuth on the gateway and TLS plus the secret on the command API, as production has them."""
     from tests.search_server import NoidaServer
 
+    certs = make_certificates(tmp_path / "certs")
     search = NoidaServer(tmp_path / "search")
     search.start()
     try:
-        manifests = render("production")
-        cluster = LocalCluster(
-            manifests,
-            tmp_path / "pods",
-            # Made by hand in production, as its kustomization.yaml says.
-            operator_secrets={"weir-raft": {"raft-password": secrets.token_urlsafe(32)}},
-            external_addresses={ELASTICSEARCH_HOST: f"127.0.0.1:{search.port}"},
-        )
-        started.append(cluster)
-        assert len(cluster.brokers) == 3
-        boot(cluster, timeout=120)
-        variables, topology = run_workflow(f"127.0.0.1:{grpc_port(cluster)}", len(cluster.brokers))
-        assert variables == {"n": 21, "doubled": 42}
-        assert_topology(topology, cluster)
-        prefix = cluster.brokers[0].view.env["WEIR_BROKER_EXPORTERS_ELASTICSEARCH_ARGS_INDEX_PREFIX"]
-        eventually(lambda: search.count(f"{prefix}*") > 0, timeout=30, what="records in Elasticsearch")
-        assert_stops_cleanly(cluster)
+        with TokenIssuer(certs, {"worker-app": "worker-secret"}, path="/realms/camunda-platform") as issuer:
+            manifests = render("production")
+            trust_test_ca_for_the_jwks(manifests)
+            cluster = LocalCluster(
+                manifests,
+                tmp_path / "pods",
+                # Made by hand in production, as its kustomization.yaml says.
+                operator_secrets=production_secrets(certs),
+                external_addresses={
+                    ELASTICSEARCH_HOST: f"127.0.0.1:{search.port}",
+                    AUTHORIZATION_HOST: f"127.0.0.1:{issuer.port}",
+                },
+            )
+            started.append(cluster)
+            assert len(cluster.brokers) == 3
+            boot(cluster, timeout=120)
+            audience = cluster.gateway.view.env["WEIR_GATEWAY_SECURITY_AUTHENTICATION_OAUTH_AUDIENCE"]
+            monkeypatch.setenv("REQUESTS_CA_BUNDLE", str(certs.ca))  # the client's token request
+
+            def connect(address: str) -> grpc.aio.Channel:
+                return create_oauth2_client_credentials_channel(
+                    grpc_address=address,
+                    client_id="worker-app",
+                    client_secret="worker-secret",
+                    authorization_server=issuer.token_url,
+                    audience=audience,
+                    channel_credentials=grpc.ssl_channel_credentials(root_certificates=certs.ca.read_bytes()),
+                )
+
+            address = f"127.0.0.1:{grpc_port(cluster)}"
+            variables, topology = run_workflow(address, len(cluster.brokers), connect)
+            assert variables == {"n": 21, "doubled": 42}
+            assert_topology(topology, cluster)
+            assert issuer.requests, "the client got its token from the authorization server"
+            assert call_without_token(address, certs) == grpc.StatusCode.UNAUTHENTICATED
+            prefix = cluster.brokers[0].view.env["WEIR_BROKER_EXPORTERS_ELASTICSEARCH_ARGS_INDEX_PREFIX"]
+            eventually(lambda: search.count(f"{prefix}*") > 0, timeout=30, what="records in Elasticsearch")
+            assert_stops_cleanly(cluster)
     finally:
         search.stop()
+
+
+def production_secrets(certs: Certificates) -> dict[str, dict[str, str]]:
+    """The Secrets production's kustomization.yaml asks the operator to create, with test certificates.
+
+    One certificate (names 127.0.0.1, where the pods run here) serves the gateway and every broker.
+    """
+    command_tls = {
+        "tls.crt": certs.server_cert.read_text(),
+        "tls.key": certs.server_key.read_text(),
+        "ca.crt": certs.ca.read_text(),
+    }
+    return {
+        "weir-raft": {"raft-password": secrets.token_urlsafe(32)},
+        "weir-command-api": {"secret": secrets.token_urlsafe(32)},
+        "weir-command-tls": command_tls,
+        "weir-gateway-tls": command_tls,
+    }
+
+
+def trust_test_ca_for_the_jwks(manifests: Manifests) -> None:
+    """A real authorization server has a publicly trusted certificate; the stand-in's is from the test CA.
+
+    The CA travels in the gateway's TLS Secret (as cert-manager's ca.crt would).
+    """
+    (env_from,) = [e for e in container(manifests.gateway, "gateway")["envFrom"] if "configMapRef" in e]
+    config_map = manifests.one("ConfigMap", env_from["configMapRef"]["name"])
+    tls_dir = config_map["data"]["WEIR_GATEWAY_SECURITY_TLS_CERTIFICATE_CHAIN_PATH"].rpartition("/")[0]
+    config_map["data"]["WEIR_GATEWAY_SECURITY_AUTHENTICATION_OAUTH_JWKS_CA_PATH"] = f"{tls_dir}/ca.crt"
+
+
+def call_without_token(address: str, certs: Certificates) -> grpc.StatusCode:
+    from pyzeebe.proto import gateway_pb2, gateway_pb2_grpc
+
+    credentials = grpc.ssl_channel_credentials(root_certificates=certs.ca.read_bytes())
+    with grpc.secure_channel(address, credentials) as channel:
+        try:
+            gateway_pb2_grpc.GatewayStub(channel).Topology(gateway_pb2.TopologyRequest(), timeout=10)
+        except grpc.RpcError as e:
+            return e.code()
+    return grpc.StatusCode.OK

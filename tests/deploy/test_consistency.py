@@ -35,7 +35,12 @@ from tests.deploy.manifests import (
 OPERATOR_SECRETS: dict[str, dict[str, dict[str, str]]] = {
     "base": {},
     "dev": {},
-    "production": {"weir-raft": {"raft-password": "a-password-made-by-the-operator"}},
+    "production": {
+        "weir-raft": {"raft-password": "a-password-made-by-the-operator"},
+        "weir-command-api": {"secret": "a-secret-made-by-the-operator"},
+        "weir-command-tls": {"tls.crt": "PEM", "tls.key": "PEM", "ca.crt": "PEM"},
+        "weir-gateway-tls": {"tls.crt": "PEM", "tls.key": "PEM"},
+    },
 }
 
 renderings = pytest.mark.parametrize("rendering", sorted(RENDERINGS))
@@ -272,8 +277,9 @@ def test_service_links_are_off_as_weir_would_read_them_as_configuration(renderin
 def test_production_needs_the_raft_secret_created_by_hand() -> None:
     m = render("production")
     assert m.get("Secret", "weir-raft") is None, "production must not ship the placeholder password"
+    others = {name: data for name, data in OPERATOR_SECRETS["production"].items() if name != "weir-raft"}
     with pytest.raises(MissingReference, match="weir-raft"):
-        pod_view(m, m.broker_set, "broker", "weir-broker-0", parse_containerfile())
+        pod_view(m, m.broker_set, "broker", "weir-broker-0", parse_containerfile(), others)
 
 
 def test_production_runs_three_replicated_brokers_two_gateways_and_exports_to_elasticsearch(
@@ -296,6 +302,38 @@ def test_production_runs_three_replicated_brokers_two_gateways_and_exports_to_el
     assert quantity(container(m.gateway, "gateway")["resources"]["requests"]["cpu"]) > quantity(
         container(render("dev").gateway, "gateway")["resources"]["requests"]["cpu"]
     )
+
+
+def test_production_turns_on_tls_and_authentication_for_clients_and_the_command_api(tmp_path: Path) -> None:
+    """Every path the configuration names is a file of a mounted Secret; the secrets themselves are made by hand."""
+    _, pods = broker_pods("production")
+    _, gateway = gateway_pod("production")
+    gateway_config = config_of(gateway, tmp_path)
+    security = gateway_config["gateway"]["security"]
+    assert security["tls"]["enabled"] and security["authentication"]["methods"] == ["oauth"]
+    oauth = security["authentication"]["oauth"]
+    assert oauth["jwksUrl"].startswith("https://") and oauth["issuer"] and oauth["audience"]
+    gateway_paths = [security["tls"]["certificateChainPath"], security["tls"]["privateKeyPath"]]
+    for pod, config in [(gateway, gateway_config)] + [(b, config_of(b, tmp_path)) for b in pods]:
+        command_api = config["commandApi"]
+        assert command_api["secret"] == OPERATOR_SECRETS["production"]["weir-command-api"]["secret"], pod.name
+        tls = command_api["tls"]
+        assert tls["enabled"], pod.name
+        paths = [tls["certificateChainPath"], tls["privateKeyPath"], tls["caPath"]]
+        if pod is gateway:
+            paths += gateway_paths
+        for path in paths:
+            assert path in pod.files, f"{pod.name}: {path} is not in a mounted Secret"
+    for name in ("weir-command-api", "weir-command-tls", "weir-gateway-tls"):
+        assert render("production").get("Secret", name) is None, f"production must not ship {name}"
+
+
+def test_dev_stays_open_for_a_laptop_cluster(tmp_path: Path) -> None:
+    _, pods = broker_pods("dev")
+    _, gateway = gateway_pod("dev")
+    config = config_of(gateway, tmp_path)
+    assert config["gateway"]["security"]["authentication"]["methods"] == []
+    assert config["commandApi"]["secret"] == "" and not config_of(pods[0], tmp_path)["commandApi"]["tls"]["enabled"]
 
 
 def test_dev_runs_one_broker_with_one_partition(tmp_path: Path) -> None:

@@ -1,0 +1,291 @@
+"""The brokers' command API closed to strangers: a shared secret and TLS (or mTLS), carried by `weir gateway`.
+
+Without the secret a caller gets UNAUTHENTICATED from every method (commands, job streams, topology); a gateway with
+the brokers' settings routes a workflow as before.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import subprocess
+import sys
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import grpc
+import msgpack
+import pytest
+from pyzeebe import ZeebeClient, ZeebeWorker, create_insecure_channel
+from pyzeebe.errors import ProcessDefinitionNotFoundError
+
+from tests.cluster.harness import Cluster
+from tests.harness import BPMN, REPO, eventually, free_port
+from tests.security import Certificates, make_certificates
+
+SECRET = "the-brokers-secret"
+_IDENTITY = lambda b: b  # noqa: E731
+
+
+class Proc:
+    """A `weir` subprocess with its own environment, logging to a file."""
+
+    def __init__(self, args: list[str], log: Path, env: dict[str, str]) -> None:
+        import os
+
+        with log.open("ab") as f:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "client.cli", *args], cwd=REPO, stdout=f, stderr=f, env={**os.environ, **env}
+            )
+        self.log = log
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        try:
+            self.proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+
+
+def _ready(monitoring_port: int, proc: Proc) -> None:
+    def ready() -> bool:
+        if proc.proc.poll() is not None:
+            raise AssertionError(f"exited with {proc.proc.returncode}: {proc.log.read_text()[-3000:]}")
+        with urllib.request.urlopen(f"http://127.0.0.1:{monitoring_port}/ready", timeout=1) as r:
+            return r.status == 200
+
+    eventually(ready, timeout=30, what="ready")
+
+
+def _tls_env(certs: Certificates, *, mtls: bool = False) -> dict[str, str]:
+    """The same settings serve brokers (server side) and gateways (caller side)."""
+    env = {
+        "WEIR_COMMAND_API_TLS_ENABLED": "true",
+        "WEIR_COMMAND_API_TLS_CERTIFICATE_CHAIN_PATH": str(certs.server_cert),
+        "WEIR_COMMAND_API_TLS_PRIVATE_KEY_PATH": str(certs.server_key),
+        "WEIR_COMMAND_API_TLS_CA_PATH": str(certs.ca),
+    }
+    if mtls:
+        env["WEIR_COMMAND_API_TLS_REQUIRE_CLIENT_CERTIFICATE"] = "true"
+    return env
+
+
+@contextlib.contextmanager
+def _split(tmp_path: Path, env: dict[str, str], gateway_env: dict[str, str]) -> Iterator[tuple[str, int]]:
+    """A `weir broker` and a `weir gateway` in front of it: yields (gateway address, command port)."""
+    command_port, broker_monitoring, gateway_port, gateway_monitoring = (free_port() for _ in range(4))
+    broker = Proc(
+        [
+            "broker",
+            "--data-dir",
+            str(tmp_path / "b"),
+            "--command-port",
+            str(command_port),
+            "--monitoring-port",
+            str(broker_monitoring),
+        ],
+        tmp_path / "broker.log",
+        env,
+    )
+    gateway = None
+    try:
+        _ready(broker_monitoring, broker)
+        gateway = Proc(
+            [
+                "gateway",
+                "--broker",
+                f"127.0.0.1:{command_port}",
+                "--gateway-port",
+                str(gateway_port),
+                "--monitoring-port",
+                str(gateway_monitoring),
+            ],
+            tmp_path / "gateway.log",
+            gateway_env,
+        )
+        _ready(gateway_monitoring, gateway)
+        yield f"127.0.0.1:{gateway_port}", command_port
+    finally:
+        if gateway is not None:
+            gateway.stop()
+        broker.stop()
+
+
+def _workflow(address: str, instances: int = 1) -> dict:
+    """Deploy one-task, run ``instances`` instances to completion; the variables of the last.
+
+    A deployment reaches other partitions after its response (as in Zeebe): creation retries NOT_FOUND briefly.
+    """
+
+    async def scenario() -> dict:
+        channel = create_insecure_channel(grpc_address=address)
+        client, worker = ZeebeClient(channel), ZeebeWorker(channel)
+        await client.deploy_resource(str(BPMN / "one-task.bpmn"))
+
+        @worker.task(task_type="test")
+        async def handler(n: int) -> dict:
+            return {"seen": n}
+
+        work = asyncio.create_task(worker.work())
+        deadline = asyncio.get_running_loop().time() + 30
+        try:
+            for _ in range(instances):
+                while True:
+                    try:
+                        result = await client.run_process_with_result("one-task", {"n": 3}, timeout=10_000)
+                        break
+                    except ProcessDefinitionNotFoundError:
+                        if asyncio.get_running_loop().time() > deadline:
+                            raise
+                        await asyncio.sleep(0.1)
+        finally:
+            await worker.stop()
+            work.cancel()
+        return result.variables
+
+    return asyncio.run(scenario())
+
+
+async def _call(channel: grpc.aio.Channel, method: str, metadata: tuple[tuple[str, str], ...] = ()) -> grpc.StatusCode:
+    """The status a command API method ends with (OK when it answers)."""
+    path = "/weir.broker.CommandApi/" + method
+    try:
+        if method == "Topology":
+            await channel.unary_unary(path, _IDENTITY, _IDENTITY)(b"", metadata=metadata, timeout=5)
+        elif method == "StreamJobs":
+            request = msgpack.packb({"type": "test", "worker": "thief", "timeout": 60_000, "fetch": []})
+            call = channel.unary_stream(path, _IDENTITY, _IDENTITY)(request, metadata=metadata, timeout=5)
+            await call.read()  # the hello
+        else:  # Commands: one command asking to skip admission control
+            command = {"id": 1, "p": 1, "vt": 19, "i": 0, "k": -1, "v": {}, "internal": True}
+
+            async def requests():  # type: ignore[no-untyped-def]
+                yield msgpack.packb(command)
+
+            call = channel.stream_stream(path, _IDENTITY, _IDENTITY)(requests(), metadata=metadata, timeout=5)
+            await call.read()
+    except grpc.aio.AioRpcError as e:
+        return e.code()
+    return grpc.StatusCode.OK
+
+
+def _statuses(address: str, certs: Certificates | None, metadata: tuple[tuple[str, str], ...] = ()) -> set:
+    async def run() -> set:
+        if certs is None:
+            channel = grpc.aio.insecure_channel(address)
+        else:
+            channel = grpc.aio.secure_channel(address, grpc.ssl_channel_credentials(certs.ca.read_bytes()))
+        async with channel:
+            return {await _call(channel, m, metadata) for m in ("Topology", "StreamJobs", "Commands")}
+
+    return asyncio.run(run())
+
+
+@pytest.fixture(scope="module")
+def certs(tmp_path_factory: pytest.TempPathFactory) -> Certificates:
+    return make_certificates(tmp_path_factory.mktemp("certs"))
+
+
+def test_tls_and_secret_keep_strangers_out_and_let_the_gateway_in(tmp_path: Path, certs: Certificates) -> None:
+    env = {**_tls_env(certs), "WEIR_COMMAND_API_SECRET": SECRET}
+    with _split(tmp_path, env, env) as (gateway_address, command_port):
+        address = f"127.0.0.1:{command_port}"
+        assert _statuses(address, certs) == {grpc.StatusCode.UNAUTHENTICATED}
+        assert _statuses(address, certs, (("weir-command-secret", "guess"),)) == {grpc.StatusCode.UNAUTHENTICATED}
+        assert _statuses(address, None, (("weir-command-secret", SECRET),)) == {grpc.StatusCode.UNAVAILABLE}
+        assert _statuses(address, certs, (("weir-command-secret", SECRET),)) == {grpc.StatusCode.OK}
+        assert _workflow(gateway_address) == {"n": 3, "seen": 3}
+
+        async def message() -> str:
+            async with grpc.aio.secure_channel(address, grpc.ssl_channel_credentials(certs.ca.read_bytes())) as ch:
+                try:
+                    await ch.unary_unary("/weir.broker.CommandApi/Topology", _IDENTITY, _IDENTITY)(b"", timeout=5)
+                except grpc.aio.AioRpcError as e:
+                    return e.details() or ""
+            return ""
+
+        assert "WEIR_COMMAND_API_SECRET" in asyncio.run(message())
+
+
+def test_a_secret_alone_on_loopback(tmp_path: Path) -> None:
+    """No TLS: the secret still keeps other local users' processes out."""
+    env = {"WEIR_COMMAND_API_SECRET": SECRET}
+    with _split(tmp_path, env, env) as (gateway_address, command_port):
+        assert _statuses(f"127.0.0.1:{command_port}", None) == {grpc.StatusCode.UNAUTHENTICATED}
+        assert _workflow(gateway_address) == {"n": 3, "seen": 3}
+
+
+def test_mtls_refuses_callers_without_a_certificate(tmp_path: Path, certs: Certificates) -> None:
+    env = _tls_env(certs, mtls=True)
+    with _split(tmp_path, env, env) as (gateway_address, command_port):
+        assert _statuses(f"127.0.0.1:{command_port}", certs) == {grpc.StatusCode.UNAVAILABLE}  # no handshake
+        assert _workflow(gateway_address) == {"n": 3, "seen": 3}
+
+
+def test_a_gateway_without_the_secret_is_refused(tmp_path: Path) -> None:
+    """It starts, but never learns a leader: its log says why."""
+    gateway_log = tmp_path / "gateway.log"
+    command_port, broker_monitoring, gateway_port = free_port(), free_port(), free_port()
+    broker = Proc(
+        [
+            "broker",
+            "--data-dir",
+            str(tmp_path / "b"),
+            "--command-port",
+            str(command_port),
+            "--monitoring-port",
+            str(broker_monitoring),
+        ],
+        tmp_path / "broker.log",
+        {"WEIR_COMMAND_API_SECRET": SECRET},
+    )
+    gateway = None
+    try:
+        _ready(broker_monitoring, broker)
+        gateway = Proc(
+            [
+                "gateway",
+                "--broker",
+                f"127.0.0.1:{command_port}",
+                "--gateway-port",
+                str(gateway_port),
+                "--monitoring-port",
+                "-1",
+            ],
+            gateway_log,
+            {},
+        )
+        from pyzeebe.proto import gateway_pb2 as pb
+        from pyzeebe.proto import gateway_pb2_grpc
+
+        stub = gateway_pb2_grpc.GatewayStub(grpc.insecure_channel(f"127.0.0.1:{gateway_port}"))
+        topology = eventually(
+            lambda: stub.Topology(pb.TopologyRequest(), timeout=2), timeout=30, what="the gateway to answer"
+        )
+        assert list(topology.brokers) == []  # the broker turned it away
+        eventually(lambda: "refuses our calls" in gateway_log.read_text(), what="the gateway to say why")
+        assert "WEIR_COMMAND_API_SECRET" in gateway_log.read_text()
+    finally:
+        if gateway is not None:
+            gateway.stop()
+        broker.stop()
+
+
+def test_cluster_up_carries_a_secret_to_brokers_and_gateway(
+    tmp_path: Path, certs: Certificates, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two brokers, two partitions: deployments cross brokers over the command API with TLS and the secret."""
+    for name, value in _tls_env(certs).items():
+        monkeypatch.setenv(name, value)
+    cluster = Cluster(tmp_path / "cluster", brokers=2, partitions=2, replication=1).up()
+    try:
+        info = cluster.reload()
+        secrets = {b["env"]["WEIR_COMMAND_API_SECRET"] for b in info["brokers"]}
+        assert len(secrets) == 1 and secrets == {info["gateway"]["env"]["WEIR_COMMAND_API_SECRET"]}
+        for broker in info["brokers"]:
+            assert _statuses(f"127.0.0.1:{broker['commandPort']}", certs) == {grpc.StatusCode.UNAUTHENTICATED}
+        assert _workflow(cluster.gateway, instances=4) == {"n": 3, "seen": 3}  # round-robin: both partitions
+    finally:
+        cluster.down()
