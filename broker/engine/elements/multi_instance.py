@@ -172,6 +172,8 @@ class MultiInstanceBodyProcessor(ContainerProcessor):
             return
         if scope.state != PI.ELEMENT_ACTIVATED:
             return
+        if scope.completed_children + scope.terminated_children < scope.activated_children:
+            return  # others are still running: only when the last activated one ends is there a decision to make
         element = process.element(scope.value.element_id)
         items = _collection(ctx, element, scope)
         total = len(items) if isinstance(items, list) else scope.activated_children
