@@ -131,8 +131,16 @@ class EventAppliers:
         parent = state.elements.get(parent_key)
         if parent is None:
             return
-        consumed = self._flows_consumed(state, v)
-        state.elements.put(replace(parent, children=parent.children + 1, flows=parent.flows - consumed))
+        # an instance of a multi-instance activity is started by its body, not by a sequence flow
+        consumed = 0 if parent.value.bpmn_element_type == bpmn.MULTI_INSTANCE_BODY else self._flows_consumed(state, v)
+        state.elements.put(
+            replace(
+                parent,
+                children=parent.children + 1,
+                flows=parent.flows - consumed,
+                activated_children=parent.activated_children + 1,
+            )
+        )
 
     def _flows_consumed(self, state: PartitionState, v: ProcessInstanceValue) -> int:
         """How many taken sequence flows the activation of this element consumes (Zeebe's token counting).
@@ -175,8 +183,17 @@ class EventAppliers:
             if parent is not None:
                 # a completed link throw event's token jumps to the link catch event (ACTIVATE_ELEMENT follows): in
                 # flight like a taken sequence flow, so the scope cannot complete before the catch event is activated
-                jumping = r.intent == PI.ELEMENT_COMPLETED and _is_link_throw(v)
-                state.elements.put(replace(parent, children=parent.children - 1, flows=parent.flows + int(jumping)))
+                completed = r.intent == PI.ELEMENT_COMPLETED
+                jumping = completed and _is_link_throw(v)
+                state.elements.put(
+                    replace(
+                        parent,
+                        children=parent.children - 1,
+                        flows=parent.flows + int(jumping),
+                        completed_children=parent.completed_children + int(completed),
+                        terminated_children=parent.terminated_children + int(not completed),
+                    )
+                )
         else:
             state.awaiting_results.remove(r.key)
             state.message_starts.unlock(r.key)

@@ -346,9 +346,18 @@ def activate_element(
     like: ProcessInstanceValue,
     scope_key: int,
     key: int | None = None,
+    *,
+    instance_of_body: bool = False,
 ) -> Record:
-    """Write ACTIVATE_ELEMENT for ``element`` in flow scope ``scope_key`` (``like``: any element of the instance)."""
-    value = like.for_element(element.id, element.element_type, element.event_type, scope_key)
+    """Write ACTIVATE_ELEMENT for ``element`` in flow scope ``scope_key`` (``like``: any element of the instance).
+
+    A multi-instance activity is entered through its body; the body activates the instances themselves
+    (``instance_of_body``).
+    """
+    if element.multi_instance is not None and not instance_of_body:
+        value = like.for_element(element.id, bpmn.MULTI_INSTANCE_BODY, bpmn.UNSPECIFIED, scope_key)
+    else:
+        value = like.for_element(element.id, element.element_type, element.event_type, scope_key)
     return ctx.follow_up(
         ValueType.PROCESS_INSTANCE,
         PI.ACTIVATE_ELEMENT,
@@ -410,7 +419,13 @@ def find_catch(
     came_from_event_sub_process = False
     while inst is not None:
         element_id = inst.value.element_id
-        if not came_from_event_sub_process:
+        parent_key = inst.value.flow_scope_key
+        parent = ctx.state.elements.get(parent_key) if parent_key > 0 else None
+        # an instance of a multi-instance activity shares its element with the body around it: the boundary events
+        # belong to the body, the event sub-processes (of a sub-process) to the instance
+        is_body = inst.value.bpmn_element_type == bpmn.MULTI_INSTANCE_BODY
+        in_body = parent is not None and parent.value.bpmn_element_type == bpmn.MULTI_INSTANCE_BODY
+        if not came_from_event_sub_process and not is_body:
             starts = [
                 s
                 for esp in process.event_sub_processes_of(element_id)
@@ -420,13 +435,12 @@ def find_catch(
             found = _best_catch(starts, event_type, code)
             if found is not None:
                 return inst, found
-        if element_id in process.elements:
+        if element_id in process.elements and not in_body:
             found = _best_catch(list(process.boundary_events_of(element_id)), event_type, code)
             if found is not None:
                 return inst, found
         came_from_event_sub_process = inst.value.bpmn_element_type == bpmn.EVENT_SUB_PROCESS
-        parent_key = inst.value.flow_scope_key
-        inst = ctx.state.elements.get(parent_key) if parent_key > 0 else None
+        inst = parent
     return None
 
 

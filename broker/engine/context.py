@@ -63,6 +63,9 @@ class ProcessingContext:
         self.side_effects = SideEffects()
         self.command: Record | None = None
         self.services: Any = None  # engine services (models, expressions, job streams), set by the engine
+        # Values derived from state that processors may reuse within the round (e.g. a multi-instance body's input
+        # collection); cleared on rollback, since they may describe state the rollback undid.
+        self.memo: dict[Any, Any] = {}
         # What one job activation may carry to a worker (set by the engine from the max message size).
         self.max_batch_bytes = DEFAULT_MAX_BATCH_BYTES
 
@@ -146,6 +149,7 @@ class ProcessingContext:
 
     def rollback(self, mark: tuple[int, int, int, int, int, int, int]) -> None:
         n_rec, n_fu, n_resp, pos, keys, n_push, n_tasks = mark
+        self.memo.clear()
         del self.records[n_rec:]
         del self.followups[n_fu:]
         del self.responses[n_resp:]

@@ -16,6 +16,8 @@ class ElementInstance:
     - ``children``: element instances inside it (flow scopes only).
     - ``flows``: sequence flows taken inside it whose target has not been activated yet (tokens in flight).
     - ``job_key``: the job it waits for, or -1.
+    - ``activated_children`` / ``completed_children`` / ``terminated_children``: how many children it has had
+      (flow scopes only; a multi-instance body counts its instances with them, and numbers its loop with the first).
 
     Frozen: a change is a new instance (:meth:`with_state`, :func:`dataclasses.replace`) written back through the
     repository, so no caller can change what another one holds.
@@ -27,6 +29,9 @@ class ElementInstance:
     children: int = 0
     flows: int = 0
     job_key: int = -1
+    activated_children: int = 0
+    completed_children: int = 0
+    terminated_children: int = 0
 
     def with_state(self, state: int) -> ElementInstance:
         return replace(self, state=state)
@@ -40,10 +45,13 @@ class ElementInstance:
             children=d.get("children", 0),
             flows=d.get("flows", 0),
             job_key=d.get("jobKey", -1),
+            activated_children=d.get("activatedChildren", 0),
+            completed_children=d.get("completedChildren", 0),
+            terminated_children=d.get("terminatedChildren", 0),
         )
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        d = {
             "key": self.key,
             "state": self.state,
             "value": self.value.to_dict(),
@@ -51,3 +59,8 @@ class ElementInstance:
             "flows": self.flows,
             "jobKey": self.job_key,
         }
+        if self.activated_children:  # only flow scopes have children: leave the zeros of the others out
+            d["activatedChildren"] = self.activated_children
+            d["completedChildren"] = self.completed_children
+            d["terminatedChildren"] = self.terminated_children
+        return d

@@ -88,6 +88,11 @@ START_VARIABLES: dict[str, dict[str, Any]] = {
     "inclusive-gateway": {"amount": 150, "express": True},
     "inclusive-reachability": {"toJoin": False},
     "inclusive-no-default": {"x": "a"},
+    "mi-parallel": {"items": [1, 2, 3]},
+    "mi-sequential": {"items": ["a", "b"]},
+    "mi-completion": {"items": [1, 2, 3, 4]},
+    "mi-boundary": {"items": ["x", "y"]},
+    "mi-subprocess": {"orders": [{"id": 1}, {"id": 2}]},
     "script-task": {"a": 1, "b": 2, "name": "n"},
     "script-task-failure": {"divisor": 0},
     "user-task-feel": {"owner": "o", "groups": ["g"], "due": "2031-01-01T00:00:00Z", "kind": "k"},
@@ -445,6 +450,8 @@ async def _random_step(d: Driver, rng: random.Random, known: dict[str, set[int]]
             variables["express"] = rng.choice([True, False])
         if pid == "inclusive-reachability":
             variables["toJoin"] = rng.choice([True, False])
+        if pid in ("mi-parallel", "mi-sequential"):
+            variables["items"] = rng.choice([[], [1], [1, 2, 3], "not a list"])
         if pid == "inclusive-no-default":
             variables["x"] = rng.choice(["a", "b", "none"])
         if pid == "script-task-failure":
@@ -463,7 +470,7 @@ async def _random_step(d: Driver, rng: random.Random, known: dict[str, set[int]]
         elif action == "fail":
             rec = await d.fail(job, retries=rng.choice([0, 1, 2]), backoff=rng.choice([0, 0, 500]))
         else:
-            rec = await d.throw_error(job, rng.choice(["PAYMENT_FAILED", "ORDER_REJECTED", "UNKNOWN"]))
+            rec = await d.throw_error(job, rng.choice(["PAYMENT_FAILED", "ORDER_REJECTED", "OOPS", "UNKNOWN"]))
         if rec.record_type == RecordType.COMMAND_REJECTION or action == "complete":
             known["jobs"].discard(job)
     elif action == "cancel":

@@ -23,6 +23,10 @@ PI = ProcessInstanceIntent
 class ElementProcessor:
     """One element kind's behaviour at each step of its lifecycle."""
 
+    # A multi-instance body: its children are instances of its own element (they leave through it, and the element's
+    # boundary events are the body's).
+    contains_its_own_element = False
+
     def event_targets(self, process: bpmn.Process, element: bpmn.Element | None) -> list[bpmn.Element]:
         """The events an instance of this element subscribes to while active. Default: its boundary events."""
         assert element is not None
@@ -123,7 +127,20 @@ class ElementProcessor:
                 return
         lc.child_left(ctx, scope_key, completed=False)
 
-    # -- containers (process, sub-processes): what happens when a child leaves ------------------------------
+    # -- containers (process, sub-processes): what happens when a child arrives or leaves -------------------
+
+    def on_child_activating(
+        self, ctx: ProcessingContext, process: bpmn.Process, scope: ElementInstance, child: ElementInstance
+    ) -> bool:
+        """A child was just written ACTIVATING, before its own activation; False after raising an incident."""
+        return True
+
+    def before_child_completed(
+        self, ctx: ProcessingContext, process: bpmn.Process, scope: ElementInstance, child: ElementInstance
+    ) -> bool:
+        """A child of a multi-instance body is about to be COMPLETED (its variables are still there); False after
+        raising an incident on it."""
+        return True
 
     def on_child_completed(self, ctx: ProcessingContext, process: bpmn.Process, scope: ElementInstance) -> None:
         """A child completed without outgoing flows. Only containers have children."""

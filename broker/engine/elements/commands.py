@@ -46,6 +46,11 @@ def activate(ctx: ProcessingContext, cmd: Record) -> None:
             # the scope's flow: it arrives and is terminated at once
             lc.terminated(ctx, lc.transition(ctx, inst, PI.ELEMENT_TERMINATING))
             return
+        if scope_key > 0:
+            scope = ctx.state.elements.get(scope_key)
+            assert scope is not None
+            if not registry.processor_of(scope.value).on_child_activating(ctx, process, scope, inst):
+                return
     elif inst.state != PI.ELEMENT_ACTIVATING:
         ctx.reject(RejectionType.INVALID_STATE, f"Expected element '{cmd.key}' to be activating")
         return

@@ -89,6 +89,8 @@ def subscribe(
     """Open the timer, message and signal subscriptions of the instance (its own, boundary and event sub-process
     events)."""
     targets = registry.processor_of(inst.value).event_targets(process, element)
+    if element is not None and body_of(ctx, inst) is not None:  # the boundary events are the body's
+        targets = [t for t in targets if t.attached_to_id != element.id]
     problem = events.open_subscriptions(ctx, targets, inst)
     if problem is not None:
         b.raise_incident(ctx, inst, "EXTRACT_VALUE_ERROR", problem)
@@ -130,6 +132,7 @@ def complete(
         inst = transition(ctx, inst, PI.ELEMENT_COMPLETING)
         events.close_subscriptions(ctx, inst)
     processor = registry.processor_of(inst.value)
+    body = body_of(ctx, inst)
     if element is not None and element.output_mappings:
         failure = b.apply_output_mappings(ctx, element, inst)
         if failure is not None:
@@ -139,6 +142,8 @@ def complete(
         document = processor.variables_without_output_mappings(ctx, element, inst)
         if document and inst.value.flow_scope_key > 0:
             b.merge_document(ctx, inst.value.flow_scope_key, document)
+    if body is not None and not registry.processor_of(body.value).before_child_completed(ctx, process, body, inst):
+        return
     processor.before_completed(ctx, process, element, inst)
     inst = transition(ctx, inst, PI.ELEMENT_COMPLETED)
     processor.on_completed(ctx, process, element, inst, flows, trigger)
@@ -152,8 +157,14 @@ def take_outgoing(
     flows: tuple[bpmn.SequenceFlow, ...] | None,
     trigger: dict | None,
 ) -> None:
-    """Leave a completed element over its outgoing flows; with none, tell the flow scope a child left."""
+    """Leave a completed element over its outgoing flows; with none, tell the flow scope a child left.
+
+    An instance of a multi-instance activity leaves through its body instead.
+    """
     v = inst.value
+    if body_of(ctx, inst) is not None:
+        child_left(ctx, v.flow_scope_key, completed=True)
+        return
     outgoing = flows if flows is not None else process.outgoing_flows(element.id)
     for flow in outgoing:
         target_key = None
@@ -206,6 +217,15 @@ def reconsider_joins(ctx: ProcessingContext, process: bpmn.Process, scope_key: i
     for join in process.inclusive_joins_in(scope.value.element_id):
         if registry.processor_for(join).activation_blocked(ctx, join, scope_key) is None:
             b.activate_element(ctx, join, scope.value, scope_key)
+
+
+def body_of(ctx: ProcessingContext, inst: ElementInstance) -> ElementInstance | None:
+    """The multi-instance body ``inst`` is an instance of, if it is one."""
+    scope_key = inst.value.flow_scope_key
+    scope = ctx.state.elements.get(scope_key) if scope_key > 0 else None
+    if scope is None or not registry.processor_of(scope.value).contains_its_own_element:
+        return None
+    return scope
 
 
 def child_left(ctx: ProcessingContext, scope_key: int, *, completed: bool) -> None:

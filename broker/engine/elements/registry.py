@@ -22,6 +22,7 @@ from broker.engine.elements.gateways import (
     ParallelGatewayProcessor,
 )
 from broker.engine.elements.job_task import JobTaskProcessor
+from broker.engine.elements.multi_instance import MultiInstanceBodyProcessor
 from broker.engine.elements.process import ProcessProcessor
 from broker.engine.elements.script_task import ScriptTaskProcessor
 from broker.engine.elements.sub_process import EventSubProcessProcessor, SubProcessProcessor
@@ -60,6 +61,7 @@ PROCESSORS: Final[dict[str, ElementProcessor]] = {
     m.INCLUSIVE_GATEWAY: InclusiveGatewayProcessor(),
     # scopes
     m.SUB_PROCESS: SubProcessProcessor(),
+    m.MULTI_INSTANCE_BODY: MultiInstanceBodyProcessor(),
     m.EVENT_SUB_PROCESS: EventSubProcessProcessor(),
     # start events (error and escalation start events exist only in event sub-processes)
     f"{m.START_EVENT}:{m.NONE}": _TRIGGERED,
