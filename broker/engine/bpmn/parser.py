@@ -20,7 +20,7 @@ from xml.etree.ElementTree import Element as XmlElement
 from . import model as m
 from .errors import BpmnValidationError, Problem
 from .safe_xml import DEFAULT_MAX_RESOURCE_BYTES, DEFAULT_MAX_XML_ELEMENTS, UnsafeXmlError, parse_xml
-from .validation import validate_process
+from .validation import check_straight_through_loops, validate_process
 
 BPMN_NS: Final = "http://www.omg.org/spec/BPMN/20100524/MODEL"
 ZEEBE_NS: Final = "http://camunda.org/schema/zeebe/1.0"
@@ -153,6 +153,7 @@ def parse_bpmn(
     problems = reader.problems
     for process in processes:
         problems.extend(validate_process(process))
+    problems.extend(check_straight_through_loops(processes))
     problems.extend(_check_expressions(reader.expressions, check_expression))
     if supported is not None:
         for process in processes:
