@@ -16,7 +16,7 @@ import grpc
 import pytest
 from pyzeebe.proto import gateway_pb2 as pb
 
-from tests.harness import WeirProcess, eventually
+from tests.harness import BPMN, WeirProcess, eventually
 from tests.integration.clients import (
     Stub,
     activate,
@@ -118,6 +118,36 @@ def test_a_straight_through_loop_is_refused_naming_its_elements(budget_stub: Stu
         budget_stub.CreateProcessInstance, pb.CreateProcessInstanceRequest(bpmnProcessId="task-loop", version=-1)
     )
     assert err.code() == grpc.StatusCode.NOT_FOUND
+
+
+def test_schema_violations_are_refused_naming_each_line(budget_stub: Stub) -> None:
+    content = (BPMN / "invalid" / "schema-violations.bpmn").read_bytes()
+    message = rejected(budget_stub, "schema.bpmn", content)
+    assert "schema.bpmn" in message
+    assert (
+        "Does not conform to the BPMN 2.0 XML schema (line: 3): Element 'bpmn:process', attribute 'isExecutable': "
+        "'maybe' is not a valid value of the atomic type 'xs:boolean'." in message
+    )
+    assert "(line: 9): Element 'bpmn:extensionElements': This element is not expected." in message
+    assert "(line: 14): Element 'bpmn:fancyTask': This element is not expected." in message
+    err = rpc_error(
+        budget_stub.CreateProcessInstance,
+        pb.CreateProcessInstanceRequest(bpmnProcessId="schema-violations", version=-1),
+    )
+    assert err.code() == grpc.StatusCode.NOT_FOUND
+
+
+def test_the_straight_through_loop_fixture_is_refused(budget_stub: Stub) -> None:
+    content = (BPMN / "invalid" / "straight-through-loop.bpmn").read_bytes()
+    message = rejected(budget_stub, "loop.bpmn", content)
+    assert "prepare > done > prepare" in message
+
+
+def test_every_valid_fixture_still_deploys(budget_stub: Stub) -> None:
+    paths = sorted(BPMN.glob("*.bpmn")) + sorted(BPMN.glob("events/*.bpmn")) + sorted(BPMN.glob("start-events/*.bpmn"))
+    for path in paths:
+        response = deploy_raw(budget_stub, path.name, path.read_bytes())
+        assert response.deployments, path.name
 
 
 def stopped_count(w: WeirProcess) -> int:
