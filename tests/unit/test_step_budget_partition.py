@@ -80,3 +80,48 @@ async def test_where_the_budget_stops_does_not_depend_on_rounds(tmp_path: Path) 
         assert activated[-1] == incident["elementId"]
         stops.append((len(activated), incident["elementId"], incident["errorMessage"].replace(str(looping), "?")))
     assert len(set(stops)) == 1, stops
+
+
+# start > sub [ inner_start > fail (error end event) ] ; error boundary on sub > again -(=retry)> sub ; default > end
+ERROR_LOOP = (
+    b'<?xml version="1.0" encoding="UTF-8"?>\n'
+    b'<bpmn:definitions xmlns:bpmn="http://www.omg.org/spec/BPMN/20100524/MODEL" '
+    b'xmlns:xsi="http://www.w3.org/2001/XMLSchema-instance" id="defs" targetNamespace="http://bpmn.io/schema/bpmn">'
+    b'<bpmn:error id="boom" name="Boom" errorCode="BOOM"/>'
+    b'<bpmn:process id="error-loop" isExecutable="true">'
+    b'<bpmn:startEvent id="start"/>'
+    b'<bpmn:subProcess id="sub"><bpmn:startEvent id="inner_start"/>'
+    b'<bpmn:endEvent id="fail"><bpmn:errorEventDefinition errorRef="boom"/></bpmn:endEvent>'
+    b'<bpmn:sequenceFlow id="i1" sourceRef="inner_start" targetRef="fail"/></bpmn:subProcess>'
+    b'<bpmn:boundaryEvent id="caught" attachedToRef="sub"><bpmn:errorEventDefinition errorRef="boom"/>'
+    b"</bpmn:boundaryEvent>"
+    b'<bpmn:exclusiveGateway id="again" default="give-up"/>'
+    b'<bpmn:endEvent id="end"/>'
+    b'<bpmn:sequenceFlow id="f1" sourceRef="start" targetRef="sub"/>'
+    b'<bpmn:sequenceFlow id="f2" sourceRef="caught" targetRef="again"/>'
+    b'<bpmn:sequenceFlow id="f3" sourceRef="again" targetRef="sub">'
+    b'<bpmn:conditionExpression xsi:type="bpmn:tFormalExpression">=retry</bpmn:conditionExpression>'
+    b"</bpmn:sequenceFlow>"
+    b'<bpmn:sequenceFlow id="give-up" sourceRef="again" targetRef="end"/>'
+    b"</bpmn:process></bpmn:definitions>"
+)
+
+
+async def test_an_error_boundary_loop_that_deployment_cannot_see_is_stopped_too(tmp_path: Path) -> None:
+    """Zeebe's loop check does not follow boundary events; the budget stops such a loop at run time."""
+    d = Driver(tmp_path / "p" / "1", PartitionConfig(checker_interval_s=0.005, max_steps_per_instance=BUDGET))
+    d.open()
+    resources = [{"resourceName": "error-loop.bpmn", "resource": ERROR_LOOP}]
+    accepted(await d.send(ValueType.DEPLOYMENT, DeploymentIntent.CREATE, {"resources": resources}))
+    looping = accepted(await d.create("error-loop", {"retry": True})).key
+    await d.settle()
+    ((incident_key, incident),) = d.incidents()
+    assert incident["processInstanceKey"] == looping
+    assert "without reaching a wait state" in incident["errorMessage"]
+
+    accepted(await d.set_variables(looping, {"retry": False}))
+    accepted(await d.resolve(incident_key))
+    await d.settle()
+    assert d.read(lambda s: s.elements.get(looping)) is None, "the instance ended after the resolve"
+    await d.close()
+    check_replay_equals_live(d.directory, tmp_path)
