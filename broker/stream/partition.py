@@ -469,7 +469,7 @@ class Partition:
         round_started = time.monotonic()
         processed = self.processed_position
         commands = 0
-        stopped = 0
+        stopped: list[Record] = []  # element activations the step budget stopped
         taken_from_queue: list[Record] = []
         taken_from_inbox: list[tuple[Record, asyncio.Future[Record] | None]] = []
         queue_before = list(self._queue)
@@ -497,14 +497,7 @@ class Partition:
                 if ctx.over_step_budget is not None:
                     ctx.over_step_budget = None
                     if any(r.value_type == ValueType.INCIDENT for r in ctx.records[written:]):
-                        stopped += 1
-                        self._log.warning(
-                            "partition %d: process instance %s stopped by the step budget at '%s' (%d activations)",
-                            self.partition_id,
-                            cmd.value.get("processInstanceKey"),
-                            cmd.value.get("elementId"),
-                            self._step_budget.limit,
-                        )
+                        stopped.append(cmd)
                 processed = cmd.position
                 commands += 1
                 self._queue.extend(ctx.followups)
@@ -570,8 +563,17 @@ class Partition:
         self._records_since_snapshot += len(ctx.records)
         self._step_budget.forget_processed(self._queue)
         if stopped:
-            self.instances_stopped_by_budget += stopped
-            monitoring.INSTANCES_STOPPED_BY_BUDGET.labels(label).inc(stopped)
+            self.instances_stopped_by_budget += len(stopped)
+            monitoring.INSTANCES_STOPPED_BY_BUDGET.labels(label).inc(len(stopped))
+            for cmd in stopped:
+                self._log.warning(
+                    "partition %d: process instance %s stopped by the step budget (%d element activations without "
+                    "a wait state) at '%s'; an incident waits for its resolution",
+                    self.partition_id,
+                    cmd.value.get("processInstanceKey"),
+                    self._step_budget.limit,
+                    cmd.value.get("elementId"),
+                )
         if self._admitted:
             for rec in ctx.records:
                 if rec.request is not None:

@@ -17,7 +17,7 @@ import functools
 from pathlib import Path
 from typing import Final
 
-from lxml import etree
+from lxml import etree  # type: ignore[import-untyped]
 
 SCHEMA_DIR: Final = Path(__file__).resolve().parent / "schema"
 # A document with more schema errors than this reports the first ones and how many more there are.
