@@ -42,6 +42,9 @@ DEFAULTS: dict[str, Any] = {
         "logSegmentSize": 64 * 1024 * 1024,
         # Below this many free bytes under dataDir, partitions reject new commands until space is back.
         "minFreeDiskBytes": 256 * 1024 * 1024,
+        # Element activations one process instance may make without reaching a wait state (one chain of follow-ups)
+        # before it is stopped with an incident, so a loop without a wait state cannot hold a partition; 0: no limit.
+        "maxStepsPerInstance": 10_000,
         # Admission control per partition leader: fixed | aimd | vegas | gradient (enabled: false admits all).
         "backpressure": {
             "enabled": True,
@@ -265,6 +268,9 @@ def validate(config: dict[str, Any]) -> None:
     segment_size = config["broker"]["logSegmentSize"]
     if not isinstance(segment_size, int) or isinstance(segment_size, bool) or segment_size < MIN_LOG_SEGMENT_SIZE:
         raise ConfigError(f"broker.logSegmentSize: must be an integer of at least {MIN_LOG_SEGMENT_SIZE} bytes")
+    steps = config["broker"]["maxStepsPerInstance"]
+    if not isinstance(steps, int) or isinstance(steps, bool) or steps < 0:
+        raise ConfigError("broker.maxStepsPerInstance: must be an integer of at least 0 (0: no limit)")
     bp = config["broker"]["backpressure"]
     if bp["algorithm"] not in ("fixed", "aimd", "vegas", "gradient"):
         raise ConfigError(

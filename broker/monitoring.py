@@ -49,6 +49,11 @@ BACKPRESSURE_IN_FLIGHT = Gauge("weir_backpressure_in_flight", "User commands in 
 BACKPRESSURE_DROPPED = Counter(
     "weir_backpressure_dropped_total", "User commands refused by admission control", ["partition"]
 )
+INSTANCES_STOPPED_BY_BUDGET = Counter(
+    "weir_instances_stopped_by_step_budget_total",
+    "Process instances stopped with an incident for exceeding the step budget (a loop without a wait state)",
+    ["partition"],
+)
 RAFT_TERM = Gauge("weir_raft_term", "Raft term of the partition's replica here", ["partition"])
 LOG_BYTES = Gauge("weir_log_size_bytes", "Bytes of log segments the partition keeps", ["partition"])
 SNAPSHOT_AGE = Gauge("weir_snapshot_age_seconds", "Seconds since the partition's last snapshot", ["partition"])

@@ -17,6 +17,7 @@ import grpc
 from broker import monitoring
 from broker.stream.backpressure import BackpressureConfig
 from broker.stream.partition import Partition, PartitionConfig
+from broker.stream.step_budget import DEFAULT_MAX_STEPS_PER_INSTANCE
 
 if TYPE_CHECKING:
     from broker.command_api import CommandApiSecurity
@@ -44,6 +45,7 @@ class NodeConfig:
     snapshot_period_s: float = 300.0
     exporters: dict = field(default_factory=dict)
     min_free_disk_bytes: int = 256 << 20
+    max_steps_per_instance: int = DEFAULT_MAX_STEPS_PER_INSTANCE
     log_segment_size: int = 64 << 20
     # Cluster mode: the brokers' Raft addresses (host:raftBasePort) in node-id order; empty runs alone.
     contact_points: list[str] = field(default_factory=list)
@@ -106,6 +108,7 @@ class BrokerNode:
                 segment_size=cfg.log_segment_size,
                 backpressure=cfg.backpressure,
                 max_message_size=cfg.max_message_size,
+                max_steps_per_instance=cfg.max_steps_per_instance,
             )
             directory = cfg.data_dir / "partitions" / str(pid)
             partition = Partition(directory, pconf)
@@ -283,6 +286,7 @@ class BrokerNode:
                     "healthy": p.healthy,
                     "processedPosition": getattr(p, "processed_position", 0),
                     "backlog": p.backlog,
+                    "instancesStoppedByStepBudget": p.instances_stopped_by_budget,
                     **({"failure": p.failure} if p.failure else {}),
                 }
                 for pid, p in self.partitions.items()

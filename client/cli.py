@@ -71,6 +71,7 @@ def _node_config(args: argparse.Namespace, *, embedded_gateway: bool) -> Any:
         admin_token=b["adminToken"],
         backpressure=_backpressure(b["backpressure"]),
         min_free_disk_bytes=b["minFreeDiskBytes"],
+        max_steps_per_instance=b["maxStepsPerInstance"],
         log_segment_size=b["logSegmentSize"],
         gateway_security=_gateway_security(g),
         max_concurrent_streams=g["maxConcurrentStreams"],

@@ -68,6 +68,9 @@ class ProcessingContext:
         self.memo: dict[Any, Any] = {}
         # What one job activation may carry to a worker (set by the engine from the max message size).
         self.max_batch_bytes = DEFAULT_MAX_BATCH_BYTES
+        # Set by the stream processor for one command: the element activation at hand exceeds the step budget of its
+        # process instance and must stop with an incident carrying this message instead of running.
+        self.over_step_budget: str | None = None
 
     # -- the command at hand ---------------------------------------------------------------------------------
 

@@ -61,6 +61,7 @@ from broker.state.repositories import PartitionState
 from broker.stream import commit_marker, snapshots
 from broker.stream.backpressure import BackpressureConfig
 from broker.stream.replay import replay_blocks, replay_start
+from broker.stream.step_budget import DEFAULT_MAX_STEPS_PER_INSTANCE, StepBudget
 from exporters import ExporterDirector
 
 log = logging.getLogger("weir.partition")
@@ -115,6 +116,9 @@ class PartitionConfig:
     min_free_disk_bytes: int = 256 << 20
     # The largest gRPC message: no variables document may be larger, or no worker could ever be sent it.
     max_message_size: int = 4 << 20
+    # Element activations one process instance may make in one chain of follow-ups before it is stopped with an
+    # incident (see broker/stream/step_budget.py); 0 turns the budget off.
+    max_steps_per_instance: int = DEFAULT_MAX_STEPS_PER_INSTANCE
 
 
 class Partition:
@@ -174,6 +178,9 @@ class Partition:
         self._distributing: set[tuple[int, int]] = set()
         # After a round whose block could not be encoded: check each command's records before it commits.
         self._careful = False
+        self._step_budget = StepBudget(self.config.max_steps_per_instance)
+        # Process instances stopped by the step budget since this replica started (also a metric).
+        self.instances_stopped_by_budget = 0
 
     # -- lifecycle -------------------------------------------------------------------------------------------
 
@@ -281,6 +288,7 @@ class Partition:
             self._log.info("partition %d: no longer the leader", self.partition_id)
         self._processing = False
         self.role = "FOLLOWER"
+        self._step_budget.clear()
         self._fail_inbox(NotLeaderError(f"this broker no longer leads partition {self.partition_id}"))
         # The failed inbox held due commands (timer triggers, job time-outs) the checker counts as written: forget
         # them, or a later term of this replica would never write them again.
@@ -461,6 +469,7 @@ class Partition:
         round_started = time.monotonic()
         processed = self.processed_position
         commands = 0
+        stopped: list[Record] = []  # element activations the step budget stopped
         taken_from_queue: list[Record] = []
         taken_from_inbox: list[tuple[Record, asyncio.Future[Record] | None]] = []
         queue_before = list(self._queue)
@@ -482,7 +491,13 @@ class Partition:
                     ctx.append_client_command(cmd)
                 else:
                     break
+                ctx.over_step_budget = self._step_budget.charge(cmd)
+                written = len(ctx.records)
                 self._process_one(ctx, txn, cmd)
+                if ctx.over_step_budget is not None:
+                    ctx.over_step_budget = None
+                    if any(r.value_type == ValueType.INCIDENT for r in ctx.records[written:]):
+                        stopped.append(cmd)
                 processed = cmd.position
                 commands += 1
                 self._queue.extend(ctx.followups)
@@ -508,6 +523,7 @@ class Partition:
             txn.abort()
             self.engine.models.clear()
             self.keys.reset(self._committed_key_counter)
+            self._step_budget.clear()
             if isinstance(e, _RoundNotCommitted):
                 # The block may still commit under the next leader: the outcome is unknown, so clients are told so
                 # (and retry idempotently) instead of waiting for a response that will never come from here.
@@ -545,6 +561,19 @@ class Partition:
         monitoring.ROUND_LATENCY.labels(label).observe(time.monotonic() - round_started)
         monitoring.LOG_POSITION.labels(label).set(last)
         self._records_since_snapshot += len(ctx.records)
+        self._step_budget.forget_processed(self._queue)
+        if stopped:
+            self.instances_stopped_by_budget += len(stopped)
+            monitoring.INSTANCES_STOPPED_BY_BUDGET.labels(label).inc(len(stopped))
+            for cmd in stopped:
+                self._log.warning(
+                    "partition %d: process instance %s stopped by the step budget (%d element activations without "
+                    "a wait state) at '%s'; an incident waits for its resolution",
+                    self.partition_id,
+                    cmd.value.get("processInstanceKey"),
+                    self._step_budget.limit,
+                    cmd.value.get("elementId"),
+                )
         if self._admitted:
             for rec in ctx.records:
                 if rec.request is not None:

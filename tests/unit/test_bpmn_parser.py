@@ -502,6 +502,10 @@ def test_sequence_flow_with_unknown_source_and_target() -> None:
 def test_sequence_flow_without_refs() -> None:
     body = linear() + '<bpmn:sequenceFlow id="bad"/>'
     assert problems_of(process_xml(body)) == (
+        "Does not conform to the BPMN 2.0 XML schema (line: 3): Element 'bpmn:sequenceFlow': "
+        "The attribute 'sourceRef' is required but missing.",
+        "Does not conform to the BPMN 2.0 XML schema (line: 3): Element 'bpmn:sequenceFlow': "
+        "The attribute 'targetRef' is required but missing.",
         "'bad': SequenceFlow is missing required attribute sourceRef",
         "'bad': SequenceFlow is missing required attribute targetRef",
     )
@@ -585,6 +589,8 @@ def test_boundary_event_needs_an_activity_and_no_incoming_flow() -> None:
     )
     body = linear(service_task("m0")) + boundary + flow("into-b", "m0", "b")
     assert problems_of(process_xml(body)) == (
+        "Does not conform to the BPMN 2.0 XML schema (line: 3): Element 'bpmn:boundaryEvent': "
+        "The attribute 'attachedToRef' is required but missing.",
         "'b': Cannot have incoming sequence flows",
         "'b': Must be attached to an activity, but 'start' is not one",
         "'c': Must be attached to an activity",

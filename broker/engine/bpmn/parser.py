@@ -20,7 +20,8 @@ from xml.etree.ElementTree import Element as XmlElement
 from . import model as m
 from .errors import BpmnValidationError, Problem
 from .safe_xml import DEFAULT_MAX_RESOURCE_BYTES, DEFAULT_MAX_XML_ELEMENTS, UnsafeXmlError, parse_xml
-from .validation import validate_process
+from .validation import check_straight_through_loops, validate_process
+from .xsd import schema_violations
 
 BPMN_NS: Final = "http://www.omg.org/spec/BPMN/20100524/MODEL"
 ZEEBE_NS: Final = "http://camunda.org/schema/zeebe/1.0"
@@ -143,6 +144,10 @@ def parse_bpmn(
         )
         raise BpmnValidationError(resource_name, (Problem(None, reason),))
 
+    schema_problems = [
+        Problem(None, f"Does not conform to the BPMN 2.0 XML schema {violation}")
+        for violation in schema_violations(data)
+    ]
     reader = _DefinitionsReader(root, max_flow_elements)
     try:
         processes = reader.read()
@@ -150,9 +155,10 @@ def parse_bpmn(
         reason = f"Resource has more than {max_flow_elements} flow elements (the limit per resource)"
         raise BpmnValidationError(resource_name, (Problem(None, reason),)) from None
 
-    problems = reader.problems
+    problems = schema_problems + reader.problems
     for process in processes:
         problems.extend(validate_process(process))
+    problems.extend(check_straight_through_loops(processes))
     problems.extend(_check_expressions(reader.expressions, check_expression))
     if supported is not None:
         for process in processes:

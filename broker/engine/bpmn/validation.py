@@ -188,3 +188,118 @@ def _check_links(process: m.Process, scope_id: str) -> Iterator[Problem]:
         if is_link_throw and child.link_name and child.link_name not in catches:
             reason = f"Can't find a catch link event for the throw link event with the name '{child.link_name}'"
             yield Problem(child.id, reason)
+
+
+# -- straight-through processing loops -------------------------------------------------------------------------
+#
+# Zeebe refuses a model in which a token could cycle forever without ever waiting: a cycle of sequence flows through
+# elements that complete in the step that activates them. Its rule, followed here:
+# - the elements a token passes straight through are plain and manual tasks, gateways (exclusive, inclusive,
+#   parallel), start and end events, intermediate throw events, embedded sub-processes (entered at their none start
+#   event, left over their outgoing flows) and call activities (entering the called process's none start event when
+#   it is a static id of a process in the same resource);
+# - every other element is a wait state (job tasks, receive tasks, FEEL script tasks, catch events, event-based
+#   gateways …) and breaks the cycle; boundary events and event sub-processes are never followed;
+# - a cycle only counts when it is reached from a plain or manual task, a call activity or an intermediate throw
+#   event: a cycle of gateways alone, reached from none of them, is allowed (a condition can end it at run time,
+#   and the step budget of the stream processor bounds it if none does);
+# - searches start at those elements in the order of their ids; the first cycle found per process is reported.
+
+_STRAIGHT_THROUGH: frozenset[str] = frozenset(
+    {
+        m.MANUAL_TASK,
+        m.TASK,
+        m.EXCLUSIVE_GATEWAY,
+        m.INCLUSIVE_GATEWAY,
+        m.PARALLEL_GATEWAY,
+        m.START_EVENT,
+        m.END_EVENT,
+        m.SUB_PROCESS,
+        m.CALL_ACTIVITY,
+        m.INTERMEDIATE_THROW_EVENT,
+    }
+)
+_LOOP_STARTS: frozenset[str] = frozenset({m.MANUAL_TASK, m.TASK, m.CALL_ACTIVITY, m.INTERMEDIATE_THROW_EVENT})
+STRAIGHT_THROUGH_LOOP: str = "Processes are not allowed to contain a straight-through processing loop: "
+
+# A node of the search: (process id, element id); call activities lead into other processes of the resource.
+_Node = tuple[str, str]
+
+
+def check_straight_through_loops(processes: tuple[m.Process, ...] | list[m.Process]) -> list[Problem]:
+    """One problem per process of the resource that contains a straight-through processing loop.
+
+    The problem names the process and the elements of the loop in flow order, the first one repeated at the end
+    (``task1 > task2 > task1``), as Zeebe's rejection does.
+    """
+    by_id = {process.id: process for process in processes}
+    problems = []
+    for process in processes:
+        safe: set[_Node] = set()  # nodes from which no loop can be reached (shared by the searches of the process)
+        starts = sorted(e.id for e in process.elements.values() if e.element_type in _LOOP_STARTS)
+        for start in starts:
+            loop = _find_loop(by_id, (process.id, start), safe)
+            if loop is not None:
+                problems.append(Problem(process.id, STRAIGHT_THROUGH_LOOP + " > ".join(loop)))
+                break
+    return problems
+
+
+def _find_loop(by_id: dict[str, m.Process], start: _Node, safe: set[_Node]) -> list[str] | None:
+    """Depth-first search from ``start`` through straight-through elements; the element ids of the first cycle."""
+    path: list[_Node] = []
+    on_path: set[_Node] = set()
+    # each frame: the node and the iterator over what comes after it
+    stack: list[tuple[_Node, Iterator[_Node]]] = []
+
+    def enter(node: _Node) -> list[str] | None:
+        if node in on_path:
+            cycle = [*path[path.index(node) :], node]
+            return [element_id for _, element_id in cycle]
+        if node in safe or not _is_straight_through(by_id, node):
+            return None
+        path.append(node)
+        on_path.add(node)
+        stack.append((node, iter(_next_nodes(by_id, node))))
+        return None
+
+    found = enter(start)
+    while found is None and stack:
+        node, following = stack[-1]
+        nxt = next(following, None)
+        if nxt is None:
+            stack.pop()
+            path.pop()
+            on_path.discard(node)
+            safe.add(node)
+            continue
+        found = enter(nxt)
+    return found
+
+
+def _is_straight_through(by_id: dict[str, m.Process], node: _Node) -> bool:
+    process = by_id.get(node[0])
+    element = process.elements.get(node[1]) if process is not None else None
+    return element is not None and element.element_type in _STRAIGHT_THROUGH
+
+
+def _next_nodes(by_id: dict[str, m.Process], node: _Node) -> list[_Node]:
+    """Where a token goes after passing ``node`` straight through."""
+    process = by_id[node[0]]
+    element = process.elements[node[1]]
+    if element.element_type == m.SUB_PROCESS:
+        start = process.none_start_event_of(element.id)
+        return [(process.id, start.id)] if start is not None else []
+    if element.element_type == m.CALL_ACTIVITY:
+        called_id = element.called_element.process_id if element.called_element is not None else ""
+        called = by_id.get(called_id) if not called_id.startswith("=") else None
+        if called is None or called.none_start_event_id is None:
+            return []
+        return [(called.id, called.none_start_event_id)]
+    outgoing = element.outgoing
+    if not outgoing:
+        # the end of a sub-process: the token continues after it
+        scope = process.elements.get(element.flow_scope_id)
+        outgoing = scope.outgoing if scope is not None else ()
+    targets = (process.flows[f].target_id for f in outgoing if f in process.flows)
+    return [(process.id, target) for target in targets]

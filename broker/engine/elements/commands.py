@@ -18,6 +18,10 @@ from broker.protocol.values import ProcessInstanceValue
 
 PI = ProcessInstanceIntent
 
+# The incident error type of an element stopped by the stream processor's step budget (one of Zeebe's error types:
+# none of the specific ones fits, and clients only know those).
+STEP_BUDGET_INCIDENT = "UNKNOWN"
+
 
 def activate(ctx: ProcessingContext, cmd: Record) -> None:
     v = ProcessInstanceValue.from_dict(cmd.value)
@@ -53,6 +57,10 @@ def activate(ctx: ProcessingContext, cmd: Record) -> None:
                 return
     elif inst.state != PI.ELEMENT_ACTIVATING:
         ctx.reject(RejectionType.INVALID_STATE, f"Expected element '{cmd.key}' to be activating")
+        return
+    if ctx.over_step_budget is not None:
+        # the instance ran too long without waiting: it stops here, ACTIVATING; resolving the incident activates again
+        b.raise_incident(ctx, inst, STEP_BUDGET_INCIDENT, ctx.over_step_budget)
         return
     processor.on_activate(ctx, process, lc.element_of(process, inst), inst)
     if inst.value.flow_scope_key > 0:
