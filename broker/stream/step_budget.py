@@ -6,7 +6,9 @@ partition's) starts one, and each follow-up names its cause through ``source_pos
 them that a condition keeps open is a chain that never ends, and since follow-ups are processed before new commands
 it would hold the partition for good.
 
-The budget counts the element activations (ACTIVATE_ELEMENT commands) of each process instance within one chain.
+The budget counts the element activations (ACTIVATE_ELEMENT commands) of each process instance within one chain;
+the instances a multi-instance body starts over its collection (in the body's chain) are not loop steps and do not
+count.
 The one that goes beyond it is not run: the element stops ACTIVATING with an incident naming the budget, the chain of
 that instance ends there, and resolving the incident starts a new chain (a new count) that activates the element again.
 
@@ -37,6 +39,7 @@ class StepBudget:
         self.limit = limit
         self._root_of: dict[int, int] = {}  # command position → position of the command that began its chain
         self._steps: dict[tuple[int, int], int] = {}  # (chain root, process instance key) → activations so far
+        self._bodies: dict[int, int] = {}  # multi-instance body element instance key → its chain root
 
     def charge(self, command: Record) -> str | None:
         """Count ``command`` (about to be processed, in log order) in its chain.
@@ -48,6 +51,10 @@ class StepBudget:
         self._root_of[command.position] = root
         if command.value_type != ValueType.PROCESS_INSTANCE or command.intent != _ACTIVATE:
             return None
+        if command.value.get("bpmnElementType") == "MULTI_INSTANCE_BODY":
+            self._bodies[command.key] = root
+        elif self._bodies.get(command.value.get("flowScopeKey", -1)) == root:
+            return None  # an instance its multi-instance body starts: a loop over a collection, not a cycle
         instance = int(command.value.get("processInstanceKey", -1))
         key = (root, instance)
         steps = self._steps.get(key, 0) + 1
@@ -72,8 +79,10 @@ class StepBudget:
         self._root_of = {p: r for p, r in self._root_of.items() if p in sources}
         roots = {self._root_of.get(s, s) for s in sources}
         self._steps = {k: n for k, n in self._steps.items() if k[0] in roots}
+        self._bodies = {k: r for k, r in self._bodies.items() if r in roots}
 
     def clear(self) -> None:
         """Forget every chain (a rolled-back round, a change of leader): counts start again from zero."""
         self._root_of.clear()
         self._steps.clear()
+        self._bodies.clear()

@@ -65,3 +65,19 @@ def test_forgetting_keeps_what_queued_follow_ups_need() -> None:
 def test_zero_turns_the_budget_off() -> None:
     budget = StepBudget(0)
     assert all(budget.charge(command(p, p - 1 if p > 1 else -1)) is None for p in range(1, 100))
+
+
+def test_the_instances_a_multi_instance_body_starts_are_not_steps() -> None:
+    budget = StepBudget(3)
+    body_value = {"processInstanceKey": 1, "elementId": "each", "bpmnElementType": "MULTI_INSTANCE_BODY"}
+    act = int(ProcessInstanceIntent.ACTIVATE_ELEMENT)
+    body = Record(2, 500, RecordType.COMMAND, ValueType.PROCESS_INSTANCE, act, 0, body_value, 1)
+    assert budget.charge(command(1, -1)) is None
+    assert budget.charge(body) is None
+    for position in range(3, 1003):  # a thousand instances of the body's collection
+        value = {"processInstanceKey": 1, "elementId": "each", "bpmnElementType": "TASK", "flowScopeKey": 500}
+        instance = Record(position, 1000 + position, RecordType.COMMAND, ValueType.PROCESS_INSTANCE, act, 0, value, 2)
+        assert budget.charge(instance) is None
+    # what follows the body is counted again: start (1), body (2), this (3), the next is over
+    assert budget.charge(command(1003, 2)) is None
+    assert budget.charge(command(1004, 1003)) is not None
