@@ -16,6 +16,7 @@ class ElementInstance:
     - ``children``: element instances inside it (flow scopes only).
     - ``flows``: sequence flows taken inside it whose target has not been activated yet (tokens in flight).
     - ``job_key``: the job it waits for, or -1.
+    - ``called_child_key``: for a call activity, the process instance it started (kept after that ended), or -1.
 
     Frozen: a change is a new instance (:meth:`with_state`, :func:`dataclasses.replace`) written back through the
     repository, so no caller can change what another one holds.
@@ -27,6 +28,7 @@ class ElementInstance:
     children: int = 0
     flows: int = 0
     job_key: int = -1
+    called_child_key: int = -1
 
     def with_state(self, state: int) -> ElementInstance:
         return replace(self, state=state)
@@ -40,6 +42,7 @@ class ElementInstance:
             children=d.get("children", 0),
             flows=d.get("flows", 0),
             job_key=d.get("jobKey", -1),
+            called_child_key=d.get("calledChildKey", -1),
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -50,4 +53,5 @@ class ElementInstance:
             "children": self.children,
             "flows": self.flows,
             "jobKey": self.job_key,
+            "calledChildKey": self.called_child_key,
         }
