@@ -68,9 +68,17 @@ FIXTURES = [
     "script-task-failure.bpmn",
     "message-throw.bpmn",
     "user-task-feel.bpmn",
+    "call-activity.bpmn",
+    "call-activity-mappings.bpmn",
+    "call-activity-feel.bpmn",
+    "call-chain.bpmn",
+    "call-binding.bpmn",
+    "call-missing.bpmn",
 ]
 # Processes that only start through events (deployed too, never created directly).
 EVENT_STARTED = ["events/signal-start.bpmn"]
+# Deployed in the middle of a run: a process a call activity was missing, and newer versions of a called process.
+DEPLOYED_LATER = ["call-missing-child.bpmn", "call-binding-child-v1b.bpmn", "call-binding-child-v2.bpmn"]
 
 # Variables each process needs to run its happy path (others run with these too: extra variables are harmless).
 START_VARIABLES: dict[str, dict[str, Any]] = {
@@ -88,6 +96,9 @@ START_VARIABLES: dict[str, dict[str, Any]] = {
     "script-task": {"a": 1, "b": 2, "name": "n"},
     "script-task-failure": {"divisor": 0},
     "user-task-feel": {"owner": "o", "groups": ["g"], "due": "2031-01-01T00:00:00Z", "kind": "k"},
+    "call-activity-mappings": {"order": {"customer": {"id": "c-1"}}},
+    "call-activity-feel": {"childId": "call-activity-child"},
+    "call-chain": {"escalate": False},
 }
 JOB_TYPES = [
     "test",
@@ -139,6 +150,15 @@ JOB_TYPES = [
     "send-notice",
     "send-farewell",
     "io.camunda.zeebe:userTask",
+    "child-work",
+    "after-call",
+    "payment-failure",
+    "mapped-work",
+    "after-mapped",
+    "chain-work",
+    "chain-escalated",
+    "bind-work",
+    "late-work",
 ]
 SIGNALS = ["wake-up", "ping", "abort", "go", "recall"]
 
@@ -407,6 +427,73 @@ async def test_restart_after_stop_without_snapshot_recovers_and_continues(tmp_pa
     check_replay_equals_live(d.directory, tmp_path)
 
 
+async def test_call_activities_replay_to_the_live_state(tmp_path: Path) -> None:
+    """Every way a called instance starts and ends: completion, a caught error and escalation, cancellation of the
+    root, an interrupting timer, a missing process deployed later and each binding type."""
+    d = Driver(tmp_path / "p" / "1")
+    d.open()
+    accepted(await d.deploy(*(f for f in FIXTURES if f.startswith("call-"))))
+    # completion, and an error thrown in the child caught on the call activity
+    accepted(await d.create("call-activity", {"n": 1}))
+    accepted(await d.create("call-activity", {"n": 2}))
+    accepted(await d.create("call-activity-mappings"))
+    await d.settle()
+    first, second = await d.activate("child-work")
+    accepted(await d.complete(first, {"paid": True}))
+    accepted(await d.throw_error(second, "PAYMENT_FAILED"))
+    accepted(await d.complete((await d.activate("mapped-work"))[0], {"verdict": "ok"}))
+    await d.settle()
+    assert len(await d.activate("after-call")) == 1
+    assert len(await d.activate("payment-failure")) == 1
+    assert len(await d.activate("after-mapped")) == 1
+    # an escalation two levels down, then cancelling the root of a chain
+    accepted(await d.create("call-chain", {"escalate": True}))
+    await d.settle()
+    accepted(await d.complete((await d.activate("chain-work"))[0]))
+    await d.settle()
+    assert len(await d.activate("chain-escalated")) == 1
+    root = accepted(await d.create("call-chain", {"escalate": False})).value["processInstanceKey"]
+    await d.settle()
+    leaf_job = (await d.activate("chain-work"))[0]
+    leaf = d.read(lambda s: s.jobs.get(leaf_job))["value"]["processInstanceKey"]
+    assert (await d.cancel(leaf)).rejection_reason.endswith(f"Cancel the root process instance '{root}' instead.")
+    accepted(await d.cancel(root))
+    await d.settle()
+    assert (await d.complete(leaf_job)).record_type == RecordType.COMMAND_REJECTION
+    # an interrupting timer on the call activity
+    accepted(await d.create("call-activity"))
+    await d.settle()
+    d.clock.now += 31_000
+    await asyncio.sleep(0.05)
+    await d.settle()
+    assert not await d.activate("child-work")
+    # a missing process: an incident until it is deployed
+    accepted(await d.create("call-missing"))
+    await d.settle()
+    (incident_key, incident), *_ = d.incidents()
+    assert incident["errorType"] == "CALLED_ELEMENT_ERROR"
+    accepted(await d.deploy("call-missing-child.bpmn"))
+    accepted(await d.resolve(incident_key))
+    await d.settle()
+    accepted(await d.complete((await d.activate("late-work"))[0]))
+    # binding types: latest, the same deployment, the latest with a version tag
+    accepted(await d.deploy("call-binding-child-v1b.bpmn"))
+    accepted(await d.deploy("call-binding-child-v2.bpmn"))
+    accepted(await d.create("call-binding"))
+    await d.settle()
+    jobs = await d.activate("bind-work")
+    versions = d.read(lambda s: sorted(s.jobs.get(j)["value"]["processDefinitionVersion"] for j in jobs))
+    assert versions == [1, 2, 3]
+    for job in jobs:
+        accepted(await d.complete(job))
+    await d.settle()
+    assert not d.incidents()
+    await d.close()
+
+    live = check_replay_equals_live(d.directory, tmp_path)
+    await check_restart_recovers(d, live, from_scratch=True)
+
+
 # -- randomized ----------------------------------------------------------------------------------------------
 
 STEPS = int(os.environ.get("WEIR_REPLAY_STEPS", "240"))
@@ -427,9 +514,10 @@ async def _random_step(d: Driver, rng: random.Random, known: dict[str, set[int]]
             "time",
             "publish",
             "signal",
+            "deploy",
             "bogus",
         ],
-        weights=[6, 5, 6, 2, 2, 1, 2, 2, 2, 2, 2, 1],
+        weights=[6, 5, 6, 2, 2, 1, 2, 2, 2, 2, 2, 1, 1],
     )[0]
     if action in ("complete", "fail", "throw") and not known["jobs"]:
         action = "activate"
@@ -442,6 +530,10 @@ async def _random_step(d: Driver, rng: random.Random, known: dict[str, set[int]]
             variables["divisor"] = rng.choice([0, 3])
         if pid in ("order-payment", "message-catch", "event-gateway", "event-subprocess"):
             variables["orderId"] = variables["requestId"] = rng.choice(["o-1", "o-2"])
+        if pid == "call-chain":
+            variables["escalate"] = rng.choice([True, False])
+        if pid == "call-activity-feel":
+            variables["childId"] = rng.choice(["call-activity-child", "call-chain-leaf", "call-missing-child", 7])
         rec = await d.create(pid, variables)
         if rec.record_type == RecordType.EVENT:
             known["instances"].add(rec.value["processInstanceKey"])
@@ -482,6 +574,8 @@ async def _random_step(d: Driver, rng: random.Random, known: dict[str, set[int]]
     elif action == "signal":
         value = {"signalName": rng.choice(SIGNALS), "variables": {"signalled": rng.randint(1, 9)}, "tenantId": TENANT}
         await d.send(ValueType.SIGNAL, SignalIntent.BROADCAST, value)
+    elif action == "deploy":
+        await d.deploy(rng.choice(DEPLOYED_LATER))
     else:
         await d.complete(rng.randint(1, 1 << 40))
 
