@@ -87,6 +87,22 @@ class CallActivityProcessor(ElementProcessor):
             ctx.follow_up(ValueType.PROCESS_INSTANCE, PI.TERMINATE_ELEMENT, child.key, child.value.to_dict())
         return True
 
+    def on_terminated(
+        self,
+        ctx: ProcessingContext,
+        process: bpmn.Process,
+        element: bpmn.Element | None,
+        inst: ElementInstance,
+        trigger: dict | None,
+    ) -> None:
+        """As for any activity, but a boundary event caught while the call activity was already terminating with
+        its flow scope (an error thrown in the child meanwhile) does not start: the scope is ending."""
+        scope = ctx.state.elements.get(inst.value.flow_scope_key)
+        scope_ending = scope is None or scope.state != PI.ELEMENT_ACTIVATED
+        if trigger is not None and (scope_ending or ctx.state.event_triggers.get(inst.value.flow_scope_key)):
+            trigger = None
+        super().on_terminated(ctx, process, element, inst, trigger)
+
 
 def _called_process(ctx: ProcessingContext, called: bpmn.CalledElement, inst: ElementInstance) -> dict | _Failure:
     """The stored process definition the call activity starts, or why there is none."""
