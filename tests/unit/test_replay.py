@@ -33,6 +33,8 @@ from broker.protocol.enums import (
     VariableDocumentIntent,
 )
 from broker.protocol.record import Record
+from broker.state.db import unpack
+from broker.state.element_instance import ElementInstance
 from broker.state.repositories import PartitionState
 from broker.stream.partition import Partition, PartitionConfig
 from broker.tools.inspect import StateDump, diff_dumps, dump_state, iter_records, replay, replay_log
@@ -302,6 +304,26 @@ async def check_restart_recovers(driver: Driver, live: StateDump, *, from_scratc
     assert_same(live, dump_state(driver.directory / "runtime"), "the state recovered by a restart")
 
 
+def check_called_instances_are_linked(driver: Driver) -> None:
+    """With nothing left to process: a call activity that waits (or terminates) has its called instance, a called
+    instance has the call activity that points to it, and a call activity still activating has an incident."""
+    instances = driver.read(
+        lambda s: [ElementInstance.from_dict(unpack(v)) for _, v in s.iter_all("element_instances")]
+    )
+    by_key = {i.key: i for i in instances}
+    with_incident = {incident["elementInstanceKey"] for _, incident in driver.incidents()}
+    for inst in instances:
+        v = inst.value
+        if v.bpmn_element_type == "CALL_ACTIVITY":
+            if inst.state in (ProcessInstanceIntent.ELEMENT_ACTIVATED, ProcessInstanceIntent.ELEMENT_TERMINATING):
+                assert inst.called_child_key in by_key, f"call activity {inst.key} waits for no instance"
+            elif inst.state == ProcessInstanceIntent.ELEMENT_ACTIVATING:
+                assert inst.key in with_incident, f"call activity {inst.key} is stuck activating"
+        if v.bpmn_element_type == "PROCESS" and v.parent_element_instance_key > 0:
+            caller = by_key.get(v.parent_element_instance_key)
+            assert caller is not None and caller.called_child_key == inst.key, f"called instance {inst.key} orphaned"
+
+
 # -- scripted scenarios --------------------------------------------------------------------------------------
 
 
@@ -488,6 +510,7 @@ async def test_call_activities_replay_to_the_live_state(tmp_path: Path) -> None:
         accepted(await d.complete(job))
     await d.settle()
     assert not d.incidents()
+    check_called_instances_are_linked(d)
     await d.close()
 
     live = check_replay_equals_live(d.directory, tmp_path)
@@ -601,6 +624,7 @@ async def test_random_command_sequences_replay_to_the_live_state(tmp_path: Path)
                 await check_restart_recovers(d, live, from_scratch=rng.random() < 0.5)
             d.open()
     await d.settle()
+    check_called_instances_are_linked(d)
     await d.close()
     check_replay_equals_live(d.directory, tmp_path)
     report = replay_log(d.directory, tmp_path / "final")
