@@ -204,6 +204,25 @@ def test_an_escalation_two_levels_down_reaches_the_non_interrupting_boundary_of_
     eventually(lambda: not is_active(stub, root), timeout=5, what="the chain and the escalation path to complete")
 
 
+def test_a_message_interrupting_two_levels_of_calls_at_once_ends_both_cleanly(stub: Stub) -> None:
+    """Both call activities (level 1 calling level 2, level 2 calling level 3) have a boundary for the same message:
+    level 1's correlates first and terminates the whole chain below it; level 2's then finds nothing to interrupt."""
+    d = deploy(stub, "call-message.bpmn")
+    order = f"order-{d.suffix}"
+    root = create(stub, d.pid("call-message"), {"orderId": order})
+    (job,) = activate(stub, d.type("level3-work"))
+    stub.PublishMessage(
+        pb.PublishMessageRequest(name="withdraw", correlationKey=order, timeToLive=10_000, variables='{"why": "late"}'),
+        timeout=10,
+    )
+    (withdrawn,) = activate(stub, d.type("withdrawn"))
+    assert withdrawn.processInstanceKey == root
+    assert variables_of(withdrawn) == {"orderId": order, "why": "late"}
+    assert not is_active(stub, job.processInstanceKey), "level 3 was terminated"
+    complete(stub, withdrawn.key)
+    eventually(lambda: not is_active(stub, root), timeout=5, what="level 1 to complete")
+
+
 # -- incidents ----------------------------------------------------------------------------------------------
 
 

@@ -76,6 +76,7 @@ FIXTURES = [
     "call-chain.bpmn",
     "call-binding.bpmn",
     "call-missing.bpmn",
+    "call-message.bpmn",
 ]
 # Processes that only start through events (deployed too, never created directly).
 EVENT_STARTED = ["events/signal-start.bpmn"]
@@ -101,6 +102,7 @@ START_VARIABLES: dict[str, dict[str, Any]] = {
     "call-activity-mappings": {"order": {"customer": {"id": "c-1"}}},
     "call-activity-feel": {"childId": "call-activity-child"},
     "call-chain": {"escalate": False},
+    "call-message": {"orderId": "o-1"},
 }
 JOB_TYPES = [
     "test",
@@ -161,6 +163,8 @@ JOB_TYPES = [
     "chain-escalated",
     "bind-work",
     "late-work",
+    "level3-work",
+    "withdrawn",
 ]
 SIGNALS = ["wake-up", "ping", "abort", "go", "recall"]
 
@@ -551,7 +555,7 @@ async def _random_step(d: Driver, rng: random.Random, known: dict[str, set[int]]
             variables["amount"] = rng.choice([5, 150, 100])
         if pid == "script-task-failure":
             variables["divisor"] = rng.choice([0, 3])
-        if pid in ("order-payment", "message-catch", "event-gateway", "event-subprocess"):
+        if pid in ("order-payment", "message-catch", "event-gateway", "event-subprocess", "call-message"):
             variables["orderId"] = variables["requestId"] = rng.choice(["o-1", "o-2"])
         if pid == "call-chain":
             variables["escalate"] = rng.choice([True, False])
@@ -586,7 +590,7 @@ async def _random_step(d: Driver, rng: random.Random, known: dict[str, set[int]]
         await asyncio.sleep(0.02)
     elif action == "publish":
         value = {
-            "name": rng.choice(["payment", "approved", "order-placed", "answer", "cancel-order"]),
+            "name": rng.choice(["payment", "approved", "order-placed", "answer", "cancel-order", "withdraw"]),
             "correlationKey": rng.choice(["o-1", "o-2"]),
             "timeToLive": rng.choice([0, 1_000, 60_000]),
             "messageId": rng.choice(["", "", "m-1"]),
