@@ -521,6 +521,31 @@ async def test_call_activities_replay_to_the_live_state(tmp_path: Path) -> None:
     await check_restart_recovers(d, live, from_scratch=True)
 
 
+async def test_a_process_calling_itself_stops_at_the_depth_limit_with_an_incident(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from broker.engine.elements import call_activity
+
+    monkeypatch.setattr(call_activity, "MAX_PROCESS_DEPTH", 5)
+    d = Driver(tmp_path / "p" / "1")
+    d.open()
+    accepted(await d.deploy("call-recursive.bpmn"))
+    root = accepted(await d.create("call-recursive", {"depth": 1})).value["processInstanceKey"]
+    await d.settle()
+    ((_, incident),) = d.incidents()
+    assert incident["errorType"] == "CALLED_ELEMENT_ERROR"
+    assert incident["errorMessage"].startswith("The call activity has reached the maximum depth of 5.")
+    depth = d.read(lambda s: s.variables.get_local(incident["elementInstanceKey"], "depth"))
+    assert depth is not None and depth[1] == 6, "five instances run; the fifth one's call activity cannot go on"
+    check_called_instances_are_linked(d)
+    accepted(await d.cancel(root))
+    await d.settle()
+    assert not d.read(lambda s: list(s.iter_all("element_instances"))), "cancelling the root ends every level"
+    assert not d.incidents()
+    await d.close()
+    check_replay_equals_live(d.directory, tmp_path)
+
+
 # -- randomized ----------------------------------------------------------------------------------------------
 
 STEPS = int(os.environ.get("WEIR_REPLAY_STEPS", "240"))
