@@ -46,12 +46,14 @@ class ElementInstance:
         )
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        d = {
             "key": self.key,
             "state": self.state,
             "value": self.value.to_dict(),
             "children": self.children,
             "flows": self.flows,
             "jobKey": self.job_key,
-            "calledChildKey": self.called_child_key,
         }
+        if self.called_child_key > 0:  # only call activities have one: other instances are stored as before
+            d["calledChildKey"] = self.called_child_key
+        return d
