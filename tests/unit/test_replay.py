@@ -521,6 +521,44 @@ async def test_call_activities_replay_to_the_live_state(tmp_path: Path) -> None:
     await check_restart_recovers(d, live, from_scratch=True)
 
 
+class _Route:
+    """Delivers what a partition sends to the other partition (a two-partition cluster without a network)."""
+
+    def __init__(self, target: Driver) -> None:
+        self.target = target
+
+    async def execute(
+        self, partition_id: int, value_type: ValueType, intent: int, value: dict, key: int = -1, **_options: Any
+    ) -> Record:
+        return await self.target.send(value_type, intent, value, key)
+
+
+async def test_binding_types_resolve_on_a_partition_the_deployments_were_distributed_to(tmp_path: Path) -> None:
+    second = Driver(tmp_path / "p" / "2", PartitionConfig(partition_id=2, partitions_count=2, checker_interval_s=0.005))
+    second.open()
+    first = Driver(tmp_path / "p" / "1", PartitionConfig(partitions_count=2, checker_interval_s=0.005))
+    first.open()
+    assert first.partition is not None
+    first.partition.inter_partition = _Route(second)
+    for fixture in ("call-binding.bpmn", "call-binding-child-v1b.bpmn", "call-binding-child-v2.bpmn"):
+        accepted(await first.deploy(fixture))
+    for _ in range(500):
+        if not first.read(lambda s: list(s.iter_all("distributions"))):
+            break
+        await asyncio.sleep(0.01)
+    await second.settle()
+    accepted(await second.create("call-binding"))
+    await second.settle()
+    jobs = await second.activate("bind-work")
+    # latest: version 3; deployed together with the caller: version 1; the latest tagged v1: version 2
+    versions = second.read(lambda s: sorted(s.jobs.get(j)["value"]["processDefinitionVersion"] for j in jobs))
+    assert versions == [1, 2, 3]
+    assert not second.incidents()
+    await first.close()
+    await second.close()
+    check_replay_equals_live(second.directory, tmp_path)
+
+
 async def test_a_process_calling_itself_stops_at_the_depth_limit_with_an_incident(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
