@@ -127,6 +127,9 @@ class EventAppliers:
         state.elements.add(ElementInstance(r.key, PI.ELEMENT_ACTIVATING, v))
         parent_key = v.flow_scope_key
         if parent_key <= 0:
+            caller = state.elements.get(v.parent_element_instance_key) if v.parent_element_instance_key > 0 else None
+            if caller is not None:  # a process instance started by a call activity
+                state.elements.put(replace(caller, called_child_key=r.key))
             return
         parent = state.elements.get(parent_key)
         if parent is None:

@@ -413,13 +413,21 @@ def find_catch(
     """Search the throwing instance and then its flow scopes outwards for an error or escalation catch.
 
     At each level the event sub-processes inside the scope come first (they are nearer), then the boundary events of
-    the instance itself. An event sub-process never catches what is thrown inside itself or its siblings.
+    the instance itself. An event sub-process never catches what is thrown inside itself or its siblings. Past the
+    root of a process instance started by a call activity, the search goes on at that call activity (in the calling
+    process: the catching instance may belong to another process than ``process``).
     """
     inst: ElementInstance | None = start
     came_from_event_sub_process = False
+    definition_key = start.value.process_definition_key
     while inst is not None:
+        if inst.value.process_definition_key != definition_key:
+            definition_key = inst.value.process_definition_key
+            process = services(ctx).models.get(definition_key)
         element_id = inst.value.element_id
         parent_key = inst.value.flow_scope_key
+        if parent_key <= 0:  # the process itself: go on at the call activity that started it, if any
+            parent_key = inst.value.parent_element_instance_key
         parent = ctx.state.elements.get(parent_key) if parent_key > 0 else None
         # an instance of a multi-instance activity shares its element with the body around it: the boundary events
         # belong to the body, the event sub-processes (of a sub-process) to the instance

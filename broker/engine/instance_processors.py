@@ -110,10 +110,19 @@ def deploy(ctx: ProcessingContext, cmd: Record) -> None:
     metadata = []
     created: list[dict] = []
     models = b.services(ctx).models
+    deployment_key = ctx.keys.next_key()
+    checked = []
     for name, data, process in parsed:
         checksum = resource_checksum(data).hex()
         latest = ctx.state.processes.latest(process.id)
-        if latest is not None and latest["checksum"] == checksum and latest["resourceName"] == name:
+        duplicate = latest is not None and latest["checksum"] == checksum and latest["resourceName"] == name
+        checked.append((name, data, process, checksum, latest, duplicate))
+    # As Zeebe does: when anything in a deployment changed, every process in it gets a new version, so that call
+    # activities bound to their deployment call versions that were deployed together.
+    all_duplicates = all(duplicate for *_, duplicate in checked)
+    for name, data, process, checksum, latest, _duplicate in checked:
+        if all_duplicates:
+            assert latest is not None
             metadata.append(_metadata(latest, duplicate=True))
             continue
         key = ctx.keys.next_key()
@@ -125,6 +134,8 @@ def deploy(ctx: ProcessingContext, cmd: Record) -> None:
             "checksum": checksum,
             "resource": data,
             "tenantId": b.TENANT,
+            "versionTag": process.version_tag or "",
+            "deploymentKey": deployment_key,
         }
         ctx.event(ValueType.PROCESS, ProcessIntent.CREATED, key, stored)
         models.put(key, process)
@@ -135,7 +146,6 @@ def deploy(ctx: ProcessingContext, cmd: Record) -> None:
         signals.replace_start_subscriptions(ctx, process, key)
         created.append(stored)
         metadata.append(_metadata(stored, duplicate=False))
-    deployment_key = ctx.keys.next_key()
     rec = ctx.event(
         ValueType.DEPLOYMENT,
         DeploymentIntent.CREATED,
@@ -326,8 +336,28 @@ def cancel_instance(ctx: ProcessingContext, cmd: Record) -> None:
             f"Expected to cancel a process instance with key '{cmd.key}', but no such process was found",
         )
         return
+    if inst.value.parent_process_instance_key > 0:
+        ctx.reject(
+            RejectionType.INVALID_STATE,
+            f"Expected to cancel a process instance with key '{cmd.key}', but it is created by a parent process "
+            f"instance. Cancel the root process instance '{_root_instance_key(ctx, inst)}' instead.",
+        )
+        return
     rec = lifecycle.terminate(ctx, inst)
     ctx.respond(rec)
+
+
+def _root_instance_key(ctx: ProcessingContext, inst: ElementInstance) -> int:
+    """The process instance at the top of the chain of call activities that started ``inst``'s instance."""
+    key = inst.value.process_instance_key
+    parent_key = inst.value.parent_process_instance_key
+    while parent_key > 0:
+        parent = ctx.state.elements.get(parent_key)
+        if parent is None:
+            break
+        key = parent_key
+        parent_key = parent.value.parent_process_instance_key
+    return key
 
 
 def update_variables(ctx: ProcessingContext, cmd: Record) -> None:

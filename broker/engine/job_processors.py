@@ -228,7 +228,8 @@ def throw_error(ctx: ProcessingContext, cmd: Record) -> None:
         b.raise_incident(ctx, inst, "UNHANDLED_ERROR_EVENT", b.unhandled_error_message(code, message), job_key=cmd.key)
         return
     attached, catch_event = catch
-    events.fire(ctx, process, attached, catch_event, v.get("variables") or {})
+    catching_process = b.services(ctx).models.get(attached.value.process_definition_key)  # a caller's, maybe
+    events.fire(ctx, catching_process, attached, catch_event, v.get("variables") or {})
 
 
 def update_retries(ctx: ProcessingContext, cmd: Record) -> None:

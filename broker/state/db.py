@@ -22,6 +22,7 @@ SUB_DATABASES = (
     "meta",
     "processes",
     "process_versions",
+    "process_bindings",
     "element_instances",
     "element_children",
     "variables",

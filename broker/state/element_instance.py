@@ -18,6 +18,7 @@ class ElementInstance:
     - ``job_key``: the job it waits for, or -1.
     - ``activated_children`` / ``completed_children`` / ``terminated_children``: how many children it has had
       (flow scopes only; a multi-instance body counts its instances with them, and numbers its loop with the first).
+    - ``called_child_key``: for a call activity, the process instance it started (kept after that ended), or -1.
 
     Frozen: a change is a new instance (:meth:`with_state`, :func:`dataclasses.replace`) written back through the
     repository, so no caller can change what another one holds.
@@ -32,6 +33,7 @@ class ElementInstance:
     activated_children: int = 0
     completed_children: int = 0
     terminated_children: int = 0
+    called_child_key: int = -1
 
     def with_state(self, state: int) -> ElementInstance:
         return replace(self, state=state)
@@ -48,6 +50,7 @@ class ElementInstance:
             activated_children=d.get("activatedChildren", 0),
             completed_children=d.get("completedChildren", 0),
             terminated_children=d.get("terminatedChildren", 0),
+            called_child_key=d.get("calledChildKey", -1),
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -63,4 +66,6 @@ class ElementInstance:
             d["activatedChildren"] = self.activated_children
             d["completedChildren"] = self.completed_children
             d["terminatedChildren"] = self.terminated_children
+        if self.called_child_key > 0:  # only call activities have one: other instances are stored as before
+            d["calledChildKey"] = self.called_child_key
         return d

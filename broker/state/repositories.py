@@ -104,11 +104,35 @@ class MetaState(_Repository):
 
 
 class ProcessState(_Repository):
-    """Deployed process definitions, by key and by (process id, version)."""
+    """Deployed process definitions, by key, by (process id, version), and for call activities' bindings by
+    (process id, version tag) (the latest version carrying the tag) and (process id, deployment key)."""
 
     def __init__(self, sdb: StateDb) -> None:
         super().__init__(sdb, "processes")
         self._versions = sdb.dbs["process_versions"]
+        self._bindings = sdb.dbs["process_bindings"]
+
+    @staticmethod
+    def _tag_key(process_id: str, version_tag: str) -> bytes:
+        return b"T" + _text(process_id) + b"\0" + _text(version_tag)
+
+    @staticmethod
+    def _deployment_key(process_id: str, deployment_key: int) -> bytes:
+        return b"D" + _text(process_id) + b"\0" + u64(deployment_key)
+
+    def _bound(self, index_key: bytes, process_id: str) -> dict[str, Any] | None:
+        v = self.txn.get(index_key, db=self._bindings)
+        found = self.get(read_u64(v)) if v is not None else None
+        return found if found is not None and found["bpmnProcessId"] == process_id else None
+
+    def with_version_tag(self, process_id: str, version_tag: str) -> dict[str, Any] | None:
+        """The latest version of ``process_id`` deployed with ``version_tag``."""
+        found = self._bound(self._tag_key(process_id, version_tag), process_id)
+        return found if found is not None and found.get("versionTag") == version_tag else None
+
+    def in_deployment(self, process_id: str, deployment_key: int) -> dict[str, Any] | None:
+        """The version of ``process_id`` that deployment ``deployment_key`` created."""
+        return self._bound(self._deployment_key(process_id, deployment_key), process_id)
 
     @staticmethod
     def _version_key(process_id: str, version: int) -> bytes:
@@ -147,6 +171,14 @@ class ProcessState(_Repository):
         key = process["processDefinitionKey"]
         self.txn.put(u64(key), pack(process), db=self._db)
         self.txn.put(self._version_key(process["bpmnProcessId"], process["version"]), u64(key), db=self._versions)
+        process_id = process["bpmnProcessId"]
+        if process.get("deploymentKey", -1) > 0:
+            self.txn.put(self._deployment_key(process_id, process["deploymentKey"]), u64(key), db=self._bindings)
+        tag = process.get("versionTag")
+        if tag:
+            tagged = self.with_version_tag(process_id, tag)
+            if tagged is None or tagged["version"] <= process["version"]:
+                self.txn.put(self._tag_key(process_id, tag), u64(key), db=self._bindings)
 
 
 _ABSENT: Any = object()

@@ -54,7 +54,8 @@ class Deployed:
 
 
 def unique_copy(fixture: str, suffix: str) -> tuple[bytes, dict[str, str], dict[str, str]]:
-    """The fixture's XML with every process id and static job type suffixed, plus the old → new name maps."""
+    """The fixture's XML with every process id, static called process id and static job type suffixed, plus the
+    old → new name maps (a called process deployed from another fixture with the same suffix matches)."""
     text = (BPMN / fixture).read_text()
     process_ids: dict[str, str] = {}
     job_types: dict[str, str] = {}
@@ -70,7 +71,12 @@ def unique_copy(fixture: str, suffix: str) -> tuple[bytes, dict[str, str], dict[
         job_types[old] = f"{old}-{suffix}"
         return f'{m.group(1)}{old}-{suffix}"'
 
+    def rename_called(m: re.Match[str]) -> str:
+        old = m.group(2)
+        return m.group(0) if old.startswith("=") else f'{m.group(1)}{old}-{suffix}"'
+
     text = re.sub(r'(<bpmn:process id=")([^"]+)"', rename_process, text)
+    text = re.sub(r'(<zeebe:calledElement processId=")([^"]+)"', rename_called, text)
     text = re.sub(r'(<zeebe:taskDefinition type=")([^"]+)"', rename_type, text)
     for old, new in process_ids.items():  # the diagram refers to the process by id
         text = text.replace(f'bpmnElement="{old}"', f'bpmnElement="{new}"')

@@ -11,6 +11,7 @@ import pytest
 from broker.engine.bpmn import (
     USER_TASK_JOB_TYPE,
     BpmnValidationError,
+    CalledElement,
     Element,
     JobDefinition,
     Process,
@@ -408,10 +409,9 @@ def test_modeler_style_model_is_read_completely() -> None:
 def test_the_engine_rejects_what_it_cannot_run_yet_naming_each_element() -> None:
     problems = problems_of(MODELER_STYLE, supported=supported_kinds(SUPPORTED_KINDS))
     assert not any(p.startswith("'start-message':") for p in problems)  # message start events run
-    for runs in ("signal-end", "on-cancel", "wait", "terminate", "escalate", "link-out", "link-in"):
+    for runs in ("signal-end", "on-cancel", "wait", "terminate", "escalate", "link-out", "link-in", "call"):
         assert not any(p.startswith(f"'{runs}':") for p in problems), runs
     assert not any(p.startswith("'ship-split':") for p in problems)  # inclusive gateways run
-    assert "'call': Elements of kind 'call activity' are not supported yet" in problems
     assert not any(p.startswith("'pick':") for p in problems)  # a multi-instance sub-process runs
     assert not any(p.startswith("'script':") for p in problems)  # zeebe:script runs in the engine
     assert (
@@ -843,6 +843,41 @@ def test_call_activity_and_multi_instance_rules() -> None:
         "'m0': Must have exactly one 'zeebe:calledElement' extension element",
         "'m1': Attribute 'inputCollection' must be present and not empty",
         "'m1': Attribute 'outputElement' must be present if the attribute 'outputCollection' is set",
+    )
+
+
+def called(attributes: str) -> str:
+    return (
+        '<bpmn:callActivity id="m0"><bpmn:extensionElements>'
+        f"<zeebe:calledElement {attributes}/></bpmn:extensionElements></bpmn:callActivity>"
+    )
+
+
+def test_call_activity_bindings_and_process_version_tags_are_read() -> None:
+    tag = '<bpmn:extensionElements><zeebe:versionTag value="v1.2"/></bpmn:extensionElements>'
+    process = only(parse_bpmn(process_xml(tag + linear(called('processId="=target"'))), "t.bpmn"))
+    assert process.version_tag == "v1.2"
+    assert process.element("m0").called_element == CalledElement("=target")  # latest, both propagations
+    body = linear(called('processId="c" bindingType="versionTag" versionTag="v2" propagateAllChildVariables="false"'))
+    element = only(parse_bpmn(process_xml(body), "t.bpmn")).element("m0")
+    assert element.called_element == CalledElement("c", False, True, "versionTag", "v2")
+    assert only(parse_bpmn(process_xml(linear(called('processId="c"'))), "t.bpmn")).version_tag is None
+    body = linear(called('processId="c" bindingType="deployment"'))
+    assert only(parse_bpmn(process_xml(body), "t.bpmn")).element("m0").called_element == CalledElement(
+        "c", binding_type="deployment"
+    )
+
+
+def test_call_activity_binding_rules() -> None:
+    assert problems_of(process_xml(linear(called('processId="c" bindingType="newest"')))) == (
+        "'m0': zeebe:calledElement: Attribute 'bindingType' must be one of deployment, latest, versionTag",
+    )
+    assert problems_of(process_xml(linear(called('processId="c" bindingType="versionTag"')))) == (
+        "'m0': zeebe:calledElement: Attribute 'versionTag' must be present and not empty with bindingType 'versionTag'",
+    )
+    empty_tag = '<bpmn:extensionElements><zeebe:versionTag value=" "/></bpmn:extensionElements>'
+    assert problems_of(process_xml(empty_tag + linear())) == (
+        "'p': zeebe:versionTag: Attribute 'value' must be present and not empty",
     )
 
 

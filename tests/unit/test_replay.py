@@ -33,6 +33,8 @@ from broker.protocol.enums import (
     VariableDocumentIntent,
 )
 from broker.protocol.record import Record
+from broker.state.db import unpack
+from broker.state.element_instance import ElementInstance
 from broker.state.repositories import PartitionState
 from broker.stream.partition import Partition, PartitionConfig
 from broker.tools.inspect import StateDump, diff_dumps, dump_state, iter_records, replay, replay_log
@@ -68,9 +70,18 @@ FIXTURES = [
     "script-task-failure.bpmn",
     "message-throw.bpmn",
     "user-task-feel.bpmn",
+    "call-activity.bpmn",
+    "call-activity-mappings.bpmn",
+    "call-activity-feel.bpmn",
+    "call-chain.bpmn",
+    "call-binding.bpmn",
+    "call-missing.bpmn",
+    "call-message.bpmn",
 ]
 # Processes that only start through events (deployed too, never created directly).
 EVENT_STARTED = ["events/signal-start.bpmn"]
+# Deployed in the middle of a run: a process a call activity was missing, and newer versions of a called process.
+DEPLOYED_LATER = ["call-missing-child.bpmn", "call-binding-child-v1b.bpmn", "call-binding-child-v2.bpmn"]
 
 # Variables each process needs to run its happy path (others run with these too: extra variables are harmless).
 START_VARIABLES: dict[str, dict[str, Any]] = {
@@ -96,6 +107,10 @@ START_VARIABLES: dict[str, dict[str, Any]] = {
     "script-task": {"a": 1, "b": 2, "name": "n"},
     "script-task-failure": {"divisor": 0},
     "user-task-feel": {"owner": "o", "groups": ["g"], "due": "2031-01-01T00:00:00Z", "kind": "k"},
+    "call-activity-mappings": {"order": {"customer": {"id": "c-1"}}},
+    "call-activity-feel": {"childId": "call-activity-child"},
+    "call-chain": {"escalate": False},
+    "call-message": {"orderId": "o-1"},
 }
 JOB_TYPES = [
     "test",
@@ -147,6 +162,17 @@ JOB_TYPES = [
     "send-notice",
     "send-farewell",
     "io.camunda.zeebe:userTask",
+    "child-work",
+    "after-call",
+    "payment-failure",
+    "mapped-work",
+    "after-mapped",
+    "chain-work",
+    "chain-escalated",
+    "bind-work",
+    "late-work",
+    "level3-work",
+    "withdrawn",
 ]
 SIGNALS = ["wake-up", "ping", "abort", "go", "recall"]
 
@@ -290,6 +316,26 @@ async def check_restart_recovers(driver: Driver, live: StateDump, *, from_scratc
     assert_same(live, dump_state(driver.directory / "runtime"), "the state recovered by a restart")
 
 
+def check_called_instances_are_linked(driver: Driver) -> None:
+    """With nothing left to process: a call activity that waits (or terminates) has its called instance, a called
+    instance has the call activity that points to it, and a call activity still activating has an incident."""
+    instances = driver.read(
+        lambda s: [ElementInstance.from_dict(unpack(v)) for _, v in s.iter_all("element_instances")]
+    )
+    by_key = {i.key: i for i in instances}
+    with_incident = {incident["elementInstanceKey"] for _, incident in driver.incidents()}
+    for inst in instances:
+        v = inst.value
+        if v.bpmn_element_type == "CALL_ACTIVITY":
+            if inst.state in (ProcessInstanceIntent.ELEMENT_ACTIVATED, ProcessInstanceIntent.ELEMENT_TERMINATING):
+                assert inst.called_child_key in by_key, f"call activity {inst.key} waits for no instance"
+            elif inst.state == ProcessInstanceIntent.ELEMENT_ACTIVATING:
+                assert inst.key in with_incident, f"call activity {inst.key} is stuck activating"
+        if v.bpmn_element_type == "PROCESS" and v.parent_element_instance_key > 0:
+            caller = by_key.get(v.parent_element_instance_key)
+            assert caller is not None and caller.called_child_key == inst.key, f"called instance {inst.key} orphaned"
+
+
 # -- scripted scenarios --------------------------------------------------------------------------------------
 
 
@@ -415,6 +461,137 @@ async def test_restart_after_stop_without_snapshot_recovers_and_continues(tmp_pa
     check_replay_equals_live(d.directory, tmp_path)
 
 
+async def test_call_activities_replay_to_the_live_state(tmp_path: Path) -> None:
+    """Every way a called instance starts and ends: completion, a caught error and escalation, cancellation of the
+    root, an interrupting timer, a missing process deployed later and each binding type."""
+    d = Driver(tmp_path / "p" / "1")
+    d.open()
+    accepted(await d.deploy(*(f for f in FIXTURES if f.startswith("call-"))))
+    # completion, and an error thrown in the child caught on the call activity
+    accepted(await d.create("call-activity", {"n": 1}))
+    accepted(await d.create("call-activity", {"n": 2}))
+    accepted(await d.create("call-activity-mappings"))
+    await d.settle()
+    first, second = await d.activate("child-work")
+    accepted(await d.complete(first, {"paid": True}))
+    accepted(await d.throw_error(second, "PAYMENT_FAILED"))
+    accepted(await d.complete((await d.activate("mapped-work"))[0], {"verdict": "ok"}))
+    await d.settle()
+    assert len(await d.activate("after-call")) == 1
+    assert len(await d.activate("payment-failure")) == 1
+    assert len(await d.activate("after-mapped")) == 1
+    # an escalation two levels down, then cancelling the root of a chain
+    accepted(await d.create("call-chain", {"escalate": True}))
+    await d.settle()
+    accepted(await d.complete((await d.activate("chain-work"))[0]))
+    await d.settle()
+    assert len(await d.activate("chain-escalated")) == 1
+    root = accepted(await d.create("call-chain", {"escalate": False})).value["processInstanceKey"]
+    await d.settle()
+    leaf_job = (await d.activate("chain-work"))[0]
+    leaf = d.read(lambda s: s.jobs.get(leaf_job))["value"]["processInstanceKey"]
+    assert (await d.cancel(leaf)).rejection_reason.endswith(f"Cancel the root process instance '{root}' instead.")
+    accepted(await d.cancel(root))
+    await d.settle()
+    assert (await d.complete(leaf_job)).record_type == RecordType.COMMAND_REJECTION
+    # an interrupting timer on the call activity
+    accepted(await d.create("call-activity"))
+    await d.settle()
+    d.clock.now += 31_000
+    await asyncio.sleep(0.05)
+    await d.settle()
+    assert not await d.activate("child-work")
+    # a missing process: an incident until it is deployed
+    accepted(await d.create("call-missing"))
+    await d.settle()
+    (incident_key, incident), *_ = d.incidents()
+    assert incident["errorType"] == "CALLED_ELEMENT_ERROR"
+    accepted(await d.deploy("call-missing-child.bpmn"))
+    accepted(await d.resolve(incident_key))
+    await d.settle()
+    accepted(await d.complete((await d.activate("late-work"))[0]))
+    # binding types: latest, the same deployment, the latest with a version tag
+    accepted(await d.deploy("call-binding-child-v1b.bpmn"))
+    accepted(await d.deploy("call-binding-child-v2.bpmn"))
+    accepted(await d.create("call-binding"))
+    await d.settle()
+    jobs = await d.activate("bind-work")
+    versions = d.read(lambda s: sorted(s.jobs.get(j)["value"]["processDefinitionVersion"] for j in jobs))
+    assert versions == [1, 2, 3]
+    for job in jobs:
+        accepted(await d.complete(job))
+    await d.settle()
+    assert not d.incidents()
+    check_called_instances_are_linked(d)
+    await d.close()
+
+    live = check_replay_equals_live(d.directory, tmp_path)
+    await check_restart_recovers(d, live, from_scratch=True)
+
+
+class _Route:
+    """Delivers what a partition sends to the other partition (a two-partition cluster without a network)."""
+
+    def __init__(self, target: Driver) -> None:
+        self.target = target
+
+    async def execute(
+        self, partition_id: int, value_type: ValueType, intent: int, value: dict, key: int = -1, **_options: Any
+    ) -> Record:
+        return await self.target.send(value_type, intent, value, key)
+
+
+async def test_binding_types_resolve_on_a_partition_the_deployments_were_distributed_to(tmp_path: Path) -> None:
+    second = Driver(tmp_path / "p" / "2", PartitionConfig(partition_id=2, partitions_count=2, checker_interval_s=0.005))
+    second.open()
+    first = Driver(tmp_path / "p" / "1", PartitionConfig(partitions_count=2, checker_interval_s=0.005))
+    first.open()
+    assert first.partition is not None
+    first.partition.inter_partition = _Route(second)
+    for fixture in ("call-binding.bpmn", "call-binding-child-v1b.bpmn", "call-binding-child-v2.bpmn"):
+        accepted(await first.deploy(fixture))
+    for _ in range(500):
+        if not first.read(lambda s: list(s.iter_all("distributions"))):
+            break
+        await asyncio.sleep(0.01)
+    await second.settle()
+    accepted(await second.create("call-binding"))
+    await second.settle()
+    jobs = await second.activate("bind-work")
+    # latest: version 3; deployed together with the caller: version 1; the latest tagged v1: version 2
+    versions = second.read(lambda s: sorted(s.jobs.get(j)["value"]["processDefinitionVersion"] for j in jobs))
+    assert versions == [1, 2, 3]
+    assert not second.incidents()
+    await first.close()
+    await second.close()
+    check_replay_equals_live(second.directory, tmp_path)
+
+
+async def test_a_process_calling_itself_stops_at_the_depth_limit_with_an_incident(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from broker.engine.elements import call_activity
+
+    monkeypatch.setattr(call_activity, "MAX_PROCESS_DEPTH", 5)
+    d = Driver(tmp_path / "p" / "1")
+    d.open()
+    accepted(await d.deploy("call-recursive.bpmn"))
+    root = accepted(await d.create("call-recursive", {"depth": 1})).value["processInstanceKey"]
+    await d.settle()
+    ((_, incident),) = d.incidents()
+    assert incident["errorType"] == "CALLED_ELEMENT_ERROR"
+    assert incident["errorMessage"].startswith("The call activity has reached the maximum depth of 5.")
+    depth = d.read(lambda s: s.variables.get_local(incident["elementInstanceKey"], "depth"))
+    assert depth is not None and depth[1] == 6, "five instances run; the fifth one's call activity cannot go on"
+    check_called_instances_are_linked(d)
+    accepted(await d.cancel(root))
+    await d.settle()
+    assert not d.read(lambda s: list(s.iter_all("element_instances"))), "cancelling the root ends every level"
+    assert not d.incidents()
+    await d.close()
+    check_replay_equals_live(d.directory, tmp_path)
+
+
 # -- randomized ----------------------------------------------------------------------------------------------
 
 STEPS = int(os.environ.get("WEIR_REPLAY_STEPS", "240"))
@@ -435,9 +612,10 @@ async def _random_step(d: Driver, rng: random.Random, known: dict[str, set[int]]
             "time",
             "publish",
             "signal",
+            "deploy",
             "bogus",
         ],
-        weights=[6, 5, 6, 2, 2, 1, 2, 2, 2, 2, 2, 1],
+        weights=[6, 5, 6, 2, 2, 1, 2, 2, 2, 2, 2, 1, 1],
     )[0]
     if action in ("complete", "fail", "throw") and not known["jobs"]:
         action = "activate"
@@ -456,8 +634,12 @@ async def _random_step(d: Driver, rng: random.Random, known: dict[str, set[int]]
             variables["x"] = rng.choice(["a", "b", "none"])
         if pid == "script-task-failure":
             variables["divisor"] = rng.choice([0, 3])
-        if pid in ("order-payment", "message-catch", "event-gateway", "event-subprocess"):
+        if pid in ("order-payment", "message-catch", "event-gateway", "event-subprocess", "call-message"):
             variables["orderId"] = variables["requestId"] = rng.choice(["o-1", "o-2"])
+        if pid == "call-chain":
+            variables["escalate"] = rng.choice([True, False])
+        if pid == "call-activity-feel":
+            variables["childId"] = rng.choice(["call-activity-child", "call-chain-leaf", "call-missing-child", 7])
         rec = await d.create(pid, variables)
         if rec.record_type == RecordType.EVENT:
             known["instances"].add(rec.value["processInstanceKey"])
@@ -487,7 +669,7 @@ async def _random_step(d: Driver, rng: random.Random, known: dict[str, set[int]]
         await asyncio.sleep(0.02)
     elif action == "publish":
         value = {
-            "name": rng.choice(["payment", "approved", "order-placed", "answer", "cancel-order"]),
+            "name": rng.choice(["payment", "approved", "order-placed", "answer", "cancel-order", "withdraw"]),
             "correlationKey": rng.choice(["o-1", "o-2"]),
             "timeToLive": rng.choice([0, 1_000, 60_000]),
             "messageId": rng.choice(["", "", "m-1"]),
@@ -498,6 +680,8 @@ async def _random_step(d: Driver, rng: random.Random, known: dict[str, set[int]]
     elif action == "signal":
         value = {"signalName": rng.choice(SIGNALS), "variables": {"signalled": rng.randint(1, 9)}, "tenantId": TENANT}
         await d.send(ValueType.SIGNAL, SignalIntent.BROADCAST, value)
+    elif action == "deploy":
+        await d.deploy(rng.choice(DEPLOYED_LATER))
     else:
         await d.complete(rng.randint(1, 1 << 40))
 
@@ -523,6 +707,7 @@ async def test_random_command_sequences_replay_to_the_live_state(tmp_path: Path)
                 await check_restart_recovers(d, live, from_scratch=rng.random() < 0.5)
             d.open()
     await d.settle()
+    check_called_instances_are_linked(d)
     await d.close()
     check_replay_equals_live(d.directory, tmp_path)
     report = replay_log(d.directory, tmp_path / "final")

@@ -189,13 +189,25 @@ class TimerDefinition:
     expression: str
 
 
+BINDING_LATEST: Final = "latest"
+BINDING_DEPLOYMENT: Final = "deployment"
+BINDING_VERSION_TAG: Final = "versionTag"
+BINDING_TYPES: Final = frozenset({BINDING_LATEST, BINDING_DEPLOYMENT, BINDING_VERSION_TAG})
+
+
 @dataclass(frozen=True, slots=True)
 class CalledElement:
-    """The target of a call activity; ``process_id`` may be a FEEL expression."""
+    """The target of a call activity; ``process_id`` may be a FEEL expression.
+
+    - ``binding_type``: which version is called: ``latest`` (the default), ``deployment`` (the one deployed together
+      with the calling process) or ``versionTag`` (the latest one carrying ``version_tag``).
+    """
 
     process_id: str
     propagate_all_child_variables: bool = True
     propagate_all_parent_variables: bool = True
+    binding_type: str = BINDING_LATEST
+    version_tag: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -306,6 +318,8 @@ class Process:
     - ``none_start_event_id``: the process-level none start event that CreateProcessInstance uses;
       None when the process only starts through messages, timers or signals.
     - ``start_event_ids``: all process-level start events, in document order.
+    - ``version_tag``: the process's ``zeebe:versionTag`` (what call activities with a ``versionTag`` binding
+      look for), or None.
     """
 
     id: str
@@ -315,6 +329,7 @@ class Process:
     flows: cabc.Mapping[str, SequenceFlow]
     none_start_event_id: str | None
     start_event_ids: tuple[str, ...]
+    version_tag: str | None = None
     _children: cabc.Mapping[str, tuple[str, ...]] = field(default_factory=_frozen_mapping, repr=False)
     _inclusive_joins: cabc.Mapping[str, tuple[str, ...]] = field(default_factory=_frozen_mapping, repr=False)
 
@@ -326,6 +341,7 @@ class Process:
         elements: cabc.Iterable[Element],
         flows: cabc.Iterable[SequenceFlow],
         is_executable: bool = True,
+        version_tag: str | None = None,
     ) -> Process:
         """Assemble a process from its parts, deriving start events and the scope index."""
         element_map = {element.id: element for element in elements}
@@ -344,6 +360,7 @@ class Process:
             flows=_frozen_mapping({flow.id: flow for flow in flows}),
             none_start_event_id=none_starts[0] if len(none_starts) == 1 else None,
             start_event_ids=start_event_ids,
+            version_tag=version_tag,
             _children=_frozen_mapping({scope: tuple(ids) for scope, ids in children.items()}),
             _inclusive_joins=_frozen_mapping(
                 {

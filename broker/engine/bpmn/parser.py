@@ -272,7 +272,20 @@ class _DefinitionsReader:
         elements: list[m.Element] = []
         flows: list[m.SequenceFlow] = []
         self._read_scope(node, process_id, elements, flows)
-        return _wire(process_id, node.get("name"), elements, flows, self.problems)
+        version_tag = self._read_version_tag(process_id, _ZeebeExtensions(node.find(f"{_B}extensionElements")))
+        return _wire(process_id, node.get("name"), elements, flows, self.problems, version_tag)
+
+    def _read_version_tag(self, process_id: str, zeebe: _ZeebeExtensions) -> str | None:
+        tags = zeebe.all("versionTag")
+        if len(tags) > 1:
+            self._problem(process_id, "Must have at most one 'zeebe:versionTag' extension element")
+        if not tags:
+            return None
+        value = tags[0].get("value", "").strip()
+        if not value:
+            self._problem(process_id, "zeebe:versionTag: Attribute 'value' must be present and not empty")
+            return None
+        return value
 
     def _read_scope(
         self, scope: XmlElement, scope_id: str, elements: list[m.Element], flows: list[m.SequenceFlow]
@@ -515,10 +528,20 @@ class _DefinitionsReader:
         if not process_id:
             self._problem(element_id, "zeebe:calledElement: Attribute 'processId' must be present and not empty")
         self._expression(element_id, "zeebe:calledElement processId", process_id)
+        binding = (called[0].get("bindingType") or m.BINDING_LATEST).strip()
+        version_tag = (called[0].get("versionTag") or "").strip() or None
+        if binding not in m.BINDING_TYPES:
+            allowed = ", ".join(sorted(m.BINDING_TYPES))
+            self._problem(element_id, f"zeebe:calledElement: Attribute 'bindingType' must be one of {allowed}")
+        elif binding == m.BINDING_VERSION_TAG and version_tag is None:
+            reason = "zeebe:calledElement: Attribute 'versionTag' must be present and not empty with bindingType"
+            self._problem(element_id, reason + " 'versionTag'")
         return m.CalledElement(
             process_id,
             _bool_attr(called[0], "propagateAllChildVariables", True),
             _bool_attr(called[0], "propagateAllParentVariables", True),
+            binding,
+            version_tag,
         )
 
     def _read_multi_instance(self, loop: XmlElement, element_id: str) -> m.MultiInstance | None:
@@ -824,6 +847,7 @@ def _wire(
     elements: list[m.Element],
     flows: list[m.SequenceFlow],
     problems: list[Problem],
+    version_tag: str | None = None,
 ) -> m.Process:
     """Connect flows and boundary events to the elements they belong to, noting dangling references."""
     by_id: dict[str, m.Element] = {}
@@ -853,4 +877,4 @@ def _wire(
         )
         for element in by_id.values()
     ]
-    return m.Process.build(id=process_id, name=name, elements=wired, flows=flows)
+    return m.Process.build(id=process_id, name=name, elements=wired, flows=flows, version_tag=version_tag)

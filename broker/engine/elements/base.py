@@ -100,6 +100,15 @@ class ElementProcessor:
         assert element is not None
         lc.take_outgoing(ctx, process, element, inst, flows, trigger)
 
+    def on_terminating(self, ctx: ProcessingContext, inst: ElementInstance) -> bool:
+        """The instance is TERMINATING: start terminating what runs inside it. True when it must wait for that to
+        end (the last one to go calls :func:`.lifecycle.terminated`); False to be terminated at once. Default: its
+        child element instances."""
+        if ctx.state.elements.children(inst.key):
+            lc.terminate_children(ctx, inst.key)
+            return True
+        return False
+
     def on_terminate(
         self, ctx: ProcessingContext, process: bpmn.Process, element: bpmn.Element | None, inst: ElementInstance
     ) -> None:

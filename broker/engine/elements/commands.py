@@ -10,8 +10,8 @@ from __future__ import annotations
 from broker.engine import behaviors as b
 from broker.engine.bpmn import model as bpmn
 from broker.engine.context import ProcessingContext
+from broker.engine.elements import call_activity, registry
 from broker.engine.elements import lifecycle as lc
-from broker.engine.elements import registry
 from broker.protocol.enums import ProcessInstanceIntent, RejectionType, ValueType
 from broker.protocol.record import Record
 from broker.protocol.values import ProcessInstanceValue
@@ -39,6 +39,11 @@ def activate(ctx: ProcessingContext, cmd: Record) -> None:
                 )
                 return
             blocked = processor.activation_blocked(ctx, process.element(v.element_id), scope_key)
+            if blocked is not None:
+                ctx.reject(RejectionType.INVALID_STATE, blocked)
+                return
+        elif v.parent_element_instance_key > 0:
+            blocked = call_activity.activation_blocked(ctx, v)
             if blocked is not None:
                 ctx.reject(RejectionType.INVALID_STATE, blocked)
                 return

@@ -244,11 +244,10 @@ def child_left(ctx: ProcessingContext, scope_key: int, *, completed: bool) -> No
 
 
 def terminate(ctx: ProcessingContext, inst: ElementInstance) -> Record:
-    """Start terminating ``inst``: children first, then the instance itself. Returns the TERMINATING event."""
+    """Start terminating ``inst``: what runs inside it first (its kind's ``on_terminating``), then the instance
+    itself. Returns the TERMINATING event."""
     inst, terminating = _write_transition(ctx, inst, PI.ELEMENT_TERMINATING)
-    if ctx.state.elements.children(inst.key):
-        terminate_children(ctx, inst.key)
-    else:
+    if not registry.processor_of(inst.value).on_terminating(ctx, inst):
         terminated(ctx, inst)
     return terminating
 

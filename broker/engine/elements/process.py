@@ -1,10 +1,14 @@
-"""The process itself: the root flow scope of an instance, and where CreateProcessInstanceWithResult is answered."""
+"""The process itself: the root flow scope of an instance, and where CreateProcessInstanceWithResult is answered.
+
+A process instance started by a call activity tells it when it starts, completes and terminates (see
+:mod:`.call_activity`)."""
 
 from __future__ import annotations
 
 from broker.engine import behaviors as b
 from broker.engine.bpmn import model as bpmn
 from broker.engine.context import ProcessingContext
+from broker.engine.elements import call_activity
 from broker.engine.elements import lifecycle as lc
 from broker.engine.elements.base import ContainerProcessor
 from broker.protocol.enums import (
@@ -23,6 +27,8 @@ class ProcessProcessor(ContainerProcessor):
     def on_activate(
         self, ctx: ProcessingContext, process: bpmn.Process, element: bpmn.Element | None, inst: ElementInstance
     ) -> None:
+        if inst.value.parent_element_instance_key > 0:
+            call_activity.child_activating(ctx, inst)
         if not lc.subscribe(ctx, process, None, inst):
             return
         inst = lc.activated(ctx, inst)
@@ -49,6 +55,12 @@ class ProcessProcessor(ContainerProcessor):
         if awaiting is not None:
             _send_result(ctx, inst.value, awaiting, variables or {})
 
+    def before_completed(
+        self, ctx: ProcessingContext, process: bpmn.Process, element: bpmn.Element | None, inst: ElementInstance
+    ) -> None:
+        if inst.value.parent_element_instance_key > 0:
+            call_activity.child_completing(ctx, inst)
+
     def on_completed(
         self,
         ctx: ProcessingContext,
@@ -58,7 +70,9 @@ class ProcessProcessor(ContainerProcessor):
         flows: tuple[bpmn.SequenceFlow, ...] | None,
         trigger: dict | None,
     ) -> None:
-        """The instance is over: there is nowhere to go."""
+        """The instance is over: there is nowhere to go but back to the call activity that started it, if any."""
+        if inst.value.parent_element_instance_key > 0:
+            call_activity.child_completed(ctx, inst)
 
     def on_terminate(
         self, ctx: ProcessingContext, process: bpmn.Process, element: bpmn.Element | None, inst: ElementInstance
@@ -76,7 +90,9 @@ class ProcessProcessor(ContainerProcessor):
         inst: ElementInstance,
         trigger: dict | None,
     ) -> None:
-        """Cancelled: nothing encloses the process."""
+        """Cancelled, or terminated with the call activity that started it (which now ends too)."""
+        if inst.value.parent_element_instance_key > 0:
+            call_activity.child_terminated(ctx, inst)
 
 
 def _send_result(ctx: ProcessingContext, v: ProcessInstanceValue, awaiting: dict, variables: dict) -> None:

@@ -10,6 +10,7 @@ from typing import Final
 
 from broker.engine.bpmn import model as m
 from broker.engine.elements.base import ElementProcessor
+from broker.engine.elements.call_activity import CallActivityProcessor
 from broker.engine.elements.catch_events import (
     IntermediateCatchEventProcessor,
     ReceiveTaskProcessor,
@@ -63,6 +64,7 @@ PROCESSORS: Final[dict[str, ElementProcessor]] = {
     m.SUB_PROCESS: SubProcessProcessor(),
     m.MULTI_INSTANCE_BODY: MultiInstanceBodyProcessor(),
     m.EVENT_SUB_PROCESS: EventSubProcessProcessor(),
+    m.CALL_ACTIVITY: CallActivityProcessor(),
     # start events (error and escalation start events exist only in event sub-processes)
     f"{m.START_EVENT}:{m.NONE}": _TRIGGERED,
     f"{m.START_EVENT}:{m.TIMER}": _TRIGGERED,

@@ -58,7 +58,7 @@ class ErrorEndEventProcessor(ElementProcessor):
             return
         inst = lc.activated(ctx, inst)
         attached, catch_event = catch
-        events.fire(ctx, process, attached, catch_event, {})
+        events.fire(ctx, lc.process_of(ctx, attached), attached, catch_event, {})
 
 
 class EscalationThrowProcessor(ElementProcessor):
@@ -92,7 +92,7 @@ class EscalationThrowProcessor(ElementProcessor):
         ctx.event(ValueType.ESCALATION, EscalationIntent.ESCALATED, ctx.keys.next_key(), value)
         inst = lc.activated(ctx, inst)
         attached, catch_event = catch
-        events.fire(ctx, process, attached, catch_event, {})
+        events.fire(ctx, lc.process_of(ctx, attached), attached, catch_event, {})
         if not catch_event.interrupts:
             lc.complete(ctx, process, element, inst)
 
