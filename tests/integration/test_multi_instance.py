@@ -127,3 +127,17 @@ def test_an_input_collection_that_is_not_a_list_raises_an_incident(fresh_weir: W
     complete(stub, job.key, {"result": 70})
     (after,) = activate(stub, d.type("mi-after"))
     assert variables_of(after)["results"] == [70]
+
+
+def test_a_multi_instance_call_activity_starts_one_child_per_item(stub: Stub) -> None:
+    d = deploy(stub, "mi-call.bpmn")
+    result = create_with_result(stub, d.pid("mi-call"), {"orders": ["a", "b", "c"]})
+    jobs = activate(stub, d.type("mc-ship"), 3)
+    parents = {j.processInstanceKey for j in jobs}
+    assert len(parents) == 3, "each item runs in its own child instance"
+    by_order = {variables_of(j)["order"]: j for j in jobs}
+    assert sorted(by_order) == ["a", "b", "c"]
+    for order in ("c", "a", "b"):
+        complete(stub, by_order[order].key, {"receipt": f"r-{order}"})
+    final = json.loads(result.result(timeout=10).variables)
+    assert final["receipts"] == ["r-a", "r-b", "r-c"]
