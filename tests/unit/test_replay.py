@@ -77,6 +77,15 @@ FIXTURES = [
     "call-binding.bpmn",
     "call-missing.bpmn",
     "call-message.bpmn",
+    "inclusive-gateway.bpmn",
+    "inclusive-reachability.bpmn",
+    "inclusive-no-default.bpmn",
+    "mi-parallel.bpmn",
+    "mi-sequential.bpmn",
+    "mi-completion.bpmn",
+    "mi-boundary.bpmn",
+    "mi-subprocess.bpmn",
+    "mi-call.bpmn",
 ]
 # Processes that only start through events (deployed too, never created directly).
 EVENT_STARTED = ["events/signal-start.bpmn"]
@@ -104,6 +113,7 @@ START_VARIABLES: dict[str, dict[str, Any]] = {
     "mi-completion": {"items": [1, 2, 3, 4]},
     "mi-boundary": {"items": ["x", "y"]},
     "mi-subprocess": {"orders": [{"id": 1}, {"id": 2}]},
+    "mi-call": {"orders": ["a", "b"]},
     "script-task": {"a": 1, "b": 2, "name": "n"},
     "script-task-failure": {"divisor": 0},
     "user-task-feel": {"owner": "o", "groups": ["g"], "due": "2031-01-01T00:00:00Z", "kind": "k"},
@@ -162,6 +172,27 @@ JOB_TYPES = [
     "send-notice",
     "send-farewell",
     "io.camunda.zeebe:userTask",
+    "inc-a",
+    "inc-b",
+    "inc-c",
+    "inc-after",
+    "reach-a",
+    "reach-b",
+    "reach-after",
+    "nd-a",
+    "nd-b",
+    "mi-work",
+    "mi-after",
+    "seq-work",
+    "seq-after",
+    "cc-work",
+    "cc-after",
+    "bd-work",
+    "bd-handle",
+    "bd-after",
+    "sp-pack",
+    "sp-after",
+    "mc-ship",
     "child-work",
     "after-call",
     "payment-failure",
@@ -712,3 +743,21 @@ async def test_random_command_sequences_replay_to_the_live_state(tmp_path: Path)
     check_replay_equals_live(d.directory, tmp_path)
     report = replay_log(d.directory, tmp_path / "final")
     assert report.result.records_read == report.result.applied_position
+
+
+def test_the_random_scenario_deploys_every_element_kind_the_engine_runs() -> None:
+    """A new element kind joins the random scenario with a fixture (job-worker send and business rule tasks are the
+    service task's processor, which the scenario runs)."""
+    from broker.engine.bpmn import parse_bpmn
+    from broker.engine.elements import SUPPORTED_KINDS
+
+    kinds = set()
+    for fixture in FIXTURES + EVENT_STARTED:
+        for process in parse_bpmn((BPMN / fixture).read_bytes(), fixture):
+            for element in process.elements.values():
+                kinds.add(element.kind)
+                if element.multi_instance is not None:
+                    kinds.add("MULTI_INSTANCE_BODY")
+                if element.script is not None:
+                    kinds.add("SCRIPT_TASK:ENGINE")
+    assert SUPPORTED_KINDS - kinds <= {"SEND_TASK", "BUSINESS_RULE_TASK"}
