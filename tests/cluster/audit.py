@@ -1,19 +1,23 @@
 """Load through the gateway with a Jepsen-style history, and the checkers run over every replica's log afterwards.
 
-The load creates one-task instances and completes their jobs, remembering what the cluster acknowledged and when.
-After a graceful ``weir cluster down`` each replica's partition log is read offline. Replicas must agree on their
-common prefix, record by record; the prefix a majority holds is what Raft committed, and every acknowledged effect
-must be in it exactly once.
+The load creates instances (one-task by default) and completes their jobs, remembering what the cluster acknowledged
+and when. After a graceful ``weir cluster down`` each replica's partition log is read offline. Replicas must agree on
+their common prefix, record by record; the prefix a majority holds is what Raft committed, and every acknowledged
+effect must be in it exactly once. Each replica's log, replayed offline, must also give the state that broker holds.
 """
 
 from __future__ import annotations
 
+import itertools
 import json
+import shutil
 import threading
 import time
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import grpc
 from pyzeebe.proto import gateway_pb2, gateway_pb2_grpc
@@ -25,7 +29,7 @@ from broker.protocol.enums import (
     ValueType,
 )
 from broker.protocol.record import Record
-from broker.tools.inspect import iter_records
+from broker.tools.inspect import diff_dumps, dump_state, iter_records, replay_log
 from tests.cluster.harness import Cluster
 from tests.entities import BIRTHS, CHANNEL_OPTIONS
 from tests.harness import BPMN, eventually
@@ -44,19 +48,30 @@ def stub_for(address: str) -> tuple[grpc.Channel, gateway_pb2_grpc.GatewayStub]:
 
 def deploy_one_task(cluster: Cluster) -> None:
     """Deploy ``one-task`` and wait until an instance can be created on every partition (distribution done)."""
+    deploy_fixture(cluster, "one-task.bpmn", "one-task")
+
+
+def deploy_fixture(cluster: Cluster, fixture: str, process_id: str, probe_variables: str = "{}") -> None:
+    """Deploy a BPMN fixture and wait until ``process_id`` can be created on every partition.
+
+    The probe instances stay: pick ``probe_variables`` that let them end on their own (or give the load's workers
+    their jobs), so they do not hold anything open.
+    """
     channel, stub = stub_for(cluster.gateway)
     with channel:
-        resource = gateway_pb2.Resource(name="one-task.bpmn", content=(BPMN / "one-task.bpmn").read_bytes())
+        resource = gateway_pb2.Resource(name=fixture, content=(BPMN / fixture).read_bytes())
         stub.DeployResource(gateway_pb2.DeployResourceRequest(resources=[resource]), timeout=10)
-    creates_on_every_partition(cluster, timeout=20)
+    creates_on_every_partition(cluster, timeout=20, process_id=process_id, variables=probe_variables)
 
 
-def creates_on_every_partition(cluster: Cluster, timeout: float = 30.0) -> float:
-    """Seconds until the gateway has created a ``one-task`` instance on every partition."""
+def creates_on_every_partition(
+    cluster: Cluster, timeout: float = 30.0, *, process_id: str = "one-task", variables: str = "{}"
+) -> float:
+    """Seconds until the gateway has created a ``process_id`` instance on every partition."""
     started = time.monotonic()
     channel, stub = stub_for(cluster.gateway)
     seen: set[int] = set()
-    request = gateway_pb2.CreateProcessInstanceRequest(bpmnProcessId="one-task", version=-1, variables="{}")
+    request = gateway_pb2.CreateProcessInstanceRequest(bpmnProcessId=process_id, version=-1, variables=variables)
 
     def every_partition() -> bool:
         try:
@@ -77,6 +92,10 @@ class History:
     created: list[tuple[float, int]] = field(default_factory=list)
     completed: list[tuple[float, int]] = field(default_factory=list)
     errors: Counter[str] = field(default_factory=Counter)
+    # The variables each acknowledged create was sent with (by instance key).
+    variables: dict[int, dict[str, Any]] = field(default_factory=dict)
+    # Every job a worker received, with when: a job may come twice (at-least-once delivery), never complete twice.
+    activated: list[tuple[float, int]] = field(default_factory=list)
 
     def acks_on(self, partition: int) -> list[float]:
         """Times of every acknowledged command of ``partition`` (creates and completions), sorted."""
@@ -86,9 +105,27 @@ class History:
         later = [t for t in self.acks_on(partition) if t > moment]
         return later[0] - moment if later else None
 
+    def activated_again(self) -> int:
+        """Jobs handed out more than once (allowed: a lost activation response comes back after its timeout)."""
+        return sum(1 for n in Counter(k for _, k in self.activated).values() if n > 1)
+
+
+# A job worker's work: the job's variables in, the variables to complete it with out (must be idempotent).
+JobHandler = Callable[[dict[str, Any]], dict[str, Any]]
+
+
+def _no_variables(_variables: dict[str, Any]) -> dict[str, Any]:
+    return {}
+
 
 class Load:
-    """Client threads creating one-task instances and completing their jobs through the gateway."""
+    """Client threads creating instances and completing their jobs through the gateway.
+
+    By default: ``one-task`` instances with no variables, and ``workers`` threads completing its ``test`` jobs.
+    ``process_id``, ``variables`` (the variables of the n-th create attempt), ``handlers`` (job type -> what to
+    complete its jobs with; ``workers`` threads per type) and ``max_creates`` (stop creating once that many were
+    acknowledged) shape other workloads.
+    """
 
     def __init__(
         self,
@@ -98,19 +135,37 @@ class Load:
         workers: int = 2,
         job_timeout_ms: int = 1500,
         rpc_timeout_s: float = 5.0,
+        process_id: str = "one-task",
+        variables: Callable[[int], dict[str, Any]] | None = None,
+        handlers: dict[str, JobHandler] | None = None,
+        max_creates: int | None = None,
     ) -> None:
         self.channel, self.stub = stub_for(address)
         self.job_timeout_ms = job_timeout_ms
         self.rpc_timeout_s = rpc_timeout_s
+        self.process_id = process_id
+        self.variables = variables
+        self.handlers = handlers if handlers is not None else {"test": _no_variables}
+        self.max_creates = max_creates
+        self.attempts = itertools.count()
         self.stop = threading.Event()
         self.history = History()
-        self.threads = [threading.Thread(target=self._create, daemon=True) for _ in range(creators)]
-        self.threads += [threading.Thread(target=self._work, args=(f"w{i}",), daemon=True) for i in range(workers)]
+        self.creators = [threading.Thread(target=self._create, daemon=True) for _ in range(creators)]
+        self.threads = list(self.creators)
+        self.threads += [
+            threading.Thread(target=self._work, args=(job_type, f"{job_type}-w{i}"), daemon=True)
+            for job_type in self.handlers
+            for i in range(workers)
+        ]
 
     def start(self) -> Load:
         for t in self.threads:
             t.start()
         return self
+
+    def creating(self) -> bool:
+        """Whether a creator thread still runs (they stop at ``max_creates`` or at ``finish``)."""
+        return any(t.is_alive() for t in self.creators)
 
     def finish(self) -> History:
         self.stop.set()
@@ -124,23 +179,30 @@ class Load:
         time.sleep(0.02)
 
     def _create(self) -> None:
-        request = gateway_pb2.CreateProcessInstanceRequest(bpmnProcessId="one-task", version=-1, variables="{}")
         while not self.stop.is_set():
+            if self.max_creates is not None and len(self.history.created) >= self.max_creates:
+                return
+            variables = self.variables(next(self.attempts)) if self.variables is not None else {}
+            request = gateway_pb2.CreateProcessInstanceRequest(
+                bpmnProcessId=self.process_id, version=-1, variables=json.dumps(variables)
+            )
             try:
                 response = self.stub.CreateProcessInstance(request, timeout=self.rpc_timeout_s)
             except grpc.RpcError as e:
                 self._failed(e)
                 continue
+            self.history.variables[response.processInstanceKey] = variables
             self.history.created.append((time.monotonic(), response.processInstanceKey))
 
-    def _work(self, worker: str) -> None:
+    def _work(self, job_type: str, worker: str) -> None:
         # A completion that was not acknowledged is retried; the job timeout brings back jobs whose activation
         # response was lost with a killed leader.
-        unfinished: list[int] = []
+        handler = self.handlers[job_type]
+        unfinished: list[tuple[int, str]] = []
         while not self.stop.is_set():
             if not unfinished:
                 request = gateway_pb2.ActivateJobsRequest(
-                    type="test",
+                    type=job_type,
                     worker=worker,
                     timeout=self.job_timeout_ms,
                     maxJobsToActivate=25,
@@ -148,14 +210,18 @@ class Load:
                 )
                 try:
                     for response in self.stub.ActivateJobs(request, timeout=self.rpc_timeout_s):
-                        unfinished.extend(job.key for job in response.jobs)
+                        now = time.monotonic()
+                        for job in response.jobs:
+                            self.history.activated.append((now, job.key))
+                            unfinished.append((job.key, job.variables))
                 except grpc.RpcError as e:
                     self._failed(e)
                     continue
             while unfinished and not self.stop.is_set():
-                key = unfinished[0]
+                key, job_variables = unfinished[0]
                 try:
-                    request = gateway_pb2.CompleteJobRequest(jobKey=key, variables="{}")
+                    done = json.dumps(handler(json.loads(job_variables or "{}")))
+                    request = gateway_pb2.CompleteJobRequest(jobKey=key, variables=done)
                     self.stub.CompleteJob(request, timeout=self.rpc_timeout_s)
                 except grpc.RpcError as e:
                     if e.code() in (grpc.StatusCode.NOT_FOUND, grpc.StatusCode.FAILED_PRECONDITION):
@@ -213,6 +279,40 @@ def committed(logs: ReplicaLogs, replication: int) -> dict[int, list[Record]]:
         ordered = sorted(replicas.values(), key=len, reverse=True)
         assert len(ordered) >= majority, f"partition {partition}: fewer than a majority of replica logs were read"
         out[partition] = ordered[0][: len(ordered[majority - 1])]
+    return out
+
+
+def replay_differences(
+    cluster: Cluster, scratch: Path, *, skip: set[tuple[int, int]] | None = None, limit: int = 5
+) -> list[str]:
+    """Replay == processing on every replica (the cluster must be down): each replica's whole log, replayed offline
+    into an empty state, must give exactly the state that broker left in its ``runtime/``. ``skip``: (node, partition).
+
+    A leader built its state by processing, a follower by applying the events it was sent, a restarted broker from a
+    snapshot plus the log: all three must agree with a replay of the log they hold.
+    """
+    problems: list[str] = []
+    for partition in range(1, cluster.partitions + 1):
+        for node_id in cluster.replicas(partition):
+            if skip and (node_id, partition) in skip:
+                continue
+            partition_dir = cluster.partition_dir(node_id, partition)
+            target = scratch / f"replay-p{partition}-b{node_id}"
+            try:
+                report = replay_log(partition_dir, target)
+                differences = diff_dumps(dump_state(partition_dir / "runtime"), report.dump, limit=limit)
+            finally:
+                shutil.rmtree(target, ignore_errors=True)
+            problems += [f"partition {partition} on broker {node_id}: {line}" for line in differences]
+    return problems
+
+
+def variables_by_scope(records: list[Record]) -> dict[int, dict[str, Any]]:
+    """The value each variable holds at the end of ``records``, by scope key (a process instance's key: its root)."""
+    out: dict[int, dict[str, Any]] = {}
+    for r in records:
+        if r.record_type == RecordType.EVENT and r.value_type == ValueType.VARIABLE:
+            out.setdefault(r.value["scopeKey"], {})[r.value["name"]] = r.value["value"]
     return out
 
 
