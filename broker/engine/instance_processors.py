@@ -16,6 +16,7 @@ from broker.protocol.enums import (
     ProcessInstanceCreationIntent,
     ProcessInstanceIntent,
     ProcessIntent,
+    RecordType,
     RejectionType,
     ValueType,
     VariableDocumentIntent,
@@ -170,25 +171,39 @@ def _start_distribution(ctx: ProcessingContext, deployment_key: int, processes: 
 def _deploy_distributed(ctx: ProcessingContext, cmd: Record) -> None:
     """A deployment made on another partition: store its processes under their keys and versions (idempotent)."""
     metadata = []
+    redelivered = True
     for stored in cmd.value.get("processes") or []:
         if ctx.state.processes.get(stored["processDefinitionKey"]) is None:
+            redelivered = False
             latest = ctx.state.processes.latest(stored["bpmnProcessId"])
             ctx.event(ValueType.PROCESS, ProcessIntent.CREATED, stored["processDefinitionKey"], stored)
             if latest is None or latest["version"] < stored["version"]:
                 process = b.services(ctx).models.get(stored["processDefinitionKey"])
                 _replace_message_starts(ctx, process, stored["processDefinitionKey"])
         metadata.append(_metadata(stored, duplicate=False))
-    rec = ctx.event(
-        ValueType.DEPLOYMENT,
-        DeploymentIntent.CREATED,
-        cmd.value.get("deploymentKey", -1),
-        {
-            "resources": [{"resourceName": p["resourceName"]} for p in cmd.value.get("processes") or []],
-            "processesMetadata": metadata,
-            "tenantId": b.TENANT,
-        },
-    )
-    ctx.respond(rec)
+    value = {
+        "resources": [{"resourceName": p["resourceName"]} for p in cmd.value.get("processes") or []],
+        "processesMetadata": metadata,
+        "tenantId": b.TENANT,
+    }
+    key = cmd.value.get("deploymentKey", -1)
+    if redelivered and metadata:
+        # the acknowledgement of the first delivery was lost (e.g. a leader change on the sending partition): answer
+        # again without a second DEPLOYMENT CREATED under the same key
+        ctx.respond(
+            Record(
+                position=-1,
+                key=key,
+                record_type=RecordType.EVENT,
+                value_type=ValueType.DEPLOYMENT,
+                intent=int(DeploymentIntent.CREATED),
+                timestamp=ctx.now,
+                value=value,
+                partition_id=ctx.partition_id,
+            )
+        )
+        return
+    ctx.respond(ctx.event(ValueType.DEPLOYMENT, DeploymentIntent.CREATED, key, value))
 
 
 def _replace_message_starts(ctx: ProcessingContext, process: bpmn.Process, definition_key: int) -> None:

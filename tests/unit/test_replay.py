@@ -761,3 +761,30 @@ def test_the_random_scenario_deploys_every_element_kind_the_engine_runs() -> Non
                 if element.script is not None:
                     kinds.add("SCRIPT_TASK:ENGINE")
     assert SUPPORTED_KINDS - kinds <= {"SEND_TASK", "BUSINESS_RULE_TASK"}
+
+
+async def test_a_redelivered_distributed_deployment_is_answered_without_a_second_created_event(tmp_path: Path) -> None:
+    """The sending partition resends a distribution whose acknowledgement it lost: the receiver answers again, but
+    writes DEPLOYMENT CREATED (and the processes) only once."""
+    origin = Driver(tmp_path / "p" / "1")
+    origin.open()
+    deployed = accepted(await origin.deploy("one-task.bpmn"))
+    key = deployed.value["processesMetadata"][0]["processDefinitionKey"]
+    stored = origin.read(lambda s: s.processes.get(key))
+    await origin.close()
+
+    d = Driver(tmp_path / "p" / "2")
+    d.open()
+    command = {"distributedFrom": 1, "deploymentKey": deployed.key, "processes": [stored]}
+    first = accepted(await d.send(ValueType.DEPLOYMENT, DeploymentIntent.CREATE, command))
+    again = accepted(await d.send(ValueType.DEPLOYMENT, DeploymentIntent.CREATE, command))
+    assert first.key == again.key == deployed.key
+    await d.settle()
+    await d.close()
+    created = [
+        r
+        for r in iter_records(d.directory)
+        if r.record_type == RecordType.EVENT and r.value_type in (ValueType.DEPLOYMENT, ValueType.PROCESS)
+    ]
+    assert [(r.value_type, r.key) for r in created] == [(ValueType.PROCESS, key), (ValueType.DEPLOYMENT, deployed.key)]
+    check_replay_equals_live(d.directory, tmp_path)
