@@ -7,7 +7,6 @@ same functions during replay. Replay therefore equals processing by construction
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import replace
 
 from broker.engine.bpmn import model as bpmn
 from broker.engine.models import ModelCache
@@ -129,21 +128,14 @@ class EventAppliers:
         if parent_key <= 0:
             caller = state.elements.get(v.parent_element_instance_key) if v.parent_element_instance_key > 0 else None
             if caller is not None:  # a process instance started by a call activity
-                state.elements.put(replace(caller, called_child_key=r.key))
+                state.elements.put(caller.with_called_child(r.key))
             return
         parent = state.elements.get(parent_key)
         if parent is None:
             return
         # an instance of a multi-instance activity is started by its body, not by a sequence flow
         consumed = 0 if parent.value.bpmn_element_type == bpmn.MULTI_INSTANCE_BODY else self._flows_consumed(state, v)
-        state.elements.put(
-            replace(
-                parent,
-                children=parent.children + 1,
-                flows=parent.flows - consumed,
-                activated_children=parent.activated_children + 1,
-            )
-        )
+        state.elements.put(parent.after_child_activated(consumed))
 
     def _flows_consumed(self, state: PartitionState, v: ProcessInstanceValue) -> int:
         """How many taken sequence flows the activation of this element consumes (Zeebe's token counting).
@@ -188,15 +180,7 @@ class EventAppliers:
                 # flight like a taken sequence flow, so the scope cannot complete before the catch event is activated
                 completed = r.intent == PI.ELEMENT_COMPLETED
                 jumping = completed and _is_link_throw(v)
-                state.elements.put(
-                    replace(
-                        parent,
-                        children=parent.children - 1,
-                        flows=parent.flows + int(jumping),
-                        completed_children=parent.completed_children + int(completed),
-                        terminated_children=parent.terminated_children + int(not completed),
-                    )
-                )
+                state.elements.put(parent.after_child_ended(completed=completed, flows_in_flight=int(jumping)))
         else:
             state.awaiting_results.remove(r.key)
             state.message_starts.unlock(r.key)
@@ -206,7 +190,7 @@ class EventAppliers:
         parent = state.elements.get(v["flowScopeKey"])
         if parent is None:
             return
-        state.elements.put(replace(parent, flows=parent.flows + 1))
+        state.elements.put(parent.with_flows(parent.flows + 1))
         process = self._models.get(v["processDefinitionKey"])
         flow = process.flow(v["elementId"])
         target = process.element(flow.target_id)
@@ -230,7 +214,7 @@ class EventAppliers:
         state.jobs.put(r.key, JobState.ACTIVATABLE, r.value)
         inst = state.elements.get(r.value["elementInstanceKey"])
         if inst is not None:
-            state.elements.put(replace(inst, job_key=r.key))
+            state.elements.put(inst.with_job_key(r.key))
 
     def _jobs_activated(self, state: PartitionState, r: Record) -> None:
         for key, job in zip(r.value["jobKeys"], r.value["jobs"], strict=True):
@@ -242,7 +226,7 @@ class EventAppliers:
         state.jobs.remove(r.key)
         inst = state.elements.get(r.value["elementInstanceKey"])
         if inst is not None and inst.job_key == r.key:
-            state.elements.put(replace(inst, job_key=-1))
+            state.elements.put(inst.with_job_key(-1))
 
     def _job_failed(self, state: PartitionState, r: Record) -> None:
         v = r.value

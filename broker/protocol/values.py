@@ -7,7 +7,7 @@ JSON names.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any, Final
 
 TENANT: Final = "<default>"
@@ -42,12 +42,18 @@ class ProcessInstanceValue:
         self, element_id: str, element_type: str, event_type: str, flow_scope_key: int
     ) -> ProcessInstanceValue:
         """The value of another element of the same instance."""
-        return replace(
-            self,
-            element_id=element_id,
-            bpmn_element_type=element_type,
-            bpmn_event_type=event_type,
-            flow_scope_key=flow_scope_key,
+        return ProcessInstanceValue(  # built directly: dataclasses.replace costs several times as much
+            self.bpmn_process_id,
+            self.version,
+            self.process_definition_key,
+            self.process_instance_key,
+            element_id,
+            flow_scope_key,
+            element_type,
+            event_type,
+            self.parent_process_instance_key,
+            self.parent_element_instance_key,
+            self.tenant_id,
         )
 
     @classmethod

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 from broker.protocol.values import ProcessInstanceValue
@@ -20,8 +20,9 @@ class ElementInstance:
       (flow scopes only; a multi-instance body counts its instances with them, and numbers its loop with the first).
     - ``called_child_key``: for a call activity, the process instance it started (kept after that ended), or -1.
 
-    Frozen: a change is a new instance (:meth:`with_state`, :func:`dataclasses.replace`) written back through the
-    repository, so no caller can change what another one holds.
+    Frozen: a change is a new instance (the ``with_*`` / ``after_*`` methods) written back through the repository,
+    so no caller can change what another one holds. The methods build the copy directly: appliers make one for
+    almost every event, and :func:`dataclasses.replace` costs several times as much.
     """
 
     key: int
@@ -35,8 +36,95 @@ class ElementInstance:
     terminated_children: int = 0
     called_child_key: int = -1
 
+    def _copy(
+        self,
+        state: int,
+        children: int,
+        flows: int,
+        job_key: int,
+        activated: int,
+        completed: int,
+        terminated: int,
+        called: int,
+    ) -> ElementInstance:
+        return ElementInstance(
+            self.key, state, self.value, children, flows, job_key, activated, completed, terminated, called
+        )
+
     def with_state(self, state: int) -> ElementInstance:
-        return replace(self, state=state)
+        return self._copy(
+            state,
+            self.children,
+            self.flows,
+            self.job_key,
+            self.activated_children,
+            self.completed_children,
+            self.terminated_children,
+            self.called_child_key,
+        )
+
+    def with_flows(self, flows: int) -> ElementInstance:
+        """Sequence flows taken inside it and not yet consumed by an activation."""
+        return self._copy(
+            self.state,
+            self.children,
+            flows,
+            self.job_key,
+            self.activated_children,
+            self.completed_children,
+            self.terminated_children,
+            self.called_child_key,
+        )
+
+    def with_job_key(self, job_key: int) -> ElementInstance:
+        return self._copy(
+            self.state,
+            self.children,
+            self.flows,
+            job_key,
+            self.activated_children,
+            self.completed_children,
+            self.terminated_children,
+            self.called_child_key,
+        )
+
+    def with_called_child(self, key: int) -> ElementInstance:
+        return self._copy(
+            self.state,
+            self.children,
+            self.flows,
+            self.job_key,
+            self.activated_children,
+            self.completed_children,
+            self.terminated_children,
+            key,
+        )
+
+    def after_child_activated(self, flows_consumed: int) -> ElementInstance:
+        """A child is ACTIVATING: one more child, the sequence flows its activation consumed gone."""
+        return self._copy(
+            self.state,
+            self.children + 1,
+            self.flows - flows_consumed,
+            self.job_key,
+            self.activated_children + 1,
+            self.completed_children,
+            self.terminated_children,
+            self.called_child_key,
+        )
+
+    def after_child_ended(self, *, completed: bool, flows_in_flight: int = 0) -> ElementInstance:
+        """A child is COMPLETED or TERMINATED (``flows_in_flight``: a token it left travelling, e.g. a link jump)."""
+        return self._copy(
+            self.state,
+            self.children - 1,
+            self.flows + flows_in_flight,
+            self.job_key,
+            self.activated_children,
+            self.completed_children + int(completed),
+            self.terminated_children + int(not completed),
+            self.called_child_key,
+        )
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> ElementInstance:

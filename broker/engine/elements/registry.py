@@ -112,9 +112,19 @@ def kind_of(value: ProcessInstanceValue) -> str:
     return f"{value.bpmn_element_type}:{value.bpmn_event_type}"
 
 
+# The same table by (element type, event type): the lookup made for nearly every record, without building the kind.
+_BY_TYPES: Final[dict[tuple[str, str], ElementProcessor]] = {
+    (kind.partition(":")[0], kind.partition(":")[2] or m.UNSPECIFIED): processor
+    for kind, processor in PROCESSORS.items()
+}
+
+
 def processor_of(value: ProcessInstanceValue) -> ElementProcessor:
     """The processor of the element a process-instance record value is about."""
-    return PROCESSORS[kind_of(value)]
+    try:
+        return _BY_TYPES[(value.bpmn_element_type, value.bpmn_event_type)]
+    except KeyError:
+        raise KeyError(f"no processor for element kind {kind_of(value)}") from None
 
 
 def processor_for(element: m.Element) -> ElementProcessor:
