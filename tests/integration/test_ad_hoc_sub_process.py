@@ -1,0 +1,144 @@
+"""Ad-hoc sub-processes against a real ``weir start``: the elements a collection names start, inner flows run on,
+the sub-process completes when nothing inside is active or when its completion condition holds (terminating the
+rest, or waiting for it), and a collection that names no inner element is an incident that can be fixed."""
+
+import grpc
+from pyzeebe.proto import gateway_pb2 as pb
+
+from tests.harness import WeirProcess, eventually
+from tests.integration.clients import (
+    Stub,
+    activate,
+    activate_now,
+    complete,
+    create,
+    create_with_result,
+    deploy,
+    incidents_after_restart,
+    is_active,
+    rpc_error,
+    variables_of,
+)
+
+
+def test_the_collection_activates_two_of_three_inner_tasks_and_the_sub_process_completes_when_both_are_done(
+    stub: Stub,
+) -> None:
+    d = deploy(stub, "ad-hoc.bpmn")
+    result = create_with_result(stub, d.pid(), {"chosen": ["tool-a", "tool-b"]})
+    (a,) = activate(stub, d.type("ah-a"))
+    (b,) = activate(stub, d.type("ah-b"))
+    assert activate_now(stub, d.type("ah-c"), wait_ms=100) == []  # not named by the collection
+    complete(stub, a.key, {"fromA": 1})
+    assert activate_now(stub, d.type("ah-after"), wait_ms=200) == []  # b is still active
+    complete(stub, b.key, {"fromB": 2})
+    (after,) = activate(stub, d.type("ah-after"))
+    assert variables_of(after) == {"chosen": ["tool-a", "tool-b"], "fromA": 1, "fromB": 2}
+    complete(stub, after.key)
+    result.result(timeout=10)
+
+
+def test_an_inner_element_takes_its_outgoing_flow_to_another_inner_element(stub: Stub) -> None:
+    d = deploy(stub, "ad-hoc.bpmn")
+    pi = create(stub, d.pid(), {"chosen": ["tool-c", "tool-a"]})
+    (a,) = activate(stub, d.type("ah-a"))
+    (c,) = activate(stub, d.type("ah-c"))
+    complete(stub, a.key)
+    complete(stub, c.key, {"checked": False})
+    (check,) = activate(stub, d.type("ah-c-check"))  # entered over the flow, never named by the collection
+    assert variables_of(check)["checked"] is False
+    assert activate_now(stub, d.type("ah-after"), wait_ms=200) == []
+    complete(stub, check.key, {"checked": True})
+    (after,) = activate(stub, d.type("ah-after"))
+    assert variables_of(after)["checked"] is True
+    complete(stub, after.key)
+    eventually(lambda: not is_active(stub, pi), timeout=5, what="the instance to complete")
+
+
+def test_an_empty_collection_activates_nothing_and_the_sub_process_stays_active(stub: Stub) -> None:
+    d = deploy(stub, "ad-hoc.bpmn")
+    pi = create(stub, d.pid(), {"chosen": []})
+    for job_type in ("ah-a", "ah-b", "ah-c", "ah-after"):
+        assert activate_now(stub, d.type(job_type), wait_ms=50) == []
+    assert is_active(stub, pi)  # as in Zeebe: it waits (to be cancelled or interrupted)
+    stub.CancelProcessInstance(pb.CancelProcessInstanceRequest(processInstanceKey=pi), timeout=10)
+    eventually(lambda: not is_active(stub, pi), timeout=5, what="the instance to be cancelled")
+
+
+def test_the_completion_condition_completes_the_sub_process_and_terminates_the_rest(stub: Stub) -> None:
+    d = deploy(stub, "ad-hoc-condition.bpmn")
+    pi = create(stub, d.pid(), {"enough": False})
+    (search,) = activate(stub, d.type("ahc-search"))
+    (ask,) = activate(stub, d.type("ahc-ask"))
+    complete(stub, search.key, {"finding": "nothing yet"})  # a path ended, the condition does not hold
+    assert activate_now(stub, d.type("ahc-after"), wait_ms=200) == []
+    complete(stub, ask.key, {"finding": "the answer", "enough": True})
+    (after,) = activate(stub, d.type("ahc-after"))  # the timer catch event "wait" was terminated
+    assert variables_of(after)["findings"] == ["nothing yet", "the answer"]
+    complete(stub, after.key)
+    eventually(lambda: not is_active(stub, pi), timeout=5, what="the instance to complete")
+
+
+def test_the_completion_condition_terminates_an_inner_job_that_is_still_running(stub: Stub) -> None:
+    d = deploy(stub, "ad-hoc-condition.bpmn")
+    pi = create(stub, d.pid(), {"enough": False})
+    (search,) = activate(stub, d.type("ahc-search"))
+    (ask,) = activate(stub, d.type("ahc-ask"))
+    complete(stub, search.key, {"finding": "enough", "enough": True})
+    (after,) = activate(stub, d.type("ahc-after"))
+    assert variables_of(after)["findings"] == ["enough"]
+    assert rpc_error(stub.CompleteJob, pb.CompleteJobRequest(jobKey=ask.key)).code() == grpc.StatusCode.NOT_FOUND
+    complete(stub, after.key)
+    eventually(lambda: not is_active(stub, pi), timeout=5, what="the instance to complete")
+
+
+def test_without_cancel_remaining_instances_the_sub_process_waits_for_what_runs_inside(stub: Stub) -> None:
+    d = deploy(stub, "ad-hoc-wait.bpmn")
+    pi = create(stub, d.pid(), {"enough": False})
+    (search,) = activate(stub, d.type("ahw-search"))
+    (ask,) = activate(stub, d.type("ahw-ask"))
+    complete(stub, search.key, {"finding": "first", "enough": True})
+    assert activate_now(stub, d.type("ahw-after"), wait_ms=300) == []  # ask still runs, and is not terminated
+    complete(stub, ask.key, {"finding": "second"})
+    (after,) = activate(stub, d.type("ahw-after"))
+    assert variables_of(after)["findings"] == ["first", "second"]
+    complete(stub, after.key)
+    eventually(lambda: not is_active(stub, pi), timeout=5, what="the instance to complete")
+
+
+def test_a_collection_naming_an_unknown_element_is_an_incident_that_can_be_fixed(
+    fresh_weir: WeirProcess, fresh_stub: Stub
+) -> None:
+    stub = fresh_stub
+    d = deploy(stub, "ad-hoc.bpmn")
+    pi = create(stub, d.pid(), {"chosen": ["tool-a", "tool-c-check", "nope"]})
+    eventually(lambda: incidents_after_restart(fresh_weir, pi), timeout=10, what="the sub-process's incident")
+    (incident,) = incidents_after_restart(fresh_weir, pi)
+    assert incident.value["errorType"] == "EXTRACT_VALUE_ERROR"
+    assert incident.value["elementId"] == "tools"
+    # tool-c-check has an incoming flow: it is entered only from tool-c
+    assert incident.value["errorMessage"] == (
+        "Failed to activate ad-hoc elements. No BPMN elements found with ids: 'tool-c-check', 'nope' "
+        "(expression '=chosen')."
+    )
+    assert activate_now(stub, d.type("ah-a"), wait_ms=100) == []  # nothing started
+
+    stub.SetVariables(pb.SetVariablesRequest(elementInstanceKey=pi, variables='{"chosen": ["tool-b"]}'), timeout=10)
+    stub.ResolveIncident(pb.ResolveIncidentRequest(incidentKey=incident.key), timeout=10)
+    (b,) = activate(stub, d.type("ah-b"))
+    complete(stub, b.key)
+    (after,) = activate(stub, d.type("ah-after"))
+    complete(stub, after.key)
+    eventually(lambda: not is_active(stub, pi), timeout=5, what="the instance to complete")
+
+
+def test_a_collection_that_is_not_a_list_of_strings_is_an_incident(fresh_weir: WeirProcess, fresh_stub: Stub) -> None:
+    stub = fresh_stub
+    d = deploy(stub, "ad-hoc.bpmn")
+    pi = create(stub, d.pid(), {"chosen": "tool-a"})
+    eventually(lambda: incidents_after_restart(fresh_weir, pi), timeout=10, what="the sub-process's incident")
+    (incident,) = incidents_after_restart(fresh_weir, pi)
+    assert incident.value["errorMessage"] == (
+        "Failed to activate ad-hoc elements. Expected result of the expression '=chosen' to be 'ARRAY', but was "
+        "'STRING'."
+    )
