@@ -142,3 +142,30 @@ def test_a_collection_that_is_not_a_list_of_strings_is_an_incident(fresh_weir: W
         "Failed to activate ad-hoc elements. Expected result of the expression '=chosen' to be 'ARRAY', but was "
         "'STRING'."
     )
+
+
+def test_an_error_boundary_on_the_sub_process_catches_an_inner_error_and_ends_what_runs_inside(stub: Stub) -> None:
+    d = deploy(stub, "ad-hoc-boundary.bpmn")
+    pi = create(stub, d.pid())
+    (risky,) = activate(stub, d.type("ahb-risky"))
+    (slow,) = activate(stub, d.type("ahb-slow"))
+    assert variables_of(slow)["where"] == "inside"  # the input mapping is the sub-process's local variable
+    stub.ThrowError(pb.ThrowErrorRequest(jobKey=risky.key, errorCode="FAILED", errorMessage="no"), timeout=10)
+    (recover,) = activate(stub, d.type("ahb-recover"))
+    assert "where" not in variables_of(recover)
+    assert rpc_error(stub.CompleteJob, pb.CompleteJobRequest(jobKey=slow.key)).code() == grpc.StatusCode.NOT_FOUND
+    assert activate_now(stub, d.type("ahb-after"), wait_ms=100) == []
+    complete(stub, recover.key)
+    eventually(lambda: not is_active(stub, pi), timeout=5, what="the instance to complete")
+
+
+def test_output_mappings_apply_when_the_sub_process_completes(stub: Stub) -> None:
+    d = deploy(stub, "ad-hoc-boundary.bpmn")
+    pi = create(stub, d.pid())
+    for job_type in ("ahb-risky", "ahb-slow"):
+        (job,) = activate(stub, d.type(job_type))
+        complete(stub, job.key)
+    (after,) = activate(stub, d.type("ahb-after"))
+    assert variables_of(after) == {"trace": "inside then out"}  # only what the output mappings propagate
+    complete(stub, after.key)
+    eventually(lambda: not is_active(stub, pi), timeout=5, what="the instance to complete")
