@@ -169,3 +169,18 @@ def test_output_mappings_apply_when_the_sub_process_completes(stub: Stub) -> Non
     assert variables_of(after) == {"trace": "inside then out"}  # only what the output mappings propagate
     complete(stub, after.key)
     eventually(lambda: not is_active(stub, pi), timeout=5, what="the instance to complete")
+
+
+def test_a_multi_instance_ad_hoc_sub_process_activates_one_element_per_item(stub: Stub) -> None:
+    d = deploy(stub, "ad-hoc-multi.bpmn")
+    pi = create(stub, d.pid(), {"tools": ["c", "a"]})
+    (c,) = activate(stub, d.type("ahm-c"))
+    (a,) = activate(stub, d.type("ahm-a"))
+    assert variables_of(c)["tool"] == "c" and variables_of(a)["tool"] == "a"
+    assert activate_now(stub, d.type("ahm-b"), wait_ms=100) == []
+    complete(stub, c.key)
+    assert activate_now(stub, d.type("ahm-after"), wait_ms=200) == []
+    complete(stub, a.key)
+    (after,) = activate(stub, d.type("ahm-after"))
+    complete(stub, after.key)
+    eventually(lambda: not is_active(stub, pi), timeout=5, what="the instance to complete")
