@@ -5,6 +5,7 @@ rest, or waiting for it), and a collection that names no inner element is an inc
 import grpc
 from pyzeebe.proto import gateway_pb2 as pb
 
+from broker.protocol.enums import ProcessInstanceIntent, RecordType, ValueType
 from tests.harness import WeirProcess, eventually
 from tests.integration.clients import (
     Stub,
@@ -16,9 +17,12 @@ from tests.integration.clients import (
     deploy,
     incidents_after_restart,
     is_active,
+    logged_records,
     rpc_error,
     variables_of,
 )
+
+PI = ProcessInstanceIntent
 
 
 def test_the_collection_activates_two_of_three_inner_tasks_and_the_sub_process_completes_when_both_are_done(
@@ -184,3 +188,38 @@ def test_a_multi_instance_ad_hoc_sub_process_activates_one_element_per_item(stub
     (after,) = activate(stub, d.type("ahm-after"))
     complete(stub, after.key)
     eventually(lambda: not is_active(stub, pi), timeout=5, what="the instance to complete")
+
+
+def test_each_activated_element_runs_in_an_inner_instance_of_its_own(fresh_weir: WeirProcess, fresh_stub: Stub) -> None:
+    stub = fresh_stub
+    d = deploy(stub, "ad-hoc.bpmn")
+    pi = create(stub, d.pid(), {"chosen": ["tool-a", "tool-c", "tool-a"]})  # an element may be named twice
+    for job_type in ("ah-a", "ah-a", "ah-c", "ah-c-check", "ah-after"):
+        (job,) = activate(stub, d.type(job_type))
+        complete(stub, job.key)
+    eventually(lambda: not is_active(stub, pi), timeout=5, what="the instance to complete")
+    fresh_weir.stop()
+    events = [
+        r
+        for r in logged_records(fresh_weir)
+        if r.value_type == ValueType.PROCESS_INSTANCE
+        and r.record_type == RecordType.EVENT
+        and r.value.get("processInstanceKey") == pi
+    ]
+    (ad_hoc_key,) = {r.key for r in events if r.value["bpmnElementType"] == "AD_HOC_SUB_PROCESS"}
+    inner = [r for r in events if r.value["bpmnElementType"] == "AD_HOC_SUB_PROCESS_INNER_INSTANCE"]
+    inner_keys = sorted({r.key for r in inner})
+    assert len(inner_keys) == 3
+    assert {r.value["elementId"] for r in inner} == {"tools#innerInstance"}
+    assert {r.value["flowScopeKey"] for r in inner} == {ad_hoc_key}
+    for key in inner_keys:
+        intents = [ProcessInstanceIntent(r.intent) for r in inner if r.key == key]
+        assert intents == [PI.ELEMENT_ACTIVATING, PI.ELEMENT_ACTIVATED, PI.ELEMENT_COMPLETING, PI.ELEMENT_COMPLETED]
+    scopes = {
+        r.value["elementId"]: r.value["flowScopeKey"]
+        for r in events
+        if r.intent == PI.ELEMENT_ACTIVATED and r.value["elementId"] in ("tool-c", "tool-c-check")
+    }
+    assert scopes["tool-c"] == scopes["tool-c-check"] and scopes["tool-c"] in inner_keys  # the flow stays inside
+    completed = [r.value["elementId"] for r in events if r.intent == PI.ELEMENT_COMPLETED]
+    assert completed.index("tools") > max(i for i, e in enumerate(completed) if e == "tools#innerInstance")

@@ -70,8 +70,11 @@ def test_attributes_are_read_into_the_model() -> None:
         output_collection="rs",
         output_element="=r",
     )
-    assert {e.id for e in process.children_of("tools")} == {"a", "b", "c"}
-    assert all(process.element(i).flow_scope_id == "tools" for i in "abc")
+    # the inner elements live in the inner instance element (one instance of it per activation, as in Zeebe 8.8)
+    (inner,) = process.children_of("tools")
+    assert inner.id == "tools#innerInstance" and inner.element_type == "AD_HOC_SUB_PROCESS_INNER_INSTANCE"
+    assert {e.id for e in process.children_of(inner.id)} == {"a", "b", "c"}
+    assert all(process.element(i).flow_scope_id == "tools#innerInstance" for i in "abc")
     # what a collection may name: inner elements without incoming flows
     assert sorted(activatable_elements(process, tools)) == ["a", "b"]
 
@@ -124,6 +127,20 @@ def test_the_job_worker_implementation_is_refused_naming_the_element() -> None:
     ext = '<zeebe:taskDefinition type="agent"/>'
     (problem,) = problems_of(model('<bpmn:task id="a"/>', extensions=ext))
     assert problem.startswith("'tools': Ad-hoc sub-processes implemented by a job worker")
+
+
+def test_event_sub_processes_stay_children_of_the_ad_hoc_sub_process() -> None:
+    inner = (
+        '<bpmn:task id="a"/><bpmn:subProcess id="esp" triggeredByEvent="true">'
+        '<bpmn:startEvent id="esp-start" isInterrupting="false"><bpmn:timerEventDefinition>'
+        "<bpmn:timeDuration>PT1H</bpmn:timeDuration></bpmn:timerEventDefinition></bpmn:startEvent>"
+        '<bpmn:endEvent id="esp-end"/><bpmn:sequenceFlow id="e0" sourceRef="esp-start" targetRef="esp-end"/>'
+        "</bpmn:subProcess>"
+    )
+    process = parse(model(inner))
+    assert process.event_sub_processes_of("tools") == (process.element("esp"),)
+    assert process.element("a").flow_scope_id == "tools#innerInstance"
+    assert sorted(activatable_elements(process, process.element("tools"))) == ["a"]
 
 
 def test_boundary_events_may_be_attached_to_it() -> None:

@@ -39,6 +39,8 @@ BOUNDARY_EVENT: Final = "BOUNDARY_EVENT"
 SUB_PROCESS: Final = "SUB_PROCESS"
 EVENT_SUB_PROCESS: Final = "EVENT_SUB_PROCESS"
 AD_HOC_SUB_PROCESS: Final = "AD_HOC_SUB_PROCESS"
+# The scope an ad-hoc sub-process creates around each element it activates (its inner elements live in it).
+AD_HOC_SUB_PROCESS_INNER_INSTANCE: Final = "AD_HOC_SUB_PROCESS_INNER_INSTANCE"
 CALL_ACTIVITY: Final = "CALL_ACTIVITY"
 MULTI_INSTANCE_BODY: Final = "MULTI_INSTANCE_BODY"
 
@@ -65,6 +67,7 @@ ELEMENT_TYPES: Final = frozenset(
         SUB_PROCESS,
         EVENT_SUB_PROCESS,
         AD_HOC_SUB_PROCESS,
+        AD_HOC_SUB_PROCESS_INNER_INSTANCE,
         CALL_ACTIVITY,
         MULTI_INSTANCE_BODY,
     }
@@ -90,7 +93,11 @@ EVENT_ELEMENT_TYPES: Final = frozenset(
     {START_EVENT, END_EVENT, INTERMEDIATE_CATCH_EVENT, INTERMEDIATE_THROW_EVENT, BOUNDARY_EVENT}
 )
 GATEWAY_ELEMENT_TYPES: Final = frozenset({EXCLUSIVE_GATEWAY, PARALLEL_GATEWAY, INCLUSIVE_GATEWAY, EVENT_BASED_GATEWAY})
-SCOPE_ELEMENT_TYPES: Final = frozenset({SUB_PROCESS, EVENT_SUB_PROCESS, AD_HOC_SUB_PROCESS})
+SCOPE_ELEMENT_TYPES: Final = frozenset(
+    {SUB_PROCESS, EVENT_SUB_PROCESS, AD_HOC_SUB_PROCESS, AD_HOC_SUB_PROCESS_INNER_INSTANCE}
+)
+# The id of an ad-hoc sub-process's inner instance element: the sub-process's id and this (as in Zeebe).
+AD_HOC_INNER_INSTANCE_SUFFIX: Final = "#innerInstance"
 
 # The job type Zeebe gives user tasks that are implemented by job workers (Tasklist's worker).
 USER_TASK_JOB_TYPE: Final = "io.camunda.zeebe:userTask"
@@ -277,7 +284,9 @@ class SequenceFlow:
 class Element:
     """One flow node (task, event, gateway, sub-process …) with everything the engine needs to run it.
 
-    - ``flow_scope_id``: the enclosing process or (event) sub-process.
+    - ``flow_scope_id``: the enclosing process or (event) sub-process; for the elements inside an ad-hoc
+      sub-process, its inner instance element (``<id>#innerInstance``, which the parser adds; the event
+      sub-processes of an ad-hoc sub-process are its own children).
     - ``incoming`` / ``outgoing``: sequence flow ids, in document order.
     - Only the fields relevant to the element's type are set; the others keep their empty default.
     """

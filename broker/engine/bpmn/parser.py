@@ -318,8 +318,26 @@ class _DefinitionsReader:
                     self._problem(None, f"A '{local}' element in '{scope_id}' has no id")
                     continue
                 elements.append(self._read_flow_node(child, local, element_id, scope_id, scope))
-                if local in ("subProcess", "adHocSubProcess"):
+                if local == "subProcess":
                     self._read_scope(child, element_id, elements, flows)
+                elif local == "adHocSubProcess":
+                    self._read_ad_hoc_scope(child, element_id, elements, flows)
+
+    def _read_ad_hoc_scope(
+        self, node: XmlElement, element_id: str, elements: list[m.Element], flows: list[m.SequenceFlow]
+    ) -> None:
+        """The inner elements of an ad-hoc sub-process live in its inner instance element (as in Zeebe, each
+        activation runs in an instance of it); its event sub-processes stay its own children."""
+        inner_id = element_id + m.AD_HOC_INNER_INSTANCE_SUFFIX
+        first = len(elements)
+        self._read_scope(node, element_id, elements, flows)
+        for index in range(first, len(elements)):
+            inner = elements[index]
+            if inner.flow_scope_id == element_id and inner.element_type != m.EVENT_SUB_PROCESS:
+                elements[index] = replace(inner, flow_scope_id=inner_id)
+        elements.append(
+            m.Element(id=inner_id, element_type=m.AD_HOC_SUB_PROCESS_INNER_INSTANCE, flow_scope_id=element_id)
+        )
 
     def _spend_budget(self) -> None:
         self._flow_element_budget -= 1

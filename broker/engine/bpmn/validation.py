@@ -87,7 +87,12 @@ def _check_flows(process: m.Process) -> Iterator[Problem]:
 
 def _needs_incoming(element: m.Element) -> bool:
     """Elements that are only entered through an incoming sequence flow."""
-    if element.element_type in (m.START_EVENT, m.BOUNDARY_EVENT, m.EVENT_SUB_PROCESS):
+    if element.element_type in (
+        m.START_EVENT,
+        m.BOUNDARY_EVENT,
+        m.EVENT_SUB_PROCESS,
+        m.AD_HOC_SUB_PROCESS_INNER_INSTANCE,
+    ):
         return False
     if element.element_type == m.INTERMEDIATE_CATCH_EVENT and element.event_type == m.LINK:
         return False
@@ -97,7 +102,7 @@ def _needs_incoming(element: m.Element) -> bool:
 def _in_ad_hoc_sub_process(process: m.Process, element: m.Element) -> bool:
     """Inner elements of an ad-hoc sub-process are entered without a flow (the sub-process activates them)."""
     scope = process.elements.get(element.flow_scope_id)
-    return scope is not None and scope.element_type == m.AD_HOC_SUB_PROCESS
+    return scope is not None and scope.element_type == m.AD_HOC_SUB_PROCESS_INNER_INSTANCE
 
 
 def _check_connections(process: m.Process, element: m.Element) -> Iterator[Problem]:
@@ -176,7 +181,7 @@ def _check_sub_process(process: m.Process, sub_process: m.Element) -> Iterator[P
 
 def _check_ad_hoc_sub_process(process: m.Process, sub_process: m.Element) -> Iterator[Problem]:
     """Zeebe's rules: something inside to activate, and no start or end events (inner paths just end)."""
-    children = process.children_of(sub_process.id)
+    children = process.children_of(sub_process.id + m.AD_HOC_INNER_INSTANCE_SUFFIX)
     if not children:
         yield Problem(sub_process.id, "Must have at least one activity.")
     if any(c.element_type == m.START_EVENT for c in children):

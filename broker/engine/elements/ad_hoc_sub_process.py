@@ -6,13 +6,16 @@ event (Zeebe's BPMN-implemented ad-hoc sub-process).
   empty list activates nothing and the sub-process stays active (until it is cancelled or interrupted). A value
   that is not a list of strings, or an id that is not such an element, is an ``EXTRACT_VALUE_ERROR`` incident on the
   sub-process; resolving it evaluates the collection again.
-- Inner elements run and take their flows as anywhere else. Each time one ends a path (completes without outgoing
-  flows), ``outputElement`` (if set) is evaluated where the path ended and appended to the local
+- As in Zeebe 8.8, each activated element runs in an inner instance of its own (``AD_HOC_SUB_PROCESS_INNER_INSTANCE``,
+  element id ``<id>#innerInstance``): a scope created ACTIVATED with it, where its flows to other inner elements
+  run on. When an inner instance completes (nothing inside it is active any more) a path of the sub-process has
+  ended: ``outputElement`` (if set) is evaluated in the inner instance and appended to the sub-process's local
   ``outputCollection``, then ``completionCondition`` (if set) is evaluated in the sub-process; a failure is an
-  incident on the inner element, which stays COMPLETING until it is resolved.
+  incident on the inner instance, which stays COMPLETING until it is resolved.
 - Without a condition the sub-process completes once nothing inside is active any more. When the condition holds,
   the sub-process completes — first terminating what still runs inside when ``cancelRemainingInstances`` (the
-  default), else once nothing inside is active (judged again, with the condition, when the next path ends).
+  default; the sub-process is COMPLETING meanwhile, as a multi-instance body is, so tokens still on their way are
+  refused), else once nothing inside is active (judged again, with the condition, when the next path ends).
 - Output mappings apply on completion; without them no local variable reaches the flow scope, except the output
   collection. Boundary events, event sub-processes and termination are those of any flow scope.
 """
@@ -28,7 +31,7 @@ from broker.engine.context import ProcessingContext
 from broker.engine.elements import lifecycle as lc
 from broker.engine.elements.base import ContainerProcessor
 from broker.engine.expressions import ExpressionFailure
-from broker.protocol.enums import ProcessInstanceIntent
+from broker.protocol.enums import ProcessInstanceIntent, ValueType
 from broker.state.element_instance import ElementInstance
 
 PI = ProcessInstanceIntent
@@ -57,7 +60,7 @@ class AdHocSubProcessProcessor(ContainerProcessor):
         if element.ad_hoc.output_collection:
             b.set_local_variable(ctx, inst.key, element.ad_hoc.output_collection, [], instance=inst)
         for target in chosen:
-            b.activate_element(ctx, target, inst.value, inst.key)
+            activate_in_inner_instance(ctx, element, inst, target)
 
     def before_child_completed(
         self, ctx: ProcessingContext, process: bpmn.Process, scope: ElementInstance, child: ElementInstance
@@ -137,6 +140,38 @@ class AdHocSubProcessProcessor(ContainerProcessor):
                 b.merge_document(ctx, inst.value.flow_scope_key, {name: found[1]})
 
 
+class AdHocInnerInstanceProcessor(ContainerProcessor):
+    """The scope around one activated element of an ad-hoc sub-process (and what its flows lead to): created
+    ACTIVATED together with the element, it completes when nothing inside it is active any more, ending a path of
+    the sub-process."""
+
+    def event_targets(self, process: bpmn.Process, element: bpmn.Element | None) -> list[bpmn.Element]:
+        return []
+
+    def on_activate(
+        self, ctx: ProcessingContext, process: bpmn.Process, element: bpmn.Element | None, inst: ElementInstance
+    ) -> None:
+        raise RuntimeError(
+            f"element instance {inst.key}: an inner instance of an ad-hoc sub-process is created by the sub-process "
+            "when it activates an element, never by ACTIVATE_ELEMENT"
+        )
+
+
+def activate_in_inner_instance(
+    ctx: ProcessingContext, element: bpmn.Element, inst: ElementInstance, target: bpmn.Element
+) -> None:
+    """Create an inner instance of the ad-hoc sub-process ``inst`` (ACTIVATING, ACTIVATED) and activate ``target``
+    in it."""
+    inner_id = element.id + bpmn.AD_HOC_INNER_INSTANCE_SUFFIX
+    inner_key = ctx.keys.next_key()
+    value = inst.value.for_element(inner_id, bpmn.AD_HOC_SUB_PROCESS_INNER_INSTANCE, bpmn.UNSPECIFIED, inst.key)
+    ctx.event(ValueType.PROCESS_INSTANCE, PI.ELEMENT_ACTIVATING, inner_key, value.to_dict())
+    inner = ctx.state.elements.get(inner_key)
+    assert inner is not None
+    inner = lc.activated(ctx, inner)
+    b.activate_element(ctx, target, inner.value, inner.key)
+
+
 def _ad_hoc(process: bpmn.Process, inst: ElementInstance) -> bpmn.AdHoc:
     ad_hoc = process.element(inst.value.element_id).ad_hoc
     assert ad_hoc is not None
@@ -147,7 +182,7 @@ def activatable_elements(process: bpmn.Process, element: bpmn.Element) -> dict[s
     """The inner elements a collection may name, by id: those without incoming flows that start on their own."""
     return {
         child.id: child
-        for child in process.children_of(element.id)
+        for child in process.children_of(element.id + bpmn.AD_HOC_INNER_INSTANCE_SUFFIX)
         if not child.incoming and child.element_type not in _NOT_ACTIVATABLE
     }
 
