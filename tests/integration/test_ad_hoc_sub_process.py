@@ -223,3 +223,27 @@ def test_each_activated_element_runs_in_an_inner_instance_of_its_own(fresh_weir:
     assert scopes["tool-c"] == scopes["tool-c-check"] and scopes["tool-c"] in inner_keys  # the flow stays inside
     completed = [r.value["elementId"] for r in events if r.intent == PI.ELEMENT_COMPLETED]
     assert completed.index("tools") > max(i for i, e in enumerate(completed) if e == "tools#innerInstance")
+
+
+def test_a_failing_completion_condition_is_an_incident_on_the_inner_instance(
+    fresh_weir: WeirProcess, fresh_stub: Stub
+) -> None:
+    stub = fresh_stub
+    d = deploy(stub, "ad-hoc-condition.bpmn")
+    pi = create(stub, d.pid(), {"enough": "maybe"})
+    (search,) = activate(stub, d.type("ahc-search"))
+    (ask,) = activate(stub, d.type("ahc-ask"))
+    complete(stub, search.key, {"finding": "f"})
+    eventually(lambda: incidents_after_restart(fresh_weir, pi), timeout=10, what="the inner instance's incident")
+    (incident,) = incidents_after_restart(fresh_weir, pi)
+    assert incident.value["errorType"] == "EXTRACT_VALUE_ERROR"
+    assert incident.value["elementId"] == "research#innerInstance"
+    assert incident.value["errorMessage"].startswith("Failed to evaluate completion condition.")
+
+    stub.SetVariables(pb.SetVariablesRequest(elementInstanceKey=pi, variables='{"enough": true}'), timeout=10)
+    stub.ResolveIncident(pb.ResolveIncidentRequest(incidentKey=incident.key), timeout=10)
+    (after,) = activate(stub, d.type("ahc-after"))
+    assert variables_of(after)["findings"] == ["f"]  # collected once, although the path was judged twice
+    assert rpc_error(stub.CompleteJob, pb.CompleteJobRequest(jobKey=ask.key)).code() == grpc.StatusCode.NOT_FOUND
+    complete(stub, after.key)
+    eventually(lambda: not is_active(stub, pi), timeout=5, what="the instance to complete")
