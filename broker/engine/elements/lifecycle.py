@@ -155,14 +155,15 @@ def _path_may_end(ctx: ProcessingContext, process: bpmn.Process, inst: ElementIn
     """An element without outgoing flows ends its path: a scope that hears ending paths (an ad-hoc sub-process)
     looks at it before it is COMPLETED; False after it raised an incident on it."""
     own = process.elements.get(inst.value.element_id)
-    scope_key = inst.value.flow_scope_key
-    if own is None or own.outgoing or scope_key <= 0:
+    if own is None or own.outgoing:
         return True
-    scope = ctx.state.elements.get(scope_key)
+    scope_element = process.elements.get(own.flow_scope_id)  # asked first: the model is cheaper than the state
+    if scope_element is None or not registry.processor_for(scope_element).hears_ending_paths:
+        return True
+    scope = ctx.state.elements.get(inst.value.flow_scope_key)
     if scope is None:
         return True
-    processor = registry.processor_of(scope.value)
-    return not processor.hears_ending_paths or processor.before_child_completed(ctx, process, scope, inst)
+    return registry.processor_of(scope.value).before_child_completed(ctx, process, scope, inst)
 
 
 def take_outgoing(
