@@ -247,3 +247,20 @@ def test_a_failing_completion_condition_is_an_incident_on_the_inner_instance(
     assert rpc_error(stub.CompleteJob, pb.CompleteJobRequest(jobKey=ask.key)).code() == grpc.StatusCode.NOT_FOUND
     complete(stub, after.key)
     eventually(lambda: not is_active(stub, pi), timeout=5, what="the instance to complete")
+
+
+def test_an_interrupting_event_sub_process_inside_ends_the_inner_elements_and_then_the_sub_process(
+    stub: Stub,
+) -> None:
+    d = deploy(stub, "ad-hoc-event-subprocess.bpmn")
+    key = f"stop-{d.suffix}"
+    pi = create(stub, d.pid(), {"stopKey": key})
+    (slow,) = activate(stub, d.type("ahe-slow"))
+    stub.PublishMessage(pb.PublishMessageRequest(name="ad-hoc-stop", correlationKey=key, timeToLive=60_000), timeout=10)
+    (wrap_up,) = activate(stub, d.type("ahe-wrap-up"))
+    assert rpc_error(stub.CompleteJob, pb.CompleteJobRequest(jobKey=slow.key)).code() == grpc.StatusCode.NOT_FOUND
+    assert activate_now(stub, d.type("ahe-after"), wait_ms=100) == []
+    complete(stub, wrap_up.key)
+    (after,) = activate(stub, d.type("ahe-after"))  # the event sub-process ended the sub-process's last path
+    complete(stub, after.key)
+    eventually(lambda: not is_active(stub, pi), timeout=5, what="the instance to complete")
