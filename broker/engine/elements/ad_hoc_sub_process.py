@@ -65,8 +65,10 @@ class AdHocSubProcessProcessor(ContainerProcessor):
     def before_child_completed(
         self, ctx: ProcessingContext, process: bpmn.Process, scope: ElementInstance, child: ElementInstance
     ) -> bool:
-        """A path ends: collect its output, then evaluate the completion condition (the answer is kept for
-        :meth:`on_child_completed`, which runs once the child is gone)."""
+        """A path ends (``child`` is an inner instance, or an event sub-process of the sub-process): collect its
+        output, then evaluate the completion condition. Nothing is written before both succeeded, so resolving an
+        incident judges the path once more; the answer is kept for :meth:`on_child_completed`, which runs in the
+        same step once the child is gone."""
         if scope.state != PI.ELEMENT_ACTIVATED:
             return True
         ad_hoc = _ad_hoc(process, scope)
