@@ -116,4 +116,11 @@ def test_every_element_of_the_fixture_models_finds_its_processor() -> None:
 
 def test_only_flow_scopes_are_containers() -> None:
     containers = {kind for kind, p in registry.PROCESSORS.items() if isinstance(p, ContainerProcessor)}
-    assert containers == {m.PROCESS, m.SUB_PROCESS, m.EVENT_SUB_PROCESS, m.MULTI_INSTANCE_BODY}
+    assert containers == {
+        m.PROCESS,
+        m.SUB_PROCESS,
+        m.EVENT_SUB_PROCESS,
+        m.AD_HOC_SUB_PROCESS,
+        m.AD_HOC_SUB_PROCESS_INNER_INSTANCE,
+        m.MULTI_INSTANCE_BODY,
+    }

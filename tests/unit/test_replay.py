@@ -86,6 +86,8 @@ FIXTURES = [
     "mi-boundary.bpmn",
     "mi-subprocess.bpmn",
     "mi-call.bpmn",
+    "ad-hoc.bpmn",
+    "ad-hoc-condition.bpmn",
 ]
 # Processes that only start through events (deployed too, never created directly).
 EVENT_STARTED = ["events/signal-start.bpmn"]
@@ -114,6 +116,8 @@ START_VARIABLES: dict[str, dict[str, Any]] = {
     "mi-boundary": {"items": ["x", "y"]},
     "mi-subprocess": {"orders": [{"id": 1}, {"id": 2}]},
     "mi-call": {"orders": ["a", "b"]},
+    "ad-hoc": {"chosen": ["tool-a", "tool-c"]},
+    "ad-hoc-condition": {"enough": False},
     "script-task": {"a": 1, "b": 2, "name": "n"},
     "script-task-failure": {"divisor": 0},
     "user-task-feel": {"owner": "o", "groups": ["g"], "due": "2031-01-01T00:00:00Z", "kind": "k"},
@@ -124,6 +128,14 @@ START_VARIABLES: dict[str, dict[str, Any]] = {
 }
 JOB_TYPES = [
     "test",
+    "ah-a",
+    "ah-b",
+    "ah-c",
+    "ah-c-check",
+    "ah-after",
+    "ahc-search",
+    "ahc-ask",
+    "ahc-after",
     "charge",
     "send-invoice",
     "handle-error",
@@ -661,6 +673,10 @@ async def _random_step(d: Driver, rng: random.Random, known: dict[str, set[int]]
             variables["toJoin"] = rng.choice([True, False])
         if pid in ("mi-parallel", "mi-sequential"):
             variables["items"] = rng.choice([[], [1], [1, 2, 3], "not a list"])
+        if pid == "ad-hoc":
+            variables["chosen"] = rng.choice([["tool-a", "tool-c"], ["tool-b"], [], "tool-a", ["nope"]])
+        if pid == "ad-hoc-condition":
+            variables["enough"] = rng.choice([True, False])
         if pid == "inclusive-no-default":
             variables["x"] = rng.choice(["a", "b", "none"])
         if pid == "script-task-failure":

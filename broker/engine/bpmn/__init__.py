@@ -9,6 +9,7 @@ from .errors import BpmnValidationError, Problem
 from .model import (
     DEFAULT_JOB_RETRIES,
     USER_TASK_JOB_TYPE,
+    AdHoc,
     CalledDecision,
     CalledElement,
     Element,
@@ -45,6 +46,7 @@ __all__ = [
     "DEFAULT_MAX_XML_ELEMENTS",
     "USER_TASK_JOB_TYPE",
     "ZEEBE_NS",
+    "AdHoc",
     "BpmnValidationError",
     "CalledDecision",
     "CalledElement",

@@ -38,6 +38,9 @@ INTERMEDIATE_THROW_EVENT: Final = "INTERMEDIATE_THROW_EVENT"
 BOUNDARY_EVENT: Final = "BOUNDARY_EVENT"
 SUB_PROCESS: Final = "SUB_PROCESS"
 EVENT_SUB_PROCESS: Final = "EVENT_SUB_PROCESS"
+AD_HOC_SUB_PROCESS: Final = "AD_HOC_SUB_PROCESS"
+# The scope an ad-hoc sub-process creates around each element it activates (its inner elements live in it).
+AD_HOC_SUB_PROCESS_INNER_INSTANCE: Final = "AD_HOC_SUB_PROCESS_INNER_INSTANCE"
 CALL_ACTIVITY: Final = "CALL_ACTIVITY"
 MULTI_INSTANCE_BODY: Final = "MULTI_INSTANCE_BODY"
 
@@ -63,6 +66,8 @@ ELEMENT_TYPES: Final = frozenset(
         BOUNDARY_EVENT,
         SUB_PROCESS,
         EVENT_SUB_PROCESS,
+        AD_HOC_SUB_PROCESS,
+        AD_HOC_SUB_PROCESS_INNER_INSTANCE,
         CALL_ACTIVITY,
         MULTI_INSTANCE_BODY,
     }
@@ -88,7 +93,11 @@ EVENT_ELEMENT_TYPES: Final = frozenset(
     {START_EVENT, END_EVENT, INTERMEDIATE_CATCH_EVENT, INTERMEDIATE_THROW_EVENT, BOUNDARY_EVENT}
 )
 GATEWAY_ELEMENT_TYPES: Final = frozenset({EXCLUSIVE_GATEWAY, PARALLEL_GATEWAY, INCLUSIVE_GATEWAY, EVENT_BASED_GATEWAY})
-SCOPE_ELEMENT_TYPES: Final = frozenset({SUB_PROCESS, EVENT_SUB_PROCESS})
+SCOPE_ELEMENT_TYPES: Final = frozenset(
+    {SUB_PROCESS, EVENT_SUB_PROCESS, AD_HOC_SUB_PROCESS, AD_HOC_SUB_PROCESS_INNER_INSTANCE}
+)
+# The id of an ad-hoc sub-process's inner instance element: the sub-process's id and this (as in Zeebe).
+AD_HOC_INNER_INSTANCE_SUFFIX: Final = "#innerInstance"
 
 # The job type Zeebe gives user tasks that are implemented by job workers (Tasklist's worker).
 USER_TASK_JOB_TYPE: Final = "io.camunda.zeebe:userTask"
@@ -223,6 +232,25 @@ class MultiInstance:
 
 
 @dataclass(frozen=True, slots=True)
+class AdHoc:
+    """What an ad-hoc sub-process activates and when it completes (``zeebe:adHoc`` and the BPMN attributes).
+
+    - ``active_elements_collection``: FEEL, a list of the ids of inner elements to activate on entering (None: none).
+    - ``completion_condition``: FEEL, evaluated in the sub-process each time an inner path ends (None: the
+      sub-process completes once nothing inside is active).
+    - ``cancel_remaining_instances``: when the condition holds, terminate what still runs inside (else wait for it).
+    - ``output_collection`` / ``output_element``: the local list each ended inner path appends ``output_element`` to
+      (evaluated where the path ended); it reaches the flow scope when the sub-process completes.
+    """
+
+    active_elements_collection: str | None = None
+    completion_condition: str | None = None
+    cancel_remaining_instances: bool = True
+    output_collection: str | None = None
+    output_element: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class ScriptDefinition:
     """A script task evaluated by the engine itself (``zeebe:script``): a FEEL expression and a result."""
 
@@ -256,7 +284,9 @@ class SequenceFlow:
 class Element:
     """One flow node (task, event, gateway, sub-process …) with everything the engine needs to run it.
 
-    - ``flow_scope_id``: the enclosing process or (event) sub-process.
+    - ``flow_scope_id``: the enclosing process or (event) sub-process; for the elements inside an ad-hoc
+      sub-process, its inner instance element (``<id>#innerInstance``, which the parser adds; the event
+      sub-processes of an ad-hoc sub-process are its own children).
     - ``incoming`` / ``outgoing``: sequence flow ids, in document order.
     - Only the fields relevant to the element's type are set; the others keep their empty default.
     """
@@ -287,6 +317,7 @@ class Element:
     condition: str | None = None
     called_element: CalledElement | None = None
     multi_instance: MultiInstance | None = None
+    ad_hoc: AdHoc | None = None
     is_interrupting: bool = True
     triggered_by_event: bool = False
     is_for_compensation: bool = False

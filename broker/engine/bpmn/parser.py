@@ -60,7 +60,6 @@ _UNSUPPORTED_FLOW_NODES: Final = frozenset(
     {
         "complexGateway",
         "transaction",
-        "adHocSubProcess",
         "implicitThrowEvent",
         "choreographyTask",
         "subChoreography",
@@ -90,7 +89,7 @@ _THROW_TRIGGERS: Final = frozenset({m.NONE, m.MESSAGE, m.SIGNAL, m.ESCALATION, m
 _BOUNDARY_TRIGGERS: Final = frozenset(
     {m.TIMER, m.MESSAGE, m.ERROR, m.SIGNAL, m.ESCALATION, m.COMPENSATION, m.CONDITIONAL}
 )
-_ACTIVITY_TYPES: Final = frozenset(_TASK_TYPES.values()) | {m.SUB_PROCESS, m.CALL_ACTIVITY}
+_ACTIVITY_TYPES: Final = frozenset(_TASK_TYPES.values()) | {m.SUB_PROCESS, m.AD_HOC_SUB_PROCESS, m.CALL_ACTIVITY}
 
 
 def resource_checksum(data: bytes) -> bytes:
@@ -309,6 +308,7 @@ class _DefinitionsReader:
                 or local
                 in (
                     "subProcess",
+                    "adHocSubProcess",
                     "callActivity",
                 )
             ):
@@ -320,6 +320,24 @@ class _DefinitionsReader:
                 elements.append(self._read_flow_node(child, local, element_id, scope_id, scope))
                 if local == "subProcess":
                     self._read_scope(child, element_id, elements, flows)
+                elif local == "adHocSubProcess":
+                    self._read_ad_hoc_scope(child, element_id, elements, flows)
+
+    def _read_ad_hoc_scope(
+        self, node: XmlElement, element_id: str, elements: list[m.Element], flows: list[m.SequenceFlow]
+    ) -> None:
+        """The inner elements of an ad-hoc sub-process live in its inner instance element (as in Zeebe, each
+        activation runs in an instance of it); its event sub-processes stay its own children."""
+        inner_id = element_id + m.AD_HOC_INNER_INSTANCE_SUFFIX
+        first = len(elements)
+        self._read_scope(node, element_id, elements, flows)
+        for index in range(first, len(elements)):
+            inner = elements[index]
+            if inner.flow_scope_id == element_id and inner.element_type != m.EVENT_SUB_PROCESS:
+                elements[index] = replace(inner, flow_scope_id=inner_id)
+        elements.append(
+            m.Element(id=inner_id, element_type=m.AD_HOC_SUB_PROCESS_INNER_INSTANCE, flow_scope_id=element_id)
+        )
 
     def _spend_budget(self) -> None:
         self._flow_element_budget -= 1
@@ -375,6 +393,9 @@ class _DefinitionsReader:
             triggered = _bool_attr(node, "triggeredByEvent", False)
             fields["element_type"] = m.EVENT_SUB_PROCESS if triggered else m.SUB_PROCESS
             fields["triggered_by_event"] = triggered
+        elif local == "adHocSubProcess":
+            fields["element_type"] = m.AD_HOC_SUB_PROCESS
+            fields["ad_hoc"] = self._read_ad_hoc(node, element_id, zeebe)
         else:  # callActivity
             fields["element_type"] = m.CALL_ACTIVITY
             fields["called_element"] = self._read_called_element(element_id, zeebe)
@@ -542,6 +563,44 @@ class _DefinitionsReader:
             _bool_attr(called[0], "propagateAllParentVariables", True),
             binding,
             version_tag,
+        )
+
+    def _read_ad_hoc(self, node: XmlElement, element_id: str, zeebe: _ZeebeExtensions) -> m.AdHoc:
+        """``zeebe:adHoc`` and the completion attributes of an ad-hoc sub-process (``ordering`` is not read: as in
+        Zeebe, the elements named by the collection all start at once)."""
+        if zeebe.all("taskDefinition"):
+            reason = "Ad-hoc sub-processes implemented by a job worker ('zeebe:taskDefinition') are not supported"
+            self._problem(element_id, reason)
+        ad_hocs = zeebe.all("adHoc")
+        if len(ad_hocs) > 1:
+            self._problem(element_id, "Must have at most one 'zeebe:adHoc' extension element")
+        ad_hoc = ad_hocs[0] if ad_hocs else None
+
+        def attr(name: str) -> str | None:
+            value = ad_hoc.get(name, "").strip() if ad_hoc is not None else ""
+            return value or None
+
+        collection, output_collection, output_element = (
+            attr("activeElementsCollection"),
+            attr("outputCollection"),
+            attr("outputElement"),
+        )
+        if output_collection and not output_element:
+            reason = "Attribute 'outputElement' must be present if the attribute 'outputCollection' is set"
+            self._problem(element_id, reason)
+        if output_element and not output_collection:
+            reason = "Attribute 'outputCollection' must be present if the attribute 'outputElement' is set"
+            self._problem(element_id, reason)
+        completion = _text(node.find(f"{_B}completionCondition"))
+        self._expression(element_id, "zeebe:adHoc activeElementsCollection", collection, mandatory=True)
+        self._expression(element_id, "zeebe:adHoc outputElement", output_element, mandatory=True)
+        self._expression(element_id, "completionCondition", completion, mandatory=True)
+        return m.AdHoc(
+            active_elements_collection=collection,
+            completion_condition=completion,
+            cancel_remaining_instances=_bool_attr(node, "cancelRemainingInstances", True),
+            output_collection=output_collection,
+            output_element=output_element,
         )
 
     def _read_multi_instance(self, loop: XmlElement, element_id: str) -> m.MultiInstance | None:

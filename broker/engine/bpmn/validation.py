@@ -25,6 +25,7 @@ _ACTIVITIES = frozenset(
         m.TASK,
         m.RECEIVE_TASK,
         m.SUB_PROCESS,
+        m.AD_HOC_SUB_PROCESS,
         m.CALL_ACTIVITY,
     }
 )
@@ -46,6 +47,8 @@ def validate_process(process: m.Process) -> list[Problem]:
             problems.extend(_check_sub_process(process, element))
         elif element.element_type == m.EVENT_SUB_PROCESS:
             problems.extend(_check_event_sub_process(process, element))
+        elif element.element_type == m.AD_HOC_SUB_PROCESS:
+            problems.extend(_check_ad_hoc_sub_process(process, element))
     for scope_id in _scope_ids(process):
         problems.extend(_check_links(process, scope_id))
     return problems
@@ -84,11 +87,22 @@ def _check_flows(process: m.Process) -> Iterator[Problem]:
 
 def _needs_incoming(element: m.Element) -> bool:
     """Elements that are only entered through an incoming sequence flow."""
-    if element.element_type in (m.START_EVENT, m.BOUNDARY_EVENT, m.EVENT_SUB_PROCESS):
+    if element.element_type in (
+        m.START_EVENT,
+        m.BOUNDARY_EVENT,
+        m.EVENT_SUB_PROCESS,
+        m.AD_HOC_SUB_PROCESS_INNER_INSTANCE,
+    ):
         return False
     if element.element_type == m.INTERMEDIATE_CATCH_EVENT and element.event_type == m.LINK:
         return False
     return not element.is_for_compensation
+
+
+def _in_ad_hoc_sub_process(process: m.Process, element: m.Element) -> bool:
+    """Inner elements of an ad-hoc sub-process are entered without a flow (the sub-process activates them)."""
+    scope = process.elements.get(element.flow_scope_id)
+    return scope is not None and scope.element_type == m.AD_HOC_SUB_PROCESS_INNER_INSTANCE
 
 
 def _check_connections(process: m.Process, element: m.Element) -> Iterator[Problem]:
@@ -105,7 +119,7 @@ def _check_connections(process: m.Process, element: m.Element) -> Iterator[Probl
         yield Problem(element.id, "Link catch events must not have incoming sequence flows")
     elif kind == m.INTERMEDIATE_THROW_EVENT and element.event_type == m.LINK and element.outgoing:
         yield Problem(element.id, "Link throw events must not have outgoing sequence flows")
-    elif _needs_incoming(element) and not element.incoming:
+    elif _needs_incoming(element) and not element.incoming and not _in_ad_hoc_sub_process(process, element):
         yield Problem(element.id, "Must have at least one incoming sequence flow")
     if kind in m.GATEWAY_ELEMENT_TYPES and not element.outgoing:
         yield Problem(element.id, "Must have at least one outgoing sequence flow")
@@ -163,6 +177,17 @@ def _check_sub_process(process: m.Process, sub_process: m.Element) -> Iterator[P
         yield Problem(sub_process.id, "Must have exactly one start event")
     elif starts[0].event_type != m.NONE:
         yield Problem(sub_process.id, "Start events in sub-processes must be of type none")
+
+
+def _check_ad_hoc_sub_process(process: m.Process, sub_process: m.Element) -> Iterator[Problem]:
+    """Zeebe's rules: something inside to activate, and no start or end events (inner paths just end)."""
+    children = process.children_of(sub_process.id + m.AD_HOC_INNER_INSTANCE_SUFFIX)
+    if not children:
+        yield Problem(sub_process.id, "Must have at least one activity.")
+    if any(c.element_type == m.START_EVENT for c in children):
+        yield Problem(sub_process.id, "Must not contain a start event.")
+    if any(c.element_type == m.END_EVENT for c in children):
+        yield Problem(sub_process.id, "Must not contain an end event.")
 
 
 def _check_event_sub_process(process: m.Process, sub_process: m.Element) -> Iterator[Problem]:

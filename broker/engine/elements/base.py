@@ -26,6 +26,9 @@ class ElementProcessor:
     # A multi-instance body: its children are instances of its own element (they leave through it, and the element's
     # boundary events are the body's).
     contains_its_own_element = False
+    # An ad-hoc sub-process: :meth:`before_child_completed` also runs for each child that ends a path (completes
+    # without outgoing flows).
+    hears_ending_paths = False
 
     def event_targets(self, process: bpmn.Process, element: bpmn.Element | None) -> list[bpmn.Element]:
         """The events an instance of this element subscribes to while active. Default: its boundary events."""
@@ -147,8 +150,8 @@ class ElementProcessor:
     def before_child_completed(
         self, ctx: ProcessingContext, process: bpmn.Process, scope: ElementInstance, child: ElementInstance
     ) -> bool:
-        """A child of a multi-instance body is about to be COMPLETED (its variables are still there); False after
-        raising an incident on it."""
+        """A child of a multi-instance body, or one ending a path in a scope that :attr:`hears_ending_paths`, is
+        about to be COMPLETED (its variables are still there); False after raising an incident on it."""
         return True
 
     def on_child_completed(self, ctx: ProcessingContext, process: bpmn.Process, scope: ElementInstance) -> None:

@@ -144,9 +144,26 @@ def complete(
             b.merge_document(ctx, inst.value.flow_scope_key, document)
     if body is not None and not registry.processor_of(body.value).before_child_completed(ctx, process, body, inst):
         return
+    if body is None and not _path_may_end(ctx, process, inst):
+        return
     processor.before_completed(ctx, process, element, inst)
     inst = transition(ctx, inst, PI.ELEMENT_COMPLETED)
     processor.on_completed(ctx, process, element, inst, flows, trigger)
+
+
+def _path_may_end(ctx: ProcessingContext, process: bpmn.Process, inst: ElementInstance) -> bool:
+    """An element without outgoing flows ends its path: a scope that hears ending paths (an ad-hoc sub-process)
+    looks at it before it is COMPLETED; False after it raised an incident on it."""
+    own = process.elements.get(inst.value.element_id)
+    if own is None or own.outgoing:
+        return True
+    scope_element = process.elements.get(own.flow_scope_id)  # asked first: the model is cheaper than the state
+    if scope_element is None or not registry.processor_for(scope_element).hears_ending_paths:
+        return True
+    scope = ctx.state.elements.get(inst.value.flow_scope_key)
+    if scope is None:
+        return True
+    return registry.processor_of(scope.value).before_child_completed(ctx, process, scope, inst)
 
 
 def take_outgoing(

@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Final
 
 from broker.engine.bpmn import model as m
+from broker.engine.elements.ad_hoc_sub_process import AdHocInnerInstanceProcessor, AdHocSubProcessProcessor
 from broker.engine.elements.base import ElementProcessor
 from broker.engine.elements.call_activity import CallActivityProcessor
 from broker.engine.elements.catch_events import (
@@ -64,6 +65,8 @@ PROCESSORS: Final[dict[str, ElementProcessor]] = {
     m.SUB_PROCESS: SubProcessProcessor(),
     m.MULTI_INSTANCE_BODY: MultiInstanceBodyProcessor(),
     m.EVENT_SUB_PROCESS: EventSubProcessProcessor(),
+    m.AD_HOC_SUB_PROCESS: AdHocSubProcessProcessor(),
+    m.AD_HOC_SUB_PROCESS_INNER_INSTANCE: AdHocInnerInstanceProcessor(),
     m.CALL_ACTIVITY: CallActivityProcessor(),
     # start events (error and escalation start events exist only in event sub-processes)
     f"{m.START_EVENT}:{m.NONE}": _TRIGGERED,
