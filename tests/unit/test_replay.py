@@ -604,6 +604,15 @@ async def test_compensation_replays_to_the_live_state(tmp_path: Path) -> None:
         accepted(await d.complete((await d.activate(job_type))[0]))
     await d.settle()
     assert not await d.activate("ref-undo-b")
+    # cancelled while a handler inside a sub-process runs: the sub-process's subscriptions go with it
+    trip = accepted(await d.create("compensation-subprocess", {"tripNo": 2})).value["processInstanceKey"]
+    await d.settle()
+    accepted(await d.complete((await d.activate("sub-flight"))[0]))
+    await d.settle()
+    assert d.read(lambda s: len(s.compensation_subscriptions.of_instance(trip))) == 1
+    assert await d.activate("sub-cancel-flight")
+    accepted(await d.cancel(trip))
+    await d.settle()
     assert not d.incidents()
     assert d.read(lambda s: list(s.iter_all("compensation_subscriptions"))) == []
     assert d.read(lambda s: list(s.iter_all("element_instances"))) == []
