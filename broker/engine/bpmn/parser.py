@@ -882,8 +882,7 @@ def _wire(
     for source, target in associations or ():
         for boundary_id, handler_id in ((source, target), (target, source)):
             boundary = by_id.get(boundary_id)
-            is_compensation = boundary is not None and boundary.element_type == m.BOUNDARY_EVENT
-            if is_compensation and boundary.event_type == m.COMPENSATION and handler_id in by_id:  # type: ignore[union-attr]
+            if boundary is not None and boundary.kind == f"{m.BOUNDARY_EVENT}:{m.COMPENSATION}" and handler_id in by_id:
                 handlers.setdefault(boundary_id, handler_id)
     boundaries: dict[str, list[str]] = {}
     for element in by_id.values():

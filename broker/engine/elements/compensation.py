@@ -160,8 +160,8 @@ def throw(ctx: ProcessingContext, process: bpmn.Process, element: bpmn.Element, 
         _trigger(ctx, process, inst, sub, untriggered, {}, triggered)
     if any(s["compensationHandlerInstanceKey"] > 0 for _, s in triggered):
         return True
-    for key, sub in triggered:  # only scopes whose insides were compensated already: nothing to wait for
-        ctx.event(ValueType.COMPENSATION_SUBSCRIPTION, CSI.COMPLETED, key, sub)
+    for key, value in triggered:  # only scopes whose insides were compensated already: nothing to wait for
+        ctx.event(ValueType.COMPENSATION_SUBSCRIPTION, CSI.COMPLETED, key, value)
     return False
 
 
