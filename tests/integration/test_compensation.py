@@ -120,20 +120,29 @@ def test_inside_a_sub_process_and_from_outside_a_completed_one(stub: Stub) -> No
     eventually(lambda: not is_active(stub, pi), what="the instance to complete")
 
 
-def test_one_handler_per_completed_instance_of_a_multi_instance_activity(stub: Stub) -> None:
+def test_a_multi_instance_activity_is_compensated_once_and_a_multi_instance_handler_once_per_item(
+    stub: Stub,
+) -> None:
     d = deploy(stub, "compensation-multi-instance.bpmn")
     result = create_with_result(stub, d.pid(), {"items": ["x", "y", "z"]})
-    charges = activate(stub, d.type("mi-charge"), 3)
-    for job in charges:
+    for job in activate(stub, d.type("mi-charge"), 3):
         complete(stub, job.key)
+    for _ in range(3):  # sequential
+        (job,) = activate(stub, d.type("mi-notify"))
+        complete(stub, job.key)
+    # as in Zeebe, the boundary event belongs to the multi-instance body: its handler runs once for the body
+    (retract,) = activate(stub, d.type("mi-retract"))
+    assert nothing_of(stub, d.type("mi-retract"))
+    # a handler that is multi-instance itself runs once per item of its own collection
     refunds = activate(stub, d.type("mi-refund"), 3)
     assert sorted((variables_of(j)["item"], variables_of(j)["loopCounter"]) for j in refunds) == [
         ("x", 1),
         ("y", 2),
         ("z", 3),
     ]
-    assert nothing_of(stub, d.type("mi-refund")), "one handler per instance, none for the body"
-    for job in refunds:
+    assert nothing_of(stub, d.type("mi-refund"))
+    for job in [*refunds, retract]:
+        assert not result.done()
         complete(stub, job.key)
     result.result(timeout=10)
 

@@ -203,6 +203,8 @@ JOB_TYPES = [
     "sub-cancel-hotel",
     "mi-charge",
     "mi-refund",
+    "mi-notify",
+    "mi-retract",
     "esp-reserve",
     "esp-ship",
     "esp-release",
@@ -588,12 +590,23 @@ async def test_compensation_replays_to_the_live_state(tmp_path: Path) -> None:
     for job_type in ("ce-b", "ref-b", "sub-cancel-flight"):
         for job in await d.activate(job_type):
             accepted(await d.complete(job))
+    for _ in range(3):  # a sequential loop: one instance after the other
+        await d.settle()
+        accepted(await d.complete((await d.activate("mi-notify"))[0]))
     await d.settle()
     for job_type in ("sub-hotel", "sub-review"):
         for job in await d.activate(job_type):
             accepted(await d.complete(job))
         await d.settle()
-    for job_type in ("cancel-booking", "ce-undo-a", "ce-undo-b", "ref-undo-a", "sub-cancel-hotel", "mi-refund"):
+    for job_type in (
+        "cancel-booking",
+        "ce-undo-a",
+        "ce-undo-b",
+        "ref-undo-a",
+        "sub-cancel-hotel",
+        "mi-refund",
+        "mi-retract",
+    ):
         jobs = await d.activate(job_type)
         assert jobs, f"no {job_type} handler job"
         for job in jobs:

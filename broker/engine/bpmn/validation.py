@@ -195,8 +195,6 @@ def _check_compensation_handler(handler: m.Element) -> Iterator[Problem]:
         yield Problem(handler.id, "A compensation handler should have no outgoing sequence flows")
     if handler.boundary_event_ids:
         yield Problem(handler.id, "A compensation handler should have no boundary events")
-    if handler.multi_instance is not None:
-        yield Problem(handler.id, "A compensation handler must not be a multi-instance activity")
 
 
 def _check_sub_process(process: m.Process, sub_process: m.Element) -> Iterator[Problem]:

@@ -4,9 +4,10 @@ The subscriptions and their handlers live here; the throw and end events and the
 :mod:`.compensation_events`, and the lifecycle calls in when an element completes or ends early.
 
 - When an activity with a compensation boundary event completes, a COMPENSATION_SUBSCRIPTION is CREATED for that
-  instance, keeping its element instance, its flow scope's instance and its local variables (a multi-instance
-  activity: one per completed instance, each with its ``inputElement`` and ``loopCounter``). A sub-process or
-  multi-instance body that completes with subscriptions inside gets one too (without a handler), so the activities
+  instance, keeping its element instance, its flow scope's instance and its local variables. For a multi-instance
+  activity the boundary event is the body's: its handler runs once for the whole body (as in Zeebe; a handler that
+  should run per item is multi-instance itself). A sub-process or multi-instance body that completes with
+  subscriptions inside gets one too (without a handler unless it has a boundary event of its own), so the activities
   inside it can be compensated from the outer scope. An activity that never completed has none.
 - A compensation throw or end event triggers the untriggered subscriptions of its flow scope (inside an event
   sub-process: also of the scope around it), or only those of its ``activityRef``, and of everything nested inside
@@ -59,7 +60,7 @@ def on_completing(ctx: ProcessingContext, process: bpmn.Process, inst: ElementIn
     if is_handler(v):
         return
     handler_id = ""
-    if v.bpmn_element_type != bpmn.MULTI_INSTANCE_BODY:  # a body's handlers are its instances'
+    if lc.body_of(ctx, inst) is None:  # an instance of a multi-instance activity: the boundary events are the body's
         element = process.elements.get(v.element_id)
         handler_id = (handler_of(process, element) or "") if element is not None else ""
     if not handler_id:
@@ -212,7 +213,9 @@ def _start_handler(ctx: ProcessingContext, process: bpmn.Process, throw_inst: El
         passing = lc.transition(ctx, passing, intent)
     handler = process.element(sub["compensationHandlerId"])
     handler_key = ctx.keys.next_key()
-    handler_value = v.for_element(handler.id, handler.element_type, bpmn.COMPENSATION, scope_key)
+    # a multi-instance handler is its body (which runs an instance of the handler per item)
+    handler_type = bpmn.MULTI_INSTANCE_BODY if handler.multi_instance is not None else handler.element_type
+    handler_value = v.for_element(handler.id, handler_type, bpmn.COMPENSATION, scope_key)
     ctx.follow_up(ValueType.PROCESS_INSTANCE, PI.ACTIVATE_ELEMENT, handler_key, handler_value.to_dict())
     return handler_key
 
