@@ -60,7 +60,7 @@ def on_completing(ctx: ProcessingContext, process: bpmn.Process, inst: ElementIn
     if is_handler(v):
         return
     handler_id = ""
-    if lc.body_of(ctx, inst) is None:  # an instance of a multi-instance activity: the boundary events are the body's
+    if lc.body_of(ctx, inst) is None:  # an instance of a multi-instance activity leaves its boundary to the body
         element = process.elements.get(v.element_id)
         handler_id = (handler_of(process, element) or "") if element is not None else ""
     if not handler_id:
