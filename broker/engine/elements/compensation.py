@@ -59,10 +59,10 @@ def on_completing(ctx: ProcessingContext, process: bpmn.Process, inst: ElementIn
         return
     if is_handler(v):
         return
-    handler_id = ""
-    if lc.body_of(ctx, inst) is None:  # an instance of a multi-instance activity leaves its boundary to the body
-        element = process.elements.get(v.element_id)
-        handler_id = (handler_of(process, element) or "") if element is not None else ""
+    element = process.elements.get(v.element_id)
+    handler_id = (handler_of(process, element) or "") if element is not None else ""
+    if handler_id and lc.body_of(ctx, inst) is not None:
+        handler_id = ""  # an instance of a multi-instance activity: its boundary events are the body's
     if not handler_id:
         if v.bpmn_element_type not in _SCOPES:
             return
