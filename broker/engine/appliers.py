@@ -12,6 +12,7 @@ from broker.engine.bpmn import model as bpmn
 from broker.engine.models import ModelCache
 from broker.protocol.enums import (
     CommandDistributionIntent,
+    CompensationSubscriptionIntent,
     IncidentIntent,
     JobBatchIntent,
     JobIntent,
@@ -42,6 +43,7 @@ PI = ProcessInstanceIntent
 MS = MessageSubscriptionIntent
 PMS = ProcessMessageSubscriptionIntent
 MSE = MessageStartEventSubscriptionIntent
+CSI = CompensationSubscriptionIntent
 
 
 # How long (record time) a received signal's key is remembered. Redeliveries stop when the broadcasting partition has
@@ -107,6 +109,10 @@ class EventAppliers:
             (ValueType.SIGNAL_SUBSCRIPTION, SignalSubscriptionIntent.CREATED): self._signal_subscription_created,
             (ValueType.SIGNAL_SUBSCRIPTION, SignalSubscriptionIntent.DELETED): self._signal_subscription_deleted,
             (ValueType.SIGNAL, SignalIntent.BROADCASTED): self._signal_broadcasted,
+            (ValueType.COMPENSATION_SUBSCRIPTION, CSI.CREATED): self._compensation_subscription_put,
+            (ValueType.COMPENSATION_SUBSCRIPTION, CSI.TRIGGERED): self._compensation_subscription_put,
+            (ValueType.COMPENSATION_SUBSCRIPTION, CSI.COMPLETED): self._compensation_subscription_removed,
+            (ValueType.COMPENSATION_SUBSCRIPTION, CSI.DELETED): self._compensation_subscription_removed,
         }
 
     def apply(self, state: PartitionState, record: Record) -> None:
@@ -408,6 +414,14 @@ class EventAppliers:
         if origin != r.partition_id:  # broadcast elsewhere: remembered so a redelivery triggers nothing twice
             state.signal_receipts.put(r.key, origin, r.timestamp)
         state.signal_receipts.prune(r.timestamp - SIGNAL_RECEIPT_RETENTION_MS)
+
+    # -- compensation (a completed activity that can still be undone) -----------------------------------------
+
+    def _compensation_subscription_put(self, state: PartitionState, r: Record) -> None:
+        state.compensation_subscriptions.put(r.key, r.value)
+
+    def _compensation_subscription_removed(self, state: PartitionState, r: Record) -> None:
+        state.compensation_subscriptions.remove(r.value["processInstanceKey"], r.key)
 
 
 def _is_link_throw(v: ProcessInstanceValue) -> bool:

@@ -55,6 +55,7 @@ SUB_DATABASES = (
     "signal_subscriptions_by_owner",
     "signal_receipts",
     "signal_receipt_times",
+    "compensation_subscriptions",
 )
 
 DEFAULT_MAP_SIZE = 64 << 30

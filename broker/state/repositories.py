@@ -821,6 +821,27 @@ class SignalSubscriptionState(_Repository):
         return out
 
 
+class CompensationSubscriptionState(_Repository):
+    """Compensation subscriptions by (process instance, subscription key): one per completed compensable activity
+    instance (and per completed sub-process or multi-instance body holding some), in creation order.
+
+    Values are COMPENSATION_SUBSCRIPTION record values; a triggered one carries its throw event.
+    """
+
+    def __init__(self, sdb: StateDb) -> None:
+        super().__init__(sdb, "compensation_subscriptions")
+
+    def put(self, key: int, value: dict[str, Any]) -> None:
+        self.txn.put(u64(value["processInstanceKey"]) + u64(key), pack(value), db=self._db)
+
+    def remove(self, process_instance_key: int, key: int) -> None:
+        self.txn.delete(u64(process_instance_key) + u64(key), db=self._db)
+
+    def of_instance(self, process_instance_key: int) -> list[tuple[int, dict[str, Any]]]:
+        """``(key, value)`` of the process instance's subscriptions, oldest first."""
+        return [(read_u64(k, 8), unpack(v)) for k, v in prefix_scan(self.txn, self._db, u64(process_instance_key))]
+
+
 class PartitionState:
     """All repositories of one partition, bound together to the current transaction."""
 
@@ -844,6 +865,7 @@ class PartitionState:
         self.outbox = OutboxState(sdb)
         self.signal_subscriptions = SignalSubscriptionState(sdb)
         self.signal_receipts = SignalReceiptState(sdb)
+        self.compensation_subscriptions = CompensationSubscriptionState(sdb)
         self._repos: tuple[_Repository, ...] = (
             self.meta,
             self.processes,
@@ -863,6 +885,7 @@ class PartitionState:
             self.outbox,
             self.signal_subscriptions,
             self.signal_receipts,
+            self.compensation_subscriptions,
         )
         self.txn: lmdb.Transaction | None = None
 

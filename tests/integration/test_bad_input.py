@@ -99,9 +99,10 @@ def test_external_entity_is_refused(stub: Stub) -> None:
 
 
 def test_unsupported_element(stub: Stub) -> None:
-    message = rejected_deploy(stub, ("compensation.bpmn", (BPMN / "invalid" / "compensation.bpmn").read_bytes()))
-    assert "'undo': Elements of kind 'compensation boundary event' are not supported yet" in message
-    assert_not_deployed(stub, "compensation")
+    fixture = BPMN / "invalid" / "complex-gateway.bpmn"
+    message = rejected_deploy(stub, ("complex-gateway.bpmn", fixture.read_bytes()))
+    assert "'decide': Elements of type 'complexGateway' are not supported" in message
+    assert_not_deployed(stub, "complex")
     assert_still_serving(stub)
 
 

@@ -1009,3 +1009,77 @@ def test_elements_carry_their_kind() -> None:
     element = Element(id="x", element_type="BOUNDARY_EVENT", flow_scope_id="p", event_type="TIMER")
     assert element.kind == "BOUNDARY_EVENT:TIMER"
     assert Element(id="y", element_type="SERVICE_TASK", flow_scope_id="p").kind == "SERVICE_TASK"
+
+
+# --- compensation ------------------------------------------------------------------------------------
+
+
+def compensable(*, association: bool = True, handler_extra: str = "", throw: str = "") -> bytes:
+    """start -> book (compensation boundary -> cancel, by association) -> throw -> end."""
+    cancel = service_task("cancel", "cancel").replace('id="cancel"', 'id="cancel" isForCompensation="true"')
+    body = (
+        '<bpmn:startEvent id="start"/>'
+        + service_task("book", "book")
+        + '<bpmn:boundaryEvent id="undo" attachedToRef="book"><bpmn:compensateEventDefinition/></bpmn:boundaryEvent>'
+        + cancel
+        + handler_extra
+        + (
+            throw
+            or '<bpmn:intermediateThrowEvent id="throw"><bpmn:compensateEventDefinition/></bpmn:intermediateThrowEvent>'
+        )
+        + '<bpmn:endEvent id="end"/>'
+        + flow("f0", "start", "book")
+        + flow("f1", "book", "throw")
+        + flow("f2", "throw", "end")
+        + ('<bpmn:association id="a" sourceRef="undo" targetRef="cancel"/>' if association else "")
+    )
+    return process_xml(body)
+
+
+def test_compensation_boundary_events_are_associated_with_their_handler() -> None:
+    process = only(parse_bpmn(compensable(), "c.bpmn", supported=supported_kinds(SUPPORTED_KINDS)))
+    assert process.element("undo").compensation_handler_id == "cancel"
+    assert process.element("cancel").is_for_compensation
+    assert process.element("throw").activity_ref is None
+
+
+def test_a_compensation_boundary_event_needs_an_association() -> None:
+    assert problems_of(compensable(association=False)) == (
+        "'undo': Compensation boundary events must have a compensation association and no outgoing sequence flows",
+    )
+
+
+def test_a_compensation_handler_stands_outside_the_flow() -> None:
+    extra = service_task("other", "other") + flow("f9", "other", "cancel")
+    problems = problems_of(compensable(handler_extra=extra))
+    assert "'cancel': A compensation handler should have no incoming sequence flows" in problems
+
+
+def test_compensation_throw_events_wait_for_their_handlers_and_name_an_activity_of_their_scope() -> None:
+    no_wait = (
+        '<bpmn:intermediateThrowEvent id="throw">'
+        '<bpmn:compensateEventDefinition waitForCompletion="false"/></bpmn:intermediateThrowEvent>'
+    )
+    assert problems_of(compensable(throw=no_wait)) == (
+        "'throw': A compensation intermediate throwing event waitForCompletion attribute must be true or not present",
+    )
+    unknown = (
+        '<bpmn:intermediateThrowEvent id="throw">'
+        '<bpmn:compensateEventDefinition activityRef="nowhere"/></bpmn:intermediateThrowEvent>'
+    )
+    assert problems_of(compensable(throw=unknown)) == (
+        "'throw': The activityRef 'nowhere' must reference an activity in the scope of the compensation event",
+    )
+    book = unknown.replace("nowhere", "book")
+    process = only(parse_bpmn(compensable(throw=book), "c.bpmn", supported=supported_kinds(SUPPORTED_KINDS)))
+    assert process.element("throw").activity_ref == "book"
+
+
+def test_compensation_start_events_of_event_sub_processes_are_not_supported_yet() -> None:
+    esp = (
+        '<bpmn:subProcess id="esp" triggeredByEvent="true">'
+        '<bpmn:startEvent id="esp-start"><bpmn:compensateEventDefinition/></bpmn:startEvent>'
+        '<bpmn:endEvent id="esp-end"/>' + flow("e0", "esp-start", "esp-end") + "</bpmn:subProcess>"
+    )
+    problems = problems_of(process_xml(linear() + esp), supported=supported_kinds(SUPPORTED_KINDS))
+    assert problems == ("'esp-start': Elements of kind 'compensation start event' are not supported yet",)

@@ -88,6 +88,12 @@ FIXTURES = [
     "mi-call.bpmn",
     "ad-hoc.bpmn",
     "ad-hoc-condition.bpmn",
+    "compensation-booking.bpmn",
+    "compensation-end-event.bpmn",
+    "compensation-activity-ref.bpmn",
+    "compensation-subprocess.bpmn",
+    "compensation-multi-instance.bpmn",
+    "compensation-event-subprocess.bpmn",
 ]
 # Processes that only start through events (deployed too, never created directly).
 EVENT_STARTED = ["events/signal-start.bpmn"]
@@ -125,6 +131,10 @@ START_VARIABLES: dict[str, dict[str, Any]] = {
     "call-activity-feel": {"childId": "call-activity-child"},
     "call-chain": {"escalate": False},
     "call-message": {"orderId": "o-1"},
+    "compensation-booking": {"guest": "Ada"},
+    "compensation-end-event": {"skipB": False},
+    "compensation-subprocess": {"tripNo": 1},
+    "compensation-multi-instance": {"items": ["x", "y"]},
 }
 JOB_TYPES = [
     "test",
@@ -216,8 +226,34 @@ JOB_TYPES = [
     "late-work",
     "level3-work",
     "withdrawn",
+    "book",
+    "pay",
+    "cancel-booking",
+    "notify",
+    "ce-a",
+    "ce-b",
+    "ce-undo-a",
+    "ce-undo-b",
+    "ref-a",
+    "ref-b",
+    "ref-undo-a",
+    "ref-undo-b",
+    "ref-after",
+    "sub-flight",
+    "sub-hotel",
+    "sub-review",
+    "sub-cancel-flight",
+    "sub-cancel-hotel",
+    "mi-charge",
+    "mi-refund",
+    "mi-notify",
+    "mi-retract",
+    "esp-reserve",
+    "esp-ship",
+    "esp-release",
 ]
 SIGNALS = ["wake-up", "ping", "abort", "go", "recall"]
+ERROR_CODES = ["PAYMENT_FAILED", "ORDER_REJECTED", "OOPS", "UNKNOWN", "payment-failed", "abort"]
 
 
 class FakeClock:
@@ -572,6 +608,76 @@ async def test_call_activities_replay_to_the_live_state(tmp_path: Path) -> None:
     await check_restart_recovers(d, live, from_scratch=True)
 
 
+async def test_compensation_replays_to_the_live_state(tmp_path: Path) -> None:
+    """Handlers started by throw and end events (for a whole scope, an activityRef, inside and around a
+    sub-process, per multi-instance instance, from an event sub-process), and subscriptions dropped by completion
+    and cancellation; no subscription outlives its instance."""
+    d = Driver(tmp_path / "p" / "1")
+    d.open()
+    accepted(await d.deploy(*(f for f in FIXTURES if f.startswith("compensation-"))))
+    accepted(await d.create("compensation-booking", {"guest": "Ada"}))
+    accepted(await d.create("compensation-end-event", {"skipB": False}))
+    accepted(await d.create("compensation-activity-ref"))
+    accepted(await d.create("compensation-subprocess", {"tripNo": 1}))
+    accepted(await d.create("compensation-multi-instance", {"items": ["x", "y", "z"]}))
+    accepted(await d.create("compensation-event-subprocess"))
+    cancelled = accepted(await d.create("compensation-end-event", {"skipB": True})).value["processInstanceKey"]
+    await d.settle()
+    for job_type in ("book", "ce-a", "ref-a", "sub-flight", "mi-charge", "esp-reserve"):
+        for job in await d.activate(job_type):
+            accepted(await d.complete(job, {"done": job_type}))
+    await d.settle()
+    accepted(await d.cancel(cancelled))  # its completed activity's subscription goes with it
+    accepted(await d.throw_error((await d.activate("pay"))[0], "payment-failed"))
+    accepted(await d.throw_error((await d.activate("esp-ship"))[0], "abort"))
+    for job_type in ("ce-b", "ref-b", "sub-cancel-flight"):
+        for job in await d.activate(job_type):
+            accepted(await d.complete(job))
+    for _ in range(3):  # a sequential loop: one instance after the other
+        await d.settle()
+        accepted(await d.complete((await d.activate("mi-notify"))[0]))
+    await d.settle()
+    for job_type in ("sub-hotel", "sub-review"):
+        for job in await d.activate(job_type):
+            accepted(await d.complete(job))
+        await d.settle()
+    for job_type in (
+        "cancel-booking",
+        "ce-undo-a",
+        "ce-undo-b",
+        "ref-undo-a",
+        "sub-cancel-hotel",
+        "mi-refund",
+        "mi-retract",
+    ):
+        jobs = await d.activate(job_type)
+        assert jobs, f"no {job_type} handler job"
+        for job in jobs:
+            accepted(await d.complete(job))
+    await d.settle()
+    accepted(await d.complete((await d.activate("esp-release"))[0]))
+    for job_type in ("notify", "ref-after"):
+        accepted(await d.complete((await d.activate(job_type))[0]))
+    await d.settle()
+    assert not await d.activate("ref-undo-b")
+    # cancelled while a handler inside a sub-process runs: the sub-process's subscriptions go with it
+    trip = accepted(await d.create("compensation-subprocess", {"tripNo": 2})).value["processInstanceKey"]
+    await d.settle()
+    accepted(await d.complete((await d.activate("sub-flight"))[0]))
+    await d.settle()
+    assert d.read(lambda s: len(s.compensation_subscriptions.of_instance(trip))) == 1
+    assert await d.activate("sub-cancel-flight")
+    accepted(await d.cancel(trip))
+    await d.settle()
+    assert not d.incidents()
+    assert d.read(lambda s: list(s.iter_all("compensation_subscriptions"))) == []
+    assert d.read(lambda s: list(s.iter_all("element_instances"))) == []
+    await d.close()
+
+    live = check_replay_equals_live(d.directory, tmp_path)
+    await check_restart_recovers(d, live, from_scratch=True)
+
+
 class _Route:
     """Delivers what a partition sends to the other partition (a two-partition cluster without a network)."""
 
@@ -685,6 +791,10 @@ async def _random_step(d: Driver, rng: random.Random, known: dict[str, set[int]]
             variables["orderId"] = variables["requestId"] = rng.choice(["o-1", "o-2"])
         if pid == "call-chain":
             variables["escalate"] = rng.choice([True, False])
+        if pid == "compensation-end-event":
+            variables["skipB"] = rng.choice([True, False])
+        if pid == "compensation-multi-instance":
+            variables["items"] = rng.choice([[], ["x"], ["x", "y", "z"]])
         if pid == "call-activity-feel":
             variables["childId"] = rng.choice(["call-activity-child", "call-chain-leaf", "call-missing-child", 7])
         rec = await d.create(pid, variables)
@@ -699,7 +809,7 @@ async def _random_step(d: Driver, rng: random.Random, known: dict[str, set[int]]
         elif action == "fail":
             rec = await d.fail(job, retries=rng.choice([0, 1, 2]), backoff=rng.choice([0, 0, 500]))
         else:
-            rec = await d.throw_error(job, rng.choice(["PAYMENT_FAILED", "ORDER_REJECTED", "OOPS", "UNKNOWN"]))
+            rec = await d.throw_error(job, rng.choice(ERROR_CODES))
         if rec.record_type == RecordType.COMMAND_REJECTION or action == "complete":
             known["jobs"].discard(job)
     elif action == "cancel":

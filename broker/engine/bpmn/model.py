@@ -289,6 +289,9 @@ class Element:
       sub-processes of an ad-hoc sub-process are its own children).
     - ``incoming`` / ``outgoing``: sequence flow ids, in document order.
     - Only the fields relevant to the element's type are set; the others keep their empty default.
+    - Compensation: ``is_for_compensation`` marks a compensation handler (an activity outside the normal flow);
+      ``compensation_handler_id`` is the handler a compensation boundary event is associated with;
+      ``activity_ref`` the one activity a compensation throw or end event compensates (None: all of its scope).
     """
 
     id: str
@@ -321,6 +324,8 @@ class Element:
     is_interrupting: bool = True
     triggered_by_event: bool = False
     is_for_compensation: bool = False
+    compensation_handler_id: str | None = None
+    activity_ref: str | None = None
     properties: tuple[tuple[str, str], ...] = ()
 
     @property

@@ -224,6 +224,7 @@ class _DefinitionsReader:
         self._messages: dict[str, XmlElement] = {}
         self._signals: dict[str, XmlElement] = {}
         self._escalations: dict[str, XmlElement] = {}
+        self._associations: list[tuple[str, str]] = []  # (sourceRef, targetRef) of the process being read
 
     def read(self) -> list[m.Process]:
         self._check_unique_ids()
@@ -270,9 +271,10 @@ class _DefinitionsReader:
             self._problem(process_id, "Process id must be at most 255 characters long")
         elements: list[m.Element] = []
         flows: list[m.SequenceFlow] = []
+        self._associations = []
         self._read_scope(node, process_id, elements, flows)
         version_tag = self._read_version_tag(process_id, _ZeebeExtensions(node.find(f"{_B}extensionElements")))
-        return _wire(process_id, node.get("name"), elements, flows, self.problems, version_tag)
+        return _wire(process_id, node.get("name"), elements, flows, self.problems, version_tag, self._associations)
 
     def _read_version_tag(self, process_id: str, zeebe: _ZeebeExtensions) -> str | None:
         tags = zeebe.all("versionTag")
@@ -298,6 +300,10 @@ class _DefinitionsReader:
                 flow = self._read_flow(child)
                 if flow is not None:
                     flows.append(flow)
+            elif local == "association":
+                source, target = child.get("sourceRef", "").strip(), child.get("targetRef", "").strip()
+                if source and target:
+                    self._associations.append((source, target))
             elif local in _UNSUPPORTED_FLOW_NODES:
                 self._spend_budget()
                 self._problem(child.get("id"), f"Elements of type '{local}' are not supported")
@@ -693,6 +699,12 @@ class _DefinitionsReader:
             if not link_name:
                 self._problem(element_id, "Link events must have a name")
             fields["link_name"] = link_name or None
+        elif event_type == m.COMPENSATION and is_throw:
+            fields["activity_ref"] = definition.get("activityRef", "").strip() or None
+            if not _bool_attr(definition, "waitForCompletion", True):
+                noun = "end event" if local == "endEvent" else "intermediate throwing event"
+                reason = f"A compensation {noun} waitForCompletion attribute must be true or not present"
+                self._problem(element_id, reason)
         elif event_type == m.CONDITIONAL:
             condition = _text(definition.find(f"{_B}condition"))
             if condition is None:
@@ -907,8 +919,10 @@ def _wire(
     flows: list[m.SequenceFlow],
     problems: list[Problem],
     version_tag: str | None = None,
+    associations: list[tuple[str, str]] | None = None,
 ) -> m.Process:
-    """Connect flows and boundary events to the elements they belong to, noting dangling references."""
+    """Connect flows and boundary events to the elements they belong to, and compensation boundary events to the
+    handlers they are associated with (in either direction); note dangling references."""
     by_id: dict[str, m.Element] = {}
     for element in elements:
         by_id.setdefault(element.id, element)
@@ -923,6 +937,12 @@ def _wire(
             problems.append(Problem(flow.id, f"SequenceFlow has targetRef '{flow.target_id}' which cannot be resolved"))
         elif flow.target_id:
             incoming.setdefault(flow.target_id, []).append(flow.id)
+    handlers: dict[str, str] = {}
+    for source, target in associations or ():
+        for boundary_id, handler_id in ((source, target), (target, source)):
+            boundary = by_id.get(boundary_id)
+            if boundary is not None and boundary.kind == f"{m.BOUNDARY_EVENT}:{m.COMPENSATION}" and handler_id in by_id:
+                handlers.setdefault(boundary_id, handler_id)
     boundaries: dict[str, list[str]] = {}
     for element in by_id.values():
         if element.attached_to_id is not None:
@@ -933,6 +953,7 @@ def _wire(
             incoming=tuple(incoming.get(element.id, ())),
             outgoing=tuple(outgoing.get(element.id, ())),
             boundary_event_ids=tuple(boundaries.get(element.id, ())),
+            compensation_handler_id=handlers.get(element.id),
         )
         for element in by_id.values()
     ]

@@ -49,6 +49,10 @@ def validate_process(process: m.Process) -> list[Problem]:
             problems.extend(_check_event_sub_process(process, element))
         elif element.element_type == m.AD_HOC_SUB_PROCESS:
             problems.extend(_check_ad_hoc_sub_process(process, element))
+        if element.event_type == m.COMPENSATION:
+            problems.extend(_check_compensation_event(process, element))
+        if element.is_for_compensation:
+            problems.extend(_check_compensation_handler(element))
     for scope_id in _scope_ids(process):
         problems.extend(_check_links(process, scope_id))
     return problems
@@ -169,6 +173,42 @@ def _check_boundary_event(process: m.Process, event: m.Element) -> Iterator[Prob
         yield Problem(event.id, f"Must be in the same scope as the activity '{host.id}' it is attached to")
     if event.event_type == m.ERROR and not event.cancel_activity:
         yield Problem(event.id, "Error boundary events must be interrupting")
+
+
+def _check_compensation_event(process: m.Process, event: m.Element) -> Iterator[Problem]:
+    """A compensation boundary event leads to its handler through an association, never through a sequence flow;
+    a compensation throw or end event's ``activityRef`` names an activity it can compensate."""
+    if event.element_type == m.BOUNDARY_EVENT:
+        if event.compensation_handler_id is None or event.outgoing:
+            reason = "Compensation boundary events must have a compensation association and no outgoing sequence flows"
+            yield Problem(event.id, reason)
+            return
+        handler = process.element(event.compensation_handler_id)
+        if not handler.is_for_compensation:
+            reason = f"The compensation handler '{handler.id}' must be an activity with isForCompensation=\"true\""
+            yield Problem(event.id, reason)
+        return
+    if event.activity_ref is None:
+        return
+    # inside an event sub-process, the activities of the enclosing scope can be compensated too
+    scopes = {event.flow_scope_id}
+    scope = process.elements.get(event.flow_scope_id)
+    if scope is not None and scope.element_type == m.EVENT_SUB_PROCESS:
+        scopes.add(scope.flow_scope_id)
+    target = process.elements.get(event.activity_ref)
+    if target is None or target.element_type not in _ACTIVITIES or target.flow_scope_id not in scopes:
+        reason = f"The activityRef '{event.activity_ref}' must reference an activity in the scope of the compensation"
+        yield Problem(event.id, reason + " event")
+
+
+def _check_compensation_handler(handler: m.Element) -> Iterator[Problem]:
+    """A compensation handler runs only when its activity is compensated: it stands outside the flow."""
+    if handler.incoming:
+        yield Problem(handler.id, "A compensation handler should have no incoming sequence flows")
+    if handler.outgoing:
+        yield Problem(handler.id, "A compensation handler should have no outgoing sequence flows")
+    if handler.boundary_event_ids:
+        yield Problem(handler.id, "A compensation handler should have no boundary events")
 
 
 def _check_sub_process(process: m.Process, sub_process: m.Element) -> Iterator[Problem]:

@@ -4,7 +4,8 @@
 - :mod:`.base`: the hooks a kind implements (on activate / complete / terminate; containers: on child completed /
   terminated).
 - :mod:`.commands`: the ACTIVATE_ELEMENT, COMPLETE_ELEMENT and TERMINATE_ELEMENT processors.
-- one module per family of kinds: process, sub-processes, call activities, tasks, gateways, catch and throw events.
+- one module per family of kinds: process, sub-processes, call activities, tasks, gateways, catch and throw events,
+  compensation events (with :mod:`.compensation`: the subscriptions of compensable activities and their handlers).
 """
 
 from broker.engine.elements.registry import SUPPORTED_KINDS, processor_for, processor_of

@@ -10,7 +10,7 @@ from __future__ import annotations
 from broker.engine import behaviors as b
 from broker.engine.bpmn import model as bpmn
 from broker.engine.context import ProcessingContext
-from broker.engine.elements import call_activity, registry
+from broker.engine.elements import call_activity, compensation, registry
 from broker.engine.elements import lifecycle as lc
 from broker.protocol.enums import ProcessInstanceIntent, RejectionType, ValueType
 from broker.protocol.record import Record
@@ -50,6 +50,8 @@ def activate(ctx: ProcessingContext, cmd: Record) -> None:
         ctx.event(ValueType.PROCESS_INSTANCE, PI.ELEMENT_ACTIVATING, cmd.key, cmd.value)
         inst = ctx.state.elements.get(cmd.key)
         assert inst is not None
+        if compensation.is_handler(v):
+            compensation.handler_activating(ctx, inst)
         if scope_key > 0 and _interrupted(ctx, process, scope_key):
             # a token that was on its way when a terminate end event or an interrupting event sub-process ended
             # the scope's flow: it arrives and is terminated at once

@@ -14,7 +14,7 @@ from broker.engine import behaviors as b
 from broker.engine import events
 from broker.engine.bpmn import model as bpmn
 from broker.engine.context import ProcessingContext
-from broker.engine.elements import registry
+from broker.engine.elements import compensation, registry
 from broker.protocol.enums import ProcessEventIntent, ProcessInstanceIntent, ValueType
 from broker.protocol.record import Record
 from broker.state.element_instance import ElementInstance
@@ -147,7 +147,10 @@ def complete(
     if body is None and not _path_may_end(ctx, process, inst):
         return
     processor.before_completed(ctx, process, element, inst)
+    compensation.on_completing(ctx, process, inst)
     inst = transition(ctx, inst, PI.ELEMENT_COMPLETED)
+    if compensation.is_handler(inst.value):
+        compensation.handler_completed(ctx, inst)
     processor.on_completed(ctx, process, element, inst, flows, trigger)
 
 
@@ -290,7 +293,9 @@ def terminated(ctx: ProcessingContext, inst: ElementInstance) -> None:
 
 
 def clean_up(ctx: ProcessingContext, inst: ElementInstance) -> None:
-    """What every element leaves behind when it ends early: its job, subscriptions and open incidents."""
+    """What every element leaves behind when it ends early: its job, subscriptions (compensation ones included) and
+    open incidents."""
     b.cancel_job(ctx, inst)
     events.close_subscriptions(ctx, inst)
+    compensation.on_ended_early(ctx, inst)
     b.resolve_incidents_of(ctx, inst)

@@ -17,6 +17,7 @@ from broker.engine.elements.catch_events import (
     ReceiveTaskProcessor,
     TriggeredEventProcessor,
 )
+from broker.engine.elements.compensation_events import CompensationBoundaryProcessor, CompensationThrowProcessor
 from broker.engine.elements.gateways import (
     EventBasedGatewayProcessor,
     ExclusiveGatewayProcessor,
@@ -44,6 +45,7 @@ _CATCH = IntermediateCatchEventProcessor()
 _JOB = JobTaskProcessor()
 _ESCALATION = EscalationThrowProcessor()
 _SIGNAL = SignalThrowProcessor()
+_COMPENSATION = CompensationThrowProcessor()
 
 PROCESSORS: Final[dict[str, ElementProcessor]] = {
     m.PROCESS: ProcessProcessor(),
@@ -81,6 +83,7 @@ PROCESSORS: Final[dict[str, ElementProcessor]] = {
     f"{m.BOUNDARY_EVENT}:{m.MESSAGE}": _TRIGGERED,
     f"{m.BOUNDARY_EVENT}:{m.SIGNAL}": _TRIGGERED,
     f"{m.BOUNDARY_EVENT}:{m.ESCALATION}": _TRIGGERED,
+    f"{m.BOUNDARY_EVENT}:{m.COMPENSATION}": CompensationBoundaryProcessor(),
     # intermediate catch events
     f"{m.INTERMEDIATE_CATCH_EVENT}:{m.TIMER}": _CATCH,
     f"{m.INTERMEDIATE_CATCH_EVENT}:{m.MESSAGE}": _CATCH,
@@ -92,6 +95,7 @@ PROCESSORS: Final[dict[str, ElementProcessor]] = {
     f"{m.INTERMEDIATE_THROW_EVENT}:{m.SIGNAL}": _SIGNAL,
     f"{m.INTERMEDIATE_THROW_EVENT}:{m.LINK}": LinkThrowEventProcessor(),
     f"{m.INTERMEDIATE_THROW_EVENT}:{m.MESSAGE}": _JOB,  # the message is sent by a job worker
+    f"{m.INTERMEDIATE_THROW_EVENT}:{m.COMPENSATION}": _COMPENSATION,
     # end events
     f"{m.END_EVENT}:{m.NONE}": _PASS_THROUGH,
     f"{m.END_EVENT}:{m.TERMINATE}": TerminateEndEventProcessor(),
@@ -99,6 +103,7 @@ PROCESSORS: Final[dict[str, ElementProcessor]] = {
     f"{m.END_EVENT}:{m.ESCALATION}": _ESCALATION,
     f"{m.END_EVENT}:{m.SIGNAL}": _SIGNAL,
     f"{m.END_EVENT}:{m.MESSAGE}": _JOB,  # the message is sent by a job worker
+    f"{m.END_EVENT}:{m.COMPENSATION}": _COMPENSATION,
 }
 
 # Tasks whose processor also runs the engine-evaluated form (``zeebe:script`` instead of a job worker).
@@ -109,8 +114,9 @@ SUPPORTED_KINDS: Final = (frozenset(PROCESSORS) - {m.PROCESS}) | ENGINE_FORMS
 
 
 def kind_of(value: ProcessInstanceValue) -> str:
-    """The element kind of a process-instance record value."""
-    if value.bpmn_event_type == m.UNSPECIFIED:
+    """The element kind of a process-instance record value (a compensation handler's records carry the COMPENSATION
+    event type, but it is an activity of its own kind)."""
+    if value.bpmn_event_type == m.UNSPECIFIED or value.bpmn_element_type not in m.EVENT_ELEMENT_TYPES:
         return value.bpmn_element_type
     return f"{value.bpmn_element_type}:{value.bpmn_event_type}"
 
@@ -124,10 +130,13 @@ _BY_TYPES: Final[dict[tuple[str, str], ElementProcessor]] = {
 
 def processor_of(value: ProcessInstanceValue) -> ElementProcessor:
     """The processor of the element a process-instance record value is about."""
-    try:
-        return _BY_TYPES[(value.bpmn_element_type, value.bpmn_event_type)]
-    except KeyError:
-        raise KeyError(f"no processor for element kind {kind_of(value)}") from None
+    found = _BY_TYPES.get((value.bpmn_element_type, value.bpmn_event_type))
+    if found is not None:
+        return found
+    kind = kind_of(value)  # e.g. a compensation handler: an activity whose records carry the COMPENSATION event type
+    if kind not in PROCESSORS:
+        raise KeyError(f"no processor for element kind {kind}")
+    return PROCESSORS[kind]
 
 
 def processor_for(element: m.Element) -> ElementProcessor:
