@@ -55,6 +55,13 @@ SUB_DATABASES = (
     "signal_subscriptions_by_owner",
     "signal_receipts",
     "signal_receipt_times",
+    "decisions",
+    "decision_versions",
+    "decisions_by_drg",
+    "decision_requirements",
+    "decision_requirements_versions",
+    "forms",
+    "form_versions",
 )
 
 DEFAULT_MAP_SIZE = 64 << 30

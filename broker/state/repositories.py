@@ -821,6 +821,9 @@ class SignalSubscriptionState(_Repository):
         return out
 
 
+from broker.state.decision_state import DecisionRequirementsState, DecisionState, FormState  # noqa: E402
+
+
 class PartitionState:
     """All repositories of one partition, bound together to the current transaction."""
 
@@ -844,6 +847,9 @@ class PartitionState:
         self.outbox = OutboxState(sdb)
         self.signal_subscriptions = SignalSubscriptionState(sdb)
         self.signal_receipts = SignalReceiptState(sdb)
+        self.decisions = DecisionState(sdb)
+        self.decision_requirements = DecisionRequirementsState(sdb)
+        self.forms = FormState(sdb)
         self._repos: tuple[_Repository, ...] = (
             self.meta,
             self.processes,
@@ -863,6 +869,9 @@ class PartitionState:
             self.outbox,
             self.signal_subscriptions,
             self.signal_receipts,
+            self.decisions,
+            self.decision_requirements,
+            self.forms,
         )
         self.txn: lmdb.Transaction | None = None
 

@@ -1,0 +1,103 @@
+"""Deployed DMN decisions, decision requirements graphs (DRGs) and forms.
+
+Each is kept by key and indexed by (id, version) so the latest version is one cursor step away; decisions are also
+indexed by (DRG key, decision id), which is how a required decision is found in the graph it was deployed with.
+Only event appliers call the ``put`` methods.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from broker.state.db import StateDb, pack, read_u64, u64, unpack
+from broker.state.repositories import _hashed, _Repository, _text
+
+
+class _Versioned(_Repository):
+    """Records by key, plus an index (id, version) -> key over the id field ``id_field``."""
+
+    __slots__ = ("_id_field", "_versions")
+
+    def __init__(self, sdb: StateDb, name: str, versions: str, id_field: str) -> None:
+        super().__init__(sdb, name)
+        self._versions = sdb.dbs[versions]
+        self._id_field = id_field
+
+    @staticmethod
+    def _version_key(resource_id: str, version: int) -> bytes:
+        return _text(resource_id) + b"\0" + version.to_bytes(4, "big")
+
+    def get(self, key: int) -> dict[str, Any] | None:
+        v = self.txn.get(u64(key), db=self._db)
+        return unpack(v) if v else None
+
+    def key_of(self, resource_id: str, version: int) -> int | None:
+        v = self.txn.get(self._version_key(resource_id, version), db=self._versions)
+        if v is None:
+            return None
+        key = read_u64(v)
+        if _hashed(resource_id) and (self.get(key) or {}).get(self._id_field) != resource_id:
+            return None
+        return key
+
+    def latest(self, resource_id: str) -> dict[str, Any] | None:
+        cur = self.txn.cursor(db=self._versions)
+        prefix = _text(resource_id) + b"\0"
+        if cur.set_range(prefix + b"\xff\xff\xff\xff"):
+            if not cur.prev():
+                return None
+        elif not cur.last():
+            return None
+        k = cur.key()
+        if not k.startswith(prefix) or len(k) != len(prefix) + 4:
+            return None
+        found = self.get(read_u64(cur.value()))
+        if found is not None and found[self._id_field] != resource_id:
+            return None
+        return found
+
+    def _put(self, key: int, resource_id: str, version: int, value: dict[str, Any]) -> None:
+        self.txn.put(u64(key), pack(value), db=self._db)
+        self.txn.put(self._version_key(resource_id, version), u64(key), db=self._versions)
+
+
+class DecisionState(_Versioned):
+    """Decisions by key, by (decision id, version) and by (DRG key, decision id)."""
+
+    __slots__ = ("_by_drg",)
+
+    def __init__(self, sdb: StateDb) -> None:
+        super().__init__(sdb, "decisions", "decision_versions", "decisionId")
+        self._by_drg = sdb.dbs["decisions_by_drg"]
+
+    def in_drg(self, drg_key: int, decision_id: str) -> dict[str, Any] | None:
+        v = self.txn.get(u64(drg_key) + _text(decision_id), db=self._by_drg)
+        found = self.get(read_u64(v)) if v is not None else None
+        return found if found is not None and found["decisionId"] == decision_id else None
+
+    def put(self, decision: dict[str, Any]) -> None:
+        key = decision["decisionKey"]
+        self._put(key, decision["decisionId"], decision["version"], decision)
+        drg_key = decision["decisionRequirementsKey"]
+        self.txn.put(u64(drg_key) + _text(decision["decisionId"]), u64(key), db=self._by_drg)
+
+
+class DecisionRequirementsState(_Versioned):
+    """DRGs (with their resource) by key and by (DRG id, version)."""
+
+    def __init__(self, sdb: StateDb) -> None:
+        super().__init__(sdb, "decision_requirements", "decision_requirements_versions", "decisionRequirementsId")
+
+    def put(self, drg: dict[str, Any]) -> None:
+        key = drg["decisionRequirementsKey"]
+        self._put(key, drg["decisionRequirementsId"], drg["decisionRequirementsVersion"], drg)
+
+
+class FormState(_Versioned):
+    """Forms (with their resource) by key and by (form id, version)."""
+
+    def __init__(self, sdb: StateDb) -> None:
+        super().__init__(sdb, "forms", "form_versions", "formId")
+
+    def put(self, form: dict[str, Any]) -> None:
+        self._put(form["formKey"], form["formId"], form["version"], form)
