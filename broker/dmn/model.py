@@ -83,6 +83,7 @@ class Decision:
     name: str
     logic: DecisionTable | LiteralExpression
     required: tuple[str, ...] = ()
+    version_tag: str = ""  # ``zeebe:versionTag`` (what business rule tasks bound by version tag look for)
 
     @property
     def decision_type(self) -> str:

@@ -24,6 +24,8 @@ DMN_NAMESPACES: Final = frozenset(
     }
 )
 
+ZEEBE_NS: Final = "http://camunda.org/schema/zeebe/1.0"
+
 MAX_DECISIONS: Final = 1000
 """Most decisions in one DRG (required decisions are evaluated by walking the graph)."""
 
@@ -114,7 +116,13 @@ class _Reader:
             logic = None
         if logic is None:
             return None
-        return m.Decision(decision_id, name, logic, tuple(required))
+        version_tag = ""
+        extensions = self.child(node, "extensionElements")
+        if extensions is not None:
+            tag = extensions.find(f"{{{ZEEBE_NS}}}versionTag")
+            if tag is not None:
+                version_tag = (tag.get("value") or "").strip()
+        return m.Decision(decision_id, name, logic, tuple(required), version_tag)
 
     def decision_table(self, where: str, node: XmlElement) -> m.DecisionTable | None:
         hit_policy = (node.get("hitPolicy") or m.UNIQUE).strip().upper()

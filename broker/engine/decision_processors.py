@@ -167,7 +167,7 @@ def deploy_dmn(ctx: ProcessingContext, res: DmnResource, deployment_key: int, *,
             "duplicate": False,
             "tenantId": TENANT,
             "deploymentKey": deployment_key,
-            "versionTag": "",
+            "versionTag": decision.version_tag,
         }
         ctx.event(ValueType.DECISION, DecisionIntent.CREATED, key, stored)
         out["decisions"].append(stored)

@@ -58,6 +58,7 @@ SUB_DATABASES = (
     "decisions",
     "decision_versions",
     "decisions_by_drg",
+    "decision_bindings",
     "decision_requirements",
     "decision_requirements_versions",
     "forms",

@@ -62,13 +62,37 @@ class _Versioned(_Repository):
 
 
 class DecisionState(_Versioned):
-    """Decisions by key, by (decision id, version) and by (DRG key, decision id)."""
+    """Decisions by key, by (decision id, version), by (DRG key, decision id), and for business rule tasks' bindings
+    by (decision id, version tag) (the latest version carrying the tag) and (decision id, deployment key)."""
 
-    __slots__ = ("_by_drg",)
+    __slots__ = ("_bindings", "_by_drg")
 
     def __init__(self, sdb: StateDb) -> None:
         super().__init__(sdb, "decisions", "decision_versions", "decisionId")
         self._by_drg = sdb.dbs["decisions_by_drg"]
+        self._bindings = sdb.dbs["decision_bindings"]
+
+    @staticmethod
+    def _tag_key(decision_id: str, version_tag: str) -> bytes:
+        return b"T" + _text(decision_id) + b"\0" + _text(version_tag)
+
+    @staticmethod
+    def _deployment_key(decision_id: str, deployment_key: int) -> bytes:
+        return b"D" + _text(decision_id) + b"\0" + u64(deployment_key)
+
+    def _bound(self, index_key: bytes, decision_id: str) -> dict[str, Any] | None:
+        v = self.txn.get(index_key, db=self._bindings)
+        found = self.get(read_u64(v)) if v is not None else None
+        return found if found is not None and found["decisionId"] == decision_id else None
+
+    def with_version_tag(self, decision_id: str, version_tag: str) -> dict[str, Any] | None:
+        """The latest version of ``decision_id`` deployed with ``version_tag``."""
+        found = self._bound(self._tag_key(decision_id, version_tag), decision_id)
+        return found if found is not None and found.get("versionTag") == version_tag else None
+
+    def in_deployment(self, decision_id: str, deployment_key: int) -> dict[str, Any] | None:
+        """The version of ``decision_id`` that deployment ``deployment_key`` created."""
+        return self._bound(self._deployment_key(decision_id, deployment_key), decision_id)
 
     def in_drg(self, drg_key: int, decision_id: str) -> dict[str, Any] | None:
         v = self.txn.get(u64(drg_key) + _text(decision_id), db=self._by_drg)
@@ -80,6 +104,14 @@ class DecisionState(_Versioned):
         self._put(key, decision["decisionId"], decision["version"], decision)
         drg_key = decision["decisionRequirementsKey"]
         self.txn.put(u64(drg_key) + _text(decision["decisionId"]), u64(key), db=self._by_drg)
+        decision_id = decision["decisionId"]
+        if decision.get("deploymentKey", -1) > 0:
+            self.txn.put(self._deployment_key(decision_id, decision["deploymentKey"]), u64(key), db=self._bindings)
+        tag = decision.get("versionTag")
+        if tag:
+            tagged = self.with_version_tag(decision_id, tag)
+            if tagged is None or tagged["version"] <= decision["version"]:
+                self.txn.put(self._tag_key(decision_id, tag), u64(key), db=self._bindings)
 
 
 class DecisionRequirementsState(_Versioned):

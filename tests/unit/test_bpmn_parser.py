@@ -427,6 +427,25 @@ def test_business_rule_tasks_evaluated_by_the_engine_need_their_engine_kind() ->
     )
 
 
+def test_called_decision_binding_types() -> None:
+    def task(attributes: str) -> str:
+        return linear(
+            '<bpmn:businessRuleTask id="m0"><bpmn:extensionElements><zeebe:calledDecision decisionId="d" '
+            f'resultVariable="r" {attributes}/></bpmn:extensionElements></bpmn:businessRuleTask>'
+        )
+
+    tagged = only(parse_bpmn(process_xml(task('bindingType="versionTag" versionTag="v1"')), "t.bpmn"))
+    called = tagged.element("m0").called_decision
+    assert called is not None and (called.binding_type, called.version_tag) == ("versionTag", "v1")
+    assert problems_of(process_xml(task('bindingType="sometimes"'))) == (
+        "'m0': zeebe:calledDecision: Attribute 'bindingType' must be one of deployment, latest, versionTag",
+    )
+    assert problems_of(process_xml(task('bindingType="versionTag"'))) == (
+        "'m0': zeebe:calledDecision: Attribute 'versionTag' must be present and not empty with bindingType "
+        "'versionTag'",
+    )
+
+
 def test_multi_instance_needs_its_own_kind() -> None:
     body = linear(
         '<bpmn:task id="m0"><bpmn:multiInstanceLoopCharacteristics><bpmn:extensionElements>'

@@ -166,3 +166,61 @@ async def test_business_rule_task_result_records_incidents_and_resolution(tmp_pa
     assert first["bpmnProcessId"] == "business-rule-task" and first["decisionId"] == "discount"
     assert evaluations[2].value["failedDecisionId"] == "discount"
     check_replay_equals_live(directory, tmp_path)
+
+
+def _tagged_dmn(output: str, tag: str) -> bytes:
+    return (
+        '<definitions xmlns="https://www.omg.org/spec/DMN/20191111/MODEL/" '
+        'xmlns:zeebe="http://camunda.org/schema/zeebe/1.0" id="bound_drg" name="Bound" namespace="x">'
+        f'<decision id="bound" name="Bound"><extensionElements><zeebe:versionTag value="{tag}"/></extensionElements>'
+        f"<literalExpression><text>{output}</text></literalExpression></decision></definitions>"
+    ).encode()
+
+
+def _binding_process(process_id: str, binding: str) -> bytes:
+    return (
+        '<bpmn:definitions xmlns:bpmn="http://www.omg.org/spec/BPMN/20100524/MODEL" '
+        'xmlns:zeebe="http://camunda.org/schema/zeebe/1.0" id="d" targetNamespace="x">'
+        f'<bpmn:process id="{process_id}" isExecutable="true"><bpmn:startEvent id="s"/>'
+        '<bpmn:sequenceFlow id="f1" sourceRef="s" targetRef="t"/>'
+        f'<bpmn:businessRuleTask id="t"><bpmn:extensionElements><zeebe:calledDecision decisionId="bound" '
+        f'resultVariable="r" {binding}/></bpmn:extensionElements></bpmn:businessRuleTask>'
+        '<bpmn:sequenceFlow id="f2" sourceRef="t" targetRef="w"/>'
+        '<bpmn:serviceTask id="w"><bpmn:extensionElements><zeebe:taskDefinition type="bound-check"/>'
+        '</bpmn:extensionElements></bpmn:serviceTask><bpmn:sequenceFlow id="f3" sourceRef="w" targetRef="e"/>'
+        '<bpmn:endEvent id="e"/></bpmn:process></bpmn:definitions>'
+    ).encode()
+
+
+async def test_business_rule_task_bindings_latest_deployment_and_version_tag(tmp_path: Path) -> None:
+    d = Driver(tmp_path / "p" / "1")
+    d.open()
+    accepted(
+        await _deploy(
+            d,
+            ("bound.dmn", _tagged_dmn('"v1"', "one")),
+            ("by-deployment.bpmn", _binding_process("by-deployment", 'bindingType="deployment"')),
+        )
+    )
+    accepted(await _deploy(d, ("bound.dmn", _tagged_dmn('"v2"', "two"))))
+    accepted(
+        await _deploy(
+            d,
+            ("by-tag.bpmn", _binding_process("by-tag", 'bindingType="versionTag" versionTag="one"')),
+            ("latest.bpmn", _binding_process("latest", "")),
+        )
+    )
+    results = {}
+    for process_id in ("by-deployment", "by-tag", "latest"):
+        created = accepted(await d.create(process_id, {}))
+        await d.settle()
+        results[process_id] = d.read(lambda s, k=created.key: s.variables.local(k)).get("r")
+    assert results == {"by-deployment": "v1", "by-tag": "v1", "latest": "v2"}
+    unknown_tag = _binding_process("missing-tag", 'bindingType="versionTag" versionTag="x"')
+    accepted(await _deploy(d, ("missing-tag.bpmn", unknown_tag)))
+    created = accepted(await d.create("missing-tag", {}))
+    await d.settle()
+    [(_key, incident)] = [i for i in d.incidents() if i[1]["processInstanceKey"] == created.key]
+    assert incident["errorType"] == "CALLED_DECISION_ERROR" and "version tag 'x'" in incident["errorMessage"]
+    await d.close()
+    check_replay_equals_live(tmp_path / "p" / "1", tmp_path)

@@ -1,7 +1,8 @@
 """Business rule tasks: a DMN decision the engine evaluates itself (``zeebe:calledDecision``), or a job for a worker.
 
-With ``zeebe:calledDecision``, the task (after its input mappings) finds the decision by id (static or FEEL; the
-latest deployed version), evaluates it against the variables visible at the task and writes a DECISION_EVALUATION
+With ``zeebe:calledDecision``, the task (after its input mappings) finds the decision by id (static or FEEL) and
+binding (``latest`` by default; ``deployment``: the version deployed with the process; ``versionTag``: the latest
+version carrying the tag), evaluates it against the variables visible at the task and writes a DECISION_EVALUATION
 EVALUATED record; the output becomes the task's local ``resultVariable`` and the task completes at once. Without
 output mappings the result variable reaches the flow scope; with them, the mappings see it (as for script tasks).
 
@@ -31,6 +32,37 @@ CALLED_DECISION_ERROR: Final = "CALLED_DECISION_ERROR"
 DECISION_EVALUATION_ERROR: Final = "DECISION_EVALUATION_ERROR"
 
 
+def _called_decision(
+    ctx: ProcessingContext, called: bpmn.CalledDecision, decision_id: str, inst: ElementInstance
+) -> dict | str:
+    """The stored decision the binding selects, or why there is none."""
+    decisions_state = ctx.state.decisions
+    if called.binding_type == bpmn.BINDING_DEPLOYMENT:
+        process = ctx.state.processes.get(inst.value.process_definition_key) or {}
+        deployment_key = process.get("deploymentKey", -1)
+        stored = decisions_state.in_deployment(decision_id, deployment_key) if deployment_key > 0 else None
+        if stored is None:
+            return (
+                f"Expected to evaluate decision with id '{decision_id}' with binding type 'deployment', but no such "
+                f"decision found in the deployment with key {deployment_key} which contained the current process. "
+                "To resolve this incident, deploy the decision together with the process."
+            )
+        return stored
+    if called.binding_type == bpmn.BINDING_VERSION_TAG:
+        tag = called.version_tag or ""
+        stored = decisions_state.with_version_tag(decision_id, tag)
+        if stored is None:
+            return (
+                f"Expected to evaluate decision with id '{decision_id}' and version tag '{tag}', but no such decision "
+                "found. To resolve this incident, deploy a decision with the given id and version tag."
+            )
+        return stored
+    stored = decisions_state.latest(decision_id)
+    if stored is None:
+        return f"Expected to evaluate decision '{decision_id}', but no decision found for id '{decision_id}'"
+    return stored
+
+
 class BusinessRuleTaskProcessor(JobTaskProcessor):
     def on_activate(
         self, ctx: ProcessingContext, process: bpmn.Process, element: bpmn.Element | None, inst: ElementInstance
@@ -53,10 +85,9 @@ class BusinessRuleTaskProcessor(JobTaskProcessor):
             )
             b.raise_incident(ctx, inst, "EXTRACT_VALUE_ERROR", reason)
             return
-        decision = ctx.state.decisions.latest(decision_id)
-        if decision is None:
-            reason = f"Expected to evaluate decision '{decision_id}', but no decision found for id '{decision_id}'"
-            b.raise_incident(ctx, inst, CALLED_DECISION_ERROR, reason)
+        decision = _called_decision(ctx, called, decision_id, inst)
+        if isinstance(decision, str):
+            b.raise_incident(ctx, inst, CALLED_DECISION_ERROR, decision)
             return
         intent, value = decisions.evaluate(ctx, decision, b.visible_variables(ctx, inst.key))
         v = inst.value
