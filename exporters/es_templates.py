@@ -237,6 +237,10 @@ VALUE_PROPERTIES: dict[ValueType, Mapping] = {
         "deploymentKey": LONG,
         "versionTag": KEYWORD,
     },
+    ValueType.RESOURCE_DELETION: {
+        "resourceKey": LONG,
+        "tenantId": KEYWORD,
+    },
     ValueType.PROCESS_EVENT: {
         "scopeKey": LONG,
         "processInstanceKey": LONG,

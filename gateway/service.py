@@ -33,6 +33,7 @@ from broker.protocol.enums import (
     ProcessInstanceIntent,
     RecordType,
     RejectionType,
+    ResourceDeletionIntent,
     SignalIntent,
     ValueType,
     VariableDocumentIntent,
@@ -438,6 +439,15 @@ class GatewayService(pb_grpc.GatewayServicer):
             decisionInstanceKey=rec.key,
         )
 
+    @_unary
+    async def DeleteResource(self, request: pb.DeleteResourceRequest, context: grpc.aio.ServicerContext) -> Any:
+        """Delete a decision requirements graph (with its decisions) or a form, on every partition."""
+        key = request.resourceKey
+        partition_id = self._partition_for_key(key, "resource")
+        value = {"resourceKey": key, "tenantId": TENANT}
+        await self._execute(partition_id, ValueType.RESOURCE_DELETION, ResourceDeletionIntent.DELETE, value, key)
+        return pb.DeleteResourceResponse()
+
     # -- process instances -----------------------------------------------------------------------------------
 
     def _creation_value(
@@ -818,6 +828,3 @@ class GatewayService(pb_grpc.GatewayServicer):
 
     async def MigrateProcessInstance(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
         await self._unsupported(context, "MigrateProcessInstance")
-
-    async def DeleteResource(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
-        await self._unsupported(context, "DeleteResource")

@@ -63,6 +63,9 @@ class EventAppliers:
             (ValueType.DECISION_REQUIREMENTS, DecisionRequirementsIntent.CREATED): self._drg_created,
             (ValueType.DECISION, DecisionIntent.CREATED): self._decision_created,
             (ValueType.FORM, FormIntent.CREATED): self._form_created,
+            (ValueType.DECISION_REQUIREMENTS, DecisionRequirementsIntent.DELETED): self._drg_deleted,
+            (ValueType.DECISION, DecisionIntent.DELETED): self._decision_deleted,
+            (ValueType.FORM, FormIntent.DELETED): self._form_deleted,
             (ValueType.PROCESS_INSTANCE, PI.ELEMENT_ACTIVATING): self._element_activating,
             (ValueType.PROCESS_INSTANCE, PI.ELEMENT_ACTIVATED): self._element_state,
             (ValueType.PROCESS_INSTANCE, PI.ELEMENT_COMPLETING): self._element_state,
@@ -131,6 +134,15 @@ class EventAppliers:
 
     def _form_created(self, state: PartitionState, r: Record) -> None:
         state.forms.put(r.value)
+
+    def _drg_deleted(self, state: PartitionState, r: Record) -> None:
+        state.decision_requirements.remove(r.value)
+
+    def _decision_deleted(self, state: PartitionState, r: Record) -> None:
+        state.decisions.remove(r.value)
+
+    def _form_deleted(self, state: PartitionState, r: Record) -> None:
+        state.forms.remove(r.value)
 
     def _process_created(self, state: PartitionState, r: Record) -> None:
         state.processes.put(r.value)

@@ -27,6 +27,7 @@ from broker.protocol.enums import (
     DecisionRequirementsIntent,
     FormIntent,
     RejectionType,
+    ResourceDeletionIntent,
     ValueType,
 )
 from broker.protocol.record import Record
@@ -142,7 +143,7 @@ def deploy_dmn(ctx: ProcessingContext, res: DmnResource, deployment_key: int, *,
     stored_drg = {
         "decisionRequirementsId": res.drg.id,
         "decisionRequirementsName": res.drg.name,
-        "decisionRequirementsVersion": (res.latest["decisionRequirementsVersion"] + 1) if res.latest else 1,
+        "decisionRequirementsVersion": ctx.state.decision_requirements.next_version(res.drg.id),
         "decisionRequirementsKey": drg_key,
         "namespace": res.drg.namespace,
         "resourceName": res.name,
@@ -155,12 +156,11 @@ def deploy_dmn(ctx: ProcessingContext, res: DmnResource, deployment_key: int, *,
     out["decisionRequirements"].append(stored_drg)
     out["decisionRequirementsMetadata"].append(drg_metadata(stored_drg, duplicate=False))
     for decision in res.drg.decisions:
-        latest = ctx.state.decisions.latest(decision.id)
         key = ctx.keys.next_key()
         stored = {
             "decisionId": decision.id,
             "decisionName": decision.name,
-            "version": (latest["version"] + 1) if latest else 1,
+            "version": ctx.state.decisions.next_version(decision.id),
             "decisionKey": key,
             "decisionRequirementsId": res.drg.id,
             "decisionRequirementsKey": drg_key,
@@ -182,7 +182,7 @@ def deploy_form(ctx: ProcessingContext, res: FormResource, deployment_key: int, 
     key = ctx.keys.next_key()
     stored = {
         "formId": res.form_id,
-        "version": (res.latest["version"] + 1) if res.latest else 1,
+        "version": ctx.state.forms.next_version(res.form_id),
         "formKey": key,
         "resourceName": res.name,
         "checksum": res.checksum,
@@ -337,3 +337,46 @@ def evaluate_command(ctx: ProcessingContext, cmd: Record) -> None:
     value["variables"] = variables
     rec = ctx.event(ValueType.DECISION_EVALUATION, intent, ctx.keys.next_key(), value)
     ctx.respond(rec)
+
+
+# -- deletion ------------------------------------------------------------------------------------------------
+
+
+def delete_resource(ctx: ProcessingContext, cmd: Record) -> None:
+    """RESOURCE_DELETION DELETE (DeleteResource): a DRG with all its decisions, or a form.
+
+    The deletion is distributed to the other partitions like the deployment was; there, a resource already gone is
+    not an error. Later versions keep counting from the deleted one. Deleting process definitions is not supported.
+    """
+    v = cmd.value
+    key = v.get("resourceKey", cmd.key)
+    distributed = bool(v.get("distributedFrom"))
+    drg = ctx.state.decision_requirements.get(key) if isinstance(key, int) and key > 0 else None
+    form = ctx.state.forms.get(key) if drg is None and isinstance(key, int) and key > 0 else None
+    if drg is not None:
+        for decision in b.services(ctx).drgs.get(key).decisions:
+            stored = ctx.state.decisions.in_drg(key, decision.id)
+            if stored is not None:
+                ctx.event(ValueType.DECISION, DecisionIntent.DELETED, stored["decisionKey"], stored)
+        ctx.event(ValueType.DECISION_REQUIREMENTS, DecisionRequirementsIntent.DELETED, key, _without_resource(drg))
+    elif form is not None:
+        ctx.event(ValueType.FORM, FormIntent.DELETED, key, _without_resource(form))
+    elif not distributed:
+        if isinstance(key, int) and key > 0 and ctx.state.processes.get(key) is not None:
+            ctx.reject(
+                RejectionType.INVALID_ARGUMENT,
+                f"Expected to delete resource with key `{key}`, but deleting process definitions is not supported",
+            )
+        else:
+            ctx.reject(RejectionType.NOT_FOUND, f"Expected to delete resource but no resource found with key `{key}`")
+        return
+    value = {"resourceKey": key, "tenantId": TENANT}
+    rec = ctx.event(ValueType.RESOURCE_DELETION, ResourceDeletionIntent.DELETED, key, value)
+    ctx.respond(rec)
+    if not distributed:
+        command = {**value, "distributedFrom": ctx.partition_id}
+        b.distribute(ctx, key, ValueType.RESOURCE_DELETION, ResourceDeletionIntent.DELETE, command)
+
+
+def _without_resource(stored: dict) -> dict:
+    return {k: v for k, v in stored.items() if k != "resource"}

@@ -33,6 +33,7 @@ from broker.protocol.enums import (
     ProcessInstanceIntent,
     ProcessMessageSubscriptionIntent,
     RejectionType,
+    ResourceDeletionIntent,
     SignalIntent,
     TimerIntent,
     ValueType,
@@ -104,6 +105,7 @@ class Engine:
             (ValueType.PROCESS_MESSAGE_SUBSCRIPTION, pms.DELETE): messages.process_subscription_deleted,
             (ValueType.SIGNAL, SignalIntent.BROADCAST): signals.broadcast_command,
             (ValueType.DECISION_EVALUATION, DecisionEvaluationIntent.EVALUATE): decisions.evaluate_command,
+            (ValueType.RESOURCE_DELETION, ResourceDeletionIntent.DELETE): decisions.delete_resource,
         }
 
     def apply_event(self, state: PartitionState, record: Record) -> None:

@@ -14,14 +14,34 @@ from broker.state.repositories import _hashed, _Repository, _text
 
 
 class _Versioned(_Repository):
-    """Records by key, plus an index (id, version) -> key over the id field ``id_field``."""
+    """Records by key, plus an index (id, version) -> key over the id field ``id_field``.
 
-    __slots__ = ("_id_field", "_versions")
+    The highest version ever stored per id is kept apart, so deleting the latest version never hands its number
+    out again.
+    """
+
+    __slots__ = ("_counters", "_id_field", "_versions")
 
     def __init__(self, sdb: StateDb, name: str, versions: str, id_field: str) -> None:
         super().__init__(sdb, name)
         self._versions = sdb.dbs[versions]
+        self._counters = sdb.dbs["resource_version_counters"]
         self._id_field = id_field
+
+    def _counter_key(self, resource_id: str) -> bytes:
+        return self._id_field.encode() + b"\0" + _text(resource_id)
+
+    def next_version(self, resource_id: str) -> int:
+        """The version a new deployment of ``resource_id`` gets."""
+        v = self.txn.get(self._counter_key(resource_id), db=self._counters)
+        return (read_u64(v) if v is not None else 0) + 1
+
+    def _remove(self, key: int, resource_id: str, version: int) -> None:
+        self.txn.delete(u64(key), db=self._db)
+        index = self._version_key(resource_id, version)
+        v = self.txn.get(index, db=self._versions)
+        if v is not None and read_u64(v) == key:
+            self.txn.delete(index, db=self._versions)
 
     @staticmethod
     def _version_key(resource_id: str, version: int) -> bytes:
@@ -59,6 +79,8 @@ class _Versioned(_Repository):
     def _put(self, key: int, resource_id: str, version: int, value: dict[str, Any]) -> None:
         self.txn.put(u64(key), pack(value), db=self._db)
         self.txn.put(self._version_key(resource_id, version), u64(key), db=self._versions)
+        if version >= self.next_version(resource_id):
+            self.txn.put(self._counter_key(resource_id), u64(version), db=self._counters)
 
 
 class DecisionState(_Versioned):
@@ -113,6 +135,18 @@ class DecisionState(_Versioned):
             if tagged is None or tagged["version"] <= decision["version"]:
                 self.txn.put(self._tag_key(decision_id, tag), u64(key), db=self._bindings)
 
+    def remove(self, decision: dict[str, Any]) -> None:
+        key, decision_id = decision["decisionKey"], decision["decisionId"]
+        self._remove(key, decision_id, decision["version"])
+        self.txn.delete(u64(decision["decisionRequirementsKey"]) + _text(decision_id), db=self._by_drg)
+        indexes = [self._tag_key(decision_id, decision.get("versionTag") or "")]
+        if decision.get("deploymentKey", -1) > 0:
+            indexes.append(self._deployment_key(decision_id, decision["deploymentKey"]))
+        for index in indexes:
+            v = self.txn.get(index, db=self._bindings)
+            if v is not None and read_u64(v) == key:
+                self.txn.delete(index, db=self._bindings)
+
 
 class DecisionRequirementsState(_Versioned):
     """DRGs (with their resource) by key and by (DRG id, version)."""
@@ -124,6 +158,10 @@ class DecisionRequirementsState(_Versioned):
         key = drg["decisionRequirementsKey"]
         self._put(key, drg["decisionRequirementsId"], drg["decisionRequirementsVersion"], drg)
 
+    def remove(self, drg: dict[str, Any]) -> None:
+        key = drg["decisionRequirementsKey"]
+        self._remove(key, drg["decisionRequirementsId"], drg["decisionRequirementsVersion"])
+
 
 class FormState(_Versioned):
     """Forms (with their resource) by key and by (form id, version)."""
@@ -133,3 +171,6 @@ class FormState(_Versioned):
 
     def put(self, form: dict[str, Any]) -> None:
         self._put(form["formKey"], form["formId"], form["version"], form)
+
+    def remove(self, form: dict[str, Any]) -> None:
+        self._remove(form["formKey"], form["formId"], form["version"])

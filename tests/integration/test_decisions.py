@@ -140,3 +140,34 @@ def test_a_failing_decision_raises_an_incident_fixed_by_variables_and_resolved(
     stub.ResolveIncident(pb.ResolveIncidentRequest(incidentKey=incident.key), timeout=10)
     (job,) = activate(stub, d.type("check-discount"))
     assert variables_of(job)["discount"] == 0.05
+
+
+def test_delete_resource_removes_a_drg_on_every_partition(stub: Stub) -> None:
+    drg_id = f"drg-{uuid.uuid4().hex[:8]}"
+    decision_id = f"answer-{uuid.uuid4().hex[:8]}"
+    content = (
+        f'<definitions xmlns="https://www.omg.org/spec/DMN/20191111/MODEL/" id="{drg_id}" namespace="x">'
+        f'<decision id="{decision_id}"><literalExpression><text>42</text></literalExpression></decision></definitions>'
+    ).encode()
+    response = stub.DeployResource(
+        pb.DeployResourceRequest(resources=[pb.Resource(name="answer.dmn", content=content)]), timeout=10
+    )
+    (drg,) = [d.decisionRequirements for d in response.deployments if d.HasField("decisionRequirements")]
+
+    def evaluates_everywhere(expected: bool) -> bool:
+        for _ in range(3):
+            try:
+                found = _evaluate(stub, {}, decisionId=decision_id).decisionOutput == "42"
+            except grpc.RpcError as e:
+                if e.code() != grpc.StatusCode.NOT_FOUND:
+                    raise
+                found = False
+            if found != expected:
+                return False
+        return True
+
+    eventually(lambda: evaluates_everywhere(True), timeout=10, what="the decision on every partition")
+    stub.DeleteResource(pb.DeleteResourceRequest(resourceKey=drg.decisionRequirementsKey), timeout=10)
+    eventually(lambda: evaluates_everywhere(False), timeout=10, what="the decision gone from every partition")
+    again = rpc_error(stub.DeleteResource, pb.DeleteResourceRequest(resourceKey=drg.decisionRequirementsKey))
+    assert again.code() == grpc.StatusCode.NOT_FOUND

@@ -14,6 +14,7 @@ from broker.protocol.enums import (
     JobIntent,
     RecordType,
     RejectionType,
+    ResourceDeletionIntent,
     ValueType,
 )
 from broker.protocol.record import Record
@@ -224,3 +225,35 @@ async def test_business_rule_task_bindings_latest_deployment_and_version_tag(tmp
     assert incident["errorType"] == "CALLED_DECISION_ERROR" and "version tag 'x'" in incident["errorMessage"]
     await d.close()
     check_replay_equals_live(tmp_path / "p" / "1", tmp_path)
+
+
+async def test_deleting_a_drg_and_a_form(tmp_path: Path) -> None:
+    d = Driver(tmp_path / "p" / "1")
+    d.open()
+    first = accepted(await _deploy(d, _dmn("discount.dmn"), ("approval.form", FORM)))
+    changed = (DMN / "discount.dmn").read_bytes().replace(b"0.15", b"0.2")
+    second = accepted(await _deploy(d, ("discount.dmn", changed)))
+    drg_v2 = second.value["decisionRequirementsMetadata"][0]["decisionRequirementsKey"]
+    delete = {"resourceKey": drg_v2}
+    deleted = accepted(await d.send(ValueType.RESOURCE_DELETION, ResourceDeletionIntent.DELETE, delete))
+    assert deleted.intent == ResourceDeletionIntent.DELETED and deleted.value["resourceKey"] == drg_v2
+    # the previous version is the latest again
+    rec = accepted(await _evaluate(d, {"orders": 12}, decision_id="discount"))
+    assert json.loads(rec.value["decisionOutput"]) == 0.15 and rec.value["decisionVersion"] == 1
+    # a new deployment keeps counting
+    third = accepted(await _deploy(d, ("discount.dmn", changed)))
+    assert third.value["decisionRequirementsMetadata"][0]["decisionRequirementsVersion"] == 3
+    form_key = first.value["formMetadata"][0]["formKey"]
+    accepted(await d.send(ValueType.RESOURCE_DELETION, ResourceDeletionIntent.DELETE, {"resourceKey": form_key}))
+    assert d.read(lambda s: s.forms.latest("approval-form")) is None
+    again = await d.send(ValueType.RESOURCE_DELETION, ResourceDeletionIntent.DELETE, {"resourceKey": form_key})
+    assert again.rejection_type == RejectionType.NOT_FOUND
+    assert again.rejection_reason == f"Expected to delete resource but no resource found with key `{form_key}`"
+    process = accepted(await d.deploy("one-task.bpmn")).value["processesMetadata"][0]["processDefinitionKey"]
+    refused = await d.send(ValueType.RESOURCE_DELETION, ResourceDeletionIntent.DELETE, {"resourceKey": process})
+    assert refused.rejection_type == RejectionType.INVALID_ARGUMENT
+    await d.close()
+    directory = tmp_path / "p" / "1"
+    deleted_decisions = [r for r in _records(directory, ValueType.DECISION) if r.intent == 1]
+    assert sorted(r.value["decisionId"] for r in deleted_decisions) == ["customer_level", "discount"]
+    check_replay_equals_live(directory, tmp_path)
