@@ -204,6 +204,7 @@ VALUE_PROPERTIES: dict[ValueType, Mapping] = {
         "resource": STORED_ONLY,
         "duplicate": BOOLEAN,
         "tenantId": KEYWORD,
+        "deploymentKey": LONG,
     },
     ValueType.DECISION_EVALUATION: {
         "decisionKey": LONG,

@@ -72,9 +72,12 @@ class _Evaluation:
             value, _warnings = feel.evaluate_with_warnings(text, context, now=self.now, limits=self.limits)
         except feel.FeelBudgetExceeded as e:
             raise _Failure(f"failed to evaluate expression '{text}': it {e.reason}") from None
-        except (feel.FeelSyntaxError, feel.FeelEvaluationError, RecursionError) as e:
+        except Exception as e:  # syntax, assertion, recursion, anything else: a failure, never a crash
             raise _Failure(f"failed to evaluate expression '{text}': {e}") from None
-        return to_json_value(value)
+        try:
+            return to_json_value(value)
+        except RecursionError:
+            raise _Failure(f"failed to evaluate expression '{text}': the result is nested too deeply") from None
 
     def matches(self, entry: str, value: Any, context: dict[str, Any]) -> bool:
         if not entry or entry == "-":
@@ -84,7 +87,7 @@ class _Evaluation:
             result, _warnings = compiled.evaluate_with_warnings(value, context, self.now, self.limits)
         except feel.FeelBudgetExceeded as e:
             raise _Failure(f"failed to evaluate unary tests '{entry}': it {e.reason}") from None
-        except (feel.FeelSyntaxError, feel.FeelEvaluationError, RecursionError) as e:
+        except Exception as e:  # syntax, assertion, recursion, anything else: a failure, never a crash
             raise _Failure(f"failed to evaluate unary tests '{entry}': {e}") from None
         return result is True
 

@@ -102,7 +102,14 @@ def check_dmn(ctx: ProcessingContext, res: DmnResource) -> None:
     res.checksum = resource_checksum(res.data).hex()
     res.latest = ctx.state.decision_requirements.latest(res.drg.id)
     res.duplicate = (
-        res.latest is not None and res.latest["checksum"] == res.checksum and res.latest["resourceName"] == res.name
+        res.latest is not None
+        and res.latest["checksum"] == res.checksum
+        and res.latest["resourceName"] == res.name
+        and all(
+            (ctx.state.decisions.latest(d.id) or {}).get("decisionRequirementsKey")
+            == res.latest["decisionRequirementsKey"]
+            for d in res.drg.decisions
+        )
     )
 
 
@@ -150,6 +157,7 @@ def deploy_dmn(ctx: ProcessingContext, res: DmnResource, deployment_key: int, *,
         "checksum": res.checksum,
         "resource": res.data,
         "tenantId": TENANT,
+        "deploymentKey": deployment_key,
     }
     ctx.event(ValueType.DECISION_REQUIREMENTS, DecisionRequirementsIntent.CREATED, drg_key, stored_drg)
     b.services(ctx).drgs.put(drg_key, res.drg)
@@ -346,7 +354,7 @@ def delete_resource(ctx: ProcessingContext, cmd: Record) -> None:
     """RESOURCE_DELETION DELETE (DeleteResource): a DRG with all its decisions, or a form.
 
     The deletion is distributed to the other partitions like the deployment was; there, a resource already gone is
-    not an error. Later versions keep counting from the deleted one. Deleting process definitions is not supported.
+    not an error. Deleting process definitions is not supported.
     """
     v = cmd.value
     key = v.get("resourceKey", cmd.key)
@@ -354,10 +362,8 @@ def delete_resource(ctx: ProcessingContext, cmd: Record) -> None:
     drg = ctx.state.decision_requirements.get(key) if isinstance(key, int) and key > 0 else None
     form = ctx.state.forms.get(key) if drg is None and isinstance(key, int) and key > 0 else None
     if drg is not None:
-        for decision in b.services(ctx).drgs.get(key).decisions:
-            stored = ctx.state.decisions.in_drg(key, decision.id)
-            if stored is not None:
-                ctx.event(ValueType.DECISION, DecisionIntent.DELETED, stored["decisionKey"], stored)
+        for stored in ctx.state.decisions.of_drg(key):
+            ctx.event(ValueType.DECISION, DecisionIntent.DELETED, stored["decisionKey"], stored)
         ctx.event(ValueType.DECISION_REQUIREMENTS, DecisionRequirementsIntent.DELETED, key, _without_resource(drg))
     elif form is not None:
         ctx.event(ValueType.FORM, FormIntent.DELETED, key, _without_resource(form))

@@ -77,6 +77,7 @@ def deploy(ctx: ProcessingContext, cmd: Record) -> None:
     dmns: list[decisions.DmnResource] = []
     forms: list[decisions.FormResource] = []
     seen_decisions: dict[str, str] = {}
+    seen_drgs: dict[str, str] = {}
     seen_forms: dict[str, str] = {}
     for res in resources:
         name = res["resourceName"]
@@ -87,11 +88,17 @@ def deploy(ctx: ProcessingContext, cmd: Record) -> None:
             except DmnParseError as e:
                 problems.append(str(e))
                 continue
+            if drg.id in seen_drgs:
+                problems.append(
+                    "Expected the decision requirements ids to be unique within a deployment but found a duplicated "
+                    f"id '{drg.id}' in the resources '{seen_drgs[drg.id]}' and '{name}'."
+                )
+            seen_drgs[drg.id] = name
             for decision in drg.decisions:
                 if decision.id in seen_decisions:
                     problems.append(
-                        f"Duplicated decision id in resources '{seen_decisions[decision.id]}' and '{name}': "
-                        f"'{decision.id}'"
+                        "Expected the decision ids to be unique within a deployment but found a duplicated id "
+                        f"'{decision.id}' in the resources '{seen_decisions[decision.id]}' and '{name}'."
                     )
                 seen_decisions[decision.id] = name
             dmns.append(decisions.DmnResource(name, data, drg))

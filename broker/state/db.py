@@ -59,7 +59,6 @@ SUB_DATABASES = (
     "decision_versions",
     "decisions_by_drg",
     "decision_bindings",
-    "resource_version_counters",
     "decision_requirements",
     "decision_requirements_versions",
     "forms",

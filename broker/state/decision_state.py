@@ -9,32 +9,29 @@ from __future__ import annotations
 
 from typing import Any
 
-from broker.state.db import StateDb, pack, read_u64, u64, unpack
+from broker.state.db import StateDb, pack, prefix_scan, read_u64, u64, unpack
 from broker.state.repositories import _hashed, _Repository, _text
 
 
 class _Versioned(_Repository):
     """Records by key, plus an index (id, version) -> key over the id field ``id_field``.
 
-    The highest version ever stored per id is kept apart, so deleting the latest version never hands its number
-    out again.
+    As in Zeebe, a new deployment gets the latest stored version plus one (after a deletion of the latest
+    version, the previous one is the latest again).
     """
 
-    __slots__ = ("_counters", "_id_field", "_versions")
+    __slots__ = ("_id_field", "_version_field", "_versions")
 
-    def __init__(self, sdb: StateDb, name: str, versions: str, id_field: str) -> None:
+    def __init__(self, sdb: StateDb, name: str, versions: str, id_field: str, version_field: str = "version") -> None:
         super().__init__(sdb, name)
         self._versions = sdb.dbs[versions]
-        self._counters = sdb.dbs["resource_version_counters"]
         self._id_field = id_field
-
-    def _counter_key(self, resource_id: str) -> bytes:
-        return self._id_field.encode() + b"\0" + _text(resource_id)
+        self._version_field = version_field
 
     def next_version(self, resource_id: str) -> int:
         """The version a new deployment of ``resource_id`` gets."""
-        v = self.txn.get(self._counter_key(resource_id), db=self._counters)
-        return (read_u64(v) if v is not None else 0) + 1
+        latest = self.latest(resource_id)
+        return latest[self._version_field] + 1 if latest is not None else 1
 
     def _remove(self, key: int, resource_id: str, version: int) -> None:
         self.txn.delete(u64(key), db=self._db)
@@ -79,8 +76,6 @@ class _Versioned(_Repository):
     def _put(self, key: int, resource_id: str, version: int, value: dict[str, Any]) -> None:
         self.txn.put(u64(key), pack(value), db=self._db)
         self.txn.put(self._version_key(resource_id, version), u64(key), db=self._versions)
-        if version >= self.next_version(resource_id):
-            self.txn.put(self._counter_key(resource_id), u64(version), db=self._counters)
 
 
 class DecisionState(_Versioned):
@@ -115,6 +110,11 @@ class DecisionState(_Versioned):
     def in_deployment(self, decision_id: str, deployment_key: int) -> dict[str, Any] | None:
         """The version of ``decision_id`` that deployment ``deployment_key`` created."""
         return self._bound(self._deployment_key(decision_id, deployment_key), decision_id)
+
+    def of_drg(self, drg_key: int) -> list[dict[str, Any]]:
+        """Every decision deployed with the DRG ``drg_key``."""
+        found = (self.get(read_u64(v)) for _k, v in prefix_scan(self.txn, self._by_drg, u64(drg_key)))
+        return [d for d in found if d is not None]
 
     def in_drg(self, drg_key: int, decision_id: str) -> dict[str, Any] | None:
         v = self.txn.get(u64(drg_key) + _text(decision_id), db=self._by_drg)
@@ -152,7 +152,13 @@ class DecisionRequirementsState(_Versioned):
     """DRGs (with their resource) by key and by (DRG id, version)."""
 
     def __init__(self, sdb: StateDb) -> None:
-        super().__init__(sdb, "decision_requirements", "decision_requirements_versions", "decisionRequirementsId")
+        super().__init__(
+            sdb,
+            "decision_requirements",
+            "decision_requirements_versions",
+            "decisionRequirementsId",
+            "decisionRequirementsVersion",
+        )
 
     def put(self, drg: dict[str, Any]) -> None:
         key = drg["decisionRequirementsKey"]

@@ -73,6 +73,13 @@ async def test_deploying_decisions_and_forms_versions_and_distribution_metadata(
     assert bad.record_type == RecordType.COMMAND_REJECTION and bad.rejection_type == RejectionType.INVALID_ARGUMENT
     assert "'broken.dmn': Expected a DMN 'definitions'" in bad.rejection_reason
     assert "'notes.txt': Expected the resource to be a BPMN model" in bad.rejection_reason
+    twice = await _deploy(d, _dmn("discount.dmn"), ("copy.dmn", (DMN / "discount.dmn").read_bytes()))
+    assert twice.rejection_type == RejectionType.INVALID_ARGUMENT
+    assert (
+        "Expected the decision requirements ids to be unique within a deployment but found a duplicated id "
+        "'discount_drg' in the resources 'discount.dmn' and 'copy.dmn'." in twice.rejection_reason
+    )
+    assert "Expected the decision ids to be unique within a deployment" in twice.rejection_reason
     await d.close()
     directory = tmp_path / "p" / "1"
     assert len(_records(directory, ValueType.DECISION_REQUIREMENTS)) == 2
@@ -240,9 +247,9 @@ async def test_deleting_a_drg_and_a_form(tmp_path: Path) -> None:
     # the previous version is the latest again
     rec = accepted(await _evaluate(d, {"orders": 12}, decision_id="discount"))
     assert json.loads(rec.value["decisionOutput"]) == 0.15 and rec.value["decisionVersion"] == 1
-    # a new deployment keeps counting
+    # a new deployment follows the latest remaining version, as in Zeebe
     third = accepted(await _deploy(d, ("discount.dmn", changed)))
-    assert third.value["decisionRequirementsMetadata"][0]["decisionRequirementsVersion"] == 3
+    assert third.value["decisionRequirementsMetadata"][0]["decisionRequirementsVersion"] == 2
     form_key = first.value["formMetadata"][0]["formKey"]
     accepted(await d.send(ValueType.RESOURCE_DELETION, ResourceDeletionIntent.DELETE, {"resourceKey": form_key}))
     assert d.read(lambda s: s.forms.latest("approval-form")) is None
