@@ -44,7 +44,8 @@ class EvaluatedDecision:
 
 @dataclass(slots=True)
 class DecisionResult:
-    """What evaluating a decision gave: its output, every decision evaluated (required ones first), or the failure."""
+    """What evaluating a decision gave: its output, every decision evaluated (required ones first), or the failure
+    (then the failed decision is the last one evaluated)."""
 
     output: Any = None
     evaluated: list[EvaluatedDecision] = field(default_factory=list)
@@ -91,13 +92,12 @@ class _Evaluation:
             raise _Failure(f"failed to evaluate unary tests '{entry}': {e}") from None
         return result is True
 
-    def decision(self, decision: m.Decision, context: dict[str, Any]) -> EvaluatedDecision:
-        evaluated = EvaluatedDecision(decision)
+    def decision(self, decision: m.Decision, context: dict[str, Any], evaluated: EvaluatedDecision) -> None:
+        """Fill ``evaluated`` in; on a failure it keeps what was evaluated before (inputs, matched rules)."""
         if isinstance(decision.logic, m.LiteralExpression):
             evaluated.output = self.expression(decision.logic.expression, context)
-            return evaluated
+            return
         self.table(decision.logic, context, evaluated)
-        return evaluated
 
     def table(self, table: m.DecisionTable, context: dict[str, Any], evaluated: EvaluatedDecision) -> None:
         values = []
@@ -105,7 +105,7 @@ class _Evaluation:
             value = self.expression(inp.expression, context)
             values.append(value)
             evaluated.inputs.append((inp.id, inp.name, value))
-        matched: list[EvaluatedRule] = []
+        matched = evaluated.matched_rules
         for rule in table.rules:
             if all(self.matches(e, v, context) for e, v in zip(rule.input_entries, values, strict=True)):
                 outputs = [
@@ -115,7 +115,8 @@ class _Evaluation:
                 matched.append(EvaluatedRule(rule.id, rule.index, outputs))
                 if table.hit_policy == m.FIRST:
                     break
-        evaluated.output, evaluated.matched_rules = _apply_hit_policy(table, matched)
+        evaluated.output, selected = _apply_hit_policy(table, list(matched))
+        evaluated.matched_rules = selected
 
 
 def _rule_result(table: m.DecisionTable, rule: EvaluatedRule) -> Any:
@@ -222,14 +223,16 @@ def evaluate_decision(
     evaluation = _Evaluation(now, limits)
     context = dict(variables)
     for decision in order:
+        evaluated = EvaluatedDecision(decision)
+        result.evaluated.append(evaluated)  # a failed decision is listed too (the last one), as Zeebe does
         try:
-            evaluated = evaluation.decision(decision, context)
+            evaluation.decision(decision, context, evaluated)
         except _Failure as e:
+            evaluated.output = None
             result.failed_decision_id = decision.id
             result.failure_message = f"Expected to evaluate decision '{decision_id}', but {e}"
             result.output = None
             return result
-        result.evaluated.append(evaluated)
         context[decision.id] = evaluated.output
         if isinstance(decision.logic, m.LiteralExpression):
             context[decision.logic.variable_name] = evaluated.output

@@ -176,7 +176,11 @@ def test_required_decision_unique_failure_names_the_failing_decision() -> None:
     assert ok.output == 0.15
     failed = evaluate_decision(drg, "discount", {"orders": 4, "total": 120})
     assert failed.failed_decision_id == "discount"
-    assert [e.decision.id for e in failed.evaluated] == ["customer_level"]
+    # the failed decision is listed last, with the inputs it evaluated and the rules that matched
+    assert [e.decision.id for e in failed.evaluated] == ["customer_level", "discount"]
+    assert failed.evaluated[-1].inputs == [("in_level", "Customer level", "silver"), ("in_total", "Order total", 120)]
+    assert [r.rule_id for r in failed.evaluated[-1].matched_rules] == ["silver_rule", "silver_any"]
+    assert failed.evaluated[-1].output is None
 
 
 def test_literal_expression_decision() -> None:
