@@ -73,6 +73,9 @@ async def test_deploying_decisions_and_forms_versions_and_distribution_metadata(
     assert bad.record_type == RecordType.COMMAND_REJECTION and bad.rejection_type == RejectionType.INVALID_ARGUMENT
     assert "'broken.dmn': Expected a DMN 'definitions'" in bad.rejection_reason
     assert "'notes.txt': Expected the resource to be a BPMN model" in bad.rejection_reason
+    no_id = await _deploy(d, ("anonymous.form", b'{"components": []}'), ("broken.form", b"{"))
+    assert "'anonymous.form': Expected the form to have a non-empty 'id'" in no_id.rejection_reason
+    assert "'broken.form': the form is not valid JSON" in no_id.rejection_reason
     twice = await _deploy(d, _dmn("discount.dmn"), ("copy.dmn", (DMN / "discount.dmn").read_bytes()))
     assert twice.rejection_type == RejectionType.INVALID_ARGUMENT
     assert (
