@@ -1,11 +1,13 @@
 """DMN against a real ``weir start``: deploying decisions and forms, EvaluateDecision on every partition, business
 rule tasks calling a decision, and a failing decision's incident fixed and resolved."""
 
+import asyncio
 import json
 import uuid
 
 import grpc
 import pytest
+from pyzeebe import ZeebeClient, create_insecure_channel
 from pyzeebe.proto import gateway_pb2 as pb
 
 from tests.harness import BPMN, WeirProcess, eventually
@@ -171,3 +173,21 @@ def test_delete_resource_removes_a_drg_on_every_partition(stub: Stub) -> None:
     eventually(lambda: evaluates_everywhere(False), timeout=10, what="the decision gone from every partition")
     again = rpc_error(stub.DeleteResource, pb.DeleteResourceRequest(resourceKey=drg.decisionRequirementsKey))
     assert again.code() == grpc.StatusCode.NOT_FOUND
+
+
+def test_pyzeebe_deploys_and_evaluates_decisions(weir: WeirProcess) -> None:
+    async def scenario() -> tuple[object, object]:
+        client = ZeebeClient(create_insecure_channel(grpc_address=weir.address))
+        deployed = await client.deploy_resource(str(DMN / "greeting.dmn"))
+        for _ in range(100):  # the partition asked may not have received the deployment yet
+            try:
+                return deployed, await client.evaluate_decision(None, "greeting", variables={"name": "pyzeebe"})
+            except Exception:
+                await asyncio.sleep(0.1)
+        raise AssertionError("the decision never became available")
+
+    deployed, result = asyncio.run(scenario())
+    kinds = {type(d).__name__ for d in deployed.deployments}  # type: ignore[attr-defined]
+    assert any("Decision" in k for k in kinds), kinds
+    assert result.decision_output == "Hello pyzeebe"  # type: ignore[attr-defined]
+    assert result.evaluated_decisions[0].decision_type == "LITERAL_EXPRESSION"  # type: ignore[attr-defined]
