@@ -122,7 +122,7 @@ def check_form(ctx: ProcessingContext, res: FormResource) -> None:
 
 
 def drg_metadata(stored: dict, *, duplicate: bool) -> dict:
-    return {k: v for k, v in stored.items() if k != "resource"} | {"isDuplicate": duplicate}
+    return {k: v for k, v in stored.items() if k not in ("resource", "duplicate")} | {"isDuplicate": duplicate}
 
 
 def decision_metadata(stored: dict, *, duplicate: bool) -> dict:
@@ -130,7 +130,7 @@ def decision_metadata(stored: dict, *, duplicate: bool) -> dict:
 
 
 def form_metadata(stored: dict, *, duplicate: bool) -> dict:
-    return {k: v for k, v in stored.items() if k not in ("resource", "deploymentKey", "versionTag")} | {
+    return {k: v for k, v in stored.items() if k not in ("resource", "deploymentKey", "versionTag", "duplicate")} | {
         "isDuplicate": duplicate
     }
 
@@ -156,6 +156,7 @@ def deploy_dmn(ctx: ProcessingContext, res: DmnResource, deployment_key: int, *,
         "resourceName": res.name,
         "checksum": res.checksum,
         "resource": res.data,
+        "duplicate": False,
         "tenantId": TENANT,
         "deploymentKey": deployment_key,
     }
@@ -195,6 +196,7 @@ def deploy_form(ctx: ProcessingContext, res: FormResource, deployment_key: int, 
         "resourceName": res.name,
         "checksum": res.checksum,
         "resource": res.data,
+        "duplicate": False,
         "tenantId": TENANT,
         "deploymentKey": deployment_key,
         "versionTag": "",
