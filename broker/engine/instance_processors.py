@@ -110,7 +110,10 @@ def deploy(ctx: ProcessingContext, cmd: Record) -> None:
                 problems.append(f"'{name}': {e}")
                 continue
             if form_id in seen_forms:
-                problems.append(f"Duplicated form id in resources '{seen_forms[form_id]}' and '{name}': '{form_id}'")
+                problems.append(
+                    "Expected the form ids to be unique within a deployment but found a duplicated id "
+                    f"'{form_id}' in the resources '{seen_forms[form_id]}' and '{name}'."
+                )
             seen_forms[form_id] = name
             forms.append(decisions.FormResource(name, data, form_id))
             continue
