@@ -9,8 +9,9 @@ Semantics follow DMN 1.3 as Zeebe evaluates it:
   context of output name to value when the table has several outputs.
 - Hit policies: UNIQUE (more than one match fails), FIRST (first in table order), PRIORITY (the rule whose outputs
   rank first in the outputs' output values), ANY (every match must give the same result), COLLECT (a list, or its
-  SUM/MIN/MAX/COUNT), RULE ORDER (a list in table order), OUTPUT ORDER (a list ranked by output values). A single
-  result policy without a match gives null; a list policy an empty list.
+  SUM/MIN/MAX/COUNT), RULE ORDER (a list in table order), OUTPUT ORDER (a list ranked by output values).
+- Without a matching rule, whatever the hit policy, the output is the outputs' default output entries, else null.
+- The matched rules reported are every rule that matched, in table order (only the first one for FIRST).
 - Missing variables are null, as in FEEL; what fails an evaluation is a hit policy violated, an aggregation over
   values that are not numbers, or an expression over its budget. The failure names the decision.
 """
@@ -18,6 +19,7 @@ Semantics follow DMN 1.3 as Zeebe evaluates it:
 from __future__ import annotations
 
 import datetime as dt
+import json
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
@@ -115,8 +117,19 @@ class _Evaluation:
                 matched.append(EvaluatedRule(rule.id, rule.index, outputs))
                 if table.hit_policy == m.FIRST:
                     break
-        evaluated.output, selected = _apply_hit_policy(table, list(matched))
-        evaluated.matched_rules = selected
+        if not matched:
+            evaluated.output = self.default_output(table, context)
+            return
+        evaluated.output = _apply_hit_policy(table, matched)
+
+    def default_output(self, table: m.DecisionTable, context: dict[str, Any]) -> Any:
+        """Without a matching rule: the outputs' default output entries (null when there are none)."""
+        defaults = {out.result_name: self.expression(out.default, context) for out in table.outputs if out.default}
+        if not defaults:
+            return None
+        if len(defaults) == 1:
+            return next(iter(defaults.values()))
+        return defaults
 
 
 def _rule_result(table: m.DecisionTable, rule: EvaluatedRule) -> Any:
@@ -137,39 +150,33 @@ def _rank(table: m.DecisionTable, rule: EvaluatedRule) -> tuple[int, ...]:
 
 def _number(value: Any) -> Decimal:
     if isinstance(value, bool) or not isinstance(value, int | float | Decimal):
-        raise _Failure(f"failed to aggregate the results: '{value!r}' is not a number")
+        raise _Failure(f"expected number but found '{_shown([value])[1:-1]}'")
     return Decimal(str(value)) if isinstance(value, float) else Decimal(value)
 
 
-def _apply_hit_policy(table: m.DecisionTable, matched: list[EvaluatedRule]) -> tuple[Any, list[EvaluatedRule]]:
+def _apply_hit_policy(table: m.DecisionTable, matched: list[EvaluatedRule]) -> Any:
+    """The table's output from its matching rules (at least one; only the first one for FIRST)."""
     policy = table.hit_policy
-    if policy in m.SINGLE_RESULT_POLICIES:
-        if not matched:
-            return None, []
-        if policy == m.UNIQUE and len(matched) > 1:
-            ids = ", ".join(f"'{r.rule_id}'" for r in matched)
-            raise _Failure(f"hit policy UNIQUE allows one matching rule, but {len(matched)} rules matched: {ids}")
-        if policy == m.ANY:
-            results = [_rule_result(table, r) for r in matched]
-            if any(r != results[0] for r in results[1:]):
-                raise _Failure(
-                    f"hit policy ANY needs every matching rule to give the same output, but the matching rules "
-                    f"gave: {results}"
-                )
-            return results[0], matched
-        if policy == m.PRIORITY:
-            best = min(matched, key=lambda r: _rank(table, r))
-            return _rule_result(table, best), [best]
-        return _rule_result(table, matched[0]), [matched[0]]
-    if policy == m.OUTPUT_ORDER:
-        matched = sorted(matched, key=lambda r: _rank(table, r))
     results = [_rule_result(table, r) for r in matched]
+    if policy == m.UNIQUE and len(matched) > 1:
+        ids = ", ".join(f"'{r.rule_id}'" for r in matched)
+        raise _Failure(
+            f"multiple values aren't allowed for UNIQUE hit policy, but rules {ids} matched. found: '{_shown(results)}'"
+        )
+    if policy == m.ANY:
+        distinct = [r for i, r in enumerate(results) if r not in results[:i]]
+        if len(distinct) > 1:
+            raise _Failure(f"different values aren't allowed for ANY hit policy. found: '{_shown(distinct)}'")
+    if policy == m.PRIORITY:
+        return _rule_result(table, min(matched, key=lambda r: _rank(table, r)))
+    if policy in m.SINGLE_RESULT_POLICIES:
+        return results[0]
+    if policy == m.OUTPUT_ORDER:
+        return [_rule_result(table, r) for r in sorted(matched, key=lambda r: _rank(table, r))]
     if policy != m.COLLECT or table.aggregation is None:
-        return results, matched
+        return results
     if table.aggregation == "COUNT":
-        return len(results), matched
-    if not results:
-        return None, matched
+        return len(results)
     numbers = [_number(v) for v in results]
     if table.aggregation == "SUM":
         total: Decimal = sum(numbers, Decimal(0))
@@ -177,7 +184,11 @@ def _apply_hit_policy(table: m.DecisionTable, matched: list[EvaluatedRule]) -> t
         total = min(numbers)
     else:
         total = max(numbers)
-    return to_json_value(total), matched
+    return to_json_value(total)
+
+
+def _shown(values: list[Any]) -> str:
+    return json.dumps(values, separators=(",", ":"), ensure_ascii=False, default=str)[:500]
 
 
 def evaluation_order(drg: m.Drg, decision_id: str) -> list[m.Decision]:

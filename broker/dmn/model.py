@@ -44,6 +44,7 @@ class Output:
     label: str
     name: str
     values: tuple[object, ...] = ()
+    default: str = ""  # ``defaultOutputEntry`` (FEEL): the output when no rule matches
 
     @property
     def result_name(self) -> str:

@@ -153,7 +153,10 @@ class _Reader:
                     self.problem(where, f"output '{output_id}': failed to read output values '{values_text}': {e}")
                 else:
                     values = tuple(to_json_value(v) for v in listed or ())
-            outputs.append(m.Output(output_id, out.get("label") or "", out.get("name") or "", values))
+            default = self.text_of(self.child(out, "defaultOutputEntry"))
+            if default:
+                self.check_expression(where, default)
+            outputs.append(m.Output(output_id, out.get("label") or "", out.get("name") or "", values, default))
         if not outputs:
             self.problem(where, "a decision table needs at least one output")
         if len(outputs) > 1:

@@ -106,7 +106,7 @@ def test_evaluate_decision_by_id_and_key_on_every_partition(stub: Stub) -> None:
     assert by_key.decisionId == "customer_level" and by_key.decisionOutput == '"basic"'
     failed = _evaluate(stub, {"orders": 4, "total": 120}, decisionId="discount")
     assert failed.failedDecisionId == "discount"
-    assert "hit policy UNIQUE" in failed.failureMessage
+    assert "aren't allowed for UNIQUE hit policy" in failed.failureMessage
     missing = rpc_error(stub.EvaluateDecision, pb.EvaluateDecisionRequest(decisionId="no-such-decision"))
     assert missing.code() == grpc.StatusCode.NOT_FOUND
     neither = rpc_error(stub.EvaluateDecision, pb.EvaluateDecisionRequest())
@@ -136,7 +136,9 @@ def test_a_failing_decision_raises_an_incident_fixed_by_variables_and_resolved(
     (incident,) = incidents_after_restart(fresh_weir, pi)
     assert incident.value["errorType"] == "DECISION_EVALUATION_ERROR"
     assert incident.value["elementId"] == "decide"
-    assert incident.value["errorMessage"].startswith("Expected to evaluate decision 'discount', but hit policy UNIQUE")
+    assert incident.value["errorMessage"].startswith(
+        "Expected to evaluate decision 'discount', but multiple values aren't allowed for UNIQUE hit policy"
+    )
     assert is_active(stub, pi)
     stub.SetVariables(pb.SetVariablesRequest(elementInstanceKey=pi, variables='{"total": 60}'), timeout=10)
     stub.ResolveIncident(pb.ResolveIncidentRequest(incidentKey=incident.key), timeout=10)

@@ -115,7 +115,7 @@ async def test_evaluate_decision_by_id_and_key(tmp_path: Path) -> None:
     failed = accepted(await _evaluate(d, {"orders": 4, "total": 120}, decision_id="discount"))
     assert failed.intent == DecisionEvaluationIntent.FAILED
     assert failed.value["failedDecisionId"] == "discount"
-    assert "hit policy UNIQUE" in failed.value["evaluationFailureMessage"]
+    assert "aren't allowed for UNIQUE hit policy" in failed.value["evaluationFailureMessage"]
     missing = await _evaluate(d, {}, decision_id="nope")
     assert missing.rejection_type == RejectionType.NOT_FOUND
     neither = await _evaluate(d, {})
@@ -154,7 +154,9 @@ async def test_business_rule_task_result_records_incidents_and_resolution(tmp_pa
     await d.settle()
     [(incident_key, incident)] = d.incidents()
     assert incident["errorType"] == "DECISION_EVALUATION_ERROR"
-    assert incident["errorMessage"].startswith("Expected to evaluate decision 'discount', but hit policy UNIQUE")
+    assert incident["errorMessage"].startswith(
+        "Expected to evaluate decision 'discount', but multiple values aren't allowed for UNIQUE hit policy"
+    )
     accepted(await d.set_variables(failing.key, {"total": 60}))
     accepted(await d.resolve(incident_key))
     await d.settle()

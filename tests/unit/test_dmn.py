@@ -64,8 +64,10 @@ def test_unique_one_match_and_no_match() -> None:
 def test_unique_several_matches_fail_naming_the_decision() -> None:
     result = _eval(_table([("&gt; 1", "1"), ("&gt; 2", "2")]), {"x": 5})
     assert result.failed and result.failed_decision_id == "d"
-    assert result.failure_message.startswith("Expected to evaluate decision 'd', but hit policy UNIQUE")
-    assert "'r1', 'r2'" in result.failure_message
+    assert result.failure_message == (
+        "Expected to evaluate decision 'd', but multiple values aren't allowed for UNIQUE hit policy, but rules "
+        "'r1', 'r2' matched. found: '[1,2]'"
+    )
 
 
 def test_first_takes_the_first_match_in_table_order() -> None:
@@ -88,7 +90,9 @@ def test_any_needs_equal_outputs() -> None:
     data = _table([("&gt; 1", '"ok"'), ("&gt; 2", '"ok"'), ("&gt; 8", '"no"')], hit_policy="ANY")
     assert _eval(data, {"x": 5}).output == "ok"
     failed = _eval(data, {"x": 9})
-    assert failed.failed and "hit policy ANY" in failed.failure_message
+    assert failed.failed and 'different values aren\'t allowed for ANY hit policy. found: \'["ok","no"]\'' in (
+        failed.failure_message
+    )
 
 
 @pytest.mark.parametrize(
@@ -101,18 +105,39 @@ def test_collect_with_and_without_aggregation(aggregation: str | None, expected:
     assert _eval(data, {"x": 5}).output == expected
 
 
-def test_collect_without_matches() -> None:
-    data = _table([("&gt; 100", "1")], hit_policy="COLLECT")
-    assert _eval(data, {"x": 5}).output == []
+@pytest.mark.parametrize("hit_policy", ["UNIQUE", "COLLECT", "RULE ORDER"])
+def test_no_match_gives_null_whatever_the_hit_policy(hit_policy: str) -> None:
+    assert _eval(_table([("&gt; 100", "1")], hit_policy=hit_policy), {"x": 5}).output is None
     counted = _table([("&gt; 100", "1")], hit_policy="COLLECT", aggregation="COUNT")
-    assert _eval(counted, {"x": 5}).output == 0
-    summed = _table([("&gt; 100", "1")], hit_policy="COLLECT", aggregation="SUM")
-    assert _eval(summed, {"x": 5}).output is None
+    assert _eval(counted, {"x": 5}).output is None
+
+
+def test_no_match_gives_the_default_output_entries() -> None:
+    data = (
+        f'<definitions xmlns="{DMN13}" id="drg" namespace="x"><decision id="d"><decisionTable hitPolicy="COLLECT">'
+        '<input id="i"><inputExpression><text>x</text></inputExpression></input>'
+        '<output id="o1" name="a"><defaultOutputEntry><text>"none"</text></defaultOutputEntry></output>'
+        '<output id="o2" name="b"><defaultOutputEntry><text>x * 2</text></defaultOutputEntry></output>'
+        '<rule id="r"><inputEntry><text>&gt; 100</text></inputEntry><outputEntry><text>"big"</text></outputEntry>'
+        "<outputEntry><text>1</text></outputEntry></rule></decisionTable></decision></definitions>"
+    ).encode()
+    result = _eval(data, {"x": 5})
+    assert result.output == {"a": "none", "b": 10} and result.evaluated[0].matched_rules == []
+    assert _eval(data, {"x": 500}).output == [{"a": "big", "b": 1}]
+
+
+def test_matched_rules_are_every_match_in_table_order() -> None:
+    data = _table(
+        [("&gt; 1", '"low"'), ("&gt; 2", '"high"')], hit_policy="PRIORITY", outputs=(("risk", '"high","low"'),)
+    )
+    result = _eval(data, {"x": 5})
+    assert result.output == "high"
+    assert [r.rule_id for r in result.evaluated[0].matched_rules] == ["r1", "r2"]
 
 
 def test_collect_sum_of_text_fails() -> None:
     data = _table([("-", '"a"')], hit_policy="COLLECT", aggregation="SUM")
-    assert "not a number" in _eval(data, {"x": 1}).failure_message
+    assert "expected number but found '\"a\"'" in _eval(data, {"x": 1}).failure_message
 
 
 def test_rule_order_lists_every_match_in_table_order() -> None:
