@@ -2,8 +2,8 @@
 
 Semantics follow DMN 1.3 as Zeebe evaluates it:
 
-- A decision sees the given variables plus the result of each required decision under that decision's id (and a
-  literal expression's result under its variable name too).
+- A decision sees the given variables plus the result of each required decision under that decision's variable
+  name (its ``variable`` element), or its id when it has none.
 - Decision tables: each input expression is evaluated once; a rule matches when every input entry (FEEL unary tests,
   ``-`` or empty for "any") accepts its input's value. A rule's result is its single output entry's value, or a
   context of output name to value when the table has several outputs.
@@ -244,8 +244,6 @@ def evaluate_decision(
             result.failure_message = f"Expected to evaluate decision '{decision_id}', but {e}"
             result.output = None
             return result
-        context[decision.id] = evaluated.output
-        if isinstance(decision.logic, m.LiteralExpression):
-            context[decision.logic.variable_name] = evaluated.output
+        context[decision.result_name] = evaluated.output
         result.output = evaluated.output
     return result

@@ -85,6 +85,11 @@ class Decision:
     logic: DecisionTable | LiteralExpression
     required: tuple[str, ...] = ()
     version_tag: str = ""  # ``zeebe:versionTag`` (what business rule tasks bound by version tag look for)
+    variable: str = ""  # the ``variable`` name: what decisions requiring this one call its result (else its id)
+
+    @property
+    def result_name(self) -> str:
+        return self.variable or self.id
 
     @property
     def decision_type(self) -> str:

@@ -97,6 +97,8 @@ class _Reader:
             if ref is not None:
                 href = (ref.get("href") or "").strip()
                 required.append(href[1:] if href.startswith("#") else href)
+        variable = self.child(node, "variable")
+        variable_name = (variable.get("name") or "").strip() if variable is not None else ""
         table = self.child(node, "decisionTable")
         literal = self.child(node, "literalExpression")
         logic: m.DecisionTable | m.LiteralExpression | None
@@ -108,8 +110,6 @@ class _Reader:
                 self.problem(where, "the literal expression has no text")
             else:
                 self.check_expression(where, text)
-            variable = self.child(node, "variable")
-            variable_name = (variable.get("name") or "").strip() if variable is not None else ""
             logic = m.LiteralExpression(text, variable_name or decision_id)
         else:
             self.problem(where, "only decision tables and literal expressions are supported as decision logic")
@@ -122,7 +122,7 @@ class _Reader:
             tag = extensions.find(f"{{{ZEEBE_NS}}}versionTag")
             if tag is not None:
                 version_tag = (tag.get("value") or "").strip()
-        return m.Decision(decision_id, name, logic, tuple(required), version_tag)
+        return m.Decision(decision_id, name, logic, tuple(required), version_tag, variable_name)
 
     def decision_table(self, where: str, node: XmlElement) -> m.DecisionTable | None:
         hit_policy = (node.get("hitPolicy") or m.UNIQUE).strip().upper()

@@ -208,6 +208,17 @@ def test_required_decision_unique_failure_names_the_failing_decision() -> None:
     assert failed.evaluated[-1].output is None
 
 
+def test_required_decision_results_are_named_by_their_variable() -> None:
+    data = (
+        f'<definitions xmlns="{DMN13}" id="g" namespace="x">'
+        '<decision id="base"><variable name="baseValue"/><literalExpression><text>20</text></literalExpression>'
+        '</decision><decision id="top"><informationRequirement><requiredDecision href="#base"/>'
+        "</informationRequirement><literalExpression><text>baseValue + 1</text></literalExpression></decision>"
+        "</definitions>"
+    ).encode()
+    assert evaluate_decision(parse_dmn(data), "top", {}).output == 21
+
+
 def test_literal_expression_decision() -> None:
     drg = parse_dmn((FIXTURES / "greeting.dmn").read_bytes(), "greeting.dmn")
     result = evaluate_decision(drg, "greeting", {"name": "Ada"})
