@@ -23,6 +23,7 @@ from broker.engine.job_processors import activation_request
 from broker.engine.partitioning import subscription_partition
 from broker.protocol.documents import InvalidDocumentError, find_problem
 from broker.protocol.enums import (
+    DecisionEvaluationIntent,
     DeploymentIntent,
     IncidentIntent,
     JobBatchIntent,
@@ -32,6 +33,7 @@ from broker.protocol.enums import (
     ProcessInstanceIntent,
     RecordType,
     RejectionType,
+    ResourceDeletionIntent,
     SignalIntent,
     ValueType,
     VariableDocumentIntent,
@@ -142,6 +144,27 @@ def activated_job(key: int, job: dict) -> pb.ActivatedJob:
         retries=job["retries"],
         deadline=job["deadline"],
         variables=_dumps(job.get("variables") or {}),
+        tenantId=TENANT,
+    )
+
+
+def _evaluated_decision(d: dict) -> pb.EvaluatedDecision:
+    return pb.EvaluatedDecision(
+        decisionKey=d["decisionKey"],
+        decisionId=d["decisionId"],
+        decisionName=d["decisionName"],
+        decisionVersion=d["decisionVersion"],
+        decisionType=d["decisionType"],
+        decisionOutput=d["decisionOutput"],
+        matchedRules=[
+            pb.MatchedDecisionRule(
+                ruleId=r["ruleId"],
+                ruleIndex=r["ruleIndex"],
+                evaluatedOutputs=[pb.EvaluatedDecisionOutput(**o) for o in r["evaluatedOutputs"]],
+            )
+            for r in d["matchedRules"]
+        ],
+        evaluatedInputs=[pb.EvaluatedDecisionInput(**i) for i in d["evaluatedInputs"]],
         tenantId=TENANT,
     )
 
@@ -322,6 +345,45 @@ class GatewayService(pb_grpc.GatewayServicer):
             )
             for m in rec.value["processesMetadata"]
         ]
+        deployments += [
+            pb.Deployment(
+                decision=pb.DecisionMetadata(
+                    dmnDecisionId=m["decisionId"],
+                    dmnDecisionName=m["decisionName"],
+                    version=m["version"],
+                    decisionKey=m["decisionKey"],
+                    dmnDecisionRequirementsId=m["decisionRequirementsId"],
+                    decisionRequirementsKey=m["decisionRequirementsKey"],
+                    tenantId=TENANT,
+                )
+            )
+            for m in rec.value.get("decisionsMetadata") or []
+        ]
+        deployments += [
+            pb.Deployment(
+                decisionRequirements=pb.DecisionRequirementsMetadata(
+                    dmnDecisionRequirementsId=m["decisionRequirementsId"],
+                    dmnDecisionRequirementsName=m["decisionRequirementsName"],
+                    version=m["decisionRequirementsVersion"],
+                    decisionRequirementsKey=m["decisionRequirementsKey"],
+                    resourceName=m["resourceName"],
+                    tenantId=TENANT,
+                )
+            )
+            for m in rec.value.get("decisionRequirementsMetadata") or []
+        ]
+        deployments += [
+            pb.Deployment(
+                form=pb.FormMetadata(
+                    formId=m["formId"],
+                    version=m["version"],
+                    formKey=m["formKey"],
+                    resourceName=m["resourceName"],
+                    tenantId=TENANT,
+                )
+            )
+            for m in rec.value.get("formMetadata") or []
+        ]
         return pb.DeployResourceResponse(key=rec.key, deployments=deployments, tenantId=TENANT)
 
     @_unary
@@ -338,6 +400,53 @@ class GatewayService(pb_grpc.GatewayServicer):
             for m in rec.value["processesMetadata"]
         ]
         return pb.DeployProcessResponse(key=rec.key, processes=processes)
+
+    # -- decisions -------------------------------------------------------------------------------------------
+
+    @_unary
+    async def EvaluateDecision(self, request: pb.EvaluateDecisionRequest, context: grpc.aio.ServicerContext) -> Any:
+        """Evaluate by id (latest version) or key on any partition: every partition has every decision.
+
+        A decision that fails to evaluate is still an answer: ``failedDecisionId`` and ``failureMessage`` say why.
+        """
+        _check_tenant(request.tenantId)
+        if not request.decisionId and request.decisionKey <= 0:
+            _fail(
+                grpc.StatusCode.INVALID_ARGUMENT,
+                "Expected either a decision id or a valid decision key, but none provided",
+            )
+        value = {
+            "decisionId": request.decisionId,
+            "decisionKey": request.decisionKey if request.decisionKey > 0 else -1,
+            "variables": parse_variables(request.variables),
+            "tenantId": TENANT,
+        }
+        partition_id = self._next_partition()
+        rec = await self._execute(partition_id, ValueType.DECISION_EVALUATION, DecisionEvaluationIntent.EVALUATE, value)
+        v = rec.value
+        return pb.EvaluateDecisionResponse(
+            decisionKey=v["decisionKey"],
+            decisionId=v["decisionId"],
+            decisionName=v["decisionName"],
+            decisionVersion=v["decisionVersion"],
+            decisionRequirementsId=v["decisionRequirementsId"],
+            decisionRequirementsKey=v["decisionRequirementsKey"],
+            decisionOutput=v["decisionOutput"],
+            evaluatedDecisions=[_evaluated_decision(d) for d in v["evaluatedDecisions"]],
+            failedDecisionId=v["failedDecisionId"],
+            failureMessage=v["evaluationFailureMessage"],
+            tenantId=TENANT,
+            decisionInstanceKey=rec.key,
+        )
+
+    @_unary
+    async def DeleteResource(self, request: pb.DeleteResourceRequest, context: grpc.aio.ServicerContext) -> Any:
+        """Delete a decision requirements graph (with its decisions) or a form, on every partition."""
+        key = request.resourceKey
+        partition_id = self._partition_for_key(key, "resource")
+        value = {"resourceKey": key, "tenantId": TENANT}
+        await self._execute(partition_id, ValueType.RESOURCE_DELETION, ResourceDeletionIntent.DELETE, value, key)
+        return pb.DeleteResourceResponse()
 
     # -- process instances -----------------------------------------------------------------------------------
 
@@ -714,14 +823,8 @@ class GatewayService(pb_grpc.GatewayServicer):
         rec = await self._execute(self._next_partition(), ValueType.SIGNAL, SignalIntent.BROADCAST, value)
         return pb.BroadcastSignalResponse(key=rec.key, tenantId=TENANT)
 
-    async def EvaluateDecision(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
-        await self._unsupported(context, "EvaluateDecision (DMN decisions)")
-
     async def ModifyProcessInstance(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
         await self._unsupported(context, "ModifyProcessInstance")
 
     async def MigrateProcessInstance(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
         await self._unsupported(context, "MigrateProcessInstance")
-
-    async def DeleteResource(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
-        await self._unsupported(context, "DeleteResource")

@@ -13,6 +13,9 @@ from broker.engine.models import ModelCache
 from broker.protocol.enums import (
     CommandDistributionIntent,
     CompensationSubscriptionIntent,
+    DecisionIntent,
+    DecisionRequirementsIntent,
+    FormIntent,
     IncidentIntent,
     JobBatchIntent,
     JobIntent,
@@ -58,6 +61,12 @@ class EventAppliers:
         self._models = models
         self._table: dict[tuple[int, int], Applier] = {
             (ValueType.PROCESS, ProcessIntent.CREATED): self._process_created,
+            (ValueType.DECISION_REQUIREMENTS, DecisionRequirementsIntent.CREATED): self._drg_created,
+            (ValueType.DECISION, DecisionIntent.CREATED): self._decision_created,
+            (ValueType.FORM, FormIntent.CREATED): self._form_created,
+            (ValueType.DECISION_REQUIREMENTS, DecisionRequirementsIntent.DELETED): self._drg_deleted,
+            (ValueType.DECISION, DecisionIntent.DELETED): self._decision_deleted,
+            (ValueType.FORM, FormIntent.DELETED): self._form_deleted,
             (ValueType.PROCESS_INSTANCE, PI.ELEMENT_ACTIVATING): self._element_activating,
             (ValueType.PROCESS_INSTANCE, PI.ELEMENT_ACTIVATED): self._element_state,
             (ValueType.PROCESS_INSTANCE, PI.ELEMENT_COMPLETING): self._element_state,
@@ -121,6 +130,24 @@ class EventAppliers:
             fn(state, record)
 
     # -- deployment ------------------------------------------------------------------------------------------
+
+    def _drg_created(self, state: PartitionState, r: Record) -> None:
+        state.decision_requirements.put(r.value)
+
+    def _decision_created(self, state: PartitionState, r: Record) -> None:
+        state.decisions.put(r.value)
+
+    def _form_created(self, state: PartitionState, r: Record) -> None:
+        state.forms.put(r.value)
+
+    def _drg_deleted(self, state: PartitionState, r: Record) -> None:
+        state.decision_requirements.remove(r.value)
+
+    def _decision_deleted(self, state: PartitionState, r: Record) -> None:
+        state.decisions.remove(r.value)
+
+    def _form_deleted(self, state: PartitionState, r: Record) -> None:
+        state.forms.remove(r.value)
 
     def _process_created(self, state: PartitionState, r: Record) -> None:
         state.processes.put(r.value)

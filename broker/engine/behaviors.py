@@ -40,6 +40,8 @@ class Services:
         self.expressions = expressions
         self.job_streams = job_streams
         self.partitions_count = partitions_count
+        # Parsed DMN decision requirements graphs by key (a ``decision_processors.DrgCache``, set by the engine).
+        self.drgs: Any = None
         # Sends a command to a partition after commit (set by the leader's partition; None while replaying).
         self.sender: Any = None
 

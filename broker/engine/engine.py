@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from broker.engine import decision_processors as decisions
 from broker.engine import events, signals
 from broker.engine import instance_processors as instances
 from broker.engine import job_processors as jobs
@@ -21,6 +22,7 @@ from broker.engine.job_streams import JobStreams
 from broker.engine.models import ModelCache
 from broker.protocol.enums import (
     CommandDistributionIntent,
+    DecisionEvaluationIntent,
     DeploymentIntent,
     IncidentIntent,
     JobBatchIntent,
@@ -31,6 +33,7 @@ from broker.protocol.enums import (
     ProcessInstanceIntent,
     ProcessMessageSubscriptionIntent,
     RejectionType,
+    ResourceDeletionIntent,
     SignalIntent,
     TimerIntent,
     ValueType,
@@ -60,6 +63,7 @@ class Engine:
         self.appliers = EventAppliers(self.models)
         self.job_streams = job_streams if job_streams is not None else JobStreams()
         self.services = Services(self.models, ExpressionEvaluator(), self.job_streams, partitions_count)
+        self.services.drgs = decisions.DrgCache(lambda key: state.decision_requirements.get(key))
         pi = ProcessInstanceIntent
         ms = MessageSubscriptionIntent
         pms = ProcessMessageSubscriptionIntent
@@ -100,6 +104,8 @@ class Engine:
             (ValueType.PROCESS_MESSAGE_SUBSCRIPTION, pms.CORRELATE): messages.process_subscription_correlate,
             (ValueType.PROCESS_MESSAGE_SUBSCRIPTION, pms.DELETE): messages.process_subscription_deleted,
             (ValueType.SIGNAL, SignalIntent.BROADCAST): signals.broadcast_command,
+            (ValueType.DECISION_EVALUATION, DecisionEvaluationIntent.EVALUATE): decisions.evaluate_command,
+            (ValueType.RESOURCE_DELETION, ResourceDeletionIntent.DELETE): decisions.delete_resource,
         }
 
     def apply_event(self, state: PartitionState, record: Record) -> None:

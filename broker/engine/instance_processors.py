@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from broker.dmn import DmnParseError, parse_dmn
 from broker.engine import behaviors as b
+from broker.engine import decision_processors as decisions
 from broker.engine import events, signals
 from broker.engine.bpmn import BpmnValidationError, parse_bpmn, resource_checksum, supported_kinds
 from broker.engine.bpmn import model as bpmn
@@ -73,13 +75,53 @@ def deploy(ctx: ProcessingContext, cmd: Record) -> None:
     parsed = []
     problems: list[str] = []
     seen_ids: dict[str, str] = {}
+    dmns: list[decisions.DmnResource] = []
+    forms: list[decisions.FormResource] = []
+    seen_decisions: dict[str, str] = {}
+    seen_drgs: dict[str, str] = {}
+    seen_forms: dict[str, str] = {}
     for res in resources:
         name = res["resourceName"]
         data = res["resource"]
+        if name.endswith(".dmn"):
+            try:
+                drg = parse_dmn(data, name)
+            except DmnParseError as e:
+                problems.append(str(e))
+                continue
+            if drg.id in seen_drgs:
+                problems.append(
+                    "Expected the decision requirements ids to be unique within a deployment but found a duplicated "
+                    f"id '{drg.id}' in the resources '{seen_drgs[drg.id]}' and '{name}'."
+                )
+            seen_drgs[drg.id] = name
+            for decision in drg.decisions:
+                if decision.id in seen_decisions:
+                    problems.append(
+                        "Expected the decision ids to be unique within a deployment but found a duplicated id "
+                        f"'{decision.id}' in the resources '{seen_decisions[decision.id]}' and '{name}'."
+                    )
+                seen_decisions[decision.id] = name
+            dmns.append(decisions.DmnResource(name, data, drg))
+            continue
+        if name.endswith(".form"):
+            try:
+                form_id = decisions.read_form_id(data)
+            except ValueError as e:
+                problems.append(f"'{name}': {e}")
+                continue
+            if form_id in seen_forms:
+                problems.append(
+                    "Expected the form ids to be unique within a deployment but found a duplicated id "
+                    f"'{form_id}' in the resources '{seen_forms[form_id]}' and '{name}'."
+                )
+            seen_forms[form_id] = name
+            forms.append(decisions.FormResource(name, data, form_id))
+            continue
         if not name.endswith((".bpmn", ".xml")):
             problems.append(
-                f"'{name}': only BPMN resources (.bpmn, .xml) can be deployed; "
-                "DMN decisions and forms are not supported"
+                f"'{name}': Expected the resource to be a BPMN model (.bpmn, .xml), a DMN model (.dmn) or a form "
+                "(.form), but its name has none of these extensions"
             )
             continue
         too_deep = _scope_nested_too_deep(data)
@@ -120,7 +162,25 @@ def deploy(ctx: ProcessingContext, cmd: Record) -> None:
         checked.append((name, data, process, checksum, latest, duplicate))
     # As Zeebe does: when anything in a deployment changed, every process in it gets a new version, so that call
     # activities bound to their deployment call versions that were deployed together.
-    all_duplicates = all(duplicate for *_, duplicate in checked)
+    for dmn_res in dmns:
+        decisions.check_dmn(ctx, dmn_res)
+    for form_res in forms:
+        decisions.check_form(ctx, form_res)
+    all_duplicates = (
+        all(duplicate for *_, duplicate in checked)
+        and all(r.duplicate for r in dmns)
+        and all(r.duplicate for r in forms)
+    )
+    extra: dict[str, list] = {
+        "decisionRequirements": [],
+        "decisions": [],
+        "forms": [],
+        "decisionRequirementsMetadata": [],
+        "decisionsMetadata": [],
+        "formMetadata": [],
+    }
+    for dmn_res in dmns:
+        decisions.deploy_dmn(ctx, dmn_res, deployment_key, keep=all_duplicates, out=extra)
     for name, data, process, checksum, latest, _duplicate in checked:
         if all_duplicates:
             assert latest is not None
@@ -147,6 +207,8 @@ def deploy(ctx: ProcessingContext, cmd: Record) -> None:
         signals.replace_start_subscriptions(ctx, process, key)
         created.append(stored)
         metadata.append(_metadata(stored, duplicate=False))
+    for form_res in forms:
+        decisions.deploy_form(ctx, form_res, deployment_key, keep=all_duplicates, out=extra)
     rec = ctx.event(
         ValueType.DEPLOYMENT,
         DeploymentIntent.CREATED,
@@ -154,42 +216,53 @@ def deploy(ctx: ProcessingContext, cmd: Record) -> None:
         {
             "resources": [{"resourceName": r["resourceName"]} for r in resources],
             "processesMetadata": metadata,
+            "decisionRequirementsMetadata": extra["decisionRequirementsMetadata"],
+            "decisionsMetadata": extra["decisionsMetadata"],
+            "formMetadata": extra["formMetadata"],
             "tenantId": b.TENANT,
         },
     )
     ctx.respond(rec)
-    if created:
-        _start_distribution(ctx, deployment_key, created)
+    if created or extra["decisionRequirements"] or extra["forms"]:
+        _start_distribution(ctx, deployment_key, created, extra)
 
 
-def _start_distribution(ctx: ProcessingContext, deployment_key: int, processes: list[dict]) -> None:
-    """Every other partition must receive these processes."""
+def _start_distribution(ctx: ProcessingContext, deployment_key: int, processes: list[dict], extra: dict) -> None:
+    """Every other partition must receive these processes, decision requirements, decisions and forms."""
     command = {"distributedFrom": ctx.partition_id, "deploymentKey": deployment_key, "processes": processes}
+    for name in ("decisionRequirements", "decisions", "forms"):
+        if extra[name]:
+            command[name] = extra[name]
     b.distribute(ctx, deployment_key, ValueType.DEPLOYMENT, DeploymentIntent.CREATE, command)
 
 
 def _deploy_distributed(ctx: ProcessingContext, cmd: Record) -> None:
     """A deployment made on another partition: store its processes under their keys and versions (idempotent)."""
     metadata = []
-    redelivered = True
+    written_before = len(ctx.records)
     for stored in cmd.value.get("processes") or []:
         if ctx.state.processes.get(stored["processDefinitionKey"]) is None:
-            redelivered = False
             latest = ctx.state.processes.latest(stored["bpmnProcessId"])
             ctx.event(ValueType.PROCESS, ProcessIntent.CREATED, stored["processDefinitionKey"], stored)
             if latest is None or latest["version"] < stored["version"]:
                 process = b.services(ctx).models.get(stored["processDefinitionKey"])
                 _replace_message_starts(ctx, process, stored["processDefinitionKey"])
         metadata.append(_metadata(stored, duplicate=False))
+    extra: dict[str, list] = {"decisionRequirementsMetadata": [], "decisionsMetadata": [], "formMetadata": []}
+    decisions.deploy_distributed(ctx, cmd.value, extra)
+    names = [p["resourceName"] for p in cmd.value.get("processes") or []]
+    names += [d["resourceName"] for d in cmd.value.get("decisionRequirements") or []]
+    names += [f["resourceName"] for f in cmd.value.get("forms") or []]
     value = {
-        "resources": [{"resourceName": p["resourceName"]} for p in cmd.value.get("processes") or []],
+        "resources": [{"resourceName": n} for n in names],
         "processesMetadata": metadata,
+        **extra,
         "tenantId": b.TENANT,
     }
     key = cmd.value.get("deploymentKey", -1)
-    if redelivered and metadata:
-        # the acknowledgement of the first delivery was lost (e.g. a leader change on the sending partition): answer
-        # again without a second DEPLOYMENT CREATED under the same key
+    if len(ctx.records) == written_before and names:
+        # a redelivery: the acknowledgement of the first delivery was lost (e.g. a leader change on the sending
+        # partition); answer again without a second DEPLOYMENT CREATED under the same key
         ctx.respond(
             Record(
                 position=-1,

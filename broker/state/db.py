@@ -56,6 +56,14 @@ SUB_DATABASES = (
     "signal_receipts",
     "signal_receipt_times",
     "compensation_subscriptions",
+    "decisions",
+    "decision_versions",
+    "decisions_by_drg",
+    "decision_bindings",
+    "decision_requirements",
+    "decision_requirements_versions",
+    "forms",
+    "form_versions",
 )
 
 DEFAULT_MAP_SIZE = 64 << 30

@@ -842,6 +842,9 @@ class CompensationSubscriptionState(_Repository):
         return [(read_u64(k, 8), unpack(v)) for k, v in prefix_scan(self.txn, self._db, u64(process_instance_key))]
 
 
+from broker.state.decision_state import DecisionRequirementsState, DecisionState, FormState  # noqa: E402
+
+
 class PartitionState:
     """All repositories of one partition, bound together to the current transaction."""
 
@@ -866,6 +869,9 @@ class PartitionState:
         self.signal_subscriptions = SignalSubscriptionState(sdb)
         self.signal_receipts = SignalReceiptState(sdb)
         self.compensation_subscriptions = CompensationSubscriptionState(sdb)
+        self.decisions = DecisionState(sdb)
+        self.decision_requirements = DecisionRequirementsState(sdb)
+        self.forms = FormState(sdb)
         self._repos: tuple[_Repository, ...] = (
             self.meta,
             self.processes,
@@ -886,6 +892,9 @@ class PartitionState:
             self.signal_subscriptions,
             self.signal_receipts,
             self.compensation_subscriptions,
+            self.decisions,
+            self.decision_requirements,
+            self.forms,
         )
         self.txn: lmdb.Transaction | None = None
 

@@ -16,6 +16,7 @@ from broker.engine.job_processors import activation_request
 from broker.log import FileLog
 from broker.protocol.codec import decode_block
 from broker.protocol.enums import (
+    DecisionEvaluationIntent,
     DeploymentIntent,
     IncidentIntent,
     JobBatchIntent,
@@ -118,6 +119,16 @@ async def run_scenario(directory: Path, *, instances: int = 3) -> list[Record]:
         )
         await d.send(ValueType.PROCESS_INSTANCE, ProcessInstanceIntent.CANCEL, {}, first.value["processInstanceKey"])
         await d.send(ValueType.INCIDENT, IncidentIntent.RESOLVE, {}, 12345)  # rejected: not found
+        # decisions and forms: deployed, evaluated, failed
+        form = b'{"id": "exported-form", "components": []}'
+        resources = [
+            {"resourceName": "discount.dmn", "resource": (BPMN.parent / "dmn" / "discount.dmn").read_bytes()},
+            {"resourceName": "exported.form", "resource": form},
+        ]
+        await d.send(ValueType.DEPLOYMENT, DeploymentIntent.CREATE, {"resources": resources})
+        for variables in ({"orders": 12, "total": 1}, {"orders": 4, "total": 120}):
+            value = {"decisionId": "discount", "decisionKey": -1, "variables": variables, "tenantId": TENANT}
+            await d.send(ValueType.DECISION_EVALUATION, DecisionEvaluationIntent.EVALUATE, value)
         await d.settle()
     finally:
         await partition.close(snapshot=False)

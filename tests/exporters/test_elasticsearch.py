@@ -93,6 +93,13 @@ async def test_documents_land_in_zeebe_indices_with_ids_routing_and_aliases(
     assert {h["_source"]["intent"] for h in lifecycle} >= {"ELEMENT_ACTIVATING", "ELEMENT_ACTIVATED"}
     variables = noida.search("docs-variable", {"term": {"value.name": "order"}})
     assert variables and json.loads(variables[0]["_source"]["value"]["value"])["lines"] == [1, 2]
+    evaluations = noida.search("docs-decision-evaluation")
+    assert sorted(h["_source"]["intent"] for h in evaluations) == ["EVALUATED", "FAILED"]
+    assert {h["_index"] for h in evaluations} == {f"docs_decision-evaluation_{VERSION}_{DAY}"}
+    decisions = noida.search("docs-decision")
+    assert {h["_source"]["value"]["decisionId"] for h in decisions} == {"customer_level", "discount"}
+    assert [h["_source"]["value"]["formId"] for h in noida.search("docs-form")] == ["exported-form"]
+    assert len(noida.search("docs-decision-requirements")) == 1
 
 
 async def test_templates_are_installed_with_strict_mappings(noida: NoidaServer, records: list[Record]) -> None:

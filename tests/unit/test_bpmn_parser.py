@@ -406,19 +406,44 @@ def test_modeler_style_model_is_read_completely() -> None:
     assert "note" not in process.elements and "Lane_1" not in process.elements
 
 
-def test_the_engine_rejects_what_it_cannot_run_yet_naming_each_element() -> None:
-    problems = problems_of(MODELER_STYLE, supported=supported_kinds(SUPPORTED_KINDS))
-    assert not any(p.startswith("'start-message':") for p in problems)  # message start events run
-    for runs in ("signal-end", "on-cancel", "wait", "terminate", "escalate", "link-out", "link-in", "call"):
-        assert not any(p.startswith(f"'{runs}':") for p in problems), runs
-    assert not any(p.startswith("'ship-split':") for p in problems)  # inclusive gateways run
-    assert not any(p.startswith("'pick':") for p in problems)  # a multi-instance sub-process runs
-    assert not any(p.startswith("'script':") for p in problems)  # zeebe:script runs in the engine
+def test_the_engine_runs_every_element_of_the_modeler_style_model() -> None:
+    # message starts, signals, inclusive gateways, multi-instance sub-processes, zeebe:script and
+    # zeebe:calledDecision (business rule tasks evaluated by the engine) all run: nothing is refused
+    processes = parse_bpmn(MODELER_STYLE, "test.bpmn", supported=supported_kinds(SUPPORTED_KINDS))
+    decide = next(p for p in processes if "decide" in p.elements).element("decide")
+    assert decide.called_decision is not None and decide.job is None
+
+
+def test_business_rule_tasks_evaluated_by_the_engine_need_their_engine_kind() -> None:
+    body = linear(
+        '<bpmn:businessRuleTask id="m0"><bpmn:extensionElements><zeebe:calledDecision decisionId="d" '
+        'resultVariable="r"/></bpmn:extensionElements></bpmn:businessRuleTask>'
+    )
+    kinds = SUPPORTED_KINDS - {"BUSINESS_RULE_TASK:ENGINE"}
+    problems = problems_of(process_xml(body), supported=supported_kinds(kinds))
     assert (
-        "'decide': Elements of kind 'business rule task' without a job worker ('zeebe:taskDefinition') "
+        "'m0': Elements of kind 'business rule task' without a job worker ('zeebe:taskDefinition') "
         "are not supported yet" in problems
     )
-    assert not any(p.startswith("'start':") for p in problems)
+
+
+def test_called_decision_binding_types() -> None:
+    def task(attributes: str) -> str:
+        return linear(
+            '<bpmn:businessRuleTask id="m0"><bpmn:extensionElements><zeebe:calledDecision decisionId="d" '
+            f'resultVariable="r" {attributes}/></bpmn:extensionElements></bpmn:businessRuleTask>'
+        )
+
+    tagged = only(parse_bpmn(process_xml(task('bindingType="versionTag" versionTag="v1"')), "t.bpmn"))
+    called = tagged.element("m0").called_decision
+    assert called is not None and (called.binding_type, called.version_tag) == ("versionTag", "v1")
+    assert problems_of(process_xml(task('bindingType="sometimes"'))) == (
+        "'m0': zeebe:calledDecision: Attribute 'bindingType' must be one of deployment, latest, versionTag",
+    )
+    assert problems_of(process_xml(task('bindingType="versionTag"'))) == (
+        "'m0': zeebe:calledDecision: Attribute 'versionTag' must be present and not empty with bindingType "
+        "'versionTag'",
+    )
 
 
 def test_multi_instance_needs_its_own_kind() -> None:

@@ -77,6 +77,7 @@ FIXTURES = [
     "call-binding.bpmn",
     "call-missing.bpmn",
     "call-message.bpmn",
+    "business-rule-task.bpmn",
     "inclusive-gateway.bpmn",
     "inclusive-reachability.bpmn",
     "inclusive-no-default.bpmn",
@@ -97,6 +98,8 @@ FIXTURES = [
 ]
 # Processes that only start through events (deployed too, never created directly).
 EVENT_STARTED = ["events/signal-start.bpmn"]
+# Decisions the business rule tasks call (deployed with the processes).
+DECISIONS = ["../dmn/discount.dmn", "../dmn/greeting.dmn"]
 # Deployed in the middle of a run: a process a call activity was missing, and newer versions of a called process.
 DEPLOYED_LATER = ["call-missing-child.bpmn", "call-binding-child-v1b.bpmn", "call-binding-child-v2.bpmn"]
 
@@ -113,6 +116,7 @@ START_VARIABLES: dict[str, dict[str, Any]] = {
     "signal-throw": {"note": "thrown"},
     "error-event-subprocess": {"ok": False},
     "link-loop": {"round": 0, "rounds": 2},
+    "business-rule-task": {"decisionToCall": "discount", "orders": 12, "total": 10, "name": "Ada"},
     "inclusive-gateway": {"amount": 150, "express": True},
     "inclusive-reachability": {"toJoin": False},
     "inclusive-no-default": {"x": "a"},
@@ -194,6 +198,7 @@ JOB_TYPES = [
     "send-notice",
     "send-farewell",
     "io.camunda.zeebe:userTask",
+    "check-discount",
     "inc-a",
     "inc-b",
     "inc-c",
@@ -783,6 +788,8 @@ async def _random_step(d: Driver, rng: random.Random, known: dict[str, set[int]]
             variables["chosen"] = rng.choice([["tool-a", "tool-c"], ["tool-b"], [], "tool-a", ["nope"]])
         if pid == "ad-hoc-condition":
             variables["enough"] = rng.choice([True, False])
+        if pid == "business-rule-task":
+            variables["total"] = rng.choice([10, 120])  # 120 with 12 orders matches no rule of the unique table: fails
         if pid == "inclusive-no-default":
             variables["x"] = rng.choice(["a", "b", "none"])
         if pid == "script-task-failure":
@@ -851,7 +858,7 @@ async def test_random_command_sequences_replay_to_the_live_state(tmp_path: Path)
     config = PartitionConfig(checker_interval_s=0.005, max_commands_per_round=rng.choice([1, 3, 500]))
     d = Driver(tmp_path / "p" / "1", config)
     d.open()
-    accepted(await d.deploy(*FIXTURES, *EVENT_STARTED))
+    accepted(await d.deploy(*FIXTURES, *EVENT_STARTED, *DECISIONS))
     known: dict[str, set[int]] = {"instances": set(), "jobs": set()}
     for step in range(STEPS):
         await _random_step(d, rng, known)
@@ -886,6 +893,8 @@ def test_the_random_scenario_deploys_every_element_kind_the_engine_runs() -> Non
                     kinds.add("MULTI_INSTANCE_BODY")
                 if element.script is not None:
                     kinds.add("SCRIPT_TASK:ENGINE")
+                if element.called_decision is not None:
+                    kinds.add("BUSINESS_RULE_TASK:ENGINE")
     assert SUPPORTED_KINDS - kinds <= {"SEND_TASK", "BUSINESS_RULE_TASK"}
 
 

@@ -260,10 +260,16 @@ class ScriptDefinition:
 
 @dataclass(frozen=True, slots=True)
 class CalledDecision:
-    """A business rule task evaluated by the engine itself (``zeebe:calledDecision``)."""
+    """A business rule task evaluated by the engine itself (``zeebe:calledDecision``).
+
+    - ``binding_type``: which version is evaluated: ``latest`` (the default), ``deployment`` (the one deployed
+      together with the process) or ``versionTag`` (the latest one carrying ``version_tag``).
+    """
 
     decision_id: str
     result_variable: str
+    binding_type: str = BINDING_LATEST
+    version_tag: str | None = None
 
 
 # --- elements ------------------------------------------------------------------------------------

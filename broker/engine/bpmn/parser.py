@@ -544,7 +544,15 @@ class _DefinitionsReader:
             reason = "zeebe:calledDecision: Attribute 'resultVariable' must be present and not empty"
             self._problem(element_id, reason)
         self._expression(element_id, "zeebe:calledDecision decisionId", decision_id)
-        return m.CalledDecision(decision_id, result)
+        binding = (decision.get("bindingType") or m.BINDING_LATEST).strip()
+        version_tag = (decision.get("versionTag") or "").strip() or None
+        if binding not in m.BINDING_TYPES:
+            allowed = ", ".join(sorted(m.BINDING_TYPES))
+            self._problem(element_id, f"zeebe:calledDecision: Attribute 'bindingType' must be one of {allowed}")
+        elif binding == m.BINDING_VERSION_TAG and version_tag is None:
+            reason = "zeebe:calledDecision: Attribute 'versionTag' must be present and not empty with bindingType"
+            self._problem(element_id, reason + " 'versionTag'")
+        return m.CalledDecision(decision_id, result, binding, version_tag)
 
     def _read_called_element(self, element_id: str, zeebe: _ZeebeExtensions) -> m.CalledElement | None:
         called = zeebe.all("calledElement")

@@ -11,6 +11,7 @@ from typing import Final
 from broker.engine.bpmn import model as m
 from broker.engine.elements.ad_hoc_sub_process import AdHocInnerInstanceProcessor, AdHocSubProcessProcessor
 from broker.engine.elements.base import ElementProcessor
+from broker.engine.elements.business_rule_task import BusinessRuleTaskProcessor
 from broker.engine.elements.call_activity import CallActivityProcessor
 from broker.engine.elements.catch_events import (
     IntermediateCatchEventProcessor,
@@ -55,7 +56,7 @@ PROCESSORS: Final[dict[str, ElementProcessor]] = {
     m.SERVICE_TASK: _JOB,
     m.SEND_TASK: _JOB,
     m.SCRIPT_TASK: ScriptTaskProcessor(),
-    m.BUSINESS_RULE_TASK: _JOB,
+    m.BUSINESS_RULE_TASK: BusinessRuleTaskProcessor(),
     m.USER_TASK: _JOB,
     m.RECEIVE_TASK: ReceiveTaskProcessor(),
     # gateways
@@ -106,8 +107,9 @@ PROCESSORS: Final[dict[str, ElementProcessor]] = {
     f"{m.END_EVENT}:{m.COMPENSATION}": _COMPENSATION,
 }
 
-# Tasks whose processor also runs the engine-evaluated form (``zeebe:script`` instead of a job worker).
-ENGINE_FORMS: Final = frozenset({f"{m.SCRIPT_TASK}:ENGINE"})
+# Tasks whose processor also runs the engine-evaluated form (``zeebe:script`` or ``zeebe:calledDecision`` instead of
+# a job worker).
+ENGINE_FORMS: Final = frozenset({f"{m.SCRIPT_TASK}:ENGINE", f"{m.BUSINESS_RULE_TASK}:ENGINE"})
 
 # What deployment accepts: every kind with a processor (the process itself is not an element of a model).
 SUPPORTED_KINDS: Final = (frozenset(PROCESSORS) - {m.PROCESS}) | ENGINE_FORMS
