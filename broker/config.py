@@ -45,6 +45,10 @@ DEFAULTS: dict[str, Any] = {
         # Element activations one process instance may make without reaching a wait state (one chain of follow-ups)
         # before it is stopped with an incident, so a loop without a wait state cannot hold a partition; 0: no limit.
         "maxStepsPerInstance": 10_000,
+        # What one FEEL evaluation may spend: steps (about one per evaluated node; the default is ~100 ms of work)
+        # and size (characters and list/context items produced, ~bytes). Over either, the expression fails with an
+        # incident naming it. A result larger than gateway.maxMessageSize is refused the same way.
+        "expressions": {"maxSteps": 500_000, "maxSize": 16_000_000},
         # Admission control per partition leader: fixed | aimd | vegas | gradient (enabled: false admits all).
         "backpressure": {
             "enabled": True,
@@ -271,6 +275,9 @@ def validate(config: dict[str, Any]) -> None:
     steps = config["broker"]["maxStepsPerInstance"]
     if not isinstance(steps, int) or isinstance(steps, bool) or steps < 0:
         raise ConfigError("broker.maxStepsPerInstance: must be an integer of at least 0 (0: no limit)")
+    for key, value in config["broker"]["expressions"].items():
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            raise ConfigError(f"broker.expressions.{key}: must be a positive integer")
     bp = config["broker"]["backpressure"]
     if bp["algorithm"] not in ("fixed", "aimd", "vegas", "gradient"):
         raise ConfigError(

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 import grpc
 
 from broker import monitoring
+from broker.feel import DEFAULT_LIMITS, Limits
 from broker.stream.backpressure import BackpressureConfig
 from broker.stream.partition import Partition, PartitionConfig
 from broker.stream.step_budget import DEFAULT_MAX_STEPS_PER_INSTANCE
@@ -46,6 +47,9 @@ class NodeConfig:
     exporters: dict = field(default_factory=dict)
     min_free_disk_bytes: int = 256 << 20
     max_steps_per_instance: int = DEFAULT_MAX_STEPS_PER_INSTANCE
+    # The FEEL budget of one evaluation (broker.expressions.maxSteps / maxSize, see broker.feel.Limits).
+    expression_max_steps: int = DEFAULT_LIMITS.max_steps
+    expression_max_size: int = DEFAULT_LIMITS.max_size
     log_segment_size: int = 64 << 20
     # Cluster mode: the brokers' Raft addresses (host:raftBasePort) in node-id order; empty runs alone.
     contact_points: list[str] = field(default_factory=list)
@@ -109,6 +113,7 @@ class BrokerNode:
                 backpressure=cfg.backpressure,
                 max_message_size=cfg.max_message_size,
                 max_steps_per_instance=cfg.max_steps_per_instance,
+                expression_limits=Limits(max_steps=cfg.expression_max_steps, max_size=cfg.expression_max_size),
             )
             directory = cfg.data_dir / "partitions" / str(pid)
             partition = Partition(directory, pconf)

@@ -72,6 +72,8 @@ def _node_config(args: argparse.Namespace, *, embedded_gateway: bool) -> Any:
         backpressure=_backpressure(b["backpressure"]),
         min_free_disk_bytes=b["minFreeDiskBytes"],
         max_steps_per_instance=b["maxStepsPerInstance"],
+        expression_max_steps=b["expressions"]["maxSteps"],
+        expression_max_size=b["expressions"]["maxSize"],
         log_segment_size=b["logSegmentSize"],
         gateway_security=_gateway_security(g),
         max_concurrent_streams=g["maxConcurrentStreams"],

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from broker import feel
 from broker.engine import decision_processors as decisions
 from broker.engine import events, signals
 from broker.engine import instance_processors as instances
@@ -55,14 +56,17 @@ class Engine:
         *,
         partitions_count: int = 1,
         max_message_size: int = 4 * 1024 * 1024,
+        expression_limits: feel.Limits = feel.DEFAULT_LIMITS,
     ) -> None:
         self.state = state
         # a response message also carries its own framing: jobs take at most this much of it
         self.max_batch_bytes = max_message_size - 64 * 1024
+        # No expression result may be larger than a message: no worker could be sent the variable
+        expressions = ExpressionEvaluator(limits=expression_limits, max_result_size=max_message_size)
         self.models = ModelCache(lambda key: state.processes.get(key))
         self.appliers = EventAppliers(self.models)
         self.job_streams = job_streams if job_streams is not None else JobStreams()
-        self.services = Services(self.models, ExpressionEvaluator(), self.job_streams, partitions_count)
+        self.services = Services(self.models, expressions, self.job_streams, partitions_count)
         self.services.drgs = decisions.DrgCache(lambda key: state.decision_requirements.get(key))
         pi = ProcessInstanceIntent
         ms = MessageSubscriptionIntent

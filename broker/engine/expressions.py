@@ -111,7 +111,10 @@ class ExpressionEvaluator:
         try:
             value, warnings = feel.evaluate_with_warnings(compiled, context, now=now, limits=self.limits)
         except feel.FeelBudgetExceeded as e:
-            return ExpressionFailure(f"failed to evaluate expression '{text}': it {e.reason}")
+            key = "maxSteps" if e.budget == "step" else "maxSize"
+            return ExpressionFailure(
+                f"failed to evaluate expression '{text}': it {e.reason}; the limit is broker.expressions.{key}"
+            )
         except Exception as e:  # the evaluator must never take the partition down
             return ExpressionFailure(f"failed to evaluate expression '{text}': {e}")
         if value is None and warnings:
@@ -119,7 +122,7 @@ class ExpressionEvaluator:
         if exceeds_size(value, self.max_result_size):
             return ExpressionFailure(
                 f"failed to evaluate expression '{text}': its result is larger than the maximum variable size"
-                f" of {self.max_result_size:,} bytes"
+                f" of {self.max_result_size:,} bytes (the max message size, gateway.maxMessageSize)"
             )
         return value
 

@@ -34,6 +34,7 @@ from broker import monitoring
 from broker.engine.context import ProcessingContext
 from broker.engine.engine import Engine
 from broker.engine.job_streams import JobStreams
+from broker.feel import DEFAULT_LIMITS, Limits
 from broker.log import FileLog, LogBlock, LogStorage
 from broker.logs import PartitionLog
 from broker.protocol.codec import decode_block, encode_block, record_to_list
@@ -119,6 +120,8 @@ class PartitionConfig:
     # Element activations one process instance may make in one chain of follow-ups before it is stopped with an
     # incident (see broker/stream/step_budget.py); 0 turns the budget off.
     max_steps_per_instance: int = DEFAULT_MAX_STEPS_PER_INSTANCE
+    # What one FEEL evaluation may spend (steps and produced size); its result may be at most max_message_size.
+    expression_limits: Limits = DEFAULT_LIMITS
 
 
 class Partition:
@@ -196,6 +199,7 @@ class Partition:
             self.job_streams,
             partitions_count=self.config.partitions_count,
             max_message_size=self.config.max_message_size,
+            expression_limits=self.config.expression_limits,
         )
         with self.db.begin() as txn:
             self.state.bind(txn)
