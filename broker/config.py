@@ -323,9 +323,26 @@ def _validate_security(config: dict[str, Any]) -> None:
         raise ConfigError("commandApi.tls.requireClientCertificate: needs commandApi.tls.enabled")
 
 
+_SECRET_ARGS = ("password", "apikey", "token", "secret")
+
+
 def dump(config: dict[str, Any]) -> str:
-    """The configuration as YAML, with the command API secret masked (it is printed to terminals and logs)."""
+    """The configuration as YAML, with every secret masked (it is printed to terminals and logs): the command API
+    secret, the Raft password, the admin token and exporter arguments named like a password, key, token or secret."""
     shown = copy.deepcopy(config)
-    if shown.get("commandApi", {}).get("secret"):
-        shown["commandApi"]["secret"] = "(set)"
+
+    def mask(section: dict[str, Any], key: str) -> None:
+        if section.get(key):
+            section[key] = "(set)"
+
+    mask(shown.get("commandApi", {}), "secret")
+    broker = shown.get("broker", {})
+    mask(broker.get("cluster", {}), "raftPassword")
+    mask(broker, "adminToken")
+    for entry in (broker.get("exporters") or {}).values():
+        args = entry.get("args") if isinstance(entry, dict) else None
+        if isinstance(args, dict):
+            for name in list(args):
+                if any(word in name.lower() for word in _SECRET_ARGS):
+                    mask(args, name)
     return yaml.safe_dump(shown, sort_keys=False)
