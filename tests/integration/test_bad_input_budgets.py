@@ -21,7 +21,7 @@ import msgpack
 import pytest
 from pyzeebe.proto import gateway_pb2 as pb
 
-from broker.protocol.enums import ValueType
+from broker.protocol.enums import JobIntent, MessageIntent, SignalIntent, ValueType, VariableDocumentIntent
 from tests.harness import BPMN, WeirProcess, eventually
 from tests.integration.clients import (
     Stub,
@@ -156,6 +156,55 @@ def test_command_api_refuses_values_that_cannot_be_stored_or_shown(stub: Stub, n
     (job,) = activate(stub, d.type("test"))
     assert variables_of(job) == {"fine": 1}, "only the good creation started an instance"
     complete(stub, job.key)
+    assert_workflow_completes(stub)
+
+
+def test_command_api_refuses_a_lone_surrogate_in_every_command_with_variables(stub: Stub, node: WeirProcess) -> None:
+    """Job completion and failure, variable documents, signals and messages straight to the broker: each refused
+    naming the variable, none processed, and the good command after them in the same message is."""
+    d = deploy(stub, "one-task.bpmn")
+    pi = create(stub, d.pid(), {"n": 1})
+    (job,) = activate(stub, d.type("test"))
+    bad = {"a": "\ud800"}
+    commands = [
+        (ValueType.JOB, JobIntent.COMPLETE, job.key, {"variables": bad}),
+        (ValueType.JOB, JobIntent.FAIL, job.key, {"retries": 1, "errorMessage": "", "variables": bad}),
+        (ValueType.VARIABLE_DOCUMENT, VariableDocumentIntent.UPDATE, -1, {"scopeKey": pi, "variables": bad}),
+        (ValueType.SIGNAL, SignalIntent.BROADCAST, -1, {"signalName": "s", "variables": bad}),
+        (ValueType.MESSAGE, MessageIntent.PUBLISH, -1, {"name": "m", "correlationKey": "k", "variables": bad}),
+    ]
+    batch = [
+        {"id": i, "p": 1, "vt": int(vt), "i": int(intent), "k": key, "v": value}
+        for i, (vt, intent, key, value) in enumerate(commands)
+    ]
+    good = {"variables": {"done": "\U0001f600"}}  # a whole emoji is fine
+    batch.append({"id": 99, "p": 1, "vt": int(ValueType.JOB), "i": int(JobIntent.COMPLETE), "k": job.key, "v": good})
+    answers = command_api(node, batch)
+    for i, (vt, *_rest) in enumerate(commands):
+        assert answers[i].get("err") == "invalid", (vt, answers[i])
+        assert "surrogate" in answers[i]["msg"] and "'a'" in answers[i]["msg"], answers[i]["msg"]
+    assert "ok" in answers[99], answers[99]
+    eventually(lambda: not is_active(stub, pi), timeout=5, what="the instance to complete with the good command")
+    assert_workflow_completes(stub)
+
+
+def test_a_lone_surrogate_made_by_the_model_is_an_incident(stub: Stub, node: WeirProcess) -> None:
+    """FEEL can build a lone surrogate (an escape, half of an emoji): where a model makes one, its element gets an
+    incident naming the expression; the value never reaches the log, and the partition goes on."""
+    d = deploy(stub, "surrogate-model.bpmn")
+    made = {create(stub, d.pid(p)): element for p, element in (("sur-input", "si-task"), ("sur-type", "st-task"))}
+    made[create(stub, d.pid("sur-message"))] = "sm-wait"
+    assert_workflow_completes(stub)
+    for pi in made:
+        assert is_active(stub, pi), "an instance whose model made a lone surrogate waits on its incident"
+    node.stop()
+    try:
+        incidents = {r.value["processInstanceKey"]: r.value for r in open_incidents(node)}
+    finally:
+        node.start()
+    for pi, element in made.items():
+        assert incidents[pi]["elementId"] == element, incidents.get(pi)
+        assert "lone UTF-16 surrogate" in incidents[pi]["errorMessage"], incidents[pi]["errorMessage"]
     assert_workflow_completes(stub)
 
 
