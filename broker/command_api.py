@@ -46,6 +46,8 @@ log = logging.getLogger("weir.command_api")
 SERVICE = "weir.broker.CommandApi"
 # The metadata entry that carries the shared secret.
 SECRET_HEADER = "weir-command-secret"
+#: Pushed jobs a StreamJobs caller may have waiting; more are refused and made activatable again (JOB YIELD).
+MAX_PENDING_PUSHES = 32
 
 
 @dataclass(frozen=True, slots=True)
@@ -274,16 +276,20 @@ class CommandApi:
         finally:
             self._subscribers.remove(q)
 
-    async def stream_jobs(self, request: bytes, context: grpc.aio.ServicerContext) -> AsyncIterator[bytes]:
+    async def stream_jobs(self, request: bytes, context: grpc.aio.ServicerContext) -> None:
+        """A job push stream, written with ``context.write`` so that its ``finally`` runs as soon as the caller
+        goes, even while a write waits on flow control (an abandoned generator's would wait for collection)."""
         msg = unpack(request)
         problem = duration_problem("timeout", int(msg.get("timeout", 0)), minimum=1)
         if problem:  # jobs pushed with it could never be sent (their deadline would leave int64)
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, problem)
         queue: asyncio.Queue[Record] = asyncio.Queue()
         is_open = True
+        writing: Record | None = None
 
         def sink(record: Record) -> bool:
-            if not is_open:
+            # a caller that stops reading holds at most MAX_PENDING_PUSHES; later pushes are yielded back at once
+            if not is_open or queue.qsize() >= MAX_PENDING_PUSHES:
                 return False
             queue.put_nowait(record)
             return True
@@ -294,17 +300,22 @@ class CommandApi:
             partition.job_stream_sinks[stream.stream_id] = sink
             registrations.append((partition, stream.stream_id))
         try:
-            yield pack({"hello": True})
+            await context.write(pack({"hello": True}))
             while True:
-                record = await queue.get()
-                yield pack({"ok": record_to_list(record)})
+                writing = await queue.get()
+                await context.write(pack({"ok": record_to_list(writing)}))
+                writing = None
+        except Exception as e:  # the stream broke: the caller went while a write waited
+            log.debug("job stream of %r closed while sending: %r", msg["type"], e)
         finally:
             is_open = False
             for partition, stream_id in registrations:
                 partition.job_streams.remove(stream_id)
                 partition.job_stream_sinks.pop(stream_id, None)
+            left = [] if writing is None else [writing]  # a write that failed: the caller never got it
             while not queue.empty():
-                record = queue.get_nowait()
+                left.append(queue.get_nowait())
+            for record in left:
                 partition = self._partitions.get(record.partition_id)
                 if partition is None:
                     continue

@@ -21,7 +21,8 @@ import msgpack
 from broker.command_api import CommandApiSecurity
 from broker.protocol.codec import record_from_list
 from broker.protocol.documents import InvalidDocumentError
-from broker.protocol.enums import ValueType
+from broker.protocol.enums import JobIntent, ValueType
+from broker.protocol.keys import partition_of
 from broker.protocol.record import Record
 from broker.stream.partition import BackpressureError, PartitionUnavailableError
 from gateway.broker_client import (
@@ -198,6 +199,7 @@ class RemoteBrokerClient:
         self._leader_terms: dict[int, int] = {}
         self._partition_count = 0
         self._listeners: list[JobsAvailableListener] = []
+        self._giving_back: set[asyncio.Task[None]] = set()
         self._tasks: list[asyncio.Task[None]] = []
         self._refreshed_at = -1.0
 
@@ -350,9 +352,25 @@ class RemoteBrokerClient:
                     async for raw in broker.stream_jobs(request):
                         msg = _unpack(raw)
                         if "ok" in msg:
-                            sink(record_from_list(msg["ok"]))
+                            record = record_from_list(msg["ok"])
+                            if not sink(record):  # the stream is full or closed: never leave the jobs activated
+                                self._give_back(record)
                 except grpc.aio.AioRpcError:
                     pass
                 await asyncio.sleep(0.5)
 
         return _RemoteStream([asyncio.create_task(pump(b)) for b in self._brokers])
+
+    def _give_back(self, record: Record) -> None:
+        """Make the jobs of a push the gateway could not take activatable again (JOB YIELD), in a task of its own."""
+
+        async def give_back() -> None:
+            for key, job in zip(record.value["jobKeys"], record.value["jobs"], strict=True):
+                try:
+                    await self.execute(partition_of(key), ValueType.JOB, JobIntent.YIELD, job, key)
+                except Exception as e:  # the job times out and becomes activatable then
+                    log.debug("could not give back job %d: %r", key, e)
+
+        task = asyncio.get_running_loop().create_task(give_back())
+        self._giving_back.add(task)
+        task.add_done_callback(self._giving_back.discard)

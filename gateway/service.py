@@ -52,6 +52,10 @@ TENANT = "<default>"
 DEFAULT_LONG_POLL_MS = 10_000
 DEFAULT_REQUEST_TIMEOUT_MS = 15_000
 VERSION = "8.5.0-weir"
+#: Pushed jobs one StreamActivatedJobs stream may hold while its client has not read them. Beyond, the broker's
+#: pushes are refused and the jobs made activatable again at once (for other workers, streaming or polling), so a
+#: worker that stops reading cannot hoard the jobs of its type, nor grow the gateway's memory, until it is gone.
+MAX_PENDING_PUSHES = 32
 
 _STATUS = {
     RejectionType.INVALID_ARGUMENT: grpc.StatusCode.INVALID_ARGUMENT,
@@ -743,7 +747,10 @@ class GatewayService(pb_grpc.GatewayServicer):
 
     async def StreamActivatedJobs(
         self, request: pb.StreamActivatedJobsRequest, context: grpc.aio.ServicerContext
-    ) -> AsyncIterator[pb.ActivatedJob]:
+    ) -> None:
+        """Pushes jobs with ``context.write``, not as a generator: when the client goes while a write waits on flow
+        control, the write raises here and the ``finally`` below runs at once. (An abandoned generator runs its
+        ``finally`` only when collected: until then its stream stayed registered and took the type's jobs.)"""
         try:
             self._validate_activation(request.type, request.worker or "worker", request.timeout, None)
             _check_tenants(request.tenantIds)
@@ -753,7 +760,7 @@ class GatewayService(pb_grpc.GatewayServicer):
         open_ = True
 
         def sink(record: Record) -> bool:
-            if not open_:
+            if not open_ or queue.qsize() >= MAX_PENDING_PUSHES:
                 return False
             queue.put_nowait(record)
             return True
@@ -764,28 +771,30 @@ class GatewayService(pb_grpc.GatewayServicer):
         try:
             while True:
                 record = await queue.get()
-                for key, job in zip(record.value["jobKeys"], record.value["jobs"], strict=True):
+                pending = list(zip(record.value["jobKeys"], record.value["jobs"], strict=True))
+                while pending:
+                    key, job = pending[0]
                     message = self._pushable(key, job)
-                    if message is None:
-                        continue
-                    sent = False
-                    try:
-                        yield message
-                        sent = True
-                    finally:
-                        if not sent:  # the stream broke while this job was sent: never leave it activated
-                            self._give_back([(key, job)])
+                    if message is not None:
+                        try:
+                            await context.write(message)
+                        except asyncio.CancelledError:  # the client went: never leave these jobs activated
+                            self._give_back(pending)
+                            raise
+                        except Exception as e:  # the stream broke (the client went while a write waited)
+                            log.debug("job stream of %r closed while sending: %r", request.type, e)
+                            self._give_back(pending)
+                            return
+                    pending.pop(0)
         finally:
             open_ = False
             handle.close()
+            left = []
             while not queue.empty():
                 record = queue.get_nowait()
-                for key, job in zip(record.value["jobKeys"], record.value["jobs"], strict=True):
-                    pid = partition_of(key)
-                    try:
-                        await self.client.execute(pid, ValueType.JOB, JobIntent.YIELD, job, key)
-                    except Exception:
-                        log.debug("could not yield job %d after its stream closed", key)
+                left.extend(zip(record.value["jobKeys"], record.value["jobs"], strict=True))
+            if left:
+                self._give_back(left)
 
     # -- not yet supported -----------------------------------------------------------------------------------
 

@@ -7,10 +7,14 @@ same broker: one bad value must never stop a partition or block other work.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
+import subprocess
+import sys
 import threading
 import time
+import urllib.request
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,7 +26,7 @@ import pytest
 from pyzeebe.proto import gateway_pb2 as pb
 
 from broker.protocol.enums import JobIntent, MessageIntent, SignalIntent, ValueType, VariableDocumentIntent
-from tests.harness import BPMN, WeirProcess, eventually
+from tests.harness import BPMN, REPO, WeirProcess, eventually, free_port
 from tests.integration.clients import (
     Stub,
     activate,
@@ -300,6 +304,96 @@ def test_command_api_activation_with_an_endless_timeout_is_rejected(stub: Stub, 
         assert err.code() == grpc.StatusCode.INVALID_ARGUMENT and "timeout" in err.details(), err.details()
     (job,) = activate(stub, d.type("test"))  # still activatable, and delivered
     complete(stub, job.key)
+    assert_workflow_completes(stub)
+
+
+@contextlib.contextmanager
+def separate_gateway(node: WeirProcess, tmp_path: Path) -> Iterator[str]:
+    """A `weir gateway` in its own process in front of ``node``'s command API; yields its address."""
+    gateway_port, monitoring_port = free_port(), free_port()
+    log = (tmp_path / "gateway.log").open("ab")
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "client.cli",
+            "gateway",
+            "--broker",
+            f"127.0.0.1:{node.command_port}",
+            "--gateway-port",
+            str(gateway_port),
+            "--monitoring-port",
+            str(monitoring_port),
+        ],
+        cwd=REPO,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    log.close()
+    try:
+
+        def ready() -> bool:
+            assert proc.poll() is None, (tmp_path / "gateway.log").read_text()[-3000:]
+            with urllib.request.urlopen(f"http://127.0.0.1:{monitoring_port}/ready", timeout=1) as r:
+                return r.status == 200
+
+        eventually(ready, timeout=30, what="the gateway to become ready")
+        yield f"127.0.0.1:{gateway_port}"
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+@pytest.mark.parametrize("gateway", ["embedded", "separate"])
+def test_a_stream_that_stops_reading_cannot_hoard_jobs(
+    stub: Stub, node: WeirProcess, tmp_path: Path, gateway: str
+) -> None:
+    """A StreamActivatedJobs client that stops reading holds a bounded number of pushed jobs; the other jobs of its
+    type stay activatable for other workers at once, and when it goes its stream is gone at once too."""
+    d = deploy(stub, "one-task.bpmn")
+    job_type = d.type("test")
+    polled: dict[int, pb.ActivatedJob] = {}
+
+    def poll() -> int:
+        for job in activate_now(stub, job_type, 50):  # at most 16 of these jobs fit one response
+            polled[job.processInstanceKey] = job
+        return len(polled)
+
+    with contextlib.ExitStack() as stack:
+        address = node.address if gateway == "embedded" else stack.enter_context(separate_gateway(node, tmp_path))
+        channel = stack.enter_context(grpc.insecure_channel(address))
+        stalled = Stub(channel).StreamActivatedJobs(
+            pb.StreamActivatedJobsRequest(type=job_type, worker="stalled", timeout=600_000), timeout=120
+        )
+        # the stream is open once it has received a first job; from then on its client reads nothing (a job
+        # created before a separate gateway has registered the stream with the broker is not pushed: wait a moment)
+        time.sleep(2)
+        first = create(stub, d.pid(), {"i": -1})
+        assert next(stalled).processInstanceKey == first
+        # It takes what HTTP/2 flow control lets through to the client's buffers (delivered, as far as a server can
+        # tell: those come back at their timeout) and at most MAX_PENDING_PUSHES (32) more waiting in the gateway.
+        # Before the bound it took every job of its type for as long as it stayed connected.
+        count = 100
+        for i in range(count):
+            create(stub, d.pid(), {"i": i, "pad": "x" * 250_000})
+        eventually(lambda: poll() >= 20, timeout=30, what=f"the stalled stream to leave some of {count} jobs to others")
+        time.sleep(1)
+        left_to_others = poll()
+        while poll() > left_to_others:
+            left_to_others = len(polled)
+        print(f"{count - left_to_others} of {count} jobs held by the stream that stopped reading ({gateway} gateway)")
+        stalled.cancel()
+    # the jobs that waited in the gateway come back at once, and the stream takes no more jobs
+    time.sleep(1)
+    after_close = {create(stub, d.pid(), {"i": count + i}) for i in range(10)}
+    eventually(lambda: poll() and after_close <= set(polled), timeout=10, what="jobs created after the stream went")
+    print(f"{len(polled) - left_to_others - 10} came back when it went")
+    for job in polled.values():
+        complete(stub, job.key)
     assert_workflow_completes(stub)
 
 
