@@ -12,7 +12,6 @@ resident memory before it by at most ``BOUND``. (The Raft port's 2 GiB length pr
 from __future__ import annotations
 
 import json
-import threading
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -34,6 +33,7 @@ from tests.integration.clients import (
     is_active,
     rpc_error,
 )
+from tests.raw_sockets import PeakMemory
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -44,52 +44,6 @@ MiB = 1024 * 1024
 #: loops, +24 MiB for the doubling, +17 MiB for the oversized documents, about +65 MiB in all, the same for one
 #: instance of each as for three). Without the budgets one nested loop alone took gigabytes.
 BOUND = 96 * MiB
-
-
-def status(pid: int) -> dict[str, int]:
-    """The ``Vm*`` and ``Rss*`` lines of /proc/PID/status, in bytes."""
-    values = {}
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        name, _, rest = line.partition(":")
-        if name.startswith(("Vm", "Rss")) and rest.strip().endswith("kB"):
-            values[name] = int(rest.split()[0]) * 1024
-    return values
-
-
-class PeakMemory:
-    """The highest resident memory of ``pid`` while the block runs: sampled VmRSS, and VmHWM reset at the start."""
-
-    def __init__(self, pid: int) -> None:
-        self.pid = pid
-        self.peak = 0
-        self.hwm_reset = False
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._sample, daemon=True)
-
-    def _sample(self) -> None:
-        while not self._stop.is_set():
-            self.peak = max(self.peak, status(self.pid)["VmRSS"])
-            time.sleep(0.005)
-
-    def __enter__(self) -> PeakMemory:
-        try:  # "5" resets the peak resident size to the current one (proc(5), clear_refs)
-            Path(f"/proc/{self.pid}/clear_refs").write_text("5")
-            self.hwm_reset = True
-        except OSError:
-            pass
-        self.before = status(self.pid)["VmRSS"]
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join()
-        if self.hwm_reset:
-            self.peak = max(self.peak, status(self.pid)["VmHWM"])
-
-    @property
-    def grown(self) -> int:
-        return self.peak - self.before
 
 
 @pytest.fixture
