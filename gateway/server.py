@@ -11,6 +11,7 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
 from gateway.api import gateway_pb2_grpc as pb_grpc
 from gateway.auth import Authenticator, GatewaySecurity, gateway_interceptors
+from gateway.decoding import RequestDecodingInterceptor
 from gateway.service import GatewayService
 
 log = logging.getLogger("weir.gateway")
@@ -69,7 +70,7 @@ async def start_gateway_server(
     await authenticator.start()
     server = grpc.aio.server(
         options=server_options(max_message_size, max_concurrent_streams),
-        interceptors=gateway_interceptors(authenticator),
+        interceptors=[RequestDecodingInterceptor(), *gateway_interceptors(authenticator)],
     )
     pb_grpc.add_GatewayServicer_to_server(service, server)
     health_servicer = health.aio.HealthServicer()

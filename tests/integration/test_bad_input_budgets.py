@@ -163,6 +163,38 @@ def test_command_api_refuses_values_that_cannot_be_stored_or_shown(stub: Stub, n
     assert_workflow_completes(stub)
 
 
+def _string_field(number: int, value: bytes) -> bytes:
+    return bytes([number << 3 | 2, len(value)]) + value
+
+
+def test_requests_that_are_not_valid_protobuf_are_invalid_arguments(stub: Stub, node: WeirProcess) -> None:
+    """A lone surrogate can also arrive as CESU-8 bytes in a string field, which protobuf cannot decode: the call
+    gets INVALID_ARGUMENT (not UNKNOWN), and the gateway logs no traceback for it."""
+    surrogate = b"x\xed\xa0\x80"  # U+D800 encoded as if it were a character: not UTF-8
+    calls = {
+        "PublishMessage": _string_field(1, surrogate) + _string_field(2, b"k"),
+        "CreateProcessInstance": _string_field(2, surrogate),
+        "BroadcastSignal": _string_field(1, surrogate),
+        "ThrowError": b"\x08\x01" + _string_field(2, surrogate),
+        "ActivateJobs": _string_field(1, surrogate) + b"\x20\x01",
+        "StreamActivatedJobs": _string_field(1, surrogate),
+        "DeployResource": b"\xff\xff\xff\xff not protobuf",
+    }
+    logged_before = len(node.log_path.read_bytes())
+    identity = lambda b: b  # noqa: E731
+    with grpc.insecure_channel(node.address) as channel:
+        for method, raw in calls.items():
+            path = f"/gateway_protocol.Gateway/{method}"
+            streaming = method in ("ActivateJobs", "StreamActivatedJobs")
+            call = (channel.unary_stream if streaming else channel.unary_unary)(path, identity, identity)
+            err = rpc_error(call, raw)
+            assert err.code() == grpc.StatusCode.INVALID_ARGUMENT, (method, err.code(), err.details())
+            assert method in err.details() and "could not be decoded" in err.details(), err.details()
+    assert_workflow_completes(stub)
+    logged = node.log_path.read_bytes()[logged_before:].decode(errors="replace")
+    assert "Traceback" not in logged and "ERROR" not in logged, logged[-3000:]
+
+
 def test_command_api_refuses_a_lone_surrogate_in_every_command_with_variables(stub: Stub, node: WeirProcess) -> None:
     """Job completion and failure, variable documents, signals and messages straight to the broker: each refused
     naming the variable, none processed, and the good command after them in the same message is."""
