@@ -23,6 +23,7 @@ from typing import Any
 import grpc
 import msgpack
 import pytest
+from google.protobuf.descriptor import FieldDescriptor as FD
 from pyzeebe.proto import gateway_pb2 as pb
 
 from broker.protocol.enums import JobIntent, MessageIntent, SignalIntent, ValueType, VariableDocumentIntent
@@ -308,6 +309,88 @@ def test_out_of_range_numbers_are_refused_and_no_job_is_lost(stub: Stub) -> None
         assert named in err.details(), err.details()
     complete(stub, job.key)
     assert_workflow_completes(stub)
+
+
+_INTS = {FD.TYPE_INT64, FD.TYPE_INT32, FD.TYPE_SINT64, FD.TYPE_SINT32, FD.TYPE_SFIXED64, FD.TYPE_SFIXED32}
+_UINTS = {FD.TYPE_UINT64, FD.TYPE_UINT32, FD.TYPE_FIXED64, FD.TYPE_FIXED32}
+_BAD_TEXTS = ["", "x" * 300_000, "a\x00b", "{" * 100_000, "[" * 100_000]
+
+
+def _repeated(field: Any) -> bool:
+    repeated = getattr(type(field), "is_repeated", None)  # newer protobuf; label is deprecated there
+    return bool(field.is_repeated) if repeated is not None else field.label == FD.LABEL_REPEATED
+
+
+def _extremes(field: Any) -> list[Any]:
+    if field.type == FD.TYPE_STRING:
+        return _BAD_TEXTS
+    wide = field.type not in (FD.TYPE_INT32, FD.TYPE_SINT32, FD.TYPE_SFIXED32, FD.TYPE_UINT32, FD.TYPE_FIXED32)
+    if field.type in _UINTS:
+        return [2**64 - 1 if wide else 2**32 - 1]
+    limit = 2**63 if wide else 2**31
+    return [limit - 1, -limit, -1, 0]
+
+
+def test_extreme_values_in_every_field_of_every_rpc_get_a_clear_status(stub: Stub, node: WeirProcess) -> None:
+    """Each scalar field of each gateway request, one at a time, at the ends of its type (and strings empty, of a
+    300 kB, with NUL, or opening 100,000 brackets) while the others hold sensible values: no call ends with
+    UNKNOWN, INTERNAL or UNAVAILABLE, none logs an error, and the partition keeps serving."""
+    d = deploy(stub, "one-task.bpmn")
+    pi = create(stub, d.pid())
+    (job,) = activate(stub, d.type("test"))
+    sensible = {
+        "variables": "{}",
+        "bpmnProcessId": d.pid(),
+        "type": d.type("test") + "-other",
+        "jobKey": job.key,
+        "processInstanceKey": pi,
+        "elementInstanceKey": pi,
+        "timeout": 1000,
+        "requestTimeout": 500,
+        "maxJobsToActivate": 1,
+        "retries": 1,
+        "version": -1,
+    }
+    logged_before = len(node.log_path.read_bytes())
+    unclear = []
+    calls = 0
+    for method in pb.DESCRIPTOR.services_by_name["Gateway"].methods:
+        request_type = getattr(pb, method.input_type.name)
+        scalars = [
+            f
+            for f in method.input_type.fields
+            if not _repeated(f) and (f.type == FD.TYPE_STRING or f.type in _INTS | _UINTS)
+        ]
+        for field in scalars:
+            for value in _extremes(field):
+                if field.name == "requestTimeout" and value == 0:
+                    continue  # the default long poll: ten seconds of waiting for nothing
+                request = request_type()
+                for other in scalars:
+                    if other.name in sensible:
+                        setattr(request, other.name, sensible[other.name])
+                    elif other.type == FD.TYPE_STRING:
+                        setattr(request, other.name, "x")
+                setattr(request, field.name, value)
+                calls += 1
+                try:
+                    wait = 0.5 if method.name == "StreamActivatedJobs" else 20  # a stream never ends by itself
+                    answer = getattr(stub, method.name)(request, timeout=wait)
+                    if method.server_streaming:
+                        list(answer)
+                except grpc.RpcError as e:
+                    code = e.code()
+                    endless = method.name == "StreamActivatedJobs" and code == grpc.StatusCode.DEADLINE_EXCEEDED
+                    if code in (grpc.StatusCode.UNKNOWN, grpc.StatusCode.INTERNAL, grpc.StatusCode.UNAVAILABLE) or (
+                        code == grpc.StatusCode.DEADLINE_EXCEEDED and not endless
+                    ):
+                        details = (e.details() or "")[:200]
+                        unclear.append((method.name, field.name, repr(value)[:20], code.name, details))
+    assert calls > 200
+    assert not unclear, unclear
+    assert_workflow_completes(stub)
+    logged = node.log_path.read_bytes()[logged_before:].decode(errors="replace")
+    assert "Traceback" not in logged and " ERROR " not in logged, logged[-3000:]
 
 
 def test_command_api_activation_with_an_endless_timeout_is_rejected(stub: Stub, node: WeirProcess) -> None:
