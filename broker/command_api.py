@@ -279,8 +279,14 @@ class CommandApi:
     async def stream_jobs(self, request: bytes, context: grpc.aio.ServicerContext) -> None:
         """A job push stream, written with ``context.write`` so that its ``finally`` runs as soon as the caller
         goes, even while a write waits on flow control (an abandoned generator's would wait for collection)."""
-        msg = unpack(request)
-        problem = duration_problem("timeout", int(msg.get("timeout", 0)), minimum=1)
+        try:
+            msg = unpack(request)
+            job_type, worker, timeout = str(msg["type"]), str(msg["worker"]), int(msg["timeout"])
+            fetch = [str(name) for name in msg.get("fetch") or []]
+        except Exception as e:  # not msgpack, not a map, a field missing or of the wrong type
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"malformed job stream request: {e!r}")
+            return
+        problem = duration_problem("timeout", timeout, minimum=1)
         if problem:  # jobs pushed with it could never be sent (their deadline would leave int64)
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, problem)
         queue: asyncio.Queue[Record] = asyncio.Queue()
@@ -296,7 +302,7 @@ class CommandApi:
 
         registrations = []
         for partition in self._partitions.values():
-            stream = partition.job_streams.add(msg["type"], msg["worker"], int(msg["timeout"]), msg.get("fetch") or [])
+            stream = partition.job_streams.add(job_type, worker, timeout, fetch)
             partition.job_stream_sinks[stream.stream_id] = sink
             registrations.append((partition, stream.stream_id))
         try:
@@ -306,7 +312,7 @@ class CommandApi:
                 await context.write(pack({"ok": record_to_list(writing)}))
                 writing = None
         except Exception as e:  # the stream broke: the caller went while a write waited
-            log.debug("job stream of %r closed while sending: %r", msg["type"], e)
+            log.debug("job stream of %r closed while sending: %r", job_type, e)
         finally:
             is_open = False
             for partition, stream_id in registrations:

@@ -356,6 +356,16 @@ class Partition:
         A value that could not be logged or shown as JSON raises :class:`InvalidDocumentError` before it is queued:
         caught later, while the round's block is encoded, it would fail every command of the round.
         """
+        intents = INTENTS.get(value_type)
+        try:
+            if intents is None:
+                raise ValueError(value_type)
+            intents(int(intent))
+        except (ValueError, TypeError):  # would fail the round (and so the partition) where it is described
+            raise InvalidDocumentError(
+                f"Expected a command of a known value type and intent, but got value type {value_type!r}, "
+                f"intent {intent!r}"
+            ) from None
         check_command_value(value, self.config.max_message_size)
         if not self.healthy or self._closing:
             raise PartitionUnavailableError(self.failure or f"partition {self.partition_id} is not available")

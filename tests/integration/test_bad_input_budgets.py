@@ -225,6 +225,35 @@ def test_command_api_refuses_a_lone_surrogate_in_every_command_with_variables(st
     assert_workflow_completes(stub)
 
 
+def test_command_api_refuses_malformed_commands_without_stopping_the_partition(stub: Stub, node: WeirProcess) -> None:
+    """An intent its value type does not have used to stop the partition (the round failed while describing it);
+    malformed job stream requests ended with UNKNOWN and a logged traceback. Each is now refused on its own."""
+    logged_before = len(node.log_path.read_bytes())
+    pi_type = int(ValueType.PROCESS_INSTANCE)
+    commands = [
+        {"id": 1, "p": 1, "vt": pi_type, "i": 77, "k": -1, "v": {}},
+        {"id": 2, "p": 1, "vt": int(ValueType.JOB), "i": -3, "k": 1, "v": {}},
+        {"id": 3, "p": 1, "vt": 999, "i": 0, "k": -1, "v": {}},
+        {"id": 4, "p": "one", "vt": pi_type, "i": 0, "k": -1, "v": {}},
+        {"id": 5, "p": 1, "vt": pi_type, "i": 0, "k": -1, "v": [1, 2]},
+    ]
+    answers = command_api(node, commands)
+    for command in commands:
+        answer = answers[command["id"]]
+        assert answer.get("err") == "invalid", (command, answer)
+    assert "intent 77" in answers[1]["msg"]
+    identity = lambda b: b  # noqa: E731
+    with grpc.insecure_channel(f"127.0.0.1:{node.command_port}") as channel:
+        stream_jobs = channel.unary_stream("/weir.broker.CommandApi/StreamJobs", identity, identity)
+        for request in (b"\xc1", msgpack.packb([1]), msgpack.packb({"type": "t", "timeout": 1000})):
+            err = rpc_error(stream_jobs, request)
+            assert err.code() == grpc.StatusCode.INVALID_ARGUMENT, (request, err.code(), err.details())
+            assert "malformed job stream request" in err.details()
+    assert_workflow_completes(stub)
+    logged = node.log_path.read_bytes()[logged_before:].decode(errors="replace")
+    assert "Traceback" not in logged and "stopped" not in logged, logged[-3000:]
+
+
 def test_a_lone_surrogate_made_by_the_model_is_an_incident(stub: Stub, node: WeirProcess) -> None:
     """FEEL can build a lone surrogate (an escape, half of an emoji): where a model makes one, its element gets an
     incident naming the expression; the value never reaches the log, and the partition goes on."""
