@@ -17,7 +17,7 @@ from pathlib import Path
 import grpc
 from pyzeebe.proto import gateway_pb2 as pb
 
-from tests.harness import WeirProcess, eventually
+from tests.harness import REPO, WeirProcess, eventually
 from tests.integration.clients import (
     Stub,
     activate,
@@ -139,9 +139,10 @@ def test_configured_expression_limits_turn_normal_expressions_into_incidents(tmp
         w.kill()
 
 
-def test_expression_limits_must_be_positive(tmp_path: Path) -> None:
+def test_expression_limits_must_be_positive() -> None:
     done = subprocess.run(
         [sys.executable, "-m", "client.cli", "config", "show"],
+        cwd=REPO,
         env={**os.environ, "WEIR_BROKER_EXPRESSIONS_MAX_STEPS": "0"},
         capture_output=True,
         text=True,
