@@ -374,6 +374,8 @@ class Process:
     version_tag: str | None = None
     _children: cabc.Mapping[str, tuple[str, ...]] = field(default_factory=_frozen_mapping, repr=False)
     _inclusive_joins: cabc.Mapping[str, tuple[str, ...]] = field(default_factory=_frozen_mapping, repr=False)
+    # Whether any element compensates or is compensated: instances of other processes skip that bookkeeping.
+    uses_compensation: bool = False
 
     @staticmethod
     def build(
@@ -404,6 +406,7 @@ class Process:
             start_event_ids=start_event_ids,
             version_tag=version_tag,
             _children=_frozen_mapping({scope: tuple(ids) for scope, ids in children.items()}),
+            uses_compensation=any(e.event_type == COMPENSATION or e.is_for_compensation for e in element_map.values()),
             _inclusive_joins=_frozen_mapping(
                 {
                     scope: joins

@@ -54,6 +54,8 @@ def on_completing(ctx: ProcessingContext, process: bpmn.Process, inst: ElementIn
     """The instance is about to be COMPLETED (its variables still there): subscribe it for compensation if it can
     be compensated; a process instance that completes drops all of its subscriptions."""
     v = inst.value
+    if not process.uses_compensation:
+        return
     if v.is_root:
         _delete(ctx, _subscriptions(ctx, v.process_instance_key))
         return
