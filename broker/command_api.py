@@ -26,6 +26,7 @@ import contextlib
 import functools
 import hmac
 import logging
+import os
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -46,8 +47,9 @@ log = logging.getLogger("weir.command_api")
 SERVICE = "weir.broker.CommandApi"
 # The metadata entry that carries the shared secret.
 SECRET_HEADER = "weir-command-secret"
-#: Pushed jobs a StreamJobs caller may have waiting; more are refused and made activatable again (JOB YIELD).
-MAX_PENDING_PUSHES = 32
+#: Pushed jobs a StreamJobs caller may have waiting; more are refused and made activatable again (JOB YIELD), for
+#: polling workers. Far above what a reading caller has waiting; WEIR_MAX_PENDING_PUSHES sets it.
+MAX_PENDING_PUSHES = int(os.environ.get("WEIR_MAX_PENDING_PUSHES", "1024"))
 
 
 @dataclass(frozen=True, slots=True)

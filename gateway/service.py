@@ -12,6 +12,7 @@ import functools
 import itertools
 import json
 import logging
+import os
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, NoReturn
@@ -53,9 +54,11 @@ DEFAULT_LONG_POLL_MS = 10_000
 DEFAULT_REQUEST_TIMEOUT_MS = 15_000
 VERSION = "8.5.0-weir"
 #: Pushed jobs one StreamActivatedJobs stream may hold while its client has not read them. Beyond, the broker's
-#: pushes are refused and the jobs made activatable again at once (for other workers, streaming or polling), so a
-#: worker that stops reading cannot hoard the jobs of its type, nor grow the gateway's memory, until it is gone.
-MAX_PENDING_PUSHES = 32
+#: pushes are refused and the jobs made activatable again at once (for polling workers), so a worker that stops
+#: reading cannot hoard the jobs of its type, nor grow the gateway's memory, until it is gone. The bound is far above
+#: what a reading worker ever has waiting (a refused push is not offered to another stream later), and
+#: WEIR_MAX_PENDING_PUSHES sets it.
+MAX_PENDING_PUSHES = int(os.environ.get("WEIR_MAX_PENDING_PUSHES", "1024"))
 
 _STATUS = {
     RejectionType.INVALID_ARGUMENT: grpc.StatusCode.INVALID_ARGUMENT,

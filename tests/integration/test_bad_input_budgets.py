@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 import json
+import os
 import subprocess
 import sys
 import threading
@@ -44,10 +45,14 @@ from tests.integration.clients import (
 SURROGATE = '{"a": "\\ud800"}'  # JSON text that decodes to a lone UTF-16 surrogate
 
 
+PUSH_BOUND = {"WEIR_MAX_PENDING_PUSHES": "32"}
+
+
 @pytest.fixture(scope="module")
 def node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[WeirProcess]:
     """A broker with an embedded gateway and its command API open."""
-    w = WeirProcess(tmp_path_factory.mktemp("budgets") / "data", command_api=True)
+    # a small bound on the pushes a stalled job stream may hold, so that the hoarding test needs few jobs
+    w = WeirProcess(tmp_path_factory.mktemp("budgets") / "data", command_api=True, env=PUSH_BOUND)
     w.start()
     try:
         yield w
@@ -472,6 +477,7 @@ def separate_gateway(node: WeirProcess, tmp_path: Path) -> Iterator[str]:
         cwd=REPO,
         stdout=log,
         stderr=subprocess.STDOUT,
+        env={**os.environ, **PUSH_BOUND},
     )
     log.close()
     try:
