@@ -149,7 +149,22 @@ def _workflow(address: str, instances: int = 1) -> dict:
 
 
 async def _call(channel: grpc.aio.Channel, method: str, metadata: tuple[tuple[str, str], ...] = ()) -> grpc.StatusCode:
-    """The status a command API method ends with (OK when it answers)."""
+    """The status a command API method ends with (OK when it answers).
+
+    When the broker refuses a bidirectional call while the client is still sending its first message, the client's
+    gRPC core now and then reports "Internal error from Core" instead of the broker's status (a race in the client,
+    not an answer of the broker): the call is then made again, up to three times.
+    """
+    for _ in range(3):
+        code, details = await _call_once(channel, method, metadata)
+        if not (code == grpc.StatusCode.INTERNAL and details == "Internal error from Core"):
+            return code
+    return code
+
+
+async def _call_once(
+    channel: grpc.aio.Channel, method: str, metadata: tuple[tuple[str, str], ...]
+) -> tuple[grpc.StatusCode, str]:
     path = "/weir.broker.CommandApi/" + method
     try:
         if method == "Topology":
@@ -167,8 +182,8 @@ async def _call(channel: grpc.aio.Channel, method: str, metadata: tuple[tuple[st
             call = channel.stream_stream(path, _IDENTITY, _IDENTITY)(requests(), metadata=metadata, timeout=5)
             await call.read()
     except grpc.aio.AioRpcError as e:
-        return e.code()
-    return grpc.StatusCode.OK
+        return e.code(), e.details() or ""
+    return grpc.StatusCode.OK, ""
 
 
 def _statuses(address: str, certs: Certificates | None, metadata: tuple[tuple[str, str], ...] = ()) -> set:
