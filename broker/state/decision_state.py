@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from broker.state.db import StateDb, pack, prefix_scan, read_u64, u64, unpack
-from broker.state.repositories import _hashed, _Repository, _text
+from broker.state.repositories import Bindings, _hashed, _Repository, _text
 
 
 class _Versioned(_Repository):
@@ -87,29 +87,15 @@ class DecisionState(_Versioned):
     def __init__(self, sdb: StateDb) -> None:
         super().__init__(sdb, "decisions", "decision_versions", "decisionId")
         self._by_drg = sdb.dbs["decisions_by_drg"]
-        self._bindings = sdb.dbs["decision_bindings"]
-
-    @staticmethod
-    def _tag_key(decision_id: str, version_tag: str) -> bytes:
-        return b"T" + _text(decision_id) + b"\0" + _text(version_tag)
-
-    @staticmethod
-    def _deployment_key(decision_id: str, deployment_key: int) -> bytes:
-        return b"D" + _text(decision_id) + b"\0" + u64(deployment_key)
-
-    def _bound(self, index_key: bytes, decision_id: str) -> dict[str, Any] | None:
-        v = self.txn.get(index_key, db=self._bindings)
-        found = self.get(read_u64(v)) if v is not None else None
-        return found if found is not None and found["decisionId"] == decision_id else None
+        self._bindings = Bindings(self, sdb.dbs["decision_bindings"], "decisionId")
 
     def with_version_tag(self, decision_id: str, version_tag: str) -> dict[str, Any] | None:
         """The latest version of ``decision_id`` deployed with ``version_tag``."""
-        found = self._bound(self._tag_key(decision_id, version_tag), decision_id)
-        return found if found is not None and found.get("versionTag") == version_tag else None
+        return self._bindings.with_version_tag(decision_id, version_tag)
 
     def in_deployment(self, decision_id: str, deployment_key: int) -> dict[str, Any] | None:
         """The version of ``decision_id`` that deployment ``deployment_key`` created."""
-        return self._bound(self._deployment_key(decision_id, deployment_key), decision_id)
+        return self._bindings.in_deployment(decision_id, deployment_key)
 
     def of_drg(self, drg_key: int) -> list[dict[str, Any]]:
         """Every decision deployed with the DRG ``drg_key``."""
@@ -126,26 +112,13 @@ class DecisionState(_Versioned):
         self._put(key, decision["decisionId"], decision["version"], decision)
         drg_key = decision["decisionRequirementsKey"]
         self.txn.put(u64(drg_key) + _text(decision["decisionId"]), u64(key), db=self._by_drg)
-        decision_id = decision["decisionId"]
-        if decision.get("deploymentKey", -1) > 0:
-            self.txn.put(self._deployment_key(decision_id, decision["deploymentKey"]), u64(key), db=self._bindings)
-        tag = decision.get("versionTag")
-        if tag:
-            tagged = self.with_version_tag(decision_id, tag)
-            if tagged is None or tagged["version"] <= decision["version"]:
-                self.txn.put(self._tag_key(decision_id, tag), u64(key), db=self._bindings)
+        self._bindings.add(key, decision)
 
     def remove(self, decision: dict[str, Any]) -> None:
         key, decision_id = decision["decisionKey"], decision["decisionId"]
         self._remove(key, decision_id, decision["version"])
         self.txn.delete(u64(decision["decisionRequirementsKey"]) + _text(decision_id), db=self._by_drg)
-        indexes = [self._tag_key(decision_id, decision.get("versionTag") or "")]
-        if decision.get("deploymentKey", -1) > 0:
-            indexes.append(self._deployment_key(decision_id, decision["deploymentKey"]))
-        for index in indexes:
-            v = self.txn.get(index, db=self._bindings)
-            if v is not None and read_u64(v) == key:
-                self.txn.delete(index, db=self._bindings)
+        self._bindings.remove(key, decision)
 
 
 class DecisionRequirementsState(_Versioned):

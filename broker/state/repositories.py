@@ -103,6 +103,63 @@ class MetaState(_Repository):
         self.txn.put(_META_KEYS, u64(key_counter), db=self._db)
 
 
+class Bindings:
+    """The binding indexes of a versioned resource (processes for call activities, decisions for business rule
+    tasks): (id, version tag) → the latest version carrying the tag, (id, deployment key) → the version that
+    deployment created. ``owner`` is the repository of the resources (its ``txn`` and ``get``)."""
+
+    __slots__ = ("_db", "_id_field", "_owner")
+
+    def __init__(self, owner: Any, db: Any, id_field: str) -> None:
+        self._owner = owner
+        self._db = db
+        self._id_field = id_field
+
+    @staticmethod
+    def _tag_key(resource_id: str, version_tag: str) -> bytes:
+        return b"T" + _text(resource_id) + b"\0" + _text(version_tag)
+
+    @staticmethod
+    def _deployment_key(resource_id: str, deployment_key: int) -> bytes:
+        return b"D" + _text(resource_id) + b"\0" + u64(deployment_key)
+
+    def _bound(self, index_key: bytes, resource_id: str) -> dict[str, Any] | None:
+        v = self._owner.txn.get(index_key, db=self._db)
+        found = self._owner.get(read_u64(v)) if v is not None else None
+        return found if found is not None and found[self._id_field] == resource_id else None
+
+    def with_version_tag(self, resource_id: str, version_tag: str) -> dict[str, Any] | None:
+        """The latest version of ``resource_id`` deployed with ``version_tag``."""
+        found = self._bound(self._tag_key(resource_id, version_tag), resource_id)
+        return found if found is not None and found.get("versionTag") == version_tag else None
+
+    def in_deployment(self, resource_id: str, deployment_key: int) -> dict[str, Any] | None:
+        """The version of ``resource_id`` that deployment ``deployment_key`` created."""
+        return self._bound(self._deployment_key(resource_id, deployment_key), resource_id)
+
+    def add(self, key: int, value: dict[str, Any]) -> None:
+        """Index a newly stored version."""
+        resource_id, txn = value[self._id_field], self._owner.txn
+        if value.get("deploymentKey", -1) > 0:
+            txn.put(self._deployment_key(resource_id, value["deploymentKey"]), u64(key), db=self._db)
+        tag = value.get("versionTag")
+        if tag:
+            tagged = self.with_version_tag(resource_id, tag)
+            if tagged is None or tagged["version"] <= value["version"]:
+                txn.put(self._tag_key(resource_id, tag), u64(key), db=self._db)
+
+    def remove(self, key: int, value: dict[str, Any]) -> None:
+        """Drop the indexes that point at this (deleted) version."""
+        resource_id, txn = value[self._id_field], self._owner.txn
+        indexes = [self._tag_key(resource_id, value.get("versionTag") or "")]
+        if value.get("deploymentKey", -1) > 0:
+            indexes.append(self._deployment_key(resource_id, value["deploymentKey"]))
+        for index in indexes:
+            v = txn.get(index, db=self._db)
+            if v is not None and read_u64(v) == key:
+                txn.delete(index, db=self._db)
+
+
 class ProcessState(_Repository):
     """Deployed process definitions, by key, by (process id, version), and for call activities' bindings by
     (process id, version tag) (the latest version carrying the tag) and (process id, deployment key)."""
@@ -110,29 +167,15 @@ class ProcessState(_Repository):
     def __init__(self, sdb: StateDb) -> None:
         super().__init__(sdb, "processes")
         self._versions = sdb.dbs["process_versions"]
-        self._bindings = sdb.dbs["process_bindings"]
-
-    @staticmethod
-    def _tag_key(process_id: str, version_tag: str) -> bytes:
-        return b"T" + _text(process_id) + b"\0" + _text(version_tag)
-
-    @staticmethod
-    def _deployment_key(process_id: str, deployment_key: int) -> bytes:
-        return b"D" + _text(process_id) + b"\0" + u64(deployment_key)
-
-    def _bound(self, index_key: bytes, process_id: str) -> dict[str, Any] | None:
-        v = self.txn.get(index_key, db=self._bindings)
-        found = self.get(read_u64(v)) if v is not None else None
-        return found if found is not None and found["bpmnProcessId"] == process_id else None
+        self._bindings = Bindings(self, sdb.dbs["process_bindings"], "bpmnProcessId")
 
     def with_version_tag(self, process_id: str, version_tag: str) -> dict[str, Any] | None:
         """The latest version of ``process_id`` deployed with ``version_tag``."""
-        found = self._bound(self._tag_key(process_id, version_tag), process_id)
-        return found if found is not None and found.get("versionTag") == version_tag else None
+        return self._bindings.with_version_tag(process_id, version_tag)
 
     def in_deployment(self, process_id: str, deployment_key: int) -> dict[str, Any] | None:
         """The version of ``process_id`` that deployment ``deployment_key`` created."""
-        return self._bound(self._deployment_key(process_id, deployment_key), process_id)
+        return self._bindings.in_deployment(process_id, deployment_key)
 
     @staticmethod
     def _version_key(process_id: str, version: int) -> bytes:
@@ -171,14 +214,7 @@ class ProcessState(_Repository):
         key = process["processDefinitionKey"]
         self.txn.put(u64(key), pack(process), db=self._db)
         self.txn.put(self._version_key(process["bpmnProcessId"], process["version"]), u64(key), db=self._versions)
-        process_id = process["bpmnProcessId"]
-        if process.get("deploymentKey", -1) > 0:
-            self.txn.put(self._deployment_key(process_id, process["deploymentKey"]), u64(key), db=self._bindings)
-        tag = process.get("versionTag")
-        if tag:
-            tagged = self.with_version_tag(process_id, tag)
-            if tagged is None or tagged["version"] <= process["version"]:
-                self.txn.put(self._tag_key(process_id, tag), u64(key), db=self._bindings)
+        self._bindings.add(key, process)
 
 
 _ABSENT: Any = object()
