@@ -4,9 +4,9 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 DATA_DIR ?= ./data
 
-.PHONY: install run test lint proto bench clean node-clients
+.PHONY: install run test lint proto bench clean node-clients web browser
 
-install: $(VENV)/.installed
+install: $(VENV)/.installed web
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -19,7 +19,7 @@ run: install
 	$(VENV)/bin/weir start --data-dir $(DATA_DIR)
 
 ## test: install and run the linter and the whole test suite
-test: install node-clients lint
+test: install node-clients browser lint
 	$(PY) -m pytest -q -p no:cacheprovider
 
 ## node-clients: zbctl and zeebe-node from the npm registry, for the compatibility tests
@@ -31,6 +31,29 @@ $(NODE_CLIENTS)/.installed:
 	mkdir -p $(NODE_CLIENTS)
 	cd $(NODE_CLIENTS) && npm install --no-package-lock --ignore-scripts --no-audit --no-fund --silent \
 		zbctl@8.4.1 zeebe-node@8.3.2
+	touch $@
+
+## web: the BPMN viewer (bpmn-js from the npm registry) for the gateway's web view, copied into gateway/web/dist/vendor
+WEB_CACHE := .cache/web
+WEB_VENDOR := gateway/web/dist/vendor
+BPMN_JS_VERSION := 18.31.1
+web: $(WEB_VENDOR)/bpmn-viewer.js
+
+$(WEB_VENDOR)/bpmn-viewer.js:
+	@command -v npm >/dev/null || { [ "$$(id -u)" = 0 ] && apt-get update -qq && apt-get install -y -qq nodejs npm; }
+	mkdir -p $(WEB_CACHE) $(WEB_VENDOR)
+	cd $(WEB_CACHE) && npm install --no-package-lock --ignore-scripts --no-audit --no-fund --silent bpmn-js@$(BPMN_JS_VERSION)
+	cp $(WEB_CACHE)/node_modules/bpmn-js/dist/assets/diagram-js.css $(WEB_CACHE)/node_modules/bpmn-js/dist/assets/bpmn-js.css $(WEB_VENDOR)/
+	cp $(WEB_CACHE)/node_modules/bpmn-js/dist/bpmn-viewer.production.min.js $@
+
+## browser: Debian's chromium and playwright-core (npm) for the web view's browser test
+BROWSER_CACHE := .cache/browser
+browser: $(BROWSER_CACHE)/.installed
+
+$(BROWSER_CACHE)/.installed:
+	@command -v chromium >/dev/null || { [ "$$(id -u)" = 0 ] && apt-get update -qq && apt-get install -y -qq chromium; }
+	mkdir -p $(BROWSER_CACHE)
+	cd $(BROWSER_CACHE) && npm install --no-package-lock --ignore-scripts --no-audit --no-fund --silent playwright-core@1.65.1
 	touch $@
 
 lint: install
