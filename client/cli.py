@@ -300,24 +300,9 @@ def _stub(args: argparse.Namespace) -> Any:
 
     from gateway.api import gateway_pb2_grpc
 
-    env = os.environ.get
-    ca_cert = getattr(args, "ca_cert", None) or env("ZEEBE_CA_CERTIFICATE_PATH")
+    ca_cert = getattr(args, "ca_cert", None) or os.environ.get("ZEEBE_CA_CERTIFICATE_PATH")
     client_cert, client_key = getattr(args, "client_cert", None), getattr(args, "client_key", None)
-    client_id = getattr(args, "client_id", None) or env("ZEEBE_CLIENT_ID")
-    client_secret = getattr(args, "client_secret", None) or env("ZEEBE_CLIENT_SECRET")
-    username = getattr(args, "username", None) or env("ZEEBE_BASIC_AUTH_USERNAME")
-    password = getattr(args, "password", None) or env("ZEEBE_BASIC_AUTH_PASSWORD") or ""
-    authorization = ""
-    if client_id or client_secret:
-        token_url = getattr(args, "authz_url", None) or env("ZEEBE_AUTHORIZATION_SERVER_URL")
-        audience = getattr(args, "audience", None) or env("ZEEBE_TOKEN_AUDIENCE") or ""
-        if not (client_id and client_secret and token_url):
-            raise SystemExit("error: OAuth needs --client-id, --client-secret and --authz-url (or ZEEBE_… variables)")
-        authorization = "Bearer " + _fetch_token(token_url, client_id, client_secret, audience, ca_cert, args.timeout)
-    elif username:
-        import base64
-
-        authorization = "Basic " + base64.b64encode(f"{username}:{password}".encode()).decode()
+    authorization = authorization_header(args)
     tls = bool(ca_cert or client_cert or getattr(args, "tls", False))
     if tls:
         credentials = grpc.ssl_channel_credentials(
@@ -336,6 +321,28 @@ def _stub(args: argparse.Namespace) -> Any:
         if authorization:
             channel = grpc.intercept_channel(channel, _header_interceptor(("authorization", authorization)))
     return gateway_pb2_grpc.GatewayStub(channel)
+
+
+def authorization_header(args: argparse.Namespace) -> str:
+    """The authorization header value the flags (or ZEEBE_… variables) ask for: OAuth bearer, basic, or none."""
+    env = os.environ.get
+    ca_cert = getattr(args, "ca_cert", None) or env("ZEEBE_CA_CERTIFICATE_PATH")
+    client_id = getattr(args, "client_id", None) or env("ZEEBE_CLIENT_ID")
+    client_secret = getattr(args, "client_secret", None) or env("ZEEBE_CLIENT_SECRET")
+    username = getattr(args, "username", None) or env("ZEEBE_BASIC_AUTH_USERNAME")
+    password = getattr(args, "password", None) or env("ZEEBE_BASIC_AUTH_PASSWORD") or ""
+    authorization = ""
+    if client_id or client_secret:
+        token_url = getattr(args, "authz_url", None) or env("ZEEBE_AUTHORIZATION_SERVER_URL")
+        audience = getattr(args, "audience", None) or env("ZEEBE_TOKEN_AUDIENCE") or ""
+        if not (client_id and client_secret and token_url):
+            raise SystemExit("error: OAuth needs --client-id, --client-secret and --authz-url (or ZEEBE_… variables)")
+        authorization = "Bearer " + _fetch_token(token_url, client_id, client_secret, audience, ca_cert, args.timeout)
+    elif username:
+        import base64
+
+        authorization = "Basic " + base64.b64encode(f"{username}:{password}".encode()).decode()
+    return authorization
 
 
 def _fetch_token(url: str, client_id: str, secret: str, audience: str, ca_cert: str | None, timeout: float) -> str:
@@ -586,6 +593,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--output", choices=("text", "json"), default="text")
     _add_client_args(p)
     p.set_defaults(fn=cmd_status)
+
+    from client.inspect_cli import add_parsers as add_inspect_parsers
+
+    add_inspect_parsers(sub, _add_client_args)
     return parser
 
 
@@ -598,6 +609,11 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as e:
         import grpc
 
+        from client.inspect_cli import RestError
+
+        if isinstance(e, RestError):
+            print(f"error: {e}", file=sys.stderr)
+            return 1
         if isinstance(e, grpc.RpcError):
             print(f"error: {e.code().name}: {e.details()}", file=sys.stderr)  # type: ignore[attr-defined]
             return 1
