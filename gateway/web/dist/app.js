@@ -275,7 +275,6 @@ async function route() {
   try {
     const content = await page(...(hash.match(pattern) || []).slice(1));
     view.replaceChildren(...content);
-    view.dataset.page = nav;
   } catch (error) {
     const unauthorized = error instanceof ApiError && (error.status === 401 || error.status === 403);
     if (unauthorized) document.getElementById("auth").hidden = false;
@@ -284,6 +283,9 @@ async function route() {
       h("p", { class: "error" }, unauthorized ? `The gateway refused the credentials: ${error.message}` : error.message),
     );
   }
+  // what is on screen, for people reading the DOM and for the browser test waiting on a redraw
+  view.dataset.shown = hash;
+  view.dataset.renders = String(Number(view.dataset.renders || 0) + 1);
 }
 
 function setUpAuthForm() {
