@@ -228,7 +228,7 @@ function taskActions(task, me) {
     );
     return claim;
   }
-  const variables = h("input", { class: "task-variables", placeholder: '{"approved": true}', "aria-label": "variables (JSON)" });
+  const variables = h("input", { class: "task-variables", "data-task": key, placeholder: '{"approved": true}', "aria-label": "variables (JSON)" });
   const complete = h("button", { class: "complete", "data-task": key }, "Complete");
   complete.addEventListener("click", () =>
     act(complete, () => {

@@ -1,0 +1,174 @@
+"""The web view in headless Chromium against a real ``weir start``: diagrams with live state, incident retry, task list.
+
+The browser is Debian's ``chromium`` driven by playwright-core (both installed by ``make browser``, part of
+``make test``); ``drive.mjs`` performs the clicks and reports what the page showed, and every effect is checked
+through the REST API afterwards. Screenshots are kept in tests/web/artifacts/.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import grpc
+import pytest
+
+from client.inspect_cli import RestClient
+from tests.harness import REPO, WeirProcess, eventually, free_port
+from tests.integration.clients import Stub, activate_now, complete, create, deploy
+from tests.integration.clients import pb as gateway_pb
+
+DRIVER = Path(__file__).with_name("drive.mjs")
+ARTIFACTS = Path(__file__).with_name("artifacts")
+BROWSER_MODULES = REPO / ".cache" / "browser" / "node_modules"
+CHROMIUM = "/usr/bin/chromium"
+
+
+class WebWeir:
+    """A ``weir start`` with its REST API (and so the web view) on a port of its own."""
+
+    def __init__(self, tmp: Path) -> None:
+        self.rest_port = free_port()
+        self.process = WeirProcess(tmp / "data", extra_args=["--rest-port", str(self.rest_port)])
+        self.base = f"http://127.0.0.1:{self.rest_port}/"
+        self.rest = RestClient(self.base, "", timeout=10)
+
+    def one(self, entity: str, filter_: dict[str, Any]) -> dict[str, Any]:
+        (item,) = self.rest.search(entity, filter_)
+        return item
+
+
+@pytest.fixture(scope="module")
+def web(tmp_path_factory: pytest.TempPathFactory) -> Iterator[WebWeir]:
+    if not (shutil.which("node") and Path(CHROMIUM).exists() and (BROWSER_MODULES / "playwright-core").is_dir()):
+        pytest.fail("the browser test needs node, /usr/bin/chromium and playwright-core: run `make browser`")
+    w = WebWeir(tmp_path_factory.mktemp("web"))
+    w.process.start()
+    try:
+        yield w
+    finally:
+        w.process.stop()
+
+
+@pytest.fixture(scope="module")
+def stub(web: WebWeir) -> Iterator[Stub]:
+    channel = grpc.insecure_channel(web.process.address)
+    try:
+        yield Stub(channel)
+    finally:
+        channel.close()
+
+
+def drive(web: WebWeir, steps: list[dict[str, Any]], name: str) -> list[dict[str, Any]]:
+    """Runs the steps in a fresh Chromium profile; returns what each step saw (fails with the browser's console)."""
+    ARTIFACTS.mkdir(exist_ok=True)
+    scenario = {
+        "base": web.base,
+        "artifacts": str(ARTIFACTS),
+        "modules": str(BROWSER_MODULES),
+        "executablePath": CHROMIUM,
+        "steps": steps,
+    }
+    scenario_file = ARTIFACTS / f"{name}.json"
+    scenario_file.write_text(json.dumps(scenario))
+    out = subprocess.run(["node", str(DRIVER), str(scenario_file)], capture_output=True, text=True, timeout=120)
+    try:
+        report = json.loads(out.stdout)
+    except ValueError:
+        pytest.fail(f"the browser driver failed ({out.returncode}): {out.stderr[-3000:]}")
+    assert "error" not in report, f"{report['error']}\nbrowser console: {report['console']}"
+    print(f"screenshots in {ARTIFACTS}")
+    return list(report["steps"])
+
+
+def test_instance_page_highlights_the_active_element_and_retries_an_incident(web: WebWeir, stub: Stub) -> None:
+    order = deploy(stub, "web-order.bpmn")
+    check_stock = order.type("check-stock")
+    failing = create(stub, order.pid(), {"orderId": 1})
+    (job,) = activate_now(stub, check_stock, 1)
+    stub.FailJob(gateway_pb.FailJobRequest(jobKey=job.key, retries=0, errorMessage="stock service unreachable"))
+    waiting = create(stub, order.pid(), {"orderId": 2})
+    incident = eventually(
+        lambda: web.rest.search("incidents", {"processInstanceKey": str(failing), "state": "ACTIVE"}),
+        what="the incident in the history",
+    )[0]
+    eventually(
+        lambda: web.rest.search("element-instances", {"processInstanceKey": str(waiting), "elementId": "check-stock"}),
+        what="the waiting instance in the history",
+    )
+
+    seen = drive(
+        web,
+        [
+            {"open": "#/processes"},
+            {"texts": "#view td a"},
+            {"open": f"#/instance/{waiting}"},
+            {"diagram": True},
+            {"screenshot": "instance-waiting"},
+            {"open": f"#/instance/{failing}"},
+            {"diagram": True},
+            {"screenshot": "instance-incident"},
+            {"click": f"button.resolve[data-incident='{incident['incidentKey']}']"},
+            {"texts": "button.resolve"},
+            {"screenshot": "incident-resolved"},
+        ],
+        "incident",
+    )
+    assert "Order" in seen[1]["texts"]
+    assert seen[2]["heading"].startswith("Order") and str(waiting) in seen[2]["heading"]
+    assert seen[3]["markers"]["check-stock"] == ["weir-active"]
+    assert seen[3]["markers"]["received"] == ["weir-completed"]
+    assert "ship" not in seen[3]["markers"]
+    assert seen[6]["markers"]["check-stock"] == ["weir-incident"]
+    assert seen[8]["notice"] == ""
+    assert seen[9]["texts"] == []  # the page no longer offers a retry
+
+    # the page gave the job a retry and resolved the incident: the job is back, and its completion moves the instance on
+    assert web.rest.call("GET", f"/v2/incidents/{incident['incidentKey']}")["state"] == "RESOLVED"
+    (again,) = activate_now(stub, check_stock, 1)
+    assert again.key == job.key and again.processInstanceKey == failing
+    complete(stub, again.key)
+    ship = eventually(
+        lambda: web.rest.search("element-instances", {"processInstanceKey": str(failing), "elementId": "ship"}),
+        what="the instance to reach 'Ship order'",
+    )
+    assert ship[0]["state"] == "ACTIVE"
+
+
+def test_task_list_claims_and_completes_a_user_task(web: WebWeir, stub: Stub) -> None:
+    approval = deploy(stub, "web-approval.bpmn")
+    instance = create(stub, approval.pid(), {"amount": 120})
+    task = eventually(
+        lambda: web.rest.search("user-tasks", {"processInstanceKey": str(instance), "state": "CREATED"}),
+        what="the user task in the history",
+    )[0]
+    key = task["userTaskKey"]
+
+    seen = drive(
+        web,
+        [
+            {"open": "#/tasks"},
+            {"auth": {"scheme": "none", "me": "ada"}},
+            {"click": f"button.claim[data-task='{key}']"},
+            {"texts": "#view td"},
+            {"screenshot": "task-claimed"},
+            {"fill": f"input.task-variables[data-task='{key}']", "text": '{"approved": true}'},
+            {"click": f"button.complete[data-task='{key}']"},
+        ],
+        "tasks",
+    )
+    assert "ada" in seen[3]["texts"]
+    assert seen[6]["notice"] == ""
+
+    def completed() -> bool:
+        state = web.rest.call("GET", f"/v2/process-instances/{instance}")["state"]
+        return state == "COMPLETED"
+
+    eventually(completed, what="the instance to complete after its task")
+    approved = web.one("variables", {"processInstanceKey": str(instance), "name": "approved"})
+    assert approved["value"] == "true"
+    assert web.rest.call("GET", f"/v2/user-tasks/{key}")["assignee"] == "ada"
