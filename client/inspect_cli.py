@@ -198,7 +198,7 @@ def cmd_instance(args: argparse.Namespace) -> int:
         + (f", ended {instance.get('endDate')}" if instance.get("endDate") else "")
     )
     print("\nElements:")
-    for line in element_tree(elements, key):
+    for line in element_tree(rest, key, elements):
         print("  " + line)
     print("\nVariables:")
     print_table(VARIABLE_COLUMNS, variables, "  (none)")
@@ -207,35 +207,34 @@ def cmd_instance(args: argparse.Namespace) -> int:
     return 0
 
 
-def element_tree(elements: list[dict[str, Any]], instance_key: str) -> list[str]:
-    """One line per element instance, indented under the element instance that contains it."""
-    keys = {str(e.get("elementInstanceKey")) for e in elements}
-    children: dict[str, list[dict[str, Any]]] = {}
-    for e in elements:
-        parent = _parent_key(e, instance_key)
-        children.setdefault(parent if parent in keys else "", []).append(e)
+# Element instances that contain others in the same process instance (a call activity's run in their own).
+CONTAINERS = frozenset({"PROCESS", "SUB_PROCESS", "EVENT_SUB_PROCESS", "AD_HOC_SUB_PROCESS", "MULTI_INSTANCE_BODY"})
+
+
+def element_tree(rest: RestClient, instance_key: str, elements: list[dict[str, Any]]) -> list[str]:
+    """One line per element instance, indented under the one that contains it.
+
+    The containment comes from ``elementInstanceScopeKey`` searches (the immediate children of a scope), one per
+    container, as Operate builds its instance history tree.
+    """
     lines: list[str] = []
+    process = next((e for e in elements if e.get("type") == "PROCESS"), None)
 
-    def walk(parent: str, depth: int) -> None:
-        for e in children.get(parent, []):
-            name = e.get("elementName") or e.get("elementId")
-            label = f"{name} [{e.get('type')}] {_state(e)}"
-            lines.append("  " * depth + f"{label}  (key {e.get('elementInstanceKey')})")
-            walk(str(e.get("elementInstanceKey")), depth + 1)
+    def line(e: dict[str, Any], depth: int) -> None:
+        name = e.get("elementName") or e.get("elementId")
+        lines.append("  " * depth + f"{name} [{e.get('type')}] {_state(e)}  (key {e.get('elementInstanceKey')})")
 
-    walk("", 0)
+    def walk(scope: str, depth: int) -> None:
+        children = rest.search("element-instances", {"elementInstanceScopeKey": scope}, [{"field": "startDate"}])
+        for child in children:
+            line(child, depth)
+            if child.get("type") in CONTAINERS:
+                walk(str(child["elementInstanceKey"]), depth + 1)
+
+    if process is not None:
+        line(process, 0)
+    walk(str(instance_key), 1 if process is not None else 0)
     return lines or ["(none)"]
-
-
-def _parent_key(element: dict[str, Any], instance_key: str) -> str:
-    """The containing element instance: the REST API names it in ``parentElementInstanceKey`` (or a tree path)."""
-    parent = element.get("parentElementInstanceKey") or element.get("flowScopeKey")
-    if parent is None and element.get("treePath"):
-        parts = str(element["treePath"]).replace("/", " ").split()
-        parent = parts[-2] if len(parts) >= 2 else None
-    if parent is None:
-        return "" if str(element.get("elementInstanceKey")) == str(instance_key) else str(instance_key)
-    return str(parent)
 
 
 def cmd_incidents(args: argparse.Namespace) -> int:
