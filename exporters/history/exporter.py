@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import queue
 import threading
 import time
@@ -152,13 +153,13 @@ class HistoryExporter(Exporter):
         next_purge = time.monotonic()
         stopping = False
         while not stopping:
-            if self.retention_days > 0 and time.monotonic() >= next_purge:
-                if self._retry(backend, lambda: self._purge(backend)):
-                    next_purge = time.monotonic() + self.retention_interval_s
+            purge_due = self.retention_days > 0 and time.monotonic() >= next_purge
+            if purge_due and self._retry(backend, functools.partial(self._purge, backend)):
+                next_purge = time.monotonic() + self.retention_interval_s
             batch, stopping = self._collect(max(0.0, next_purge - time.monotonic()) if self.retention_days else 1.0)
             if not len(batch):
                 continue
-            if not self._retry(backend, lambda: backend.write(batch, self.partition_id)):
+            if not self._retry(backend, functools.partial(backend.write, batch, self.partition_id)):
                 return  # closing while the database was down: the records are offered again next time
             self.written_position = batch.last_position
             assert self._loop is not None
