@@ -9,9 +9,10 @@ columns it knows: a column left None keeps what the database holds. Flags derive
 from __future__ import annotations
 
 import json
-import xml.etree.ElementTree as ET
 from collections.abc import Mapping
 from typing import Any
+
+import defusedxml.ElementTree as ET
 
 from broker.protocol.enums import RecordType, ValueType
 from broker.protocol.record import Record
@@ -362,7 +363,7 @@ def _process_name(xml: str | None, process_id: Any) -> str | None:
         return None
     try:
         root = ET.fromstring(xml)
-    except ET.ParseError:
+    except (ET.ParseError, ValueError):  # ValueError: defusedxml refused entities or a DTD
         return None
     for element in root.iter():
         if element.tag.rsplit("}", 1)[-1] == "process" and element.get("id") == process_id:
