@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 DATA_DIR ?= ./data
 
-.PHONY: install run test lint proto bench clean node-clients web browser
+.PHONY: install run test lint proto bench clean node-clients postgresql web browser
 
 install: $(VENV)/.installed web
 
@@ -19,7 +19,7 @@ run: install
 	$(VENV)/bin/weir start --data-dir $(DATA_DIR)
 
 ## test: install and run the linter and the whole test suite
-test: install node-clients browser lint
+test: install node-clients postgresql browser lint
 	$(PY) -m pytest -q -p no:cacheprovider
 
 ## node-clients: zbctl and zeebe-node from the npm registry, for the compatibility tests
@@ -55,6 +55,11 @@ $(BROWSER_CACHE)/.installed:
 	mkdir -p $(BROWSER_CACHE)
 	cd $(BROWSER_CACHE) && npm install --no-package-lock --ignore-scripts --no-audit --no-fund --silent playwright-core@1.65.1
 	touch $@
+
+## postgresql: Debian's PostgreSQL server binaries, for the history exporter tests (they start their own server)
+postgresql:
+	@ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1 || command -v postgres >/dev/null || \
+		{ [ "$$(id -u)" = 0 ] && apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql; }
 
 lint: install
 	$(PY) -m ruff check .
