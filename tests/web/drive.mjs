@@ -88,7 +88,7 @@ try {
     } else if (step.fill) {
       await page.locator(step.fill).first().fill(step.text);
     } else if (step.auth) {
-      await page.click("#auth-toggle");
+      if (await page.locator("#auth").isHidden()) await page.click("#auth-toggle");
       await page.selectOption("#auth select[name=scheme]", step.auth.scheme);
       for (const [name, value] of Object.entries(step.auth)) {
         if (name !== "scheme") await page.fill(`#auth input[name=${name}]`, value);

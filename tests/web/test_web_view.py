@@ -172,3 +172,36 @@ def test_task_list_claims_and_completes_a_user_task(web: WebWeir, stub: Stub) ->
     approved = web.one("variables", {"processInstanceKey": str(instance), "name": "approved"})
     assert approved["value"] == "true"
     assert web.rest.call("GET", f"/v2/user-tasks/{key}")["assignee"] == "ada"
+
+
+def test_sign_in_when_the_gateway_checks_credentials(tmp_path: Path) -> None:
+    """With basic auth on, the page asks for credentials; once given, it sends them with every call."""
+    from gateway.auth import hash_password
+
+    users = tmp_path / "users"
+    users.write_text(f"ada:{hash_password('lovelace')}\n")
+    w = WebWeir(tmp_path)
+    w.process.env = {
+        "WEIR_GATEWAY_SECURITY_AUTHENTICATION_METHODS": "basic",
+        "WEIR_GATEWAY_SECURITY_AUTHENTICATION_BASIC_USERS_FILE": str(users),
+    }
+    w.process.start()
+    try:
+        seen = drive(
+            w,
+            [
+                {"open": "#/instances"},
+                {"auth": {"scheme": "basic", "user": "ada", "password": "wrong"}},
+                {"texts": "#view h1, #view p.error"},
+                {"auth": {"scheme": "basic", "user": "ada", "password": "lovelace"}},
+                {"open": "#/tasks"},
+                {"texts": "#view p.meta, #auth-toggle"},
+            ],
+            "sign-in",
+        )
+    finally:
+        w.process.stop()
+    assert seen[0]["heading"] == "Sign in"
+    assert seen[2]["texts"][0] == "Sign in"
+    assert seen[4]["heading"] == "Open user tasks"
+    assert seen[5]["texts"] == ["Claiming as ada.", "Signed in as ada"]
