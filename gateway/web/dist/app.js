@@ -41,12 +41,26 @@ function notify(message, kind = "error") {
   notice.hidden = !message;
 }
 
-/** Runs an action from a button; shows what went wrong, then redraws the page. */
-async function act(button, action) {
+const SETTLE_POLL_MS = 250;
+const SETTLE_MAX_MS = 10000;
+
+/**
+ * Runs an action from a button, then redraws the page once `settled()` says the history shows its effect: the
+ * searches answer from the history store, which trails the engine by the time it takes to export.
+ */
+async function act(button, action, settled) {
   button.disabled = true;
   try {
     await action();
     notify("");
+    const deadline = Date.now() + SETTLE_MAX_MS;
+    while (!(await settled().catch(() => false))) {
+      if (Date.now() > deadline) {
+        notify("Done; the history has not caught up yet — reload in a moment to see the effect.", "info");
+        break;
+      }
+      await new Promise((resolve) => setTimeout(resolve, SETTLE_POLL_MS));
+    }
   } catch (error) {
     notify(error.message);
   }
@@ -123,7 +137,8 @@ async function instancePage(key) {
   const actions = [];
   if (instance.state === "ACTIVE") {
     const cancel = h("button", { class: "danger" }, "Cancel instance");
-    cancel.addEventListener("click", () => act(cancel, () => post(`/v2/process-instances/${key}/cancellation`)));
+    const canceled = async () => (await get(`/v2/process-instances/${key}`)).state !== "ACTIVE";
+    cancel.addEventListener("click", () => act(cancel, () => post(`/v2/process-instances/${key}/cancellation`), canceled));
     actions.push(cancel);
   }
   const open = incidents.filter((i) => i.state === "ACTIVE" || i.state === "PENDING");
@@ -188,7 +203,8 @@ function incidentsTable(incidents, withInstance = true) {
         if (i.state !== "ACTIVE") return "";
         const label = i.jobKey ? "Retry" : "Resolve";
         const button = h("button", { class: "resolve", "data-incident": i.incidentKey }, label);
-        button.addEventListener("click", () => act(button, () => resolveIncident(i)));
+        const resolved = async () => (await get(`/v2/incidents/${i.incidentKey}`)).state !== "ACTIVE";
+        button.addEventListener("click", () => act(button, () => resolveIncident(i), resolved));
         return button;
       },
     ],
@@ -223,13 +239,15 @@ function taskActions(task, me) {
   if (task.assignee !== me || !me) {
     const claim = h("button", { class: "claim", "data-task": key, title: me ? "" : "Enter your name under Sign in" }, "Claim");
     claim.disabled = !me;
+    const claimed = async () => (await get(`/v2/user-tasks/${key}`)).assignee === me;
     claim.addEventListener("click", () =>
-      act(claim, () => post(`/v2/user-tasks/${key}/assignment`, { assignee: me, allowOverride: true })),
+      act(claim, () => post(`/v2/user-tasks/${key}/assignment`, { assignee: me, allowOverride: true }), claimed),
     );
     return claim;
   }
   const variables = h("input", { class: "task-variables", "data-task": key, placeholder: '{"approved": true}', "aria-label": "variables (JSON)" });
   const complete = h("button", { class: "complete", "data-task": key }, "Complete");
+  const completed = async () => (await get(`/v2/user-tasks/${key}`)).state !== "CREATED";
   complete.addEventListener("click", () =>
     act(complete, () => {
       const text = variables.value.trim();
@@ -242,7 +260,7 @@ function taskActions(task, me) {
         }
       }
       return post(`/v2/user-tasks/${key}/completion`, { variables: parsed });
-    }),
+    }, completed),
   );
   return h("span", { class: "task-actions" }, variables, complete);
 }
