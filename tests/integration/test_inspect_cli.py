@@ -91,12 +91,27 @@ def test_instances_and_one_instance(weir_rest: RestWeir, stub: Stub) -> None:
     assert shown["incidents"] == []
     text = weir(weir_rest, "instance", str(key)).stdout
     assert f"Instance {key} of {one.pid()} v1: ACTIVE" in text
-    tree = text.split("Elements:")[1].split("Variables:")[0].splitlines()
-    process_line = next(line for line in tree if "[PROCESS]" in line)
-    task_line = next(line for line in tree if "[SERVICE_TASK]" in line)
-    # the task is drawn inside its process instance
-    assert len(task_line) - len(task_line.lstrip()) > len(process_line) - len(process_line.lstrip())
+    assert any("task [SERVICE_TASK] ACTIVE" in line for line in text.split("Elements:")[1].splitlines())
     assert "orderId" in text and '"Ada"' in text
+
+
+def test_instance_draws_the_element_tree(weir_rest: RestWeir, stub: Stub) -> None:
+    nested = deploy(stub, "error-subprocess.bpmn")
+    key = create(stub, nested.pid())
+    in_history(weir_rest, "element-instances", {"processInstanceKey": str(key)}, elementId="check", state="ACTIVE")
+    out = weir(weir_rest, "instance", str(key))
+    assert out.returncode == 0, out.stderr
+    tree = out.stdout.split("Elements:")[1].split("Variables:")[0].splitlines()
+    sub_process = next(line for line in tree if line.lstrip().startswith("Validation [SUB_PROCESS] ACTIVE"))
+    check = next(line for line in tree if line.lstrip().startswith("Check [SERVICE_TASK] ACTIVE"))
+    start = next(line for line in tree if line.lstrip().startswith("start [START_EVENT] COMPLETED"))
+
+    def indent(line: str) -> int:
+        return len(line) - len(line.lstrip())
+
+    # the task is drawn inside its sub-process, which sits beside the process's start event
+    assert indent(check) > indent(sub_process) == indent(start)
+    assert tree.index(check) > tree.index(sub_process) > tree.index(start)
 
 
 def test_incidents_and_resolve_give_the_job_retries_back(weir_rest: RestWeir, stub: Stub) -> None:
