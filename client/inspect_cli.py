@@ -25,6 +25,10 @@ PAGE_SIZE = 100
 class RestError(Exception):
     """The REST API could not be reached or refused the request; the message says which and why."""
 
+    def __init__(self, message: str, status: int | None = None) -> None:
+        super().__init__(message)
+        self.status = status  # the HTTP status, None when the API could not be reached
+
 
 class RestClient:
     """Just enough of the REST API v2 for the inspection commands: JSON in, JSON out, cursor paging."""
@@ -49,7 +53,7 @@ class RestClient:
             with urllib.request.urlopen(request, timeout=self.timeout, context=self.context) as response:
                 text = response.read()
         except urllib.error.HTTPError as e:
-            raise RestError(f"{method} {path} answered {e.code}: {_problem(e)}") from None
+            raise RestError(f"{method} {path} answered {e.code}: {_problem(e)}", e.code) from None
         except (urllib.error.URLError, OSError) as e:
             reason = getattr(e, "reason", e)
             raise RestError(
@@ -192,13 +196,14 @@ def cmd_instance(args: argparse.Namespace) -> int:
     if args.output == "json":
         _print_json({"instance": instance, "elements": elements, "variables": variables, "incidents": incidents})
         return 0
+    tree = element_tree(rest, key, elements)
     print(
         f"Instance {key} of {instance.get('processDefinitionId')} v{instance.get('processDefinitionVersion')}: "
         f"{_state(instance)}, started {instance.get('startDate')}"
         + (f", ended {instance.get('endDate')}" if instance.get("endDate") else "")
     )
     print("\nElements:")
-    for line in element_tree(rest, key, elements):
+    for line in tree:
         print("  " + line)
     print("\nVariables:")
     print_table(VARIABLE_COLUMNS, variables, "  (none)")
@@ -215,7 +220,8 @@ def element_tree(rest: RestClient, instance_key: str, elements: list[dict[str, A
     """One line per element instance, indented under the one that contains it.
 
     The containment comes from ``elementInstanceScopeKey`` searches (the immediate children of a scope), one per
-    container, as Operate builds its instance history tree.
+    container, as Operate builds its instance history tree. A REST API without that filter (before Camunda 8.8)
+    refuses it with 400: the elements are then listed flat, in the order they started.
     """
     lines: list[str] = []
     process = next((e for e in elements if e.get("type") == "PROCESS"), None)
@@ -233,7 +239,14 @@ def element_tree(rest: RestClient, instance_key: str, elements: list[dict[str, A
 
     if process is not None:
         line(process, 0)
-    walk(str(instance_key), 1 if process is not None else 0)
+    try:
+        walk(str(instance_key), 1 if process is not None else 0)
+    except RestError as error:
+        if error.status != 400:
+            raise
+        lines.clear()
+        for element in elements:
+            line(element, 0)
     return lines or ["(none)"]
 
 
