@@ -58,6 +58,8 @@ def split(tmp_path: Path, broker: tuple[int, int]) -> Iterator[str]:
             f"127.0.0.1:{command_port}",
             "--gateway-port",
             str(gateway_port),
+            "--rest-port",
+            "0",
             "--monitoring-port",
             str(gw_monitoring),
         ],
