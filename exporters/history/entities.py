@@ -117,7 +117,11 @@ ELEMENT_INSTANCES = Entity(
         _f("incidentKey", "e.incident_key", KEY),
         _f("tenantId", "e.tenant_id", STR),
     ),
-    filter_only=(_f("flowScopeKey", "e.flow_scope_key", KEY, sortable=False),),
+    filter_only=(
+        _f("flowScopeKey", "e.flow_scope_key", KEY, sortable=False),
+        # Camunda 8.8's name for it: the immediate children of a process instance or of a containing element
+        _f("elementInstanceScopeKey", "e.flow_scope_key", KEY, sortable=False),
+    ),
 )
 
 VARIABLES = Entity(

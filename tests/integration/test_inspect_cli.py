@@ -16,26 +16,20 @@ import grpc
 import pytest
 
 from client.inspect_cli import RestClient
-from tests.harness import REPO, WeirProcess, eventually, free_port
+from tests.harness import REPO, WeirProcess, eventually
 from tests.integration.clients import Stub, activate_now, create, deploy, pb
 
 
 class RestWeir:
-    def __init__(self, process: WeirProcess, rest_port: int) -> None:
+    def __init__(self, process: WeirProcess) -> None:
         self.process = process
-        self.rest_address = f"http://127.0.0.1:{rest_port}"
+        self.rest_address = process.rest_url
         self.rest = RestClient(self.rest_address, "", timeout=10)
 
 
 @pytest.fixture(scope="module")
-def weir_rest(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RestWeir]:
-    rest_port = free_port()
-    process = WeirProcess(tmp_path_factory.mktemp("cli") / "data", extra_args=["--rest-port", str(rest_port)])
-    process.start()
-    try:
-        yield RestWeir(process, rest_port)
-    finally:
-        process.stop()
+def weir_rest(weir: WeirProcess) -> RestWeir:
+    return RestWeir(weir)
 
 
 @pytest.fixture(scope="module")

@@ -18,7 +18,7 @@ import grpc
 import pytest
 
 from client.inspect_cli import RestClient
-from tests.harness import REPO, WeirProcess, eventually, free_port
+from tests.harness import REPO, WeirProcess, eventually
 from tests.integration.clients import Stub, activate_now, complete, create, deploy
 from tests.integration.clients import pb as gateway_pb
 
@@ -32,10 +32,9 @@ class WebWeir:
     """A ``weir start`` with its REST API (and so the web view) on a port of its own."""
 
     def __init__(self, tmp: Path) -> None:
-        self.rest_port = free_port()
-        self.process = WeirProcess(tmp / "data", extra_args=["--rest-port", str(self.rest_port)])
-        self.base = f"http://127.0.0.1:{self.rest_port}/"
-        self.rest = RestClient(self.base, "", timeout=10)
+        self.process = WeirProcess(tmp / "data")
+        self.base = self.process.rest_url + "/"
+        self.rest = RestClient(self.process.rest_url, "", timeout=10)
 
     def one(self, entity: str, filter_: dict[str, Any]) -> dict[str, Any]:
         (item,) = self.rest.search(entity, filter_)
