@@ -159,7 +159,11 @@ class RestServer:
                     for method, scheme in (("oauth", "Bearer"), ("basic", 'Basic realm="weir"'))
                     if method in self.security.auth.methods
                 )
-                return problems.problem(401, "UNAUTHORIZED", str(e), request.path, {"WWW-Authenticate": challenge})
+                # The web view's own calls (marked as scripts do) get no challenge: a browser would answer a Basic one
+                # with its login dialog instead of letting the page show its sign-in form.
+                scripted = request.headers.get("X-Requested-With", "").lower() == "xmlhttprequest"
+                headers = {} if scripted else {"WWW-Authenticate": challenge}
+                return problems.problem(401, "UNAUTHORIZED", str(e), request.path, headers)
         return await handler(request)
 
     # -- documents -------------------------------------------------------------------------------------------

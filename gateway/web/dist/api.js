@@ -36,7 +36,9 @@ export class ApiError extends Error {
 }
 
 export async function call(method, path, body, { accept = "application/json" } = {}) {
-  const headers = { accept };
+  // marked as a script's call: the gateway then answers a missing credential without a challenge, so the browser
+  // leaves asking for it to the page's sign-in form
+  const headers = { accept, "x-requested-with": "XMLHttpRequest" };
   const auth = authorization(loadAuth());
   if (auth) headers.authorization = auth;
   if (body !== undefined) headers["content-type"] = "application/json";
