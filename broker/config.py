@@ -58,7 +58,7 @@ DEFAULTS: dict[str, Any] = {
             "maxLimit": 5000,
             "expectedRtt": 0.2,
         },
-        # Exporters by id. `weir start` adds a JSON-lines exporter into <dataDir>/exports unless told otherwise.
+        # Exporters by id. `weir start` adds the history exporter (<dataDir>/history.db) unless told otherwise.
         "exporters": {},
     },
     "gateway": {

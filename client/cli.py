@@ -120,15 +120,16 @@ def _backpressure(cfg: dict[str, Any]) -> Any:
 
 
 def _exporters(args: argparse.Namespace, broker_cfg: dict[str, Any]) -> dict[str, Any]:
-    """Configured exporters; `weir start` adds a JSON-lines file exporter so a newcomer sees records at once."""
+    """Configured exporters; `weir start` adds the history exporter (SQLite, DATA_DIR/history.db) so what runs can
+    be searched at once."""
     from exporters import validate_exporter_configs
 
     exporters = dict(broker_cfg["exporters"])
     if getattr(args, "command", "") == "start" and not exporters and not args.no_exporter:
         data_dir = Path(_pick(args.data_dir, broker_cfg["dataDir"]))
-        exporters["jsonl"] = {
-            "className": "exporters.jsonl.JsonLinesExporter",
-            "args": {"directory": str((data_dir / "exports").resolve())},
+        exporters["history"] = {
+            "className": "exporters.history.HistoryExporter",
+            "args": {"url": f"sqlite:///{(data_dir / 'history.db').resolve()}"},
         }
     validate_exporter_configs(exporters)
     return exporters
@@ -513,7 +514,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("start", help="run a single-node Weir: one broker with an embedded gateway")
     _add_node_args(p)
     p.add_argument(
-        "--no-exporter", action="store_true", help="do not add the default JSON-lines exporter (DATA_DIR/exports)"
+        "--no-exporter", action="store_true", help="do not add the default history exporter (DATA_DIR/history.db)"
     )
     p.set_defaults(fn=cmd_start)
 
