@@ -347,3 +347,116 @@ async def test_incident_resolution_errors(http: aiohttp.ClientSession) -> None:
     assert_problem(await call(http, "POST", "/v2/incidents/abc/resolution"), 400, "'incidentKey'")
     body = {"operationReference": 0}
     assert_problem(await call(http, "POST", "/v2/incidents/1/resolution", body), 400, "'operationReference'")
+
+
+# -- searches from the history store ---------------------------------------------------------------------------
+
+
+async def search_until(
+    http: aiohttp.ClientSession, entity: str, query: dict, check: Any, what: str, timeout: float = 15.0
+) -> dict:
+    """Search until ``check(answer)`` holds: the history exporter writes what the partition committed shortly after."""
+    deadline = asyncio.get_running_loop().time() + timeout
+    while True:
+        status, answer = await call(http, "POST", f"/v2/{entity}/search", query)
+        assert status == 200, answer
+        if check(answer):
+            return answer
+        if asyncio.get_running_loop().time() > deadline:
+            raise AssertionError(f"timed out waiting for {what}: last answer {answer}")
+        await asyncio.sleep(0.1)
+
+
+async def test_workflow_entirely_over_rest(http: aiohttp.ClientSession) -> None:
+    """Deploy, create, work the job, and see the instance completed in the history: REST alone, no gRPC."""
+    deployed = await deploy(http, BPMN / "one-task.bpmn")
+    definition_key = deployed["deployments"][0]["processDefinition"]["processDefinitionKey"]
+    created = await create(http, {"processDefinitionKey": definition_key, "variables": {"order": 42}})
+    instance = created["processInstanceKey"]
+    by_key = {"filter": {"processInstanceKey": instance}}
+    active = await search_until(http, "process-instances", by_key, lambda a: a["items"], "the instance in the history")
+    assert active["items"][0]["state"] == "ACTIVE" and active["page"]["totalItems"] == 1
+    [job] = await activate(http, "test")
+    assert job["processInstanceKey"] == instance and job["variables"] == {"order": 42}
+    assert await call(http, "POST", f"/v2/jobs/{job['jobKey']}/completion", {"variables": {"shipped": True}}) == (
+        204,
+        None,
+    )
+    await search_until(
+        http,
+        "process-instances",
+        {"filter": {"processInstanceKey": instance, "state": "COMPLETED"}},
+        lambda a: a["page"]["totalItems"] == 1,
+        "the instance completed in the history",
+    )
+    status, item = await call(http, "GET", f"/v2/process-instances/{instance}")
+    assert status == 200 and item["state"] == "COMPLETED" and item["processDefinitionId"] == "one-task"
+    elements = await search_until(
+        http,
+        "element-instances",
+        {"filter": {"processInstanceKey": instance, "elementId": "task"}},
+        lambda a: a["items"] and a["items"][0]["state"] == "COMPLETED",
+        "the task completed in the history",
+    )
+    assert elements["items"][0]["type"] == "SERVICE_TASK"
+    variables = await search_until(
+        http,
+        "variables",
+        {"filter": {"processInstanceKey": instance}, "sort": [{"field": "name", "order": "ASC"}]},
+        lambda a: len(a["items"]) == 2,
+        "both variables in the history",
+    )
+    assert [(v["name"], v["value"]) for v in variables["items"]] == [("order", "42"), ("shipped", "true")]
+    status, xml = await _text(http, f"/v2/process-definitions/{definition_key}/xml")
+    assert status == 200 and 'id="one-task"' in xml
+
+
+async def _text(http: aiohttp.ClientSession, path: str) -> tuple[int, str]:
+    async with http.get(path) as response:
+        return response.status, await response.text()
+
+
+async def test_incident_found_by_search_and_resolved(http: aiohttp.ClientSession) -> None:
+    await deploy(http, BPMN / "one-task.bpmn")
+    created = await create(http, {"processDefinitionId": "one-task"})
+    instance = created["processInstanceKey"]
+    [job] = await activate(http, "test")
+    failure = {"retries": 0, "errorMessage": "the printer is on fire"}
+    assert await call(http, "POST", f"/v2/jobs/{job['jobKey']}/failure", failure) == (204, None)
+    found = await search_until(
+        http,
+        "incidents",
+        {"filter": {"processInstanceKey": instance, "state": "ACTIVE"}},
+        lambda a: a["items"],
+        "the incident in the history",
+    )
+    [incident] = found["items"]
+    assert incident["errorType"] == "JOB_NO_RETRIES" and incident["errorMessage"] == "the printer is on fire"
+    assert incident["jobKey"] == job["jobKey"]
+    assert await call(http, "PATCH", f"/v2/jobs/{job['jobKey']}", {"changeset": {"retries": 1}}) == (204, None)
+    path = f"/v2/incidents/{incident['incidentKey']}/resolution"
+    assert await call(http, "POST", path) == (204, None)
+    assert_problem(await call(http, "POST", path), 404, title="NOT_FOUND")
+    [again] = await activate(http, "test")
+    assert again["jobKey"] == job["jobKey"] and again["retries"] == 1
+    await call(http, "POST", f"/v2/jobs/{again['jobKey']}/completion")
+    await search_until(
+        http,
+        "incidents",
+        {"filter": {"processInstanceKey": instance}},
+        lambda a: [i["state"] for i in a["items"]] == ["RESOLVED"],
+        "the incident resolved in the history",
+    )
+
+
+async def test_search_errors(http: aiohttp.ClientSession) -> None:
+    assert_problem(
+        await call(http, "POST", "/v2/process-instances/search", {"filter": {"colour": "red"}}), 400, "colour"
+    )
+    assert_problem(await call(http, "POST", "/v2/jobs/search", raw=b"{"), 400, "not valid JSON")
+    assert_problem(await call(http, "POST", "/v2/incidents/search", [1]), 400, "JSON object")
+    assert_problem(await call(http, "GET", "/v2/process-instances/2251799813685999"), 404, title="NOT_FOUND")
+    assert_problem(await call(http, "GET", "/v2/variables/x"), 400, "'variableKey'")
+    assert_problem(await call(http, "GET", "/v2/process-definitions/2251799813685999/xml"), 404)
+    status, empty = await call(http, "POST", "/v2/decision-instances/search")
+    assert status == 200 and set(empty) == {"items", "page"}
