@@ -84,9 +84,13 @@ def _node_config(args: argparse.Namespace, *, embedded_gateway: bool) -> Any:
 
 
 def _history_url(args: argparse.Namespace, broker_cfg: dict[str, Any], gateway_cfg: dict[str, Any]) -> str | None:
-    """gateway.history.url, else for `weir start` the history database in its data folder."""
+    """gateway.history.url, else the database of a history exporter this node runs, else for `weir start` the
+    history database in its data folder (where its default exporter writes)."""
     if gateway_cfg["history"]["url"]:
         return str(gateway_cfg["history"]["url"])
+    for exporter in broker_cfg["exporters"].values():
+        if exporter.get("className") == "exporters.history.HistoryExporter" and (exporter.get("args") or {}).get("url"):
+            return str(exporter["args"]["url"])
     if getattr(args, "command", "") == "start":
         data_dir = Path(_pick(args.data_dir, broker_cfg["dataDir"]))
         return f"sqlite:///{(data_dir / 'history.db').resolve()}"

@@ -203,6 +203,8 @@ _TEXT_COLUMNS = {
     "assignee",
     "candidate_groups",
     "candidate_users",
+    "due_date",  # ISO-8601 text, as the user task carries it
+    "follow_up_date",
     "external_form_reference",
     "decision_evaluation_instance_key",
     "evaluation_failure",

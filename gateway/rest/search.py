@@ -13,6 +13,7 @@ from typing import Any
 
 from aiohttp import web
 
+from exporters.history.reader import InvalidQuery
 from gateway.commands import CommandError, ErrorCode, fail, invalid
 from gateway.rest.endpoints import ANY_OBJECT, INTEGER, Endpoint, obj
 from gateway.rest.routes import json_response
@@ -94,10 +95,8 @@ class SearchRoutes:
                 f"Searching needs the history store, and this gateway has none: set {self.setting} "
                 "(sqlite:///path/history.db or postgresql://…) to the history exporter's database",
             )
-        try:
-            from exporters.history.reader import open_reader
-        except ImportError as e:
-            fail(ErrorCode.UNAVAILABLE, f"Searching needs the history store reader, which is not installed: {e}")
+        from exporters.history.reader import open_reader
+
         try:
             self._reader = open_reader(self.history_url)
         except Exception as e:
@@ -110,9 +109,9 @@ class SearchRoutes:
             return await getattr(reader, method)(*args)
         except CommandError:
             raise
+        except InvalidQuery as e:
+            invalid(str(e))
         except Exception as e:
-            if type(e).__name__ == "InvalidQuery":
-                invalid(str(e))
             log.exception("history store %s failed", method)
             fail(ErrorCode.UNAVAILABLE, f"The history store could not answer: {e}")
 
@@ -134,7 +133,7 @@ class SearchRoutes:
 
         async def get(request: web.Request) -> web.Response:
             key = parse_key(param, request.match_info[param])
-            found = await self._call("get", entity, key)
+            found = await self._call("get", entity, str(key))
             if found is None:
                 fail(ErrorCode.NOT_FOUND, f"Expected to find the {noun} with key '{key}', but it is not in the history")
             return json_response(found)
@@ -143,7 +142,7 @@ class SearchRoutes:
 
     async def process_definition_xml(self, request: web.Request) -> web.Response:
         key = parse_key("processDefinitionKey", request.match_info["processDefinitionKey"])
-        xml = await self._call("process_definition_xml", key)
+        xml = await self._call("process_definition_xml", str(key))
         if xml is None:
             fail(ErrorCode.NOT_FOUND, f"Expected to find the process definition with key '{key}', but it is not known")
         return web.Response(text=xml, content_type="text/xml")
