@@ -81,7 +81,8 @@ class RestServer:
         root = self.config.web_root
         if (root / "index.html").is_file():
             app.router.add_get("/", self._index)
-            app.router.add_static("/", root, follow_symlinks=False)
+            # every path but /v2/…: an unknown API path stays a problem detail, not a missing file
+            app.router.add_get(r"/{name:(?!v2/).+}", self._web_file)
         return app
 
     async def start(self) -> int:
@@ -173,3 +174,11 @@ class RestServer:
 
     async def _index(self, request: web.Request) -> web.FileResponse:
         return web.FileResponse(self.config.web_root / "index.html")
+
+    async def _web_file(self, request: web.Request) -> web.FileResponse:
+        """A file of the web view; nothing outside its folder (no '..', no symlinks out)."""
+        root = self.config.web_root.resolve()
+        target = (root / request.match_info["name"]).resolve()
+        if root not in target.parents or not target.is_file():
+            raise web.HTTPNotFound(text=f"No such file: {request.path}")
+        return web.FileResponse(target)

@@ -10,6 +10,7 @@
 //   {"fill": "CSS selector", "text": "..."}          type into a field
 //   {"auth": {"scheme": "basic", "user": "...", "password": "..."}}   enter credentials in the sign-in form
 //   {"texts": "CSS selector"}                        report the text of every match
+//   {"block": "URL glob"}                            answer requests for it with 404 from now on
 // Playwright-core comes from .cache/browser (make browser); no browser is downloaded.
 
 import { createRequire } from "node:module";
@@ -98,6 +99,8 @@ try {
       await drawn(page, null, before);
     } else if (step.texts) {
       seen.texts = await page.locator(step.texts).allInnerTexts();
+    } else if (step.block) {
+      await page.route(step.block, (route) => route.fulfill({ status: 404, body: "" }));
     }
     report.steps.push(seen);
   }

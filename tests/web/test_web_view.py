@@ -9,7 +9,10 @@ from __future__ import annotations
 
 import json
 import shutil
+import socket
 import subprocess
+import urllib.error
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -174,6 +177,41 @@ def test_task_list_claims_and_completes_a_user_task(web: WebWeir, stub: Stub) ->
     approved = web.one("variables", {"processInstanceKey": str(instance), "name": "approved"})
     assert approved["value"] == "true"
     assert web.rest.call("GET", f"/v2/user-tasks/{key}")["assignee"] == "ada"
+
+
+def test_without_the_diagram_viewer_the_page_says_how_to_install_it(web: WebWeir, stub: Stub) -> None:
+    order = deploy(stub, "web-order.bpmn")
+    eventually(lambda: web.rest.search("process-definitions", {"processDefinitionId": order.pid()}), what="the process")
+    key = order.definition_key
+    seen = drive(
+        web,
+        [{"block": "**/vendor/bpmn-viewer.js"}, {"open": f"#/process/{key}"}, {"texts": "#diagram .missing"}],
+        "no-viewer",
+    )
+    assert seen[1]["heading"] == "Order (version 1)"
+    (message,) = seen[2]["texts"]
+    assert "make web" in message and "gateway/web/dist/vendor/" in message
+
+
+def test_the_gateway_serves_the_pages_beside_the_api(web: WebWeir) -> None:
+    def get(path: str) -> tuple[int, str, bytes]:
+        request = urllib.request.Request(web.process.rest_url + path)
+        try:
+            with urllib.request.urlopen(request, timeout=10) as response:
+                return response.status, response.headers.get_content_type(), response.read()
+        except urllib.error.HTTPError as e:
+            return e.code, e.headers.get_content_type(), e.read()
+
+    status, kind, body = get("/")
+    assert (status, kind) == (200, "text/html") and b'<script type="module" src="app.js">' in body
+    assert get("/app.js")[:2] == (200, "application/javascript")
+    assert get("/nope.js")[0] == 404
+    # an unknown API path is still a problem detail, not a missing page
+    assert get("/v2/no-such-thing")[:2] == (404, "application/problem+json")
+    with socket.create_connection(("127.0.0.1", int(web.process.rest_url.rsplit(":", 1)[1])), timeout=10) as s:
+        s.sendall(b"GET /../../rest/server.py HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        answer = s.recv(65536)
+    assert answer.startswith(b"HTTP/1.1 404"), answer[:100]
 
 
 def test_sign_in_when_the_gateway_checks_credentials(tmp_path: Path) -> None:
