@@ -60,7 +60,7 @@ VERSION = "8.5.0-weir"
 #: WEIR_MAX_PENDING_PUSHES sets it.
 MAX_PENDING_PUSHES = int(os.environ.get("WEIR_MAX_PENDING_PUSHES", "1024"))
 
-_STATUS = {
+REJECTION_STATUS = {
     RejectionType.INVALID_ARGUMENT: grpc.StatusCode.INVALID_ARGUMENT,
     RejectionType.NOT_FOUND: grpc.StatusCode.NOT_FOUND,
     RejectionType.ALREADY_EXISTS: grpc.StatusCode.ALREADY_EXISTS,
@@ -152,7 +152,54 @@ def activated_job(key: int, job: dict) -> pb.ActivatedJob:
         deadline=job["deadline"],
         variables=_dumps(job.get("variables") or {}),
         tenantId=TENANT,
+        kind=pb.ActivatedJob.JobKind.Value(job.get("jobKind") or "BPMN_ELEMENT"),
+        listenerEventType=pb.ActivatedJob.ListenerEventType.Value(job.get("jobListenerEventType") or "UNSPECIFIED"),
+        userTask=_user_task_properties(job["userTask"]) if job.get("userTask") else None,
     )
+
+
+def _user_task_properties(task: dict) -> pb.UserTaskProperties:
+    return pb.UserTaskProperties(
+        action=task["action"],
+        assignee=task["assignee"],
+        candidateGroups=task["candidateGroups"],
+        candidateUsers=task["candidateUsers"],
+        changedAttributes=task["changedAttributes"],
+        dueDate=task["dueDate"],
+        followUpDate=task["followUpDate"],
+        formKey=task["formKey"],
+        priority=task["priority"],
+        userTaskKey=task["userTaskKey"],
+    )
+
+
+def job_result(result: pb.JobResult) -> dict[str, Any]:
+    """A CompleteJob result as the JOB command carries it: a task listener's denial or corrections.
+
+    Only the corrections present are listed in ``correctedAttributes``: an absent one keeps the task's value.
+    """
+    corrected: list[str] = []
+    corrections: dict[str, Any] = {}
+    if result.HasField("corrections"):
+        c = result.corrections
+        for field, name in (("assignee", "assignee"), ("dueDate", "dueDate"), ("followUpDate", "followUpDate")):
+            if c.HasField(field):
+                corrected.append(name)
+                corrections[name] = getattr(c, field)
+        for field, name in (("candidateUsers", "candidateUsersList"), ("candidateGroups", "candidateGroupsList")):
+            if c.HasField(field):
+                corrected.append(name)
+                corrections[name] = list(getattr(c, field).values)
+        if c.HasField("priority"):
+            corrected.append("priority")
+            corrections["priority"] = c.priority
+    return {
+        "type": "userTask",
+        "denied": result.denied,
+        "deniedReason": result.deniedReason,
+        "correctedAttributes": corrected,
+        "corrections": corrections,
+    }
 
 
 def _evaluated_decision(d: dict) -> pb.EvaluatedDecision:
@@ -290,7 +337,7 @@ class GatewayService(pb_grpc.GatewayServicer):
         except InvalidDocumentError as e:
             _fail(grpc.StatusCode.INVALID_ARGUMENT, str(e))
         if record.record_type == RecordType.COMMAND_REJECTION:
-            code = _STATUS.get(record.rejection_type, grpc.StatusCode.UNKNOWN)
+            code = REJECTION_STATUS.get(record.rejection_type, grpc.StatusCode.UNKNOWN)
             intent_name = record.intent_enum.name
             _fail(
                 code,
@@ -562,7 +609,10 @@ class GatewayService(pb_grpc.GatewayServicer):
 
     @_unary
     async def CompleteJob(self, request: pb.CompleteJobRequest, context: grpc.aio.ServicerContext) -> Any:
-        await self._job_command(request.jobKey, JobIntent.COMPLETE, {"variables": parse_variables(request.variables)})
+        value: dict[str, Any] = {"variables": parse_variables(request.variables)}
+        if request.HasField("result"):
+            value["result"] = job_result(request.result)
+        await self._job_command(request.jobKey, JobIntent.COMPLETE, value)
         return pb.CompleteJobResponse()
 
     @_unary
