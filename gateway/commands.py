@@ -423,8 +423,14 @@ class GatewayCommands:
         pid = self.partition_for_key(key, "job")
         return await self.execute(pid, ValueType.JOB, intent, value, key)
 
-    async def complete_job(self, key: int, variables: dict[str, Any]) -> Record:
-        return await self._job_command(key, JobIntent.COMPLETE, {"variables": variables})
+    async def complete_job(
+        self, key: int, variables: dict[str, Any], *, result: dict[str, Any] | None = None
+    ) -> Record:
+        """Complete a job; ``result`` is a task listener's answer (denial or corrections of the user task)."""
+        value: dict[str, Any] = {"variables": variables}
+        if result is not None:
+            value["result"] = result
+        return await self._job_command(key, JobIntent.COMPLETE, value)
 
     async def fail_job(
         self, key: int, retries: int, error_message: str, retry_backoff: int, variables: dict[str, Any]

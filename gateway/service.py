@@ -72,7 +72,54 @@ def activated_job(key: int, job: dict) -> pb.ActivatedJob:
         deadline=job["deadline"],
         variables=_dumps(job.get("variables") or {}),
         tenantId=TENANT,
+        kind=pb.ActivatedJob.JobKind.Value(job.get("jobKind") or "BPMN_ELEMENT"),
+        listenerEventType=pb.ActivatedJob.ListenerEventType.Value(job.get("jobListenerEventType") or "UNSPECIFIED"),
+        userTask=_user_task_properties(job["userTask"]) if job.get("userTask") else None,
     )
+
+
+def _user_task_properties(task: dict) -> pb.UserTaskProperties:
+    return pb.UserTaskProperties(
+        action=task["action"],
+        assignee=task["assignee"],
+        candidateGroups=task["candidateGroups"],
+        candidateUsers=task["candidateUsers"],
+        changedAttributes=task["changedAttributes"],
+        dueDate=task["dueDate"],
+        followUpDate=task["followUpDate"],
+        formKey=task["formKey"],
+        priority=task["priority"],
+        userTaskKey=task["userTaskKey"],
+    )
+
+
+def job_result(result: pb.JobResult) -> dict[str, Any]:
+    """A CompleteJob result as the JOB command carries it: a task listener's denial or corrections.
+
+    Only the corrections present are listed in ``correctedAttributes``: an absent one keeps the task's value.
+    """
+    corrected: list[str] = []
+    corrections: dict[str, Any] = {}
+    if result.HasField("corrections"):
+        c = result.corrections
+        for field, name in (("assignee", "assignee"), ("dueDate", "dueDate"), ("followUpDate", "followUpDate")):
+            if c.HasField(field):
+                corrected.append(name)
+                corrections[name] = getattr(c, field)
+        for field, name in (("candidateUsers", "candidateUsersList"), ("candidateGroups", "candidateGroupsList")):
+            if c.HasField(field):
+                corrected.append(name)
+                corrections[name] = list(getattr(c, field).values)
+        if c.HasField("priority"):
+            corrected.append("priority")
+            corrections["priority"] = c.priority
+    return {
+        "type": "userTask",
+        "denied": result.denied,
+        "deniedReason": result.deniedReason,
+        "correctedAttributes": corrected,
+        "corrections": corrections,
+    }
 
 
 def _evaluated_decision(d: dict) -> pb.EvaluatedDecision:
@@ -346,7 +393,8 @@ class GatewayService(pb_grpc.GatewayServicer):
 
     @_unary
     async def CompleteJob(self, request: pb.CompleteJobRequest, context: grpc.aio.ServicerContext) -> Any:
-        await self.commands.complete_job(request.jobKey, parse_variables(request.variables))
+        result = job_result(request.result) if request.HasField("result") else None
+        await self.commands.complete_job(request.jobKey, parse_variables(request.variables), result=result)
         return pb.CompleteJobResponse()
 
     @_unary

@@ -273,6 +273,7 @@ class EventAppliers:
         for key, job in zip(r.value["jobKeys"], r.value["jobs"], strict=True):
             stored = dict(job)
             stored["variables"] = {}
+            stored.pop("userTask", None)  # told to the worker, not part of the job
             state.jobs.put(key, JobState.ACTIVATED, stored)
 
     def _job_removed(self, state: PartitionState, r: Record) -> None:

@@ -262,7 +262,7 @@ def _create_listener_job(
         "processDefinitionKey": v.process_definition_key,
         "tenantId": b.TENANT,
         "jobKind": "TASK_LISTENER",
-        "listenerEventType": listener.event_type.upper(),
+        "jobListenerEventType": listener.event_type.upper(),
         "changedAttributes": list(task.get("changedAttributes") or []),
     }
     job_key = ctx.keys.next_key()

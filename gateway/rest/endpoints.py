@@ -9,7 +9,7 @@ from typing import Any
 
 from aiohttp import web
 
-from gateway.rest.schema import Body
+from gateway.rest.schema import KEY_PATTERN, Body
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
@@ -42,7 +42,7 @@ def key_param(name: str, description: str) -> dict[str, Any]:
         "in": "path",
         "required": True,
         "description": description,
-        "schema": {"type": "string", "pattern": "^[0-9]{1,19}$"},
+        "schema": {"type": "string", "pattern": KEY_PATTERN},
     }
 
 

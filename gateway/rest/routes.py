@@ -7,6 +7,7 @@ import json
 from typing import Any
 
 from aiohttp import BodyPartReader, web
+from aiohttp.http_exceptions import HttpProcessingError
 
 from gateway.commands import TENANT, GatewayCommands, check_tenant, check_tenants, check_variables, invalid
 from gateway.rest.endpoints import ANY_OBJECT, INTEGER, KEY, STRING, Endpoint, obj
@@ -240,10 +241,12 @@ CREATE_INSTANCE = Body(
 OPERATION_ONLY = Body({"operationReference": OPERATION_REFERENCE})
 ACTIVATE_JOBS = Body(
     {
-        "type": Field("string", "The job type", required=True),
+        "type": Field("string", "The job type", required=True, min_length=1),
         "worker": Field("string", "The worker's name, recorded on the jobs"),
-        "timeout": Field("integer", "Milliseconds the jobs stay exclusively with this worker", required=True),
-        "maxJobsToActivate": Field("integer", "At most this many jobs", required=True),
+        "timeout": Field(
+            "integer", "Milliseconds the jobs stay exclusively with this worker", required=True, minimum=1
+        ),
+        "maxJobsToActivate": Field("integer", "At most this many jobs", required=True, minimum=1),
         "fetchVariable": Field("strings", "The variables to fetch (all when empty)"),
         "requestTimeout": Field(
             "integer", "Milliseconds to long-poll for jobs (0: the gateway's default, negative: no waiting)"
@@ -262,7 +265,7 @@ FAIL_JOB = Body(
 )
 THROW_ERROR = Body(
     {
-        "errorCode": Field("string", "The BPMN error code an error event catches", required=True),
+        "errorCode": Field("string", "The BPMN error code an error event catches", required=True, min_length=1),
         "errorMessage": Field("string", "A message for the incident when nothing catches the error"),
         "variables": Field("object", "Variables for the catching error event"),
     }
@@ -285,7 +288,7 @@ UPDATE_JOB = Body(
 )
 PUBLISH_MESSAGE = Body(
     {
-        "name": Field("string", "The message name", required=True),
+        "name": Field("string", "The message name", required=True, min_length=1),
         "correlationKey": Field("string", "The correlation key (empty for message start events)"),
         "timeToLive": Field("integer", "Milliseconds the message waits to be correlated", minimum=0),
         "messageId": Field("string", "A unique id: a second message with the same id is rejected while buffered"),
@@ -295,7 +298,7 @@ PUBLISH_MESSAGE = Body(
 )
 BROADCAST_SIGNAL = Body(
     {
-        "signalName": Field("string", "The signal name", required=True),
+        "signalName": Field("string", "The signal name", required=True, min_length=1),
         "variables": VARIABLES_FIELD,
         "tenantId": TENANT_FIELD,
     }
@@ -387,7 +390,7 @@ class CommandRoutes:
                 if not name:
                     invalid("Expected every 'resources' part to have a file name (Content-Disposition filename)")
                 resources.append((name, bytes(content)))
-        except (ValueError, AssertionError) as e:
+        except (ValueError, AssertionError, HttpProcessingError) as e:
             invalid(f"Expected a valid multipart/form-data body, but it is not: {e}")
         rec = await self.commands.deploy(resources)
         value = rec.value

@@ -16,6 +16,8 @@ from gateway.commands import invalid
 
 MAX_KEY = 2**63 - 1
 _KEY = re.compile(r"^[0-9]{1,19}$")
+#: Keys as the OpenAPI document describes them: positive, at most 19 digits (beyond 2^63-1 is still a 400).
+KEY_PATTERN = "^[1-9][0-9]{0,18}$"
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,6 +30,8 @@ class Field:
     required: bool = False
     minimum: int | None = None
     body: Body | None = None
+    #: Strings: the least characters (the commands say what is wrong with a shorter one).
+    min_length: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,7 +124,7 @@ def _check(name: str, spec: Field, value: Any) -> Any:
 def _field_schema(spec: Field) -> dict[str, Any]:
     kind = spec.kind
     if kind == "key":
-        schema: dict[str, Any] = {"type": "string", "pattern": "^[0-9]{1,19}$"}
+        schema: dict[str, Any] = {"type": "string", "pattern": KEY_PATTERN}
     elif kind == "integer":
         schema = {"type": "integer", "format": "int64"}
         if spec.minimum is not None:
@@ -134,6 +138,8 @@ def _field_schema(spec: Field) -> dict[str, Any]:
         schema = spec.body.openapi()
     else:
         schema = {"type": kind}
+    if spec.min_length is not None:
+        schema["minLength"] = spec.min_length
     if spec.description:
         schema["description"] = spec.description
     return schema

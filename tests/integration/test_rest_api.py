@@ -138,6 +138,11 @@ async def test_deploy_errors(http: aiohttp.ClientSession) -> None:
     empty.add_field("tenantId", "<default>")
     async with http.post("/v2/deployments", data=empty) as response:
         assert response.status == 400 and "at least one resource" in (await response.json(content_type=None))["detail"]
+    mangled = b'--b\r\nContent-Disposition: form-data; name="\xc2\xb2\x0b"\r\n\r\n{}\r\n--b--\r\n'
+    headers = {"content-type": "multipart/form-data; boundary=b"}
+    async with http.post("/v2/deployments", data=mangled, headers=headers) as response:
+        body = await response.json(content_type=None)
+        assert response.status == 400 and "multipart/form-data" in body["detail"], body
     broken = aiohttp.FormData()
     broken.add_field("resources", b"<bpmn:definitions", filename="broken.bpmn")
     async with http.post("/v2/deployments", data=broken) as response:
@@ -269,7 +274,7 @@ async def test_job_errors(http: aiohttp.ClientSession) -> None:
     activation = "/v2/jobs/activation"
     assert_problem(await call(http, "POST", activation, {"type": "t", "timeout": 1}), 400, "'maxJobsToActivate'")
     bad_timeout = {"type": "t", "timeout": 0, "maxJobsToActivate": 1}
-    assert_problem(await call(http, "POST", activation, bad_timeout), 400, "'timeout' to be greater than 0")
+    assert_problem(await call(http, "POST", activation, bad_timeout), 400, "'timeout' to be at least 1")
     blank = {"type": " ", "timeout": 10, "maxJobsToActivate": 1}
     assert_problem(await call(http, "POST", activation, blank), 400, "'type'")
     assert await call(
