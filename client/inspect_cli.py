@@ -383,5 +383,5 @@ def add_parsers(sub: Any, add_client_args: Callable[[argparse.ArgumentParser], N
     p.add_argument("name", help="message name")
     p.add_argument("--correlation-key", default="", help="correlation key")
     p.add_argument("--variables", help="JSON object of variables")
-    p.add_argument("--ttl", type=int, default=0, help="time to live in ms (0: correlate now or never)")
+    p.add_argument("--ttl", type=int, default=5000, help="time to live in ms, as zbctl (5000; 0: now or never)")
     p.add_argument("--message-id", help="unique message id (a second message with it is refused)")
