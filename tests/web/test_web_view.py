@@ -239,9 +239,24 @@ def test_sign_in_when_the_gateway_checks_credentials(tmp_path: Path) -> None:
             ],
             "sign-in",
         )
+        challenges = [challenge(w, scripted) for scripted in (False, True)]
     finally:
         w.process.stop()
+    # a plain client is told how to authenticate; the page's own calls are not, so no browser dialog pops up
+    assert challenges == ['Basic realm="weir"', None]
     assert seen[0]["heading"] == "Sign in"
     assert seen[2]["texts"][0] == "Sign in"
     assert seen[4]["heading"] == "Open user tasks"
     assert sorted(seen[5]["texts"]) == ["Claiming as ada.", "Signed in as ada"]
+
+
+def challenge(w: WebWeir, scripted: bool) -> str | None:
+    """The WWW-Authenticate header of a search without credentials."""
+    request = urllib.request.Request(w.process.rest_url + "/v2/process-instances/search", data=b"{}", method="POST")
+    request.add_header("content-type", "application/json")
+    if scripted:
+        request.add_header("x-requested-with", "XMLHttpRequest")
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        urllib.request.urlopen(request, timeout=10)
+    assert refused.value.code == 401
+    return refused.value.headers.get("WWW-Authenticate")
