@@ -11,6 +11,8 @@
 //   {"auth": {"scheme": "basic", "user": "...", "password": "..."}}   enter credentials in the sign-in form
 //   {"texts": "CSS selector"}                        report the text of every match
 //   {"block": "URL glob"}                            answer requests for it with 404 from now on
+//   {"api": {"method": "POST", "path": "/v2/…", "body": {}}}   call the REST API beside the page (status reported)
+//   {"waitFor": "CSS selector"}                      wait until the page shows it, without reloading
 // Playwright-core comes from .cache/browser (make browser); no browser is downloaded.
 
 import { createRequire } from "node:module";
@@ -82,9 +84,9 @@ try {
       await page.screenshot({ path: file, fullPage: true });
       seen.file = file;
     } else if (step.click) {
-      const before = await renders(page);
+      // the page marks itself busy from the click until it has drawn the action's effect
       await page.locator(step.click).first().click();
-      await drawn(page, null, before);
+      await page.waitForFunction(() => !document.getElementById("view").dataset.busy);
       seen.notice = await page.locator("#notice").innerText();
     } else if (step.fill) {
       await page.locator(step.fill).first().fill(step.text);
@@ -99,6 +101,13 @@ try {
       await drawn(page, null, before);
     } else if (step.texts) {
       seen.texts = await page.locator(step.texts).allInnerTexts();
+    } else if (step.api) {
+      seen.status = await page.evaluate(async ({ method, path, body }) => {
+        const init = { method, headers: { "content-type": "application/json" }, body: JSON.stringify(body ?? {}) };
+        return (await fetch(path, init)).status;
+      }, step.api);
+    } else if (step.waitFor) {
+      await page.waitForSelector(step.waitFor);
     } else if (step.block) {
       await page.route(step.block, (route) => route.fulfill({ status: 404, body: "" }));
     }

@@ -141,6 +141,33 @@ def test_instance_page_highlights_the_active_element_and_retries_an_incident(web
     assert ship[0]["state"] == "ACTIVE"
 
 
+def test_instance_page_follows_the_instance_live(web: WebWeir, stub: Stub) -> None:
+    order = deploy(stub, "web-order.bpmn")
+    key = create(stub, order.pid(), {"orderId": 3})
+    (job,) = activate_now(stub, order.type("check-stock"), 1)
+    eventually(
+        lambda: web.rest.search("element-instances", {"processInstanceKey": str(key), "elementId": "check-stock"}),
+        what="the instance in the history",
+    )
+    seen = drive(
+        web,
+        [
+            {"open": f"#/instance/{key}"},
+            {"diagram": True},
+            {"api": {"method": "POST", "path": f"/v2/jobs/{job.key}/completion", "body": {}}},
+            # the page fetches the instance again by itself: no reload, no click
+            {"waitFor": "#diagram[data-ready=true] .djs-element[data-element-id='ship'].weir-active"},
+            {"diagram": True},
+            {"screenshot": "instance-moved-on"},
+        ],
+        "live",
+    )
+    assert seen[1]["markers"]["check-stock"] == ["weir-active"]
+    assert seen[2]["status"] == 204
+    assert seen[4]["markers"]["check-stock"] == ["weir-completed"]
+    assert seen[4]["markers"]["ship"] == ["weir-active"]
+
+
 def test_task_list_claims_and_completes_a_user_task(web: WebWeir, stub: Stub) -> None:
     paths = web.rest.call("GET", "/v2/openapi.json")["paths"]
     if "/v2/user-tasks/{userTaskKey}/assignment" not in paths:

@@ -50,6 +50,7 @@ const SETTLE_MAX_MS = 10000;
  */
 async function act(button, action, settled) {
   button.disabled = true;
+  view.dataset.busy = "true";
   try {
     await action();
     notify("");
@@ -65,6 +66,7 @@ async function act(button, action, settled) {
     notify(error.message);
   }
   await route();
+  delete view.dataset.busy;
 }
 
 // -- pages --
@@ -101,7 +103,7 @@ async function processPage(key) {
     h("h2", {}, `Instances (${running.length} running of ${instances.length})`),
     instancesTable(instances),
   ];
-  queueMicrotask(() => showDiagram(diagram, xml));
+  afterDrawing.push(() => showDiagram(diagram, xml));
   return page;
 }
 
@@ -142,7 +144,7 @@ async function instancePage(key) {
     actions.push(cancel);
   }
   const open = incidents.filter((i) => i.state === "ACTIVE" || i.state === "PENDING");
-  queueMicrotask(() => showDiagram(diagram, xml, marksFrom(elements, incidents)));
+  afterDrawing.push(() => showDiagram(diagram, xml, marksFrom(elements, incidents)));
   return [
     h(
       "h1",
@@ -286,24 +288,45 @@ const routes = [
   [/^#\/tasks$/, tasksPage, "tasks"],
 ];
 
-async function route() {
+const REFRESH_MS = 5000;
+let afterDrawing = []; // what a page draws once it is on screen (its diagram)
+let drawn = { hash: null, html: null };
+
+/** Draws the page the URL names; `refresh` leaves the page as it is when nothing on it changed. */
+async function route({ refresh = false } = {}) {
   const hash = location.hash || "#/instances";
   const [pattern, page, nav] = routes.find(([p]) => p.test(hash)) || routes[2];
   for (const a of document.querySelectorAll("nav a")) a.classList.toggle("current", a.dataset.nav === nav);
+  afterDrawing = [];
+  let content;
   try {
-    const content = await page(...(hash.match(pattern) || []).slice(1));
-    view.replaceChildren(...content);
+    content = await page(...(hash.match(pattern) || []).slice(1));
   } catch (error) {
     const unauthorized = error instanceof ApiError && (error.status === 401 || error.status === 403);
     if (unauthorized) document.getElementById("auth").hidden = false;
-    view.replaceChildren(
+    content = [
       h("h1", {}, unauthorized ? "Sign in" : "Cannot load this page"),
       h("p", { class: "error" }, unauthorized ? `The gateway refused the credentials: ${error.message}` : error.message),
-    );
+    ];
   }
+  if ((location.hash || "#/instances") !== hash) return; // the user went elsewhere meanwhile
+  const html = content.map((node) => node.outerHTML).join("");
+  if (refresh && hash === drawn.hash && html === drawn.html) return;
+  view.replaceChildren(...content);
+  drawn = { hash, html };
+  for (const draw of afterDrawing) draw();
   // what is on screen, for people reading the DOM and for the browser test waiting on a redraw
   view.dataset.shown = hash;
   view.dataset.renders = String(Number(view.dataset.renders || 0) + 1);
+}
+
+/** Live state: the page is fetched again every few seconds, unless the user is busy on it. */
+function refreshNow() {
+  const typing = document.activeElement?.matches("input, select, textarea");
+  const pending = [...document.querySelectorAll(".task-variables")].some((input) => input.value);
+  const signingIn = !document.getElementById("auth").hidden;
+  if (document.hidden || view.dataset.busy || typing || pending || signingIn) return;
+  route({ refresh: true });
 }
 
 function setUpAuthForm() {
@@ -335,5 +358,6 @@ function setUpAuthForm() {
 }
 
 setUpAuthForm();
-window.addEventListener("hashchange", route);
+window.addEventListener("hashchange", () => route());
 route();
+setInterval(refreshNow, REFRESH_MS);
