@@ -38,6 +38,7 @@ from gateway.commands import (
     parse_variables,
     validate_activation,
 )
+from gateway.user_tasks import listener_result
 
 log = logging.getLogger("weir.gateway")
 
@@ -94,32 +95,18 @@ def _user_task_properties(task: dict) -> pb.UserTaskProperties:
 
 
 def job_result(result: pb.JobResult) -> dict[str, Any]:
-    """A CompleteJob result as the JOB command carries it: a task listener's denial or corrections.
-
-    Only the corrections present are listed in ``correctedAttributes``: an absent one keeps the task's value.
-    """
-    corrected: list[str] = []
+    """A CompleteJob result as the JOB command carries it: a task listener's denial or corrections (only those
+    present: an absent one keeps the task's value)."""
     corrections: dict[str, Any] = {}
     if result.HasField("corrections"):
         c = result.corrections
-        for field, name in (("assignee", "assignee"), ("dueDate", "dueDate"), ("followUpDate", "followUpDate")):
-            if c.HasField(field):
-                corrected.append(name)
-                corrections[name] = getattr(c, field)
-        for field, name in (("candidateUsers", "candidateUsersList"), ("candidateGroups", "candidateGroupsList")):
-            if c.HasField(field):
-                corrected.append(name)
-                corrections[name] = list(getattr(c, field).values)
-        if c.HasField("priority"):
-            corrected.append("priority")
-            corrections["priority"] = c.priority
-    return {
-        "type": "userTask",
-        "denied": result.denied,
-        "deniedReason": result.deniedReason,
-        "correctedAttributes": corrected,
-        "corrections": corrections,
-    }
+        for name in ("assignee", "dueDate", "followUpDate", "priority"):
+            if c.HasField(name):
+                corrections[name] = getattr(c, name)
+        for name in ("candidateUsers", "candidateGroups"):
+            if c.HasField(name):
+                corrections[name] = list(getattr(c, name).values)
+    return listener_result(result.denied, result.deniedReason, corrections)
 
 
 def _evaluated_decision(d: dict) -> pb.EvaluatedDecision:

@@ -28,6 +28,30 @@ CHANGESET_ATTRIBUTES = {
     "priority": "priority",
 }
 
+#: Attributes a task listener may correct, by their API name, and their names in the user task record, in the order
+#: ``correctedAttributes`` lists them.
+CORRECTABLE = {
+    "assignee": "assignee",
+    "dueDate": "dueDate",
+    "followUpDate": "followUpDate",
+    "candidateUsers": "candidateUsersList",
+    "candidateGroups": "candidateGroupsList",
+    "priority": "priority",
+}
+
+
+def listener_result(denied: bool, denied_reason: str, corrections: dict[str, Any]) -> dict[str, Any]:
+    """A task listener's answer as its job's COMPLETE command carries it: a denial, or corrections of the task
+    (``corrections`` by API name, only those given)."""
+    present = [name for name in CORRECTABLE if name in corrections]
+    return {
+        "type": "userTask",
+        "denied": denied,
+        "deniedReason": denied_reason,
+        "correctedAttributes": [CORRECTABLE[name] for name in present],
+        "corrections": {CORRECTABLE[name]: corrections[name] for name in present},
+    }
+
 
 async def assign(
     commands: GatewayCommands, key: int, assignee: str, action: str | None = None, allow_override: bool | None = None

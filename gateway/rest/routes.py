@@ -12,6 +12,7 @@ from aiohttp.http_exceptions import HttpProcessingError
 from gateway.commands import TENANT, GatewayCommands, check_tenant, check_tenants, check_variables, invalid
 from gateway.rest.endpoints import ANY_OBJECT, INTEGER, KEY, STRING, Endpoint, obj
 from gateway.rest.schema import Body, Field, parse_key
+from gateway.user_tasks import listener_result
 
 TENANT_FIELD = Field("string", "The tenant; only <default> (multi-tenancy is disabled)")
 VARIABLES_FIELD = Field("object", "Variables as a JSON object")
@@ -171,8 +172,9 @@ ACTIVATED_JOB = obj(
         "deadline": {**INTEGER, "description": "When the job times out, epoch milliseconds"},
         "variables": ANY_OBJECT,
         "tenantId": STRING,
-        "kind": STRING,
+        "kind": {"type": "string", "description": "BPMN_ELEMENT, or TASK_LISTENER for a user task's listener"},
         "listenerEventType": STRING,
+        "userTask": {**ANY_OBJECT, "description": "A task listener's user task: its attributes and action"},
     }
 )
 ACTIVATION_RESPONSE = obj({"jobs": {"type": "array", "items": ACTIVATED_JOB}}, required=["jobs"])
@@ -254,7 +256,36 @@ ACTIVATE_JOBS = Body(
         "tenantIds": Field("strings", "Tenants to activate jobs of; only <default>"),
     }
 )
-COMPLETE_JOB = Body({"variables": VARIABLES_FIELD})
+COMPLETE_JOB = Body(
+    {
+        "variables": VARIABLES_FIELD,
+        "result": Field(
+            "nested",
+            "A task listener's answer: deny the user task's transition, or correct its attributes",
+            body=Body(
+                {
+                    "type": Field("string", "userTask"),
+                    "denied": Field("boolean", "Deny the transition the listener was called for"),
+                    "deniedReason": Field("string", "Why it was denied"),
+                    "corrections": Field(
+                        "nested",
+                        "New values of the task's attributes",
+                        body=Body(
+                            {
+                                "assignee": Field("string", "The assignee"),
+                                "dueDate": Field("string", "The due date (ISO 8601)"),
+                                "followUpDate": Field("string", "The follow-up date (ISO 8601)"),
+                                "candidateUsers": Field("strings", "The candidate users"),
+                                "candidateGroups": Field("strings", "The candidate groups"),
+                                "priority": Field("integer", "The priority, 0 to 100", minimum=0),
+                            }
+                        ),
+                    ),
+                }
+            ),
+        ),
+    }
+)
 FAIL_JOB = Body(
     {
         "retries": Field("integer", "Retries left; 0 raises an incident", minimum=0),
@@ -536,7 +567,15 @@ class CommandRoutes:
     async def complete_job(self, request: web.Request) -> web.Response:
         key = path_key(request, "jobKey")
         body = await read_json(request, COMPLETE_JOB, optional=True)
-        await self.commands.complete_job(key, check_variables(body.get("variables")))
+        result = None
+        if "result" in body:
+            given = body["result"]
+            if given.get("type", "userTask") != "userTask":
+                invalid(f"Expected the result's 'type' to be 'userTask', but got '{given['type']}'")
+            result = listener_result(
+                given.get("denied", False), given.get("deniedReason", ""), given.get("corrections", {})
+            )
+        await self.commands.complete_job(key, check_variables(body.get("variables")), result=result)
         return no_content()
 
     async def fail_job(self, request: web.Request) -> web.Response:
@@ -794,7 +833,7 @@ class CommandRoutes:
 
 
 def _activated_job(key: int, job: dict) -> dict[str, Any]:
-    return {
+    rendered = {
         "jobKey": _key(key),
         "type": job["type"],
         "processDefinitionId": job["bpmnProcessId"],
@@ -809,9 +848,17 @@ def _activated_job(key: int, job: dict) -> dict[str, Any]:
         "deadline": job["deadline"],
         "variables": job.get("variables") or {},
         "tenantId": TENANT,
-        "kind": "BPMN_ELEMENT",
-        "listenerEventType": "UNSPECIFIED",
+        "kind": job.get("jobKind") or "BPMN_ELEMENT",
+        "listenerEventType": job.get("jobListenerEventType") or "UNSPECIFIED",
     }
+    if job.get("userTask"):
+        task = job["userTask"]
+        rendered["userTask"] = {
+            **task,
+            "userTaskKey": _key(task["userTaskKey"]),
+            "formKey": _key(task["formKey"]) if isinstance(task.get("formKey"), int) and task["formKey"] > 0 else None,
+        }
+    return rendered
 
 
 def _evaluated_decision(d: dict) -> dict[str, Any]:

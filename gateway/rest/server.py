@@ -22,6 +22,7 @@ from gateway.rest import openapi, problems
 from gateway.rest.endpoints import Endpoint
 from gateway.rest.routes import CommandRoutes, json_response
 from gateway.rest.search import SearchRoutes
+from gateway.rest.user_task_routes import UserTaskRoutes
 
 log = logging.getLogger("weir.gateway.rest")
 
@@ -61,6 +62,7 @@ class RestServer:
             *CommandRoutes(
                 commands, gateway_version=gateway_version, max_resource_bytes=config.max_request_bytes
             ).endpoints(),
+            *UserTaskRoutes(commands).endpoints(),
             *self.search.endpoints(),
         ]
         self.openapi = openapi.document(

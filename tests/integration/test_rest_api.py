@@ -465,3 +465,80 @@ async def test_search_errors(http: aiohttp.ClientSession) -> None:
     assert_problem(await call(http, "GET", "/v2/process-definitions/2251799813685999/xml"), 404)
     status, empty = await call(http, "POST", "/v2/decision-instances/search")
     assert status == 200 and set(empty) == {"items", "page"}
+
+
+# -- native user tasks -----------------------------------------------------------------------------------------
+
+
+async def _task_of(http: aiohttp.ClientSession, instance: str, state: str = "CREATED") -> dict:
+    found = await search_until(
+        http,
+        "user-tasks",
+        {"filter": {"processInstanceKey": instance}},
+        lambda a: a["items"] and a["items"][0]["state"] == state,
+        f"the user task {state} in the history",
+    )
+    return found["items"][0]
+
+
+async def test_user_task_assign_update_unassign_complete(http: aiohttp.ClientSession) -> None:
+    await deploy(http, BPMN / "user-task-native.bpmn")
+    variables = {"reviewers": ["ann"], "due": "2031-05-01T12:00:00Z"}
+    created = await create(http, {"processDefinitionId": "user-task-native", "variables": variables})
+    instance = created["processInstanceKey"]
+    task = await _task_of(http, instance)
+    path = f"/v2/user-tasks/{task['userTaskKey']}"
+    assert await call(http, "POST", f"{path}/assignment", {"assignee": "ann"}) == (204, None)
+    claim = {"assignee": "bob", "allowOverride": False}
+    assert_problem(await call(http, "POST", f"{path}/assignment", claim), 409, "already", title="INVALID_STATE")
+    assert await call(http, "PATCH", path, {"changeset": {"priority": 90, "candidateGroups": ["ops"]}}) == (204, None)
+    assert await call(http, "DELETE", f"{path}/assignee") == (204, None)
+    await search_until(
+        http,
+        "user-tasks",
+        {"filter": {"userTaskKey": task["userTaskKey"]}},
+        lambda a: a["items"] and a["items"][0]["priority"] == 90 and not a["items"][0].get("assignee"),
+        "the update and the unassignment in the history",
+    )
+    assert await call(http, "POST", f"{path}/completion", {"variables": {"approved": True}}) == (204, None)
+    await search_until(
+        http,
+        "process-instances",
+        {"filter": {"processInstanceKey": instance, "state": "COMPLETED"}},
+        lambda a: a["items"],
+        "the instance completed by the task",
+    )
+    assert_problem(await call(http, "POST", f"{path}/completion"), 404, title="NOT_FOUND")
+
+
+async def test_user_task_errors(http: aiohttp.ClientSession) -> None:
+    unknown = "/v2/user-tasks/2251799813685999"
+    assert_problem(await call(http, "POST", f"{unknown}/assignment", {}), 400, "'assignee'")
+    assert_problem(await call(http, "POST", f"{unknown}/assignment", {"assignee": "ann"}), 404, title="NOT_FOUND")
+    assert_problem(await call(http, "PATCH", unknown, {"changeset": {"colour": "red"}}), 400, "'colour'")
+    assert_problem(await call(http, "PATCH", unknown, {}), 400, "No update data")
+    assert_problem(await call(http, "POST", f"{unknown}/completion", {"variables": "x"}), 400, "'variables'")
+    assert_problem(await call(http, "DELETE", "/v2/user-tasks/abc/assignee"), 400, "'userTaskKey'")
+
+
+async def test_task_listener_denies_an_assignment(http: aiohttp.ClientSession) -> None:
+    await deploy(http, BPMN / "user-task-listeners.bpmn")
+    created = await create(http, {"processDefinitionId": "user-task-listeners", "variables": {"owner": "carol"}})
+    [creating] = await activate(http, "tl-creating")
+    assert creating["kind"] == "TASK_LISTENER" and creating["listenerEventType"] == "CREATING"
+    assert creating["processInstanceKey"] == created["processInstanceKey"]
+    assert await call(http, "POST", f"/v2/jobs/{creating['jobKey']}/completion") == (204, None)
+    [first] = await activate(http, "tl-assigning")  # the modelled assignee, carol, is assigned after creation
+    assert first["userTask"]["assignee"] == "carol"
+    assert await call(http, "POST", f"/v2/jobs/{first['jobKey']}/completion") == (204, None)
+    task = await _task_of(http, created["processInstanceKey"])
+    assigning = asyncio.create_task(
+        call(http, "POST", f"/v2/user-tasks/{task['userTaskKey']}/assignment", {"assignee": "mallory"})
+    )
+    [listener] = await activate(http, "tl-assigning")
+    assert listener["userTask"]["assignee"] == "mallory" and listener["userTask"]["userTaskKey"] == task["userTaskKey"]
+    denial = {"result": {"type": "userTask", "denied": True, "deniedReason": "not on this team"}}
+    assert await call(http, "POST", f"/v2/jobs/{listener['jobKey']}/completion", denial) == (204, None)
+    problem = assert_problem(await assigning, 409)
+    assert "not on this team" in problem["detail"] or "denied" in problem["detail"], problem
+    await call(http, "POST", f"/v2/process-instances/{created['processInstanceKey']}/cancellation")
