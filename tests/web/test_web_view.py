@@ -186,6 +186,9 @@ def test_task_list_claims_and_completes_a_user_task(web: WebWeir, stub: Stub) ->
             {"open": "#/tasks"},
             {"auth": {"scheme": "none", "me": "ada"}},
             {"click": f"button.claim[data-task='{key}']"},
+            {"click": f"button.unclaim[data-task='{key}']"},
+            {"texts": f"button.claim[data-task='{key}']"},
+            {"click": f"button.claim[data-task='{key}']"},
             {"texts": "#view td"},
             {"screenshot": "task-claimed"},
             {"fill": f"input.task-variables[data-task='{key}']", "text": '{"approved": true}'},
@@ -193,8 +196,9 @@ def test_task_list_claims_and_completes_a_user_task(web: WebWeir, stub: Stub) ->
         ],
         "tasks",
     )
-    assert "ada" in seen[3]["texts"]
-    assert seen[6]["notice"] == ""
+    assert seen[4]["texts"] == ["Claim"]  # given back, the task can be claimed again
+    assert "ada" in seen[6]["texts"]
+    assert seen[9]["notice"] == ""
 
     def completed() -> bool:
         state = web.rest.call("GET", f"/v2/process-instances/{instance}")["state"]

@@ -1,7 +1,7 @@
 // Weir's web view: what is deployed, what runs, where it waits, what failed, and the tasks people work on.
 // Pages are chosen by the URL fragment (#/instances, #/instance/KEY, …); every figure comes from the REST API v2.
 
-import { ApiError, currentUser, get, loadAuth, patch, post, processXml, saveAuth, search } from "./api.js";
+import { ApiError, call, currentUser, get, loadAuth, patch, post, processXml, saveAuth, search } from "./api.js";
 import { marksFrom, showDiagram } from "./diagram.js";
 
 const view = document.getElementById("view");
@@ -225,6 +225,7 @@ function tasksTable(tasks) {
   return table(
     [
       ["Task", (t) => t.name || t.elementId],
+      ["Process", (t) => t.processName || t.processDefinitionId],
       ["Instance", (t) => link(`#/instance/${t.processInstanceKey}`, t.processInstanceKey)],
       ["State", (t) => stateTag(t.state)],
       ["Assignee", (t) => t.assignee || "—"],
@@ -236,17 +237,21 @@ function tasksTable(tasks) {
   );
 }
 
+/** Claim a free task; complete or give back one's own; a task someone else holds is theirs (as in Tasklist). */
 function taskActions(task, me) {
   const key = task.userTaskKey;
-  if (task.assignee !== me || !me) {
+  const assigneeIs = (who) => async () => ((await get(`/v2/user-tasks/${key}`)).assignee || null) === who;
+  if (!task.assignee) {
     const claim = h("button", { class: "claim", "data-task": key, title: me ? "" : "Enter your name under Sign in" }, "Claim");
     claim.disabled = !me;
-    const claimed = async () => (await get(`/v2/user-tasks/${key}`)).assignee === me;
     claim.addEventListener("click", () =>
-      act(claim, () => post(`/v2/user-tasks/${key}/assignment`, { assignee: me, allowOverride: true }), claimed),
+      act(claim, () => post(`/v2/user-tasks/${key}/assignment`, { assignee: me, allowOverride: false }), assigneeIs(me)),
     );
     return claim;
   }
+  if (task.assignee !== me) return "";
+  const unclaim = h("button", { class: "unclaim", "data-task": key }, "Unclaim");
+  unclaim.addEventListener("click", () => act(unclaim, () => call("DELETE", `/v2/user-tasks/${key}/assignee`), assigneeIs(null)));
   const variables = h("input", { class: "task-variables", "data-task": key, placeholder: '{"approved": true}', "aria-label": "variables (JSON)" });
   const complete = h("button", { class: "complete", "data-task": key }, "Complete");
   const completed = async () => (await get(`/v2/user-tasks/${key}`)).state !== "CREATED";
@@ -264,7 +269,7 @@ function taskActions(task, me) {
       return post(`/v2/user-tasks/${key}/completion`, { variables: parsed });
     }, completed),
   );
-  return h("span", { class: "task-actions" }, variables, complete);
+  return h("span", { class: "task-actions" }, variables, complete, unclaim);
 }
 
 async function tasksPage() {
