@@ -112,6 +112,8 @@ async def test_openapi_document_lists_what_is_served(http: aiohttp.ClientSession
 async def test_unknown_route_and_method_are_problems(http: aiohttp.ClientSession) -> None:
     assert_problem(await call(http, "GET", "/v2/no-such-thing"), 404, "No such endpoint")
     assert_problem(await call(http, "DELETE", "/v2/topology"), 405, "DELETE is not allowed")
+    huge = json.dumps({"processDefinitionId": "x", "variables": {"blob": "x" * (5 * 1024 * 1024)}}).encode()
+    assert_problem(await call(http, "POST", "/v2/process-instances", raw=huge), 413, "larger than")
 
 
 # -- deployments and resources ---------------------------------------------------------------------------------
