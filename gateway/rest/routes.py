@@ -480,8 +480,9 @@ class CommandRoutes:
 
     async def delete_resource(self, request: web.Request) -> web.Response:
         await read_json(request, OPERATION_ONLY, optional=True)
-        await self.commands.delete_resource(path_key(request, "resourceKey"))
-        return json_response({})
+        key = path_key(request, "resourceKey")
+        await self.commands.delete_resource(key)
+        return json_response({"resourceKey": _key(key)})
 
     # -- process instances -----------------------------------------------------------------------------------
 
@@ -695,7 +696,7 @@ class CommandRoutes:
                 "Resource",
                 body=OPERATION_ONLY,
                 body_optional=True,
-                responses={200: ("Deleted", obj({}))},
+                responses={200: ("Deleted", obj({"resourceKey": KEY}, required=["resourceKey"]))},
                 errors=(404,),
             ),
             Endpoint(

@@ -112,6 +112,8 @@ async def test_openapi_document_lists_what_is_served(http: aiohttp.ClientSession
 async def test_unknown_route_and_method_are_problems(http: aiohttp.ClientSession) -> None:
     assert_problem(await call(http, "GET", "/v2/no-such-thing"), 404, "No such endpoint")
     assert_problem(await call(http, "DELETE", "/v2/topology"), 405, "DELETE is not allowed")
+    huge = json.dumps({"processDefinitionId": "x", "variables": {"blob": "x" * (5 * 1024 * 1024)}}).encode()
+    assert_problem(await call(http, "POST", "/v2/process-instances", raw=huge), 413, "larger than")
 
 
 # -- deployments and resources ---------------------------------------------------------------------------------
@@ -154,7 +156,7 @@ async def test_delete_decision_resource(http: aiohttp.ClientSession) -> None:
     answer = await deploy(http, FIXTURES / "dmn" / "discount.dmn")
     [drg] = [d["decisionRequirements"] for d in answer["deployments"] if "decisionRequirements" in d]
     path = f"/v2/resources/{drg['decisionRequirementsKey']}/deletion"
-    assert await call(http, "POST", path) == (200, {})
+    assert await call(http, "POST", path) == (200, {"resourceKey": drg["decisionRequirementsKey"]})
     assert_problem(await call(http, "POST", path), 404, title="NOT_FOUND")
     assert_problem(await call(http, "POST", "/v2/resources/x1/deletion"), 400, "'resourceKey'")
 
@@ -542,3 +544,13 @@ async def test_task_listener_denies_an_assignment(http: aiohttp.ClientSession) -
     problem = assert_problem(await assigning, 409)
     assert "not on this team" in problem["detail"] or "denied" in problem["detail"], problem
     await call(http, "POST", f"/v2/process-instances/{created['processInstanceKey']}/cancellation")
+
+
+def test_a_rest_port_in_use_stops_start_up_with_a_clear_message(weir: WeirProcess, tmp_path: Path) -> None:
+    other = WeirProcess(tmp_path / "data")
+    other.rest_port = weir.rest_port  # taken by the module's Weir
+    other.start(wait=False)
+    assert other.proc is not None
+    code = other.proc.wait(timeout=60)
+    assert code == 1
+    assert f"could not bind the REST API to 127.0.0.1:{weir.rest_port}" in other.log()
