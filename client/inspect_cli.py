@@ -107,16 +107,16 @@ def _rest(args: argparse.Namespace) -> RestClient:
 Column = tuple[str, Callable[[dict[str, Any]], Any]]
 
 
-def print_table(columns: Sequence[Column], rows: Sequence[dict[str, Any]], empty: str) -> None:
+def print_table(columns: Sequence[Column], rows: Sequence[dict[str, Any]], empty: str, indent: str = "") -> None:
     """Left-aligned columns as wide as their widest cell; long cells are cut so a row stays on one line."""
     if not rows:
-        print(empty)
+        print(indent + empty)
         return
     cells = [[_cell(get(row)) for _, get in columns] for row in rows]
     widths = [max(len(title), *(len(r[i]) for r in cells)) for i, (title, _) in enumerate(columns)]
-    print("  ".join(title.ljust(w) for (title, _), w in zip(columns, widths, strict=True)).rstrip())
+    print(indent + "  ".join(title.ljust(w) for (title, _), w in zip(columns, widths, strict=True)).rstrip())
     for r in cells:
-        print("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip())
+        print(indent + "  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip())
 
 
 def _cell(value: Any, width: int = 60) -> str:
@@ -206,9 +206,9 @@ def cmd_instance(args: argparse.Namespace) -> int:
     for line in tree:
         print("  " + line)
     print("\nVariables:")
-    print_table(VARIABLE_COLUMNS, variables, "  (none)")
+    print_table(VARIABLE_COLUMNS, variables, "(none)", indent="  ")
     print("\nIncidents:")
-    print_table(INCIDENT_COLUMNS, incidents, "  (none)")
+    print_table(INCIDENT_COLUMNS, incidents, "(none)", indent="  ")
     return 0
 
 
