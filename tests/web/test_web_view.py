@@ -108,6 +108,10 @@ def test_instance_page_highlights_the_active_element_and_retries_an_incident(web
         [
             {"open": "#/processes"},
             {"texts": "#view td a"},
+            {"open": f"#/process/{order.definition_key}"},
+            {"diagram": True},
+            {"texts": "#diagram .weir-badge"},
+            {"screenshot": "process"},
             {"open": f"#/instance/{waiting}"},
             {"diagram": True},
             {"screenshot": "instance-waiting"},
@@ -121,13 +125,16 @@ def test_instance_page_highlights_the_active_element_and_retries_an_incident(web
         "incident",
     )
     assert "Order" in seen[1]["texts"]
-    assert seen[2]["heading"].startswith("Order") and str(waiting) in seen[2]["heading"]
-    assert seen[3]["markers"]["check-stock"] == ["weir-active"]
-    assert seen[3]["markers"]["received"] == ["weir-completed"]
-    assert "ship" not in seen[3]["markers"]
-    assert seen[6]["markers"]["check-stock"] == ["weir-incident"]
-    assert seen[8]["notice"] == ""
-    assert seen[9]["texts"] == []  # the page no longer offers a retry
+    # the process's diagram: one of its instances waits at 'Check stock', the other has an incident there
+    assert seen[3]["markers"] == {"check-stock": ["weir-incident"]}
+    assert seen[4]["texts"] == ["!"]
+    assert seen[6]["heading"].startswith("Order") and str(waiting) in seen[6]["heading"]
+    assert seen[7]["markers"]["check-stock"] == ["weir-active"]
+    assert seen[7]["markers"]["received"] == ["weir-completed"]
+    assert "ship" not in seen[7]["markers"]
+    assert seen[10]["markers"]["check-stock"] == ["weir-incident"]
+    assert seen[12]["notice"] == ""
+    assert seen[13]["texts"] == []  # the page no longer offers a retry
 
     # the page gave the job a retry and resolved the incident: the job is back, and its completion moves the instance on
     assert web.rest.call("GET", f"/v2/incidents/{incident['incidentKey']}")["state"] == "RESOLVED"

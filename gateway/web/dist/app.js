@@ -90,20 +90,23 @@ async function processesPage() {
 }
 
 async function processPage(key) {
-  const [definition, xml, instances] = await Promise.all([
+  const [definition, xml, instances, waiting, incidents] = await Promise.all([
     get(`/v2/process-definitions/${key}`),
     processXml(key),
     search("process-instances", { processDefinitionKey: key }, { sort: [{ field: "startDate", order: "DESC" }] }),
+    search("element-instances", { processDefinitionKey: key, state: "ACTIVE" }),
+    search("incidents", { processDefinitionKey: key, state: "ACTIVE" }),
   ]);
   const running = instances.filter((i) => i.state === "ACTIVE");
   const diagram = h("div", { id: "diagram" });
   const page = [
     h("h1", {}, `${definition.name || definition.processDefinitionId} (version ${definition.version})`),
+    h("p", { class: "meta" }, "Where the running instances are: the number on an element counts those waiting there."),
     diagram,
     h("h2", {}, `Instances (${running.length} running of ${instances.length})`),
     instancesTable(instances),
   ];
-  afterDrawing.push(() => showDiagram(diagram, xml));
+  afterDrawing.push(() => showDiagram(diagram, xml, marksFrom(waiting, incidents)));
   return page;
 }
 
