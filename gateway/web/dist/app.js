@@ -11,8 +11,7 @@ const view = document.getElementById("view");
 function h(tag, attrs = {}, ...children) {
   const node = document.createElement(tag);
   for (const [name, value] of Object.entries(attrs)) {
-    if (name.startsWith("on")) node.addEventListener(name.slice(2), value);
-    else if (value !== undefined && value !== null && value !== false) node.setAttribute(name, value);
+    if (value !== undefined && value !== null && value !== false) node.setAttribute(name, value);
   }
   for (const child of children.flat()) {
     if (child !== null && child !== undefined) node.append(child instanceof Node ? child : String(child));
@@ -57,7 +56,7 @@ async function act(button, action, settled) {
     const deadline = Date.now() + SETTLE_MAX_MS;
     while (!(await settled().catch(() => false))) {
       if (Date.now() > deadline) {
-        notify("Done; the history has not caught up yet — reload in a moment to see the effect.", "info");
+        notify("Done; the history has not caught up yet — the page shows the effect once it has.", "info");
         break;
       }
       await new Promise((resolve) => setTimeout(resolve, SETTLE_POLL_MS));
