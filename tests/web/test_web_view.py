@@ -11,6 +11,7 @@ import json
 import shutil
 import socket
 import subprocess
+import sys
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -278,10 +279,15 @@ def test_sign_in_when_the_gateway_checks_credentials(tmp_path: Path) -> None:
             "sign-in",
         )
         challenges = [challenge(w, scripted) for scripted in (False, True)]
+        # the inspection commands send the client commands' credentials to the REST API too
+        signed_in = weir_cli(w, "incidents", "--username", "ada", "--password", "lovelace")
+        anonymous = weir_cli(w, "incidents")
     finally:
         w.process.stop()
     # a plain client is told how to authenticate; the page's own calls are not, so no browser dialog pops up
     assert challenges == ['Basic realm="weir"', None]
+    assert (signed_in.returncode, signed_in.stdout) == (0, "No open incidents.\n"), signed_in.stderr
+    assert anonymous.returncode == 1 and "answered 401" in anonymous.stderr and "credentials" in anonymous.stderr
     assert seen[0]["heading"] == "Sign in"
     assert seen[2]["texts"][0] == "Sign in"
     assert seen[4]["heading"] == "Open user tasks"
@@ -298,3 +304,8 @@ def challenge(w: WebWeir, scripted: bool) -> str | None:
         urllib.request.urlopen(request, timeout=10)
     assert refused.value.code == 401
     return refused.value.headers.get("WWW-Authenticate")
+
+
+def weir_cli(w: WebWeir, *args: str) -> subprocess.CompletedProcess[str]:
+    command = [sys.executable, "-m", "client.cli", *args, "--rest-address", w.process.rest_url]
+    return subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=60)
