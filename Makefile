@@ -54,6 +54,7 @@ BROWSER_CACHE := .cache/browser
 browser: $(BROWSER_CACHE)/.installed
 
 $(BROWSER_CACHE)/.installed:
+	@command -v npm >/dev/null || { [ "$$(id -u)" = 0 ] && apt-get update -qq && apt-get install -y -qq nodejs npm; }
 	@command -v chromium >/dev/null || { [ "$$(id -u)" = 0 ] && apt-get update -qq && apt-get install -y -qq chromium; }
 	mkdir -p $(BROWSER_CACHE)
 	cd $(BROWSER_CACHE) && npm install --no-package-lock --ignore-scripts --no-audit --no-fund --silent playwright-core@1.65.1
