@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import sqlite3
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,7 @@ from urllib.parse import urlsplit
 from exporters.history import schema
 from exporters.history.rows import Batch
 
+_CHUNK = 64  # rows per executemany: the writer releases the GIL between chunks
 _MIGRATION_LOCK = 0x5745_4952  # PostgreSQL advisory lock id held while migrating ("WEIR")
 
 
@@ -140,12 +142,12 @@ class Backend:
         """Write a batch's rows and its last position in one transaction."""
         with self.transaction() as cursor:
             for table in schema.TABLES:
-                rows = batch.rows[table.name]
-                if rows:
-                    columns = table.columns
-                    cursor.executemany(
-                        self._upserts[table.name], [tuple(row.get(c) for c in columns) for row in rows.values()]
-                    )
+                rows = list(batch.rows[table.name].values())
+                columns = table.columns
+                for start in range(0, len(rows), _CHUNK):
+                    chunk = rows[start : start + _CHUNK]
+                    cursor.executemany(self._upserts[table.name], [tuple(row.get(c) for c in columns) for row in chunk])
+                    time.sleep(0)  # let the event loop take the GIL between chunks
             p = self.placeholder
             if batch.incident_instances:
                 sql = _INSTANCE_INCIDENT_FLAG.format(p=p)

@@ -18,9 +18,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
-import queue
 import threading
 import time
+from collections import deque
 from collections.abc import Mapping
 from typing import Any
 
@@ -28,7 +28,7 @@ from broker.protocol.enums import RecordType
 from broker.protocol.record import Record
 from exporters.api import Context, Controller, Exporter, ExporterConfigurationError, RecordFilter, reject_unknown_keys
 from exporters.history.backends import Backend, HistoryUrlError, check_url, open_backend
-from exporters.history.rows import HISTORY_VALUE_TYPES, Batch
+from exporters.history.rows import HISTORY_VALUE_TYPES, Batch, changes_history
 
 _DEFAULTS: dict[str, Any] = {
     "url": None,
@@ -39,8 +39,49 @@ _DEFAULTS: dict[str, Any] = {
     "retentionCheckInterval": 3600.0,
     "retryMaxDelay": 5.0,
 }
-_STOP = object()
 _DAY_MS = 86_400_000
+# Records folded between two voluntary releases of the GIL: the writer is Python too, and an event loop waiting for
+# the GIL behind a busy thread would otherwise wait a whole switch interval each time.
+_CHUNK = 32
+
+
+class _Handoff:
+    """The bounded hand-off from the event loop to the writer thread.
+
+    One producer, one consumer: deque appends and pops are atomic, so a put costs the event loop an append (no
+    lock); the writer sleeps on an event when there is nothing to take.
+    """
+
+    def __init__(self, capacity: int) -> None:
+        self.items: deque[Record] = deque()
+        self.capacity = capacity
+        self.ready = threading.Event()
+        self.closed = False
+
+    def full(self) -> bool:
+        return len(self.items) >= self.capacity
+
+    def put(self, record: Record) -> None:
+        self.items.append(record)
+        if not self.ready.is_set():
+            self.ready.set()
+
+    def close(self) -> None:
+        """Wake the writer for good: from now on ``take`` never waits."""
+        self.closed = True
+        self.ready.set()
+
+    def take(self, at_most: int, timeout_s: float) -> list[Record]:
+        """Up to ``at_most`` records, waiting up to ``timeout_s`` for the first one."""
+        items = self.items
+        if not items:
+            self.ready.clear()
+            if not items and not self.closed:
+                self.ready.wait(max(0.0, timeout_s))
+        taken = []
+        while items and len(taken) < at_most:
+            taken.append(items.popleft())
+        return taken
 
 
 class HistoryExporter(Exporter):
@@ -69,12 +110,15 @@ class HistoryExporter(Exporter):
         self._clock = context.clock
         context.set_filter(RecordFilter(frozenset({RecordType.EVENT}), HISTORY_VALUE_TYPES))
         self._backend: Backend | None = None
-        self._queue: queue.Queue[Any] = queue.Queue(self.queue_size)
+        self._handoff = _Handoff(self.queue_size)
         self._thread: threading.Thread | None = None
         self._stopping = threading.Event()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._room = asyncio.Event()
         self._stored_position = 0  # the database's position at open: records up to it are already written
+        self._last_seen = 0  # the last position offered to export
+        self._last_enqueued = 0  # the last position handed to the writer
+        self._acknowledged = 0  # the last position acknowledged to the director
         self.written_position = 0  # the last position the writer committed
         self._generation = 0
 
@@ -89,9 +133,10 @@ class HistoryExporter(Exporter):
             raise
         self._backend = backend
         self.written_position = self._stored_position
+        self._last_seen = self._last_enqueued = self._acknowledged = self._stored_position
         self._generation += 1
         self._stopping.clear()
-        self._queue = queue.Queue(self.queue_size)
+        self._handoff = _Handoff(self.queue_size)
         self._room = asyncio.Event()
         self._thread = threading.Thread(
             target=self._write_loop,
@@ -102,21 +147,28 @@ class HistoryExporter(Exporter):
         self._thread.start()
 
     def export(self, record: Record) -> Any:
-        if record.position <= self._stored_position:
-            self.controller.update_last_exported_position(record.position)  # written before the last restart
+        position = record.position
+        if position <= self._stored_position:
+            self.controller.update_last_exported_position(position)  # written before the last restart
             return None
-        try:
-            self._queue.put_nowait(record)
-        except queue.Full:
+        self._last_seen = position
+        if not changes_history(record):
+            # Nothing to write: acknowledged at once when nothing is in flight, else with the batch before it.
+            if self._acknowledged >= self._last_enqueued:
+                self._acknowledged = position
+                self.controller.update_last_exported_position(position)
+            return None
+        self._last_enqueued = position
+        if self._handoff.full():
             return self._wait_for_room(record)
+        self._handoff.put(record)
         return None
 
     async def close(self) -> None:
         thread, self._thread = self._thread, None
         self._stopping.set()
         if thread is not None:
-            with contextlib.suppress(queue.Full):
-                self._queue.put_nowait(_STOP)
+            self._handoff.close()
             await asyncio.get_running_loop().run_in_executor(None, thread.join, 30)
         self._generation += 1  # acknowledgements still on their way belong to a closed run
         if self._backend is not None:
@@ -134,17 +186,19 @@ class HistoryExporter(Exporter):
         return backend.exported_position(self.partition_id)
 
     async def _wait_for_room(self, record: Record) -> None:
-        while True:
+        while self._handoff.full():
             self._room.clear()
-            try:
-                self._queue.put_nowait(record)
-                return
-            except queue.Full:
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._room.wait(), 0.1)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._room.wait(), 0.1)
+        self._handoff.put(record)
 
     def _acknowledge(self, position: int, generation: int) -> None:
-        if generation == self._generation:
+        if generation != self._generation:
+            return
+        if position >= self._last_enqueued:
+            position = self._last_seen  # records after the batch's last one that needed no writing
+        if position > self._acknowledged:
+            self._acknowledged = position
             self.controller.update_last_exported_position(position)
 
     # -- the writer thread ---------------------------------------------------------------------------------------
@@ -169,27 +223,19 @@ class HistoryExporter(Exporter):
     def _collect(self, idle_timeout_s: float) -> tuple[Batch, bool]:
         """The next batch: waits up to ``idle_timeout_s`` for a first record, then up to ``flushDelay`` for more."""
         batch = Batch()
-        try:
-            item = self._queue.get(timeout=max(0.001, idle_timeout_s))
-        except queue.Empty:
+        records = self._handoff.take(self.batch_size, idle_timeout_s)
+        if not records:
             return batch, self._stopping.is_set()
         deadline = time.monotonic() + self.flush_delay_s
         while True:
-            if item is _STOP:
-                return batch, True
-            batch.add(item)
-            if len(batch) >= self.batch_size:
+            for n, record in enumerate(records, 1):
+                batch.add(record)
+                if n % _CHUNK == 0:
+                    time.sleep(0)  # hand the GIL to the event loop now rather than at the next 5 ms switch
+            remaining = deadline - time.monotonic()
+            if len(batch) >= self.batch_size or remaining <= 0 or self._stopping.is_set():
                 break
-            try:
-                item = self._queue.get_nowait()
-            except queue.Empty:
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    break
-                try:
-                    item = self._queue.get(timeout=remaining)
-                except queue.Empty:
-                    break
+            records = self._handoff.take(self.batch_size - len(batch), remaining)
         self._signal_room()
         return batch, False
 

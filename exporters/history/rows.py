@@ -77,14 +77,47 @@ HISTORY_VALUE_TYPES = frozenset(
 )
 
 
+# The events each value type contributes to the history (None: all of them); the rest change no row.
+_KEPT_EVENTS: dict[ValueType, frozenset[str] | None] = {
+    ValueType.PROCESS: frozenset({"CREATED"}),
+    ValueType.PROCESS_INSTANCE: frozenset({"ELEMENT_ACTIVATING", "ELEMENT_COMPLETED", "ELEMENT_TERMINATED"}),
+    ValueType.VARIABLE: frozenset({"CREATED", "UPDATED", "MIGRATED"}),
+    ValueType.INCIDENT: frozenset({"CREATED", "RESOLVED"}),
+    ValueType.JOB: None,
+    ValueType.JOB_BATCH: frozenset({"ACTIVATED"}),
+    ValueType.USER_TASK: None,
+    ValueType.DECISION_EVALUATION: frozenset({"EVALUATED", "FAILED"}),
+}
+_NAMES: dict[tuple[int, int], str] = {}
+_KEPT: dict[tuple[int, int, int], bool] = {}
+
+
 def intent_name(record: Record) -> str:
-    if record.value_type == ValueType.USER_TASK:
+    """The record's intent name (cached per value type and code: records are many, intents few)."""
+    code = (record.value_type, record.intent)
+    name = _NAMES.get(code)
+    if name is None:
         try:
-            return record.intent_enum.name
+            name = record.intent_enum.name
         except ValueError:
-            code = record.intent
-            return _USER_TASK_INTENTS[code] if 0 <= code < len(_USER_TASK_INTENTS) else ""
-    return record.intent_enum.name
+            known = record.value_type == ValueType.USER_TASK and 0 <= record.intent < len(_USER_TASK_INTENTS)
+            name = _USER_TASK_INTENTS[record.intent] if known else ""
+        _NAMES[code] = name
+    return name
+
+
+def changes_history(record: Record) -> bool:
+    """Whether the record changes a history row (most lifecycle events, e.g. ELEMENT_ACTIVATED, do not)."""
+    code = (record.record_type, record.value_type, record.intent)
+    kept = _KEPT.get(code)
+    if kept is None:
+        if record.record_type != RecordType.EVENT or record.value_type not in _KEPT_EVENTS:
+            kept = False
+        else:
+            events = _KEPT_EVENTS[ValueType(record.value_type)]
+            kept = events is None or intent_name(record) in events
+        _KEPT[code] = kept
+    return kept
 
 
 def _key(value: Mapping[str, Any], name: str) -> int | None:

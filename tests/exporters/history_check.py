@@ -27,6 +27,7 @@ class History:
     variables: dict[int, tuple[str, Any, int, int]] = field(default_factory=dict)  # key → (name, value, scope, pi)
     incidents: dict[int, tuple[int, str]] = field(default_factory=dict)  # key → (instance, state)
     jobs: dict[int, str] = field(default_factory=dict)  # key → last job event
+    workers: dict[int, str] = field(default_factory=dict)  # job key → the worker that activated it last
     decisions: set[int] = field(default_factory=set)  # decision evaluation keys
 
 
@@ -59,6 +60,9 @@ def expected_history(records: Iterable[Record]) -> History:
             h.incidents[r.key] = (v["processInstanceKey"], "ACTIVE" if intent == "CREATED" else "RESOLVED")
         elif r.value_type == ValueType.JOB:
             h.jobs[r.key] = intent
+        elif r.value_type == ValueType.JOB_BATCH and intent == "ACTIVATED":
+            for key in v["jobKeys"]:
+                h.workers[key] = v["worker"]
         elif r.value_type == ValueType.DECISION_EVALUATION and intent in ("EVALUATED", "FAILED"):
             h.decisions.add(r.key)
     return h
@@ -90,6 +94,7 @@ def stored_history(url: str) -> History:
         k: (pi, s) for k, pi, s in query(url, "SELECT incident_key, process_instance_key, state FROM incidents")
     }
     h.jobs = dict(query(url, "SELECT job_key, state FROM jobs"))
+    h.workers = dict(query(url, "SELECT job_key, worker FROM jobs WHERE worker IS NOT NULL"))
     h.decisions = {k for (k,) in query(url, "SELECT DISTINCT decision_evaluation_key FROM decision_instances")}
     return h
 
@@ -108,6 +113,7 @@ def assert_history_matches(url: str, records: list[Record]) -> History:
     assert stored.variables == expected.variables
     assert stored.incidents == expected.incidents
     assert stored.jobs == {k: _JOB_STATE_OF_EVENT.get(s, s) for k, s in expected.jobs.items()}
+    assert stored.workers == expected.workers
     assert stored.decisions == expected.decisions
     active_with_incident = {pi for pi, state in expected.incidents.values() if state == "ACTIVE"}
     flagged = {k for (k,) in query(url, "SELECT process_instance_key FROM process_instances WHERE has_incident = 1")}

@@ -108,10 +108,10 @@ async def test_a_postgresql_outage_holds_the_exporter_back_and_loses_nothing(
     own_postgres.stop()
     d.notify_committed(last)
     # The writer holds one batch, the queue fills up, and export waits: the director offers nothing more.
-    await eventually(lambda: exporter._queue.full(), timeout=10, what="the queue to fill up")
+    await eventually(lambda: exporter._handoff.full(), timeout=10, what="the queue to fill up")
     await asyncio.sleep(0.5)
     acked = d.positions()["history"]
-    assert acked < last and exporter._queue.qsize() == 8
+    assert acked < last and len(exporter._handoff.items) == 8
     offered = d.containers["history"]._last_offered
     assert offered < last, "back-pressure: records stay in the log, not in memory"
     await asyncio.to_thread(own_postgres.start)
