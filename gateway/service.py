@@ -33,7 +33,6 @@ from broker.protocol.enums import (
     ProcessInstanceCreationIntent,
     ProcessInstanceIntent,
     RecordType,
-    RejectionType,
     ResourceDeletionIntent,
     SignalIntent,
     ValueType,
@@ -46,6 +45,7 @@ from broker.stream.partition import BackpressureError, PartitionUnavailableError
 from gateway.api import gateway_pb2 as pb
 from gateway.api import gateway_pb2_grpc as pb_grpc
 from gateway.broker_client import BrokerClient
+from gateway.rejections import REJECTION_STATUS
 
 log = logging.getLogger("weir.gateway")
 
@@ -59,14 +59,6 @@ VERSION = "8.5.0-weir"
 #: what a reading worker ever has waiting (a refused push is not offered to another stream later), and
 #: WEIR_MAX_PENDING_PUSHES sets it.
 MAX_PENDING_PUSHES = int(os.environ.get("WEIR_MAX_PENDING_PUSHES", "1024"))
-
-REJECTION_STATUS = {
-    RejectionType.INVALID_ARGUMENT: grpc.StatusCode.INVALID_ARGUMENT,
-    RejectionType.NOT_FOUND: grpc.StatusCode.NOT_FOUND,
-    RejectionType.ALREADY_EXISTS: grpc.StatusCode.ALREADY_EXISTS,
-    RejectionType.INVALID_STATE: grpc.StatusCode.FAILED_PRECONDITION,
-    RejectionType.PROCESSING_ERROR: grpc.StatusCode.INTERNAL,
-}
 
 
 class _Abort(Exception):

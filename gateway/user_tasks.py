@@ -20,7 +20,7 @@ from broker.protocol.keys import partition_of
 from broker.protocol.record import Record
 from broker.stream.partition import BackpressureError, PartitionUnavailableError
 from gateway.broker_client import BrokerClient
-from gateway.service import REJECTION_STATUS
+from gateway.rejections import REJECTION_STATUS
 
 #: How long a command may wait for its answer (the task's listeners run before it), in seconds.
 REQUEST_TIMEOUT_S = 30.0
