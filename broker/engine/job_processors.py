@@ -231,12 +231,20 @@ def fail(ctx: ProcessingContext, cmd: Record) -> None:
             b.job_became_activatable(ctx, cmd.key, value)
     elif inst is not None:
         message = value["errorMessage"] or "No more retries left."
-        b.raise_incident(ctx, inst, "JOB_NO_RETRIES", message, job_key=cmd.key)
+        error_type = "TASK_LISTENER_NO_RETRIES" if value.get("jobKind") == "TASK_LISTENER" else "JOB_NO_RETRIES"
+        b.raise_incident(ctx, inst, error_type, message, job_key=cmd.key)
 
 
 def throw_error(ctx: ProcessingContext, cmd: Record) -> None:
     job = _job_or_reject(ctx, cmd, "throw an error for", _ACTIVE)
     if job is None:
+        return
+    if job["value"].get("jobKind") == "TASK_LISTENER":
+        ctx.reject(
+            RejectionType.INVALID_ARGUMENT,
+            f"Expected to throw an error for job with key '{cmd.key}', but it is a task listener's job: a task "
+            "listener cannot throw BPMN errors; complete it (denying if need be) or fail it",
+        )
         return
     v = cmd.value
     code = v.get("errorCode", "")
@@ -361,6 +369,8 @@ def resolve_incident(ctx: ProcessingContext, cmd: Record) -> None:
         return
     inst = ctx.state.elements.get(incident["elementInstanceKey"])
     if inst is None:
+        return
+    if user_tasks.resume(ctx, inst):
         return
     pi = ProcessInstanceIntent
     if inst.state == pi.ELEMENT_ACTIVATING:

@@ -214,6 +214,17 @@ def proceed(ctx: ProcessingContext, key: int) -> None:
     _finish(ctx, key, entry)
 
 
+def resume(ctx: ProcessingContext, inst: ElementInstance) -> bool:
+    """An incident of the element was resolved: a transition it stopped (a listener's job could not be created)
+    goes on. False when the element has no task in such a transition (creation resumes by activating again)."""
+    key = ctx.state.user_tasks.for_element(inst.key)
+    entry = ctx.state.user_tasks.get(key) if key is not None else None
+    if key is None or entry is None or entry["transition"] is None or entry["state"] == S.CREATING:
+        return False
+    proceed(ctx, key)
+    return True
+
+
 def listeners_of(ctx: ProcessingContext, entry: dict[str, Any]) -> list[bpmn.TaskListener]:
     value = entry["value"]
     process = b.services(ctx).models.get(value["processDefinitionKey"])
@@ -317,6 +328,7 @@ def cancel(ctx: ProcessingContext, inst: ElementInstance) -> bool:
     if entry["state"] == S.CANCELING:
         return True
     b.cancel_job(ctx, inst)  # a listener of the interrupted transition
+    b.resolve_incidents_of(ctx, inst)  # ... and what stopped it: the task is going away
     request = ctx.state.async_requests.get(inst.key)
     if request is not None:
         _refuse(ctx, request, key, entry["value"], f"the user task with key '{key}' was canceled")
