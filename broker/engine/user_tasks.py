@@ -286,8 +286,9 @@ def _finish(ctx: ProcessingContext, key: int, entry: dict[str, Any]) -> None:
     state = entry["state"]
     value = entry["transition"]["value"]
     end = _TRANSITIONS[state][1]
+    assignee = value["assignee"]  # at creation: the modelled one (or a creating listener's correction)
     if state == S.CREATING:
-        value = {**value, "assignee": ""}  # the modelled assignee is assigned next, through its own transition
+        value = {**value, "assignee": ""}  # ... assigned next, through its own transition
     record = ctx.event(ValueType.USER_TASK, end, key, value)
     _answer(ctx, value["elementInstanceKey"], record)
     inst = ctx.state.elements.get(value["elementInstanceKey"])
@@ -295,7 +296,6 @@ def _finish(ctx: ProcessingContext, key: int, entry: dict[str, Any]) -> None:
         return
     if state == S.CREATING:
         lc.activated(ctx, inst)
-        assignee = entry.get("initialAssignee") or ""
         if assignee:
             begin(ctx, key, UT.ASSIGNING, {**value, "assignee": assignee, "changedAttributes": [ASSIGNEE]})
     elif state == S.COMPLETING:

@@ -155,8 +155,11 @@ async def test_task_listeners_run_in_order_correct_and_deny(tmp_path: Path) -> N
     accepted(await d.deploy("user-task-listeners.bpmn"))
     pi = accepted(await d.create("user-task-listeners", {"owner": "zoe"})).value["processInstanceKey"]
     assert (await eventually_task(d, pi, "CREATING"))["state"] == "CREATING"
-    accepted(await complete_listener(d, "tl-creating"))
-    await eventually_task(d, pi, "ASSIGNING")  # the modelled assignee goes through the assigning listeners
+    creating = {"correctedAttributes": ["assignee"], "corrections": {"assignee": "ida"}}
+    accepted(await complete_listener(d, "tl-creating", creating))
+    # the modelled assignee, as the creating listener corrected it, goes through the assigning listeners
+    assigning = await eventually_task(d, pi, "ASSIGNING")
+    assert assigning["transition"]["value"]["assignee"] == "ida" and assigning["value"]["assignee"] == ""
     corrections = {"assignee": "max", "priority": 80}
     result = {"denied": False, "correctedAttributes": ["assignee", "priority"], "corrections": corrections}
     accepted(await complete_listener(d, "tl-assigning", result))
@@ -196,6 +199,7 @@ async def test_task_listeners_run_in_order_correct_and_deny(tmp_path: Path) -> N
     await d.close()
     assert user_task_records(d.directory, key) == [
         "CREATING",
+        "CORRECTED",
         "CREATED",
         "ASSIGNING",
         "CORRECTED",
