@@ -128,10 +128,6 @@ def _check_tenants(tenant_ids: Any) -> None:
         _check_tenant(t)
 
 
-_JOB_KINDS = dict(pb.ActivatedJob.JobKind.items())
-_LISTENER_EVENT_TYPES = dict(pb.ActivatedJob.ListenerEventType.items())
-
-
 def activated_job(key: int, job: dict) -> pb.ActivatedJob:
     return pb.ActivatedJob(
         key=key,
@@ -148,8 +144,8 @@ def activated_job(key: int, job: dict) -> pb.ActivatedJob:
         deadline=job["deadline"],
         variables=_dumps(job.get("variables") or {}),
         tenantId=TENANT,
-        kind=_JOB_KINDS[job.get("jobKind") or "BPMN_ELEMENT"],
-        listenerEventType=_LISTENER_EVENT_TYPES[job.get("jobListenerEventType") or "UNSPECIFIED"],
+        kind=pb.ActivatedJob.JobKind.Value(job.get("jobKind") or "BPMN_ELEMENT"),
+        listenerEventType=pb.ActivatedJob.ListenerEventType.Value(job.get("jobListenerEventType") or "UNSPECIFIED"),
         userTask=_user_task_properties(job["userTask"]) if job.get("userTask") else None,
     )
 

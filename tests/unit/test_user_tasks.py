@@ -257,7 +257,7 @@ async def test_incidents_stop_a_transition_and_resolving_them_resumes_it(tmp_pat
     accepted(await d.resolve(key))
     (job,) = await d.activate("tl-feel-assigning")
     thrown = await d.throw_error(job, "E")
-    assert thrown.rejection_type == RejectionType.INVALID_ARGUMENT and "task listener" in thrown.rejection_reason
+    assert thrown.rejection_type == RejectionType.INVALID_STATE and "TASK_LISTENER" in thrown.rejection_reason
     accepted(await d.complete(job))
     assigned = await asyncio.wait_for(assignment, 5)
     assert assigned.intent == UT.ASSIGNED and assigned.value["assignee"] == "ann"
