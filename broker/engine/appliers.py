@@ -488,7 +488,6 @@ class EventAppliers:
                 "state": UserTaskState.CREATING,
                 "value": {**v, "assignee": ""},
                 "transition": {"value": v, "listener": 0},
-                "initialAssignee": v.get("assignee") or "",
             },
         )
 

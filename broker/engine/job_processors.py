@@ -17,6 +17,7 @@ from broker.protocol.enums import (
     IncidentIntent,
     JobBatchIntent,
     JobIntent,
+    JobKind,
     ProcessInstanceIntent,
     RejectionType,
     ValueType,
@@ -68,6 +69,14 @@ def _job_or_reject(ctx: ProcessingContext, cmd: Record, action: str, allowed: tu
 
 
 _ACTIVE = (JobState.ACTIVATABLE, JobState.ACTIVATED)
+
+# The incident a job out of retries raises, by job kind (as Zeebe's); JOB_NO_RETRIES for the others.
+_NO_RETRIES = {
+    JobKind.EXECUTION_LISTENER: "EXECUTION_LISTENER_NO_RETRIES",
+    JobKind.TASK_LISTENER: "TASK_LISTENER_NO_RETRIES",
+}
+# The job kinds a worker may throw a BPMN error from (as Zeebe's).
+_MAY_THROW_ERRORS = frozenset({JobKind.BPMN_ELEMENT, JobKind.AD_HOC_SUB_PROCESS})
 
 
 def activation_request(
@@ -158,7 +167,7 @@ def complete(ctx: ProcessingContext, cmd: Record) -> None:
         return
     value = dict(job["value"])
     variables = cmd.value.get("variables") or {}
-    if value.get("jobKind") == "TASK_LISTENER":
+    if value.get("jobKind") == JobKind.TASK_LISTENER:
         _complete_task_listener(ctx, cmd, value, variables)
         return
     value["variables"] = variables
@@ -231,12 +240,21 @@ def fail(ctx: ProcessingContext, cmd: Record) -> None:
             b.job_became_activatable(ctx, cmd.key, value)
     elif inst is not None:
         message = value["errorMessage"] or "No more retries left."
-        b.raise_incident(ctx, inst, "JOB_NO_RETRIES", message, job_key=cmd.key)
+        error_type = _NO_RETRIES.get(value.get("jobKind", JobKind.BPMN_ELEMENT), "JOB_NO_RETRIES")
+        b.raise_incident(ctx, inst, error_type, message, job_key=cmd.key)
 
 
 def throw_error(ctx: ProcessingContext, cmd: Record) -> None:
     job = _job_or_reject(ctx, cmd, "throw an error for", _ACTIVE)
     if job is None:
+        return
+    kind = job["value"].get("jobKind", JobKind.BPMN_ELEMENT)
+    if kind not in _MAY_THROW_ERRORS:  # a listener runs while its element is not active: nothing could catch it
+        ctx.reject(
+            RejectionType.INVALID_STATE,
+            f"Cannot throw BPMN error from {kind} job with key '{cmd.key}', type '{job['value']['type']}' and "
+            f"processInstanceKey '{job['value']['processInstanceKey']}'",
+        )
         return
     v = cmd.value
     code = v.get("errorCode", "")
@@ -361,6 +379,8 @@ def resolve_incident(ctx: ProcessingContext, cmd: Record) -> None:
         return
     inst = ctx.state.elements.get(incident["elementInstanceKey"])
     if inst is None:
+        return
+    if user_tasks.resume(ctx, inst):
         return
     pi = ProcessInstanceIntent
     if inst.state == pi.ELEMENT_ACTIVATING:

@@ -214,6 +214,17 @@ def proceed(ctx: ProcessingContext, key: int) -> None:
     _finish(ctx, key, entry)
 
 
+def resume(ctx: ProcessingContext, inst: ElementInstance) -> bool:
+    """An incident of the element was resolved: a transition it stopped (a listener's job could not be created)
+    goes on. False when the element has no task in such a transition (creation resumes by activating again)."""
+    key = ctx.state.user_tasks.for_element(inst.key)
+    entry = ctx.state.user_tasks.get(key) if key is not None else None
+    if key is None or entry is None or entry["transition"] is None or entry["state"] == S.CREATING:
+        return False
+    proceed(ctx, key)
+    return True
+
+
 def listeners_of(ctx: ProcessingContext, entry: dict[str, Any]) -> list[bpmn.TaskListener]:
     value = entry["value"]
     process = b.services(ctx).models.get(value["processDefinitionKey"])
@@ -275,8 +286,9 @@ def _finish(ctx: ProcessingContext, key: int, entry: dict[str, Any]) -> None:
     state = entry["state"]
     value = entry["transition"]["value"]
     end = _TRANSITIONS[state][1]
+    assignee = value["assignee"]  # at creation: the modelled one (or a creating listener's correction)
     if state == S.CREATING:
-        value = {**value, "assignee": ""}  # the modelled assignee is assigned next, through its own transition
+        value = {**value, "assignee": ""}  # ... assigned next, through its own transition
     record = ctx.event(ValueType.USER_TASK, end, key, value)
     _answer(ctx, value["elementInstanceKey"], record)
     inst = ctx.state.elements.get(value["elementInstanceKey"])
@@ -284,7 +296,6 @@ def _finish(ctx: ProcessingContext, key: int, entry: dict[str, Any]) -> None:
         return
     if state == S.CREATING:
         lc.activated(ctx, inst)
-        assignee = entry.get("initialAssignee") or ""
         if assignee:
             begin(ctx, key, UT.ASSIGNING, {**value, "assignee": assignee, "changedAttributes": [ASSIGNEE]})
     elif state == S.COMPLETING:
@@ -317,6 +328,7 @@ def cancel(ctx: ProcessingContext, inst: ElementInstance) -> bool:
     if entry["state"] == S.CANCELING:
         return True
     b.cancel_job(ctx, inst)  # a listener of the interrupted transition
+    b.resolve_incidents_of(ctx, inst)  # ... and what stopped it: the task is going away
     request = ctx.state.async_requests.get(inst.key)
     if request is not None:
         _refuse(ctx, request, key, entry["value"], f"the user task with key '{key}' was canceled")

@@ -779,3 +779,25 @@ class BpmnEventType(StrEnum):
     TERMINATE = "TERMINATE"
     TIMER = "TIMER"
     COMPENSATION = "COMPENSATION"
+
+
+class JobKind(StrEnum):
+    """What a job is for (the JOB record's ``jobKind``): the element's own work, or one of its listeners."""
+
+    BPMN_ELEMENT = "BPMN_ELEMENT"
+    EXECUTION_LISTENER = "EXECUTION_LISTENER"
+    TASK_LISTENER = "TASK_LISTENER"
+    AD_HOC_SUB_PROCESS = "AD_HOC_SUB_PROCESS"
+
+
+class JobListenerEventType(StrEnum):
+    """When a listener job runs (the JOB record's ``jobListenerEventType``); UNSPECIFIED for other jobs."""
+
+    UNSPECIFIED = "UNSPECIFIED"
+    START = "START"
+    END = "END"
+    CREATING = "CREATING"
+    ASSIGNING = "ASSIGNING"
+    UPDATING = "UPDATING"
+    COMPLETING = "COMPLETING"
+    CANCELING = "CANCELING"

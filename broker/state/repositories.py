@@ -453,9 +453,9 @@ class KeyedBlobState(_Repository):
 class UserTaskState(_Repository):
     """Native user tasks by key, findable by their element instance.
 
-    An entry is ``{"state": lifecycle state, "value": the task as last settled, "transition": None or the value a
-    command is moving it to (with listener corrections) and "listener": how many of its listeners completed,
-    "initialAssignee": the modelled assignee, applied once the task is created}``.
+    An entry is ``{"state": lifecycle state, "value": the task as last settled, "transition": None or {"value": what
+    the transition moves it to (with listener corrections; at creation, with the modelled assignee, assigned once the
+    task is created), "listener": how many of the transition's listeners completed}}``.
     """
 
     CREATING = "CREATING"

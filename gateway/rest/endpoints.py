@@ -32,7 +32,6 @@ class Endpoint:
     #: Problem statuses this endpoint may answer besides the ones every endpoint may (400, 401, 500, 503).
     errors: tuple[int, ...] = ()
     content_type: str = "application/json"
-    authenticated: bool = True
     description: str = ""
 
 

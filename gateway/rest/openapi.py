@@ -81,7 +81,7 @@ def _operation(endpoint: Endpoint, auth_methods: list[str]) -> dict[str, Any]:
                 "content": {endpoint.content_type: {"schema": schema}},
             }
     errors = set(COMMON_ERRORS) | set(endpoint.errors)
-    if not endpoint.authenticated or not auth_methods:
+    if not auth_methods:
         errors.discard(401)
     for status in sorted(errors):
         responses[str(status)] = {
@@ -89,8 +89,6 @@ def _operation(endpoint: Endpoint, auth_methods: list[str]) -> dict[str, Any]:
             "content": {problems.CONTENT_TYPE: {"schema": {"$ref": "#/components/schemas/ProblemDetail"}}},
         }
     operation["responses"] = responses
-    if not endpoint.authenticated:
-        operation["security"] = []
     return operation
 
 

@@ -16,6 +16,7 @@ from typing import Any
 
 from aiohttp import web
 
+from broker import monitoring
 from gateway.auth import Authenticator, GatewaySecurity, Unauthenticated
 from gateway.commands import CommandError, GatewayCommands
 from gateway.rest import openapi, problems
@@ -73,7 +74,7 @@ class RestServer:
 
     def application(self) -> web.Application:
         app = web.Application(
-            middlewares=[self._problems, self._authenticate],
+            middlewares=[self._count, self._problems, self._authenticate],
             client_max_size=self.config.max_request_bytes + 64 * 1024,
             handler_args={"max_field_size": 16 * 1024},
         )
@@ -126,6 +127,16 @@ class RestServer:
         return context
 
     # -- middlewares -----------------------------------------------------------------------------------------
+
+    @web.middleware
+    async def _count(self, request: web.Request, handler: Any) -> web.StreamResponse:
+        """Requests by route template (not path: keys would make a label per request) and status, for /metrics."""
+        response = await handler(request)
+        if request.path.startswith("/v2"):
+            resource = request.match_info.route.resource
+            route = f"{request.method} {resource.canonical}" if resource is not None else "unmatched"
+            monitoring.REST_REQUESTS.labels(route, str(response.status)).inc()
+        return response
 
     @web.middleware
     async def _problems(self, request: web.Request, handler: Any) -> web.StreamResponse:

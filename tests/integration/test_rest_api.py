@@ -554,3 +554,13 @@ def test_a_rest_port_in_use_stops_start_up_with_a_clear_message(weir: WeirProces
     code = other.proc.wait(timeout=60)
     assert code == 1
     assert f"could not bind the REST API to 127.0.0.1:{weir.rest_port}" in other.log()
+
+
+async def test_requests_are_counted_by_route_and_status(http: aiohttp.ClientSession, weir: WeirProcess) -> None:
+    await call(http, "GET", "/v2/topology")
+    assert_problem(await call(http, "POST", "/v2/jobs/2251799813685999/completion"), 404)
+    status, metrics = weir.probe("/metrics")
+    assert status == 200
+    text = metrics["text"]
+    assert 'weir_gateway_rest_requests_total{route="GET /v2/topology",status="200"}' in text
+    assert 'weir_gateway_rest_requests_total{route="POST /v2/jobs/{jobKey}/completion",status="404"}' in text

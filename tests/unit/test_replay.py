@@ -98,11 +98,12 @@ FIXTURES = [
     "compensation-event-subprocess.bpmn",
     "user-task-native.bpmn",
     "user-task-listeners.bpmn",
+    "user-task-listener-feel.bpmn",
 ]
 # Processes that only start through events (deployed too, never created directly).
 EVENT_STARTED = ["events/signal-start.bpmn"]
-# Decisions the business rule tasks call (deployed with the processes).
-DECISIONS = ["../dmn/discount.dmn", "../dmn/greeting.dmn"]
+# Decisions the business rule tasks call and forms user tasks link (deployed with the processes).
+DECISIONS = ["../dmn/discount.dmn", "../dmn/greeting.dmn", "../forms/approval-form.form"]
 # Deployed in the middle of a run: a process a call activity was missing, and newer versions of a called process.
 DEPLOYED_LATER = ["call-missing-child.bpmn", "call-binding-child-v1b.bpmn", "call-binding-child-v2.bpmn"]
 
@@ -144,6 +145,7 @@ START_VARIABLES: dict[str, dict[str, Any]] = {
     "compensation-multi-instance": {"items": ["x", "y"]},
     "user-task-native": {"reviewers": ["ann"], "due": "2031-01-01T00:00:00Z"},
     "user-task-listeners": {"owner": "zoe"},
+    "user-task-listener-feel": {"formId": "approval-form", "creatingType": "tl-creating", "assigningType": None},
 }
 JOB_TYPES = [
     "test",

@@ -155,8 +155,11 @@ async def test_task_listeners_run_in_order_correct_and_deny(tmp_path: Path) -> N
     accepted(await d.deploy("user-task-listeners.bpmn"))
     pi = accepted(await d.create("user-task-listeners", {"owner": "zoe"})).value["processInstanceKey"]
     assert (await eventually_task(d, pi, "CREATING"))["state"] == "CREATING"
-    accepted(await complete_listener(d, "tl-creating"))
-    await eventually_task(d, pi, "ASSIGNING")  # the modelled assignee goes through the assigning listeners
+    creating = {"correctedAttributes": ["assignee"], "corrections": {"assignee": "ida"}}
+    accepted(await complete_listener(d, "tl-creating", creating))
+    # the modelled assignee, as the creating listener corrected it, goes through the assigning listeners
+    assigning = await eventually_task(d, pi, "ASSIGNING")
+    assert assigning["transition"]["value"]["assignee"] == "ida" and assigning["value"]["assignee"] == ""
     corrections = {"assignee": "max", "priority": 80}
     result = {"denied": False, "correctedAttributes": ["assignee", "priority"], "corrections": corrections}
     accepted(await complete_listener(d, "tl-assigning", result))
@@ -196,6 +199,7 @@ async def test_task_listeners_run_in_order_correct_and_deny(tmp_path: Path) -> N
     await d.close()
     assert user_task_records(d.directory, key) == [
         "CREATING",
+        "CORRECTED",
         "CREATED",
         "ASSIGNING",
         "CORRECTED",
@@ -205,4 +209,58 @@ async def test_task_listeners_run_in_order_correct_and_deny(tmp_path: Path) -> N
         "CANCELING",
         "CANCELED",
     ]
+    check_replay_equals_live(d.directory, tmp_path)
+
+
+async def wait_incident(d: Driver, error_type: str) -> tuple[int, dict[str, Any]]:
+    for _ in range(500):
+        found = [(key, i) for key, i in d.incidents() if i["errorType"] == error_type]
+        if found:
+            return found[0]
+        await asyncio.sleep(0.01)
+    raise AssertionError(f"no {error_type} incident: {d.incidents()}")
+
+
+async def test_incidents_stop_a_transition_and_resolving_them_resumes_it(tmp_path: Path) -> None:
+    """A missing form, a listener out of retries and a listener type that is no string each raise an incident on
+    the element; once resolved, the creation or the transition goes on where it stopped."""
+    d = Driver(tmp_path / "p" / "1")
+    d.open()
+    accepted(await d.deploy("user-task-listener-feel.bpmn"))
+    variables = {"formId": "approval-form", "creatingType": "tl-feel-creating", "assigningType": None}
+    pi = accepted(await d.create("user-task-listener-feel", variables)).value["processInstanceKey"]
+    key, incident = await wait_incident(d, "FORM_NOT_FOUND")
+    assert "approval-form" in incident["errorMessage"] and task_of(d, pi) is None
+    form = {"resourceName": "approval.form", "resource": b'{"id": "approval-form", "components": []}'}
+    deployed = accepted(await d.send(ValueType.DEPLOYMENT, 0, {"resources": [form]}))  # DeploymentIntent.CREATE
+    form_key = deployed.value["formMetadata"][0]["formKey"]
+    accepted(await d.resolve(key))
+
+    # the creating listener (retries="1", from the older event type name "create") fails: an incident of its own
+    (job,) = await d.activate("tl-feel-creating")
+    accepted(await d.fail(job, retries=0))
+    key, incident = await wait_incident(d, "TASK_LISTENER_NO_RETRIES")
+    assert incident["jobKey"] == job
+    accepted(await d.update_retries(job, 1))
+    accepted(await d.resolve(key))
+    (job,) = await d.activate("tl-feel-creating")
+    accepted(await d.complete(job))
+    entry = await eventually_task(d, pi, "CREATED")
+    task_key = entry["value"]["userTaskKey"]
+    assert entry["value"]["formKey"] == form_key
+
+    # assigning: the listener's type is null, so the transition stops until the variable is set
+    assignment = asyncio.create_task(command(d, UT.ASSIGN, task_key, assignee="ann"))
+    key, incident = await wait_incident(d, "EXTRACT_VALUE_ERROR")
+    assert (await eventually_task(d, pi, "ASSIGNING"))["state"] == "ASSIGNING"
+    accepted(await d.set_variables(pi, {"assigningType": "tl-feel-assigning"}))
+    accepted(await d.resolve(key))
+    (job,) = await d.activate("tl-feel-assigning")
+    thrown = await d.throw_error(job, "E")
+    assert thrown.rejection_type == RejectionType.INVALID_STATE and "TASK_LISTENER" in thrown.rejection_reason
+    accepted(await d.complete(job))
+    assigned = await asyncio.wait_for(assignment, 5)
+    assert assigned.intent == UT.ASSIGNED and assigned.value["assignee"] == "ann"
+    await d.close()
+    assert user_task_records(d.directory, task_key) == ["CREATING", "CREATED", "ASSIGNING", "ASSIGNED"]
     check_replay_equals_live(d.directory, tmp_path)

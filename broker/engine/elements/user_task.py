@@ -22,7 +22,10 @@ class UserTaskProcessor(JobTaskProcessor):
         if element.user_task is None or not element.user_task.native:
             super().on_activate(ctx, process, element, inst)
             return
-        if lc.prepare(ctx, process, element, inst):
+        existing = ctx.state.user_tasks.for_element(inst.key)
+        if existing is not None:  # activated again after an incident: the creation goes on
+            user_tasks.proceed(ctx, existing)
+        elif lc.prepare(ctx, process, element, inst):
             user_tasks.create(ctx, element, inst)
 
     def on_terminating(self, ctx: ProcessingContext, inst: ElementInstance) -> bool:
