@@ -190,6 +190,7 @@ class SqliteBackend(Backend):
         # WAL with synchronous=NORMAL survives a killed process; only a power loss may drop the last batches,
         # which are then exported again (the position is in the same transaction).
         connection.execute("PRAGMA synchronous=NORMAL")
+        connection.execute("PRAGMA cache_size=-32000")  # 32 MB: the indexes' working set stays in memory
         self._connection = connection
 
     def close(self) -> None:

@@ -160,6 +160,7 @@ def test_a_postgresql_history_waits_out_an_outage_and_loses_nothing(tmp_path: Pa
         assert during_outage < log_position(weir), "the exporter is held back while the database is down"
         server.start()
         wait_until_exported(weir)
+        assert (metric(weir, "weir_history_write_failures_total", partition="1") or 0) > 0
         resolve_one_incident(stub, server.url)
         wait_until_exported(weir)
         assert weir.stop() == 0
