@@ -19,6 +19,9 @@ from client.inspect_cli import RestClient
 from tests.harness import REPO, WeirProcess, eventually
 from tests.integration.clients import Stub, activate_now, create, deploy, pb
 
+# the history store trails the engine (a loaded machine exports slowly): searches wait this long for it
+HISTORY_WAIT = 30.0
+
 
 class RestWeir:
     def __init__(self, process: WeirProcess) -> None:
@@ -63,7 +66,7 @@ def in_history(w: RestWeir, entity: str, filter_: dict[str, Any], **match: Any) 
                 return item
         return None
 
-    return eventually(found, what=f"{entity} {filter_} {match} in the history")  # type: ignore[no-any-return]
+    return eventually(found, timeout=HISTORY_WAIT, what=f"{entity} {filter_} {match} in the history")  # type: ignore[no-any-return]
 
 
 def test_instances_and_one_instance(weir_rest: RestWeir, stub: Stub) -> None:

@@ -13,6 +13,7 @@
 //   {"block": "URL glob"}                            answer requests for it with 404 from now on
 //   {"api": {"method": "POST", "path": "/v2/…", "body": {}}}   call the REST API beside the page (status reported)
 //   {"waitFor": "CSS selector"}                      wait until the page shows it, without reloading
+//   {"gone": "CSS selector"}                         wait until the page no longer shows it
 // Playwright-core comes from .cache/browser (make browser); no browser is downloaded.
 
 import { createRequire } from "node:module";
@@ -61,7 +62,7 @@ try {
   const page = context.pages()[0] || (await context.newPage());
   page.on("console", (message) => report.console.push(`${message.type()}: ${message.text()}`));
   page.on("pageerror", (error) => report.console.push(`pageerror: ${error.message}`));
-  page.setDefaultTimeout(scenario.timeoutMs || 15000);
+  page.setDefaultTimeout(scenario.timeoutMs || 30000); // generous: a loaded machine exports slowly
   for (const step of scenario.steps) {
     const seen = { step };
     if (step.open !== undefined) {
@@ -108,6 +109,8 @@ try {
       }, step.api);
     } else if (step.waitFor) {
       await page.waitForSelector(step.waitFor);
+    } else if (step.gone) {
+      await page.waitForSelector(step.gone, { state: "detached" });
     } else if (step.block) {
       await page.route(step.block, (route) => route.fulfill({ status: 404, body: "" }));
     }

@@ -31,6 +31,9 @@ ARTIFACTS = Path(__file__).with_name("artifacts")
 BROWSER_MODULES = REPO / ".cache" / "browser" / "node_modules"
 CHROMIUM = "/usr/bin/chromium"
 
+# the history store trails the engine (a loaded machine exports slowly): searches wait this long for it
+HISTORY_WAIT = 30.0
+
 
 class WebWeir:
     """A ``weir start`` with its REST API (and so the web view) on a port of its own."""
@@ -88,6 +91,11 @@ def drive(web: WebWeir, steps: list[dict[str, Any]], name: str) -> list[dict[str
     return list(report["steps"])
 
 
+def assert_no_error(notice: str) -> None:
+    """The page reported no failure (at most that the history had not caught up yet when it redrew)."""
+    assert notice == "" or notice.startswith("Done; the history has not caught up yet"), notice
+
+
 def test_instance_page_highlights_the_active_element_and_retries_an_incident(web: WebWeir, stub: Stub) -> None:
     order = deploy(stub, "web-order.bpmn")
     check_stock = order.type("check-stock")
@@ -97,10 +105,12 @@ def test_instance_page_highlights_the_active_element_and_retries_an_incident(web
     waiting = create(stub, order.pid(), {"orderId": 2})
     incident = eventually(
         lambda: web.rest.search("incidents", {"processInstanceKey": str(failing), "state": "ACTIVE"}),
+        timeout=HISTORY_WAIT,
         what="the incident in the history",
     )[0]
     eventually(
         lambda: web.rest.search("element-instances", {"processInstanceKey": str(waiting), "elementId": "check-stock"}),
+        timeout=HISTORY_WAIT,
         what="the waiting instance in the history",
     )
 
@@ -120,7 +130,7 @@ def test_instance_page_highlights_the_active_element_and_retries_an_incident(web
             {"diagram": True},
             {"screenshot": "instance-incident"},
             {"click": f"button.resolve[data-incident='{incident['incidentKey']}']"},
-            {"texts": "button.resolve"},
+            {"gone": "button.resolve"},  # the page no longer offers a retry
             {"screenshot": "incident-resolved"},
         ],
         "incident",
@@ -134,8 +144,7 @@ def test_instance_page_highlights_the_active_element_and_retries_an_incident(web
     assert seen[7]["markers"]["received"] == ["weir-completed"]
     assert "ship" not in seen[7]["markers"]
     assert seen[10]["markers"]["check-stock"] == ["weir-incident"]
-    assert seen[12]["notice"] == ""
-    assert seen[13]["texts"] == []  # the page no longer offers a retry
+    assert_no_error(seen[12]["notice"])
 
     # the page gave the job a retry and resolved the incident: the job is back, and its completion moves the instance on
     assert web.rest.call("GET", f"/v2/incidents/{incident['incidentKey']}")["state"] == "RESOLVED"
@@ -144,6 +153,7 @@ def test_instance_page_highlights_the_active_element_and_retries_an_incident(web
     complete(stub, again.key)
     ship = eventually(
         lambda: web.rest.search("element-instances", {"processInstanceKey": str(failing), "elementId": "ship"}),
+        timeout=HISTORY_WAIT,
         what="the instance to reach 'Ship order'",
     )
     assert ship[0]["state"] == "ACTIVE"
@@ -155,6 +165,7 @@ def test_instance_page_follows_the_instance_live(web: WebWeir, stub: Stub) -> No
     (job,) = activate_now(stub, order.type("check-stock"), 1)
     eventually(
         lambda: web.rest.search("element-instances", {"processInstanceKey": str(key), "elementId": "check-stock"}),
+        timeout=HISTORY_WAIT,
         what="the instance in the history",
     )
     seen = drive(
@@ -181,6 +192,7 @@ def test_task_list_claims_and_completes_a_user_task(web: WebWeir, stub: Stub) ->
     instance = create(stub, approval.pid(), {"amount": 120})
     task = eventually(
         lambda: web.rest.search("user-tasks", {"processInstanceKey": str(instance), "state": "CREATED"}),
+        timeout=HISTORY_WAIT,
         what="the user task in the history",
     )[0]
     key = task["userTaskKey"]
@@ -192,8 +204,10 @@ def test_task_list_claims_and_completes_a_user_task(web: WebWeir, stub: Stub) ->
             {"auth": {"scheme": "none", "me": "ada"}},
             {"click": f"button.claim[data-task='{key}']"},
             {"click": f"button.unclaim[data-task='{key}']"},
+            {"waitFor": f"button.claim[data-task='{key}']"},
             {"texts": f"button.claim[data-task='{key}']"},
             {"click": f"button.claim[data-task='{key}']"},
+            {"waitFor": f"button.complete[data-task='{key}']"},
             {"texts": "#view td"},
             {"screenshot": "task-claimed"},
             {"fill": f"input.task-variables[data-task='{key}']", "text": '{"approved": true}'},
@@ -201,15 +215,15 @@ def test_task_list_claims_and_completes_a_user_task(web: WebWeir, stub: Stub) ->
         ],
         "tasks",
     )
-    assert seen[4]["texts"] == ["Claim"]  # given back, the task can be claimed again
-    assert "ada" in seen[6]["texts"]
-    assert seen[9]["notice"] == ""
+    assert seen[5]["texts"] == ["Claim"]  # given back, the task can be claimed again
+    assert "ada" in seen[8]["texts"]
+    assert_no_error(seen[11]["notice"])
 
     def completed() -> bool:
         state = web.rest.call("GET", f"/v2/process-instances/{instance}")["state"]
         return state == "COMPLETED"
 
-    eventually(completed, what="the instance to complete after its task")
+    eventually(completed, timeout=HISTORY_WAIT, what="the instance to complete after its task")
     approved = web.one("variables", {"processInstanceKey": str(instance), "name": "approved"})
     assert approved["value"] == "true"
     assert web.rest.call("GET", f"/v2/user-tasks/{key}")["assignee"] == "ada"
@@ -217,7 +231,11 @@ def test_task_list_claims_and_completes_a_user_task(web: WebWeir, stub: Stub) ->
 
 def test_without_the_diagram_viewer_the_page_says_how_to_install_it(web: WebWeir, stub: Stub) -> None:
     order = deploy(stub, "web-order.bpmn")
-    eventually(lambda: web.rest.search("process-definitions", {"processDefinitionId": order.pid()}), what="the process")
+    eventually(
+        lambda: web.rest.search("process-definitions", {"processDefinitionId": order.pid()}),
+        timeout=HISTORY_WAIT,
+        what="the process",
+    )
     key = order.definition_key
     seen = drive(
         web,

@@ -41,7 +41,7 @@ function notify(message, kind = "error") {
 }
 
 const SETTLE_POLL_MS = 250;
-const SETTLE_MAX_MS = 10000;
+const SETTLE_MAX_MS = 20000;
 
 /**
  * Runs an action from a button, then redraws the page once `settled()` says the history shows its effect: the
