@@ -152,6 +152,8 @@ def activated_job(key: int, job: dict) -> pb.ActivatedJob:
         deadline=job["deadline"],
         variables=_dumps(job.get("variables") or {}),
         tenantId=TENANT,
+        kind=pb.ActivatedJob.JobKind.Value(job.get("jobKind") or "BPMN_ELEMENT"),
+        listenerEventType=pb.ActivatedJob.ListenerEventType.Value(job.get("jobListenerEventType") or "UNSPECIFIED"),
     )
 
 

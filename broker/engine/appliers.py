@@ -19,6 +19,7 @@ from broker.protocol.enums import (
     IncidentIntent,
     JobBatchIntent,
     JobIntent,
+    JobKind,
     MessageIntent,
     MessageStartEventSubscriptionIntent,
     MessageSubscriptionIntent,
@@ -69,7 +70,7 @@ class EventAppliers:
             (ValueType.FORM, FormIntent.DELETED): self._form_deleted,
             (ValueType.PROCESS_INSTANCE, PI.ELEMENT_ACTIVATING): self._element_activating,
             (ValueType.PROCESS_INSTANCE, PI.ELEMENT_ACTIVATED): self._element_state,
-            (ValueType.PROCESS_INSTANCE, PI.ELEMENT_COMPLETING): self._element_state,
+            (ValueType.PROCESS_INSTANCE, PI.ELEMENT_COMPLETING): self._element_completing,
             (ValueType.PROCESS_INSTANCE, PI.ELEMENT_TERMINATING): self._element_state,
             (ValueType.PROCESS_INSTANCE, PI.ELEMENT_COMPLETED): self._element_ended,
             (ValueType.PROCESS_INSTANCE, PI.ELEMENT_TERMINATED): self._element_ended,
@@ -195,6 +196,13 @@ class EventAppliers:
         if inst is not None:
             state.elements.put(inst.with_state(r.intent))
 
+    def _element_completing(self, state: PartitionState, r: Record) -> None:
+        """COMPLETING: the end execution listeners (if any) are counted from the first again."""
+        inst = state.elements.get(r.key)
+        if inst is not None:
+            inst = inst.with_state(r.intent)
+            state.elements.put(inst.with_listener_index(0) if inst.listener_index else inst)
+
     def _element_ended(self, state: PartitionState, r: Record) -> None:
         inst = state.elements.remove(r.key)
         state.variables.remove_scope(r.key)
@@ -247,7 +255,10 @@ class EventAppliers:
         state.jobs.put(r.key, JobState.ACTIVATABLE, r.value)
         inst = state.elements.get(r.value["elementInstanceKey"])
         if inst is not None:
-            state.elements.put(inst.with_job_key(r.key))
+            inst = inst.with_job_key(r.key)
+            if r.value.get("jobKind") == JobKind.EXECUTION_LISTENER:  # the next listener runs after this one
+                inst = inst.with_listener_index(inst.listener_index + 1)
+            state.elements.put(inst)
 
     def _jobs_activated(self, state: PartitionState, r: Record) -> None:
         for key, job in zip(r.value["jobKeys"], r.value["jobs"], strict=True):
@@ -283,6 +294,11 @@ class EventAppliers:
 
     def _incident_created(self, state: PartitionState, r: Record) -> None:
         state.incidents.put(r.key, r.value)
+        if r.value.get("errorType") == "EXTRACT_VALUE_ERROR":
+            # as in Zeebe: resolving it runs the listeners of the current event type from the first again
+            inst = state.elements.get(r.value.get("elementInstanceKey", -1))
+            if inst is not None and inst.listener_index:
+                state.elements.put(inst.with_listener_index(0))
 
     def _incident_resolved(self, state: PartitionState, r: Record) -> None:
         state.incidents.remove(r.key)

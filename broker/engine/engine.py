@@ -85,6 +85,7 @@ class Engine:
             (ValueType.PROCESS_INSTANCE, pi.ACTIVATE_ELEMENT): elements.activate,
             (ValueType.PROCESS_INSTANCE, pi.COMPLETE_ELEMENT): elements.complete,
             (ValueType.PROCESS_INSTANCE, pi.TERMINATE_ELEMENT): elements.terminate,
+            (ValueType.PROCESS_INSTANCE, pi.COMPLETE_EXECUTION_LISTENER): elements.complete_execution_listener,
             (ValueType.VARIABLE_DOCUMENT, VariableDocumentIntent.UPDATE): instances.update_variables,
             (ValueType.JOB_BATCH, JobBatchIntent.ACTIVATE): jobs.activate_batch,
             (ValueType.JOB, JobIntent.COMPLETE): jobs.complete,

@@ -13,10 +13,12 @@ from typing import Any
 from broker.engine import behaviors as b
 from broker.engine import events
 from broker.engine.context import ProcessingContext
+from broker.engine.elements import execution_listeners
 from broker.protocol.enums import (
     IncidentIntent,
     JobBatchIntent,
     JobIntent,
+    JobKind,
     ProcessInstanceIntent,
     RejectionType,
     ValueType,
@@ -164,6 +166,15 @@ def complete(ctx: ProcessingContext, cmd: Record) -> None:
     inst = ctx.state.elements.get(value["elementInstanceKey"])
     if inst is None:
         return
+    if value.get("jobKind") == JobKind.EXECUTION_LISTENER:
+        execution_listeners.take_variables(ctx, inst, value, variables)
+        ctx.follow_up(
+            ValueType.PROCESS_INSTANCE,
+            ProcessInstanceIntent.COMPLETE_EXECUTION_LISTENER,
+            inst.key,
+            inst.value.to_dict(),
+        )
+        return
     process = b.services(ctx).models.get(value["processDefinitionKey"])
     element = process.element(value["elementId"])
     if variables:
@@ -205,12 +216,23 @@ def fail(ctx: ProcessingContext, cmd: Record) -> None:
             b.job_became_activatable(ctx, cmd.key, value)
     elif inst is not None:
         message = value["errorMessage"] or "No more retries left."
-        b.raise_incident(ctx, inst, "JOB_NO_RETRIES", message, job_key=cmd.key)
+        error_type = (
+            "EXECUTION_LISTENER_NO_RETRIES" if value.get("jobKind") == JobKind.EXECUTION_LISTENER else "JOB_NO_RETRIES"
+        )
+        b.raise_incident(ctx, inst, error_type, message, job_key=cmd.key)
 
 
 def throw_error(ctx: ProcessingContext, cmd: Record) -> None:
     job = _job_or_reject(ctx, cmd, "throw an error for", _ACTIVE)
     if job is None:
+        return
+    kind = job["value"].get("jobKind", JobKind.BPMN_ELEMENT)
+    if kind != JobKind.BPMN_ELEMENT:  # a listener runs while its element is not active: nothing could catch it
+        ctx.reject(
+            RejectionType.INVALID_STATE,
+            f"Cannot throw BPMN error from {kind} job with key '{cmd.key}', type '{job['value']['type']}' and "
+            f"processInstanceKey '{job['value']['processInstanceKey']}'",
+        )
         return
     v = cmd.value
     code = v.get("errorCode", "")

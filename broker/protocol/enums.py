@@ -725,3 +725,18 @@ class BpmnEventType(StrEnum):
     TERMINATE = "TERMINATE"
     TIMER = "TIMER"
     COMPENSATION = "COMPENSATION"
+
+
+class JobKind(StrEnum):
+    """What a job is for (the JOB record's ``jobKind``): the element's own work, or one of its listeners."""
+
+    BPMN_ELEMENT = "BPMN_ELEMENT"
+    EXECUTION_LISTENER = "EXECUTION_LISTENER"
+
+
+class JobListenerEventType(StrEnum):
+    """When a listener job runs (the JOB record's ``listenerEventType``); UNSPECIFIED for other jobs."""
+
+    UNSPECIFIED = "UNSPECIFIED"
+    START = "START"
+    END = "END"

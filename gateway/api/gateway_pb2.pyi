@@ -46,7 +46,35 @@ class ActivateJobsResponse(_message.Message):
     def __init__(self, jobs: _Optional[_Iterable[_Union[ActivatedJob, _Mapping]]] = ...) -> None: ...
 
 class ActivatedJob(_message.Message):
-    __slots__ = ("key", "type", "processInstanceKey", "bpmnProcessId", "processDefinitionVersion", "processDefinitionKey", "elementId", "elementInstanceKey", "customHeaders", "worker", "retries", "deadline", "variables", "tenantId")
+    __slots__ = ("key", "type", "processInstanceKey", "bpmnProcessId", "processDefinitionVersion", "processDefinitionKey", "elementId", "elementInstanceKey", "customHeaders", "worker", "retries", "deadline", "variables", "tenantId", "kind", "listenerEventType")
+    class JobKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+        __slots__ = ()
+        BPMN_ELEMENT: _ClassVar[ActivatedJob.JobKind]
+        EXECUTION_LISTENER: _ClassVar[ActivatedJob.JobKind]
+        TASK_LISTENER: _ClassVar[ActivatedJob.JobKind]
+        AD_HOC_SUB_PROCESS: _ClassVar[ActivatedJob.JobKind]
+    BPMN_ELEMENT: ActivatedJob.JobKind
+    EXECUTION_LISTENER: ActivatedJob.JobKind
+    TASK_LISTENER: ActivatedJob.JobKind
+    AD_HOC_SUB_PROCESS: ActivatedJob.JobKind
+    class ListenerEventType(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+        __slots__ = ()
+        ASSIGNING: _ClassVar[ActivatedJob.ListenerEventType]
+        CANCELING: _ClassVar[ActivatedJob.ListenerEventType]
+        COMPLETING: _ClassVar[ActivatedJob.ListenerEventType]
+        CREATING: _ClassVar[ActivatedJob.ListenerEventType]
+        END: _ClassVar[ActivatedJob.ListenerEventType]
+        START: _ClassVar[ActivatedJob.ListenerEventType]
+        UNSPECIFIED: _ClassVar[ActivatedJob.ListenerEventType]
+        UPDATING: _ClassVar[ActivatedJob.ListenerEventType]
+    ASSIGNING: ActivatedJob.ListenerEventType
+    CANCELING: ActivatedJob.ListenerEventType
+    COMPLETING: ActivatedJob.ListenerEventType
+    CREATING: ActivatedJob.ListenerEventType
+    END: ActivatedJob.ListenerEventType
+    START: ActivatedJob.ListenerEventType
+    UNSPECIFIED: ActivatedJob.ListenerEventType
+    UPDATING: ActivatedJob.ListenerEventType
     KEY_FIELD_NUMBER: _ClassVar[int]
     TYPE_FIELD_NUMBER: _ClassVar[int]
     PROCESSINSTANCEKEY_FIELD_NUMBER: _ClassVar[int]
@@ -61,6 +89,8 @@ class ActivatedJob(_message.Message):
     DEADLINE_FIELD_NUMBER: _ClassVar[int]
     VARIABLES_FIELD_NUMBER: _ClassVar[int]
     TENANTID_FIELD_NUMBER: _ClassVar[int]
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    LISTENEREVENTTYPE_FIELD_NUMBER: _ClassVar[int]
     key: int
     type: str
     processInstanceKey: int
@@ -75,7 +105,9 @@ class ActivatedJob(_message.Message):
     deadline: int
     variables: str
     tenantId: str
-    def __init__(self, key: _Optional[int] = ..., type: _Optional[str] = ..., processInstanceKey: _Optional[int] = ..., bpmnProcessId: _Optional[str] = ..., processDefinitionVersion: _Optional[int] = ..., processDefinitionKey: _Optional[int] = ..., elementId: _Optional[str] = ..., elementInstanceKey: _Optional[int] = ..., customHeaders: _Optional[str] = ..., worker: _Optional[str] = ..., retries: _Optional[int] = ..., deadline: _Optional[int] = ..., variables: _Optional[str] = ..., tenantId: _Optional[str] = ...) -> None: ...
+    kind: ActivatedJob.JobKind
+    listenerEventType: ActivatedJob.ListenerEventType
+    def __init__(self, key: _Optional[int] = ..., type: _Optional[str] = ..., processInstanceKey: _Optional[int] = ..., bpmnProcessId: _Optional[str] = ..., processDefinitionVersion: _Optional[int] = ..., processDefinitionKey: _Optional[int] = ..., elementId: _Optional[str] = ..., elementInstanceKey: _Optional[int] = ..., customHeaders: _Optional[str] = ..., worker: _Optional[str] = ..., retries: _Optional[int] = ..., deadline: _Optional[int] = ..., variables: _Optional[str] = ..., tenantId: _Optional[str] = ..., kind: _Optional[_Union[ActivatedJob.JobKind, str]] = ..., listenerEventType: _Optional[_Union[ActivatedJob.ListenerEventType, str]] = ...) -> None: ...
 
 class CancelProcessInstanceRequest(_message.Message):
     __slots__ = ("processInstanceKey", "operationReference")

@@ -111,6 +111,9 @@ class ExpressionSite:
     mandatory: bool = False
 
 
+_Listeners = tuple[m.ExecutionListener, ...]
+
+
 class _TooManyFlowElements(Exception):
     """Stops reading once a resource holds more flow elements than allowed."""
 
@@ -273,8 +276,12 @@ class _DefinitionsReader:
         flows: list[m.SequenceFlow] = []
         self._associations = []
         self._read_scope(node, process_id, elements, flows)
-        version_tag = self._read_version_tag(process_id, _ZeebeExtensions(node.find(f"{_B}extensionElements")))
-        return _wire(process_id, node.get("name"), elements, flows, self.problems, version_tag, self._associations)
+        zeebe = _ZeebeExtensions(node.find(f"{_B}extensionElements"))
+        version_tag = self._read_version_tag(process_id, zeebe)
+        listeners = self._read_listeners(process_id, zeebe)
+        return _wire(
+            process_id, node.get("name"), elements, flows, self.problems, version_tag, self._associations, listeners
+        )
 
     def _read_version_tag(self, process_id: str, zeebe: _ZeebeExtensions) -> str | None:
         tags = zeebe.all("versionTag")
@@ -406,6 +413,9 @@ class _DefinitionsReader:
             fields["element_type"] = m.CALL_ACTIVITY
             fields["called_element"] = self._read_called_element(element_id, zeebe)
 
+        listeners = self._read_listeners(element_id, zeebe)
+        if listeners[0] or listeners[1]:
+            fields["start_listeners"], fields["end_listeners"] = self._allowed_listeners(element_id, fields, listeners)
         if fields["element_type"] in _ACTIVITY_TYPES:
             fields["is_for_compensation"] = _bool_attr(node, "isForCompensation", False)
             loop = node.find(f"{_B}multiInstanceLoopCharacteristics")
@@ -414,6 +424,71 @@ class _DefinitionsReader:
             elif node.find(f"{_B}standardLoopCharacteristics") is not None:
                 self._problem(element_id, "Standard loop characteristics are not supported")
         return m.Element(**fields)  # type: ignore[arg-type]
+
+    def _read_listeners(self, element_id: str, zeebe: _ZeebeExtensions) -> tuple[_Listeners, _Listeners]:
+        """``zeebe:executionListeners``: the start and the end listeners, each in document order."""
+        blocks = zeebe.all("executionListeners")
+        if len(blocks) > 1:
+            self._problem(element_id, "Must have at most one 'zeebe:executionListeners' extension element")
+        start: list[m.ExecutionListener] = []
+        end: list[m.ExecutionListener] = []
+        for block in blocks[:1]:
+            for node in block.iterfind(f"{_Z}executionListener"):
+                event_type = node.get("eventType", m.LISTENER_START).strip()
+                job_type = node.get("type", "").strip()
+                retries = node.get("retries", m.DEFAULT_JOB_RETRIES).strip()
+                if event_type not in (m.LISTENER_START, m.LISTENER_END):
+                    reason = (
+                        "zeebe:executionListener: Attribute 'eventType' must be one of [start, end], "
+                        f"not '{event_type}'"
+                    )
+                    self._problem(element_id, reason)
+                    continue
+                if not job_type:
+                    self._problem(element_id, "zeebe:executionListener: Attribute 'type' must be present and not empty")
+                    continue
+                if not retries:
+                    reason = "zeebe:executionListener: Attribute 'retries' must be present and not empty"
+                    self._problem(element_id, reason)
+                    continue
+                self._expression(element_id, "zeebe:executionListener type", job_type)
+                self._expression(element_id, "zeebe:executionListener retries", retries)
+                (start if event_type == m.LISTENER_START else end).append(
+                    m.ExecutionListener(event_type, job_type, retries)
+                )
+        for listeners in (start, end):
+            counts = Counter(listener.type for listener in listeners)
+            for job_type, count in counts.items():
+                if count > 1:
+                    reason = (
+                        f"Found '{count}' duplicates based on eventType[{listeners[0].event_type}] and "
+                        f"type[{job_type}], these combinations should be unique."
+                    )
+                    self._problem(element_id, reason)
+        return tuple(start), tuple(end)
+
+    def _allowed_listeners(
+        self, element_id: str, fields: dict[str, object], listeners: tuple[_Listeners, _Listeners]
+    ) -> tuple[_Listeners, _Listeners]:
+        """The listeners an element kind can run, as Zeebe's validation allows them; a problem for the others."""
+        start, end = listeners
+        element_type, event_type = fields["element_type"], fields.get("event_type", m.UNSPECIFIED)
+        reason = None
+        if element_type == m.BOUNDARY_EVENT and event_type == m.COMPENSATION:
+            reason = "Execution listeners of type 'start' and 'end' are not supported by [compensation] boundary events"
+        elif start and element_type == m.START_EVENT:
+            reason = "Execution listeners of type 'start' are not supported by start events"
+        elif start and element_type == m.BOUNDARY_EVENT:
+            reason = "Execution listeners of type 'start' are not supported by boundary events"
+        elif end and element_type in _GATEWAY_TYPES.values():
+            reason = "Execution listeners of type 'end' are not supported by gateway element"
+        elif end and element_type == m.END_EVENT and event_type == m.ERROR:
+            reason = "Execution listeners of type 'end' are not supported by [error] end events"
+        elif end and element_type == m.INTERMEDIATE_THROW_EVENT and event_type == m.ESCALATION:
+            reason = "Execution listeners of type 'end' are not supported by [escalation] intermediate throw events"
+        if reason is not None:
+            self._problem(element_id, reason)
+        return start, end
 
     def _read_io_mappings(
         self, element_id: str, zeebe: _ZeebeExtensions
@@ -928,6 +1003,7 @@ def _wire(
     problems: list[Problem],
     version_tag: str | None = None,
     associations: list[tuple[str, str]] | None = None,
+    listeners: tuple[_Listeners, _Listeners] = ((), ()),
 ) -> m.Process:
     """Connect flows and boundary events to the elements they belong to, and compensation boundary events to the
     handlers they are associated with (in either direction); note dangling references."""
@@ -965,4 +1041,12 @@ def _wire(
         )
         for element in by_id.values()
     ]
-    return m.Process.build(id=process_id, name=name, elements=wired, flows=flows, version_tag=version_tag)
+    return m.Process.build(
+        id=process_id,
+        name=name,
+        elements=wired,
+        flows=flows,
+        version_tag=version_tag,
+        start_listeners=listeners[0],
+        end_listeners=listeners[1],
+    )
