@@ -54,8 +54,9 @@ class Deployed:
 
 
 def unique_copy(fixture: str, suffix: str) -> tuple[bytes, dict[str, str], dict[str, str]]:
-    """The fixture's XML with every process id, static called process id and static job type suffixed, plus the
-    old → new name maps (a called process deployed from another fixture with the same suffix matches)."""
+    """The fixture's XML with every process id, static called process id and static job type (execution listeners'
+    included) suffixed, plus the old → new name maps (a called process deployed from another fixture with the same
+    suffix matches)."""
     text = (BPMN / fixture).read_text()
     process_ids: dict[str, str] = {}
     job_types: dict[str, str] = {}
@@ -78,6 +79,7 @@ def unique_copy(fixture: str, suffix: str) -> tuple[bytes, dict[str, str], dict[
     text = re.sub(r'(<bpmn:process id=")([^"]+)"', rename_process, text)
     text = re.sub(r'(<zeebe:calledElement processId=")([^"]+)"', rename_called, text)
     text = re.sub(r'(<zeebe:taskDefinition type=")([^"]+)"', rename_type, text)
+    text = re.sub(r'(<zeebe:executionListener eventType="\w+" type=")([^"]+)"', rename_type, text)
     for old, new in process_ids.items():  # the diagram refers to the process by id
         text = text.replace(f'bpmnElement="{old}"', f'bpmnElement="{new}"')
     return text.encode(), process_ids, job_types

@@ -95,6 +95,7 @@ FIXTURES = [
     "compensation-subprocess.bpmn",
     "compensation-multi-instance.bpmn",
     "compensation-event-subprocess.bpmn",
+    "execution-listeners.bpmn",
 ]
 # Processes that only start through events (deployed too, never created directly).
 EVENT_STARTED = ["events/signal-start.bpmn"]
@@ -139,6 +140,7 @@ START_VARIABLES: dict[str, dict[str, Any]] = {
     "compensation-end-event": {"skipB": False},
     "compensation-subprocess": {"tripNo": 1},
     "compensation-multi-instance": {"items": ["x", "y"]},
+    "execution-listeners": {"order": {"id": 1}, "retries": 2, "stage": "two", "path": "sub"},
 }
 JOB_TYPES = [
     "test",
@@ -256,6 +258,18 @@ JOB_TYPES = [
     "esp-reserve",
     "esp-ship",
     "esp-release",
+    "el-process-start",
+    "el-process-end",
+    "el-started",
+    "el-task-start",
+    "el-two",
+    "el-work",
+    "el-task-end",
+    "el-too-late",
+    "el-route",
+    "el-sub-start",
+    "el-sub-end-event",
+    "el-sub-end",
 ]
 SIGNALS = ["wake-up", "ping", "abort", "go", "recall"]
 ERROR_CODES = ["PAYMENT_FAILED", "ORDER_REJECTED", "OOPS", "UNKNOWN", "payment-failed", "abort"]
@@ -802,6 +816,9 @@ async def _random_step(d: Driver, rng: random.Random, known: dict[str, set[int]]
             variables["skipB"] = rng.choice([True, False])
         if pid == "compensation-multi-instance":
             variables["items"] = rng.choice([[], ["x"], ["x", "y", "z"]])
+        if pid == "execution-listeners":
+            variables["stage"] = rng.choice(["two", "two", None])  # None: the listener's FEEL type fails
+            variables["path"] = rng.choice(["sub", "direct"])
         if pid == "call-activity-feel":
             variables["childId"] = rng.choice(["call-activity-child", "call-chain-leaf", "call-missing-child", 7])
         rec = await d.create(pid, variables)
