@@ -2,8 +2,8 @@
 process, a service task, a gateway, events and a sub-process run one at a time in document order, around the
 mappings and before the element's own work; their variables reach the element (start) or the flow scope (end); a
 listener out of retries raises an incident whose resolution runs it again; a bad listener type raises one whose
-resolution runs the listeners again; cancelling stops a listener; BPMN errors from listener jobs are refused; and
-deployment refuses what Zeebe refuses."""
+resolution runs the listeners again; cancelling stops a listener; BPMN errors from listener jobs are refused;
+pyzeebe and zbctl workers take listener jobs by type; and deployment refuses what Zeebe refuses."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ import uuid
 from typing import Any
 
 import grpc
+import pytest
 from google.protobuf import unknown_fields
 from pyzeebe import ZeebeClient, ZeebeWorker, create_insecure_channel
 from pyzeebe.proto import gateway_pb2 as pb
@@ -31,6 +32,7 @@ from tests.integration.clients import (
     rpc_error,
     variables_of,
 )
+from tests.integration.test_other_clients import ZBCTL, zbctl
 
 FIXTURE = "execution-listeners.bpmn"
 # ActivatedJob.kind (16) and listenerEventType (17), as Zeebe numbers their values (pyzeebe's stubs predate them)
@@ -391,3 +393,19 @@ def _deploy_request(suffix: str, xml: str) -> pb.DeployResourceRequest:
 
 def _deploy_xml(stub: Stub, suffix: str, xml: str) -> None:
     stub.DeployResource(_deploy_request(suffix, xml), timeout=10)
+
+
+def test_zbctl_activates_and_completes_a_listener_job(weir: WeirProcess, stub: Stub) -> None:
+    if not ZBCTL.exists():
+        pytest.skip("node clients not installed (run `make node-clients`)")
+    d = deploy(stub, FIXTURE)
+    pi = create(stub, d.pid(), {"order": {}, "retries": 1, "stage": "x"})
+    activated = zbctl(weir, "activate", "jobs", d.type("el-process-start"), "--maxJobsToActivate", "5")
+    assert activated.returncode == 0, activated.stderr
+    (job,) = json.loads(activated.stdout)["jobs"]
+    assert (job["processInstanceKey"], job["elementId"]) == (str(pi), d.pid())
+    completed = zbctl(weir, "complete", "job", str(job["key"]), "--variables", '{"viaZbctl": true}')
+    assert completed.returncode == 0, completed.stderr
+    (started,) = activate(stub, d.type("el-started"))
+    assert variables_of(started)["viaZbctl"] is True
+    stub.CancelProcessInstance(pb.CancelProcessInstanceRequest(processInstanceKey=pi), timeout=10)
