@@ -145,9 +145,10 @@ def complete(
     # past the first end listener, the mappings were applied
     if element is not None and inst.listener_index == 0 and not _apply_outputs(ctx, processor, element, inst):
         return
-    end_listeners = execution_listeners.of(process, inst, bpmn.LISTENER_END)
-    if end_listeners and not execution_listeners.run_next(ctx, end_listeners, inst):
-        return
+    if process.uses_execution_listeners:
+        end_listeners = execution_listeners.of(process, inst, bpmn.LISTENER_END)
+        if end_listeners and not execution_listeners.run_next(ctx, end_listeners, inst):
+            return
     if body is not None and not registry.processor_of(body.value).before_child_completed(ctx, process, body, inst):
         return
     if body is None and not _path_may_end(ctx, process, inst):
