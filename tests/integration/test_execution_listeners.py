@@ -409,3 +409,48 @@ def test_zbctl_activates_and_completes_a_listener_job(weir: WeirProcess, stub: S
     (started,) = activate(stub, d.type("el-started"))
     assert variables_of(started)["viaZbctl"] is True
     stub.CancelProcessInstance(pb.CancelProcessInstanceRequest(processInstanceKey=pi), timeout=10)
+
+
+def test_a_timer_catch_event_subscribes_with_what_its_start_listener_set(stub: Stub) -> None:
+    suffix = uuid.uuid4().hex[:8]
+    catch = f"""<bpmn:intermediateCatchEvent id="wait">
+        <bpmn:extensionElements><zeebe:executionListeners>
+          <zeebe:executionListener eventType="start" type="set-wait-{suffix}" />
+          <zeebe:executionListener eventType="end" type="waited-{suffix}" />
+        </zeebe:executionListeners></bpmn:extensionElements>
+        <bpmn:timerEventDefinition><bpmn:timeDuration>=delay</bpmn:timeDuration></bpmn:timerEventDefinition>
+      </bpmn:intermediateCatchEvent>"""
+    _deploy_xml(stub, suffix, _process(suffix, catch, through="wait"))
+    result = create_with_result(stub, f"p-{suffix}")  # no 'delay': only the start listener sets it
+    only_job(stub, f"t-{suffix}")
+    only_job(stub, f"set-wait-{suffix}", {"delay": "PT0.1S"})
+    waited = only_job(stub, f"waited-{suffix}")  # the timer fired with the listener's duration
+    assert variables_of(waited)["delay"] == "PT0.1S"
+    result.result(timeout=10)
+
+
+def test_an_error_boundary_events_end_listener_runs_before_the_flow_goes_on(stub: Stub) -> None:
+    suffix = uuid.uuid4().hex[:8]
+    boundary = f"""<bpmn:boundaryEvent id="caught" attachedToRef="t">
+        <bpmn:extensionElements><zeebe:executionListeners>
+          <zeebe:executionListener eventType="end" type="on-caught-{suffix}" />
+        </zeebe:executionListeners></bpmn:extensionElements>
+        <bpmn:errorEventDefinition errorRef="err" />
+      </bpmn:boundaryEvent>
+      <bpmn:serviceTask id="recover"><bpmn:extensionElements>
+        <zeebe:taskDefinition type="recover-{suffix}" /></bpmn:extensionElements></bpmn:serviceTask>
+      <bpmn:endEvent id="recovered" />
+      <bpmn:sequenceFlow id="c1" sourceRef="caught" targetRef="recover" />
+      <bpmn:sequenceFlow id="c2" sourceRef="recover" targetRef="recovered" />"""
+    _deploy_xml(stub, suffix, _process(suffix, boundary))
+    pi = create(stub, f"p-{suffix}")
+    (task,) = activate(stub, f"t-{suffix}")
+    stub.ThrowError(pb.ThrowErrorRequest(jobKey=task.key, errorCode="E"), timeout=10)
+    (listener,) = activate(stub, f"on-caught-{suffix}")
+    assert listener.elementId == "caught"
+    assert kind_and_event_type(listener) == (EXECUTION_LISTENER, END)
+    assert nothing_of(stub, f"recover-{suffix}"), "the flow goes on after the end listener"
+    complete(stub, listener.key, {"handled": "yes"})
+    recover = only_job(stub, f"recover-{suffix}")
+    assert variables_of(recover)["handled"] == "yes"
+    eventually(lambda: not is_active(stub, pi), what="the instance to complete")
