@@ -71,6 +71,14 @@ def _job_or_reject(ctx: ProcessingContext, cmd: Record, action: str, allowed: tu
 
 _ACTIVE = (JobState.ACTIVATABLE, JobState.ACTIVATED)
 
+# The incident a job out of retries raises, by job kind (as Zeebe's); JOB_NO_RETRIES for the others.
+_NO_RETRIES = {
+    JobKind.EXECUTION_LISTENER: "EXECUTION_LISTENER_NO_RETRIES",
+    JobKind.TASK_LISTENER: "TASK_LISTENER_NO_RETRIES",
+}
+# The job kinds a worker may throw a BPMN error from (as Zeebe's).
+_MAY_THROW_ERRORS = frozenset({JobKind.BPMN_ELEMENT, JobKind.AD_HOC_SUB_PROCESS})
+
 
 def activation_request(
     job_type: str, worker: str, timeout: int, max_jobs: int, fetch_variables: list[str] | None = None
@@ -216,9 +224,7 @@ def fail(ctx: ProcessingContext, cmd: Record) -> None:
             b.job_became_activatable(ctx, cmd.key, value)
     elif inst is not None:
         message = value["errorMessage"] or "No more retries left."
-        error_type = (
-            "EXECUTION_LISTENER_NO_RETRIES" if value.get("jobKind") == JobKind.EXECUTION_LISTENER else "JOB_NO_RETRIES"
-        )
+        error_type = _NO_RETRIES.get(value.get("jobKind", JobKind.BPMN_ELEMENT), "JOB_NO_RETRIES")
         b.raise_incident(ctx, inst, error_type, message, job_key=cmd.key)
 
 
@@ -227,7 +233,7 @@ def throw_error(ctx: ProcessingContext, cmd: Record) -> None:
     if job is None:
         return
     kind = job["value"].get("jobKind", JobKind.BPMN_ELEMENT)
-    if kind != JobKind.BPMN_ELEMENT:  # a listener runs while its element is not active: nothing could catch it
+    if kind not in _MAY_THROW_ERRORS:  # a listener runs while its element is not active: nothing could catch it
         ctx.reject(
             RejectionType.INVALID_STATE,
             f"Cannot throw BPMN error from {kind} job with key '{cmd.key}', type '{job['value']['type']}' and "

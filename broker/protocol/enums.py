@@ -732,11 +732,18 @@ class JobKind(StrEnum):
 
     BPMN_ELEMENT = "BPMN_ELEMENT"
     EXECUTION_LISTENER = "EXECUTION_LISTENER"
+    TASK_LISTENER = "TASK_LISTENER"
+    AD_HOC_SUB_PROCESS = "AD_HOC_SUB_PROCESS"
 
 
 class JobListenerEventType(StrEnum):
-    """When a listener job runs (the JOB record's ``listenerEventType``); UNSPECIFIED for other jobs."""
+    """When a listener job runs (the JOB record's ``jobListenerEventType``); UNSPECIFIED for other jobs."""
 
     UNSPECIFIED = "UNSPECIFIED"
     START = "START"
     END = "END"
+    CREATING = "CREATING"
+    ASSIGNING = "ASSIGNING"
+    UPDATING = "UPDATING"
+    COMPLETING = "COMPLETING"
+    CANCELING = "CANCELING"
