@@ -697,6 +697,78 @@ async def test_compensation_replays_to_the_live_state(tmp_path: Path) -> None:
     await check_restart_recovers(d, live, from_scratch=True)
 
 
+async def test_execution_listeners_replay_to_the_live_state(tmp_path: Path) -> None:
+    """Start and end listeners run to the end, a listener out of retries and a bad listener type raise incidents
+    that resolve, a boundary timer interrupts the task, an instance is cancelled while a listener runs, and a stray
+    COMPLETE_EXECUTION_LISTENER is refused; nothing is left behind."""
+    d = Driver(tmp_path / "p" / "1")
+    d.open()
+    accepted(await d.deploy("execution-listeners.bpmn"))
+
+    async def run(job_type: str, variables: dict | None = None) -> None:
+        await d.settle()
+        (job,) = await d.activate(job_type)
+        accepted(await d.complete(job, variables))
+
+    happy = {"order": {"id": 1}, "retries": 1, "stage": "two", "path": "sub"}
+    accepted(await d.create("execution-listeners", happy))
+    for job_type in ("el-process-start", "el-started", "el-task-start", "el-two", "el-work", "el-task-end"):
+        await run(job_type, {"result": 1, "seen": job_type})
+    for job_type in ("el-route", "el-sub-start", "el-sub-end-event", "el-sub-end", "el-process-end"):
+        await run(job_type)
+
+    troubled = accepted(await d.create("execution-listeners", {**happy, "stage": None}))
+    troubled_key = troubled.value["processInstanceKey"]
+    await run("el-process-start")
+    await run("el-started")
+    await d.settle()
+    (listener,) = await d.activate("el-task-start")
+    task_key = d.read(lambda s: s.jobs.get(listener)["value"]["elementInstanceKey"])
+    stray = await d.send(ValueType.PROCESS_INSTANCE, ProcessInstanceIntent.COMPLETE_EXECUTION_LISTENER, {}, task_key)
+    assert stray.record_type == RecordType.COMMAND_REJECTION
+    assert "to have completed" in stray.rejection_reason, "its listener job still runs"
+    accepted(await d.fail(listener, retries=0))
+    await d.settle()
+    ((incident_key, incident),) = d.incidents()
+    assert incident["errorType"] == "EXECUTION_LISTENER_NO_RETRIES"
+    accepted(await d.update_retries(listener, 1))
+    accepted(await d.resolve(incident_key))
+    await run("el-task-start")
+    await d.settle()
+    ((incident_key, incident),) = d.incidents()
+    assert incident["errorType"] == "EXTRACT_VALUE_ERROR"  # the second listener's type is null
+    accepted(await d.set_variables(troubled_key, {"stage": "two"}))
+    accepted(await d.resolve(incident_key))
+    await run("el-task-start")  # every start listener runs again
+    await run("el-two")
+    await d.settle()
+    assert await d.activate("el-work")
+    d.clock.now += 70_000  # the boundary timer (opened after the start listeners) interrupts the task
+    for _ in range(500):  # the due-timer checker writes the trigger on its own
+        await d.settle()
+        too_late = await d.activate("el-too-late")
+        if too_late:
+            break
+        await asyncio.sleep(0.01)
+    accepted(await d.complete(too_late[0]))
+    await run("el-process-end")
+
+    cancelled = accepted(await d.create("execution-listeners", happy)).value["processInstanceKey"]
+    await run("el-process-start")
+    await d.settle()
+    assert await d.activate("el-started")
+    accepted(await d.cancel(cancelled))
+    await d.settle()
+
+    assert not d.incidents()
+    assert d.read(lambda s: list(s.iter_all("element_instances"))) == []
+    assert d.read(lambda s: list(s.iter_all("jobs"))) == []
+    await d.close()
+
+    live = check_replay_equals_live(d.directory, tmp_path)
+    await check_restart_recovers(d, live, from_scratch=True)
+
+
 class _Route:
     """Delivers what a partition sends to the other partition (a two-partition cluster without a network)."""
 

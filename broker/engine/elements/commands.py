@@ -111,6 +111,12 @@ def complete_execution_listener(ctx: ProcessingContext, cmd: Record) -> None:
             f"Expected element '{cmd.key}' to be activating or completing to continue after an execution listener",
         )
         return
+    if inst.job_key > 0 or inst.listener_index == 0:  # a listener job still runs, or none ran
+        ctx.reject(
+            RejectionType.INVALID_STATE,
+            f"Expected an execution listener job of element '{cmd.key}' to have completed, but none has",
+        )
+        return
     process = lc.process_of(ctx, inst)
     processor = registry.processor_of(inst.value)
     element = lc.element_of(process, inst)
