@@ -61,10 +61,11 @@ def test_listeners_run_in_order_around_the_mappings_and_the_elements_own_work(st
     stage = f"stage-{d.suffix}"
     result = create_with_result(stub, d.pid(), {"order": {"id": 7}, "retries": 2, "stage": stage})
 
-    process_start = only_job(stub, d.type("el-process-start"), {"fromProcessStart": 1})
+    (process_start,) = activate(stub, d.type("el-process-start"))
     assert kind_and_event_type(process_start) == (EXECUTION_LISTENER, START)
     assert process_start.elementId == d.pid()
-    assert nothing_of(stub, d.type("el-work")), "the start event waits for the process's start listener"
+    assert nothing_of(stub, d.type("el-started")), "the start event waits for the process's start listener"
+    complete(stub, process_start.key, {"fromProcessStart": 1})
 
     started = only_job(stub, d.type("el-started"))
     assert kind_and_event_type(started) == (EXECUTION_LISTENER, END)
@@ -454,3 +455,31 @@ def test_an_error_boundary_events_end_listener_runs_before_the_flow_goes_on(stub
     recover = only_job(stub, f"recover-{suffix}")
     assert variables_of(recover)["handled"] == "yes"
     eventually(lambda: not is_active(stub, pi), what="the instance to complete")
+
+
+def test_listeners_around_a_call_activity_its_called_process_and_an_ad_hoc_sub_process(stub: Stub) -> None:
+    d = deploy(stub, "execution-listeners-scopes.bpmn")
+    result = create_with_result(stub, d.pid("execution-listeners-scopes"), {"orderId": "o-1"})
+    (call_start,) = activate(stub, d.type("els-call-start"))
+    assert call_start.elementId == "call"
+    assert nothing_of(stub, d.type("els-callee-start")), "the called process starts after the start listener"
+    complete(stub, call_start.key, {"callerNote": "from the start listener"})
+    callee_start = only_job(stub, d.type("els-callee-start"))
+    assert callee_start.bpmnProcessId == d.pid("execution-listeners-callee")
+    assert variables_of(callee_start)["callerNote"] == "from the start listener", "the call activity's local"
+    only_job(stub, d.type("els-callee-work"), {"childResult": 42})
+    only_job(stub, d.type("els-callee-end"))
+    call_end = only_job(stub, d.type("els-call-end"))
+    assert variables_of(call_end)["fromChild"] == 42, "after the call activity's output mappings"
+    (tools_start,) = activate(stub, d.type("els-tools-start"))
+    assert tools_start.elementId == "tools"
+    assert nothing_of(stub, d.type("els-tool")), "the ad-hoc sub-process activates its elements after the listener"
+    complete(stub, tools_start.key)
+    only_job(stub, d.type("els-tool"))
+    tool_end = only_job(stub, d.type("els-tool-end"))
+    assert tool_end.elementId == "tool"
+    assert kind_and_event_type(tool_end) == (EXECUTION_LISTENER, END)
+    only_job(stub, d.type("els-tools-end"), {"toolsDone": True})
+    variables = json.loads(result.result(timeout=10).variables)
+    assert variables["fromChild"] == 42
+    assert variables["toolsDone"] is True

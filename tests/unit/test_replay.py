@@ -96,6 +96,7 @@ FIXTURES = [
     "compensation-multi-instance.bpmn",
     "compensation-event-subprocess.bpmn",
     "execution-listeners.bpmn",
+    "execution-listeners-scopes.bpmn",
 ]
 # Processes that only start through events (deployed too, never created directly).
 EVENT_STARTED = ["events/signal-start.bpmn"]
@@ -270,6 +271,15 @@ JOB_TYPES = [
     "el-sub-start",
     "el-sub-end-event",
     "el-sub-end",
+    "els-call-start",
+    "els-call-end",
+    "els-callee-start",
+    "els-callee-work",
+    "els-callee-end",
+    "els-tools-start",
+    "els-tool",
+    "els-tool-end",
+    "els-tools-end",
 ]
 SIGNALS = ["wake-up", "ping", "abort", "go", "recall"]
 ERROR_CODES = ["PAYMENT_FAILED", "ORDER_REJECTED", "OOPS", "UNKNOWN", "payment-failed", "abort"]
