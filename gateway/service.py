@@ -448,7 +448,8 @@ class GatewayService(pb_grpc.GatewayServicer):
 
     @_unary
     async def DeleteResource(self, request: pb.DeleteResourceRequest, context: grpc.aio.ServicerContext) -> Any:
-        """Delete a decision requirements graph (with its decisions) or a form, on every partition."""
+        """Delete a process definition, a decision requirements graph (with its decisions) or a form, on every
+        partition."""
         key = request.resourceKey
         partition_id = self._partition_for_key(key, "resource")
         value = {"resourceKey": key, "tenantId": TENANT}

@@ -61,6 +61,7 @@ class EventAppliers:
         self._models = models
         self._table: dict[tuple[int, int], Applier] = {
             (ValueType.PROCESS, ProcessIntent.CREATED): self._process_created,
+            (ValueType.PROCESS, ProcessIntent.DELETED): self._process_deleted,
             (ValueType.DECISION_REQUIREMENTS, DecisionRequirementsIntent.CREATED): self._drg_created,
             (ValueType.DECISION, DecisionIntent.CREATED): self._decision_created,
             (ValueType.FORM, FormIntent.CREATED): self._form_created,
@@ -152,6 +153,10 @@ class EventAppliers:
     def _process_created(self, state: PartitionState, r: Record) -> None:
         state.processes.put(r.value)
 
+    def _process_deleted(self, state: PartitionState, r: Record) -> None:
+        state.processes.remove(r.value)
+        self._models.remove(r.value["processDefinitionKey"])
+
     # -- element instances -----------------------------------------------------------------------------------
 
     def _element_activating(self, state: PartitionState, r: Record) -> None:
@@ -159,6 +164,7 @@ class EventAppliers:
         state.elements.add(ElementInstance(r.key, PI.ELEMENT_ACTIVATING, v))
         parent_key = v.flow_scope_key
         if parent_key <= 0:
+            state.processes.count_instance(v.process_definition_key, 1)
             caller = state.elements.get(v.parent_element_instance_key) if v.parent_element_instance_key > 0 else None
             if caller is not None:  # a process instance started by a call activity
                 state.elements.put(caller.with_called_child(r.key))
@@ -215,6 +221,7 @@ class EventAppliers:
                 jumping = completed and _is_link_throw(v)
                 state.elements.put(parent.after_child_ended(completed=completed, flows_in_flight=int(jumping)))
         else:
+            state.processes.count_instance(v.process_definition_key, -1)
             state.awaiting_results.remove(r.key)
             state.message_starts.unlock(r.key)
 

@@ -23,6 +23,8 @@ SUB_DATABASES = (
     "processes",
     "process_versions",
     "process_bindings",
+    "process_highest_versions",
+    "process_running_instances",
     "element_instances",
     "element_children",
     "variables",
