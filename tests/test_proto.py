@@ -28,8 +28,50 @@ PACKAGE = "gateway_protocol"
 FieldProto = descriptor_pb2.FieldDescriptorProto
 
 # Entries (see ``flatten``) that Weir's .proto may have beyond pyzeebe's. Each must be a documented,
-# deliberate extension; with pyzeebe 4.7.0 there are none.
-DOCUMENTED_ADDITIONS: frozenset[str] = frozenset()
+# deliberate extension: Zeebe 8.8's job kind (ActivatedJob.kind) and job result (CompleteJobRequest.result), which
+# pyzeebe 4.7.0 predates, numbered as in Zeebe's gateway.proto.
+_JOB_RESULT_FIELDS = {
+    "JobResult": (
+        "denied",
+        "corrections",
+        "deniedReason",
+        "type",
+        "activateElements",
+        "isCompletionConditionFulfilled",
+        "isCancelRemainingInstances",
+    ),
+    "JobResultCorrections": ("assignee", "dueDate", "followUpDate", "candidateUsers", "candidateGroups", "priority"),
+    "JobResultActivateElement": ("elementId", "variables"),
+    "StringList": ("values",),
+}
+DOCUMENTED_ADDITIONS: frozenset[str] = frozenset(
+    {
+        "field .gateway_protocol.ActivatedJob.kind",
+        "enum .gateway_protocol.ActivatedJob.JobKind",
+        *(
+            f"enum_value .gateway_protocol.ActivatedJob.JobKind.{name}"
+            for name in ("BPMN_ELEMENT", "EXECUTION_LISTENER", "TASK_LISTENER", "AD_HOC_SUB_PROCESS")
+        ),
+        "field .gateway_protocol.CompleteJobRequest.result",
+        "oneof .gateway_protocol.CompleteJobRequest._result",  # the synthetic oneof of a proto3 optional field
+        *(f"message .gateway_protocol.{message}" for message in _JOB_RESULT_FIELDS),
+        *(
+            f"field .gateway_protocol.{message}.{field}"
+            for message, fields in _JOB_RESULT_FIELDS.items()
+            for field in fields
+        ),
+    }
+)
+# Zeebe's numbers for the additions: a renumbered one would not be understood by Zeebe's clients.
+ADDITION_NUMBERS = {
+    "ActivatedJob.kind": 16,
+    "CompleteJobRequest.result": 3,
+    **{
+        f"{message}.{field}": number
+        for message, fields in _JOB_RESULT_FIELDS.items()
+        for number, field in enumerate(fields, start=1)
+    },
+}
 
 # Facts from the gateway API fact sheet, checked independently of the reference descriptor.
 EXPECTED_RPCS = (
@@ -264,10 +306,21 @@ def test_service_and_methods_match(ours, reference, kind: str) -> None:
     assert differences(flatten(ours), flatten(reference), kind=kind) == []
 
 
-def test_identical_in_structure_with_pyzeebe_4_7(ours, reference) -> None:
-    """No documented additions exist today, so the flattened views must be equal as a whole."""
-    assert not DOCUMENTED_ADDITIONS
-    assert flatten(ours) == flatten(reference)
+def test_identical_in_structure_with_pyzeebe_4_7_but_for_the_documented_additions(ours, reference) -> None:
+    assert differences(flatten(ours), flatten(reference)) == []
+    entries = {addition for addition in DOCUMENTED_ADDITIONS if not addition.startswith("oneof ")}
+    assert set(flatten(ours)) - set(flatten(reference)) == entries
+
+
+def test_additions_carry_zeebes_field_numbers(ours: descriptor_pb2.FileDescriptorProto) -> None:
+    flat = flatten(ours)
+    numbers = {name: flat[f"field .gateway_protocol.{name}"]["number"] for name in ADDITION_NUMBERS}
+    assert numbers == ADDITION_NUMBERS
+    kinds = {
+        name: flat[f"enum_value .gateway_protocol.ActivatedJob.JobKind.{name}"]["number"]
+        for name in ("BPMN_ELEMENT", "EXECUTION_LISTENER", "TASK_LISTENER", "AD_HOC_SUB_PROCESS")
+    }
+    assert kinds == {"BPMN_ELEMENT": 0, "EXECUTION_LISTENER": 1, "TASK_LISTENER": 2, "AD_HOC_SUB_PROCESS": 3}
 
 
 def test_comparison_notices_a_renumbered_field(reference) -> None:

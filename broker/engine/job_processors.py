@@ -13,6 +13,7 @@ from typing import Any
 from broker.engine import behaviors as b
 from broker.engine import events
 from broker.engine.context import ProcessingContext
+from broker.engine.elements import ad_hoc_sub_process
 from broker.protocol.enums import (
     IncidentIntent,
     JobBatchIntent,
@@ -157,6 +158,9 @@ def complete(ctx: ProcessingContext, cmd: Record) -> None:
     if job is None:
         return
     value = dict(job["value"])
+    if value.get("jobKind") == ad_hoc_sub_process.JOB_KIND:  # the worker's result decides what follows
+        ad_hoc_sub_process.complete_job(ctx, cmd.key, value, cmd.value)
+        return
     variables = cmd.value.get("variables") or {}
     value["variables"] = variables
     rec = ctx.event(ValueType.JOB, JobIntent.COMPLETED, cmd.key, value)
