@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from broker.engine.bpmn import model as bpmn
+from broker.engine.elements import registry
 from broker.engine.models import ModelCache
 from broker.protocol.enums import (
     CommandDistributionIntent,
@@ -173,7 +173,8 @@ class EventAppliers:
         if parent is None:
             return
         # an instance of a multi-instance activity is started by its body, not by a sequence flow
-        consumed = 0 if parent.value.bpmn_element_type == bpmn.MULTI_INSTANCE_BODY else self._flows_consumed(state, v)
+        body = registry.processor_of(parent.value).contains_its_own_element
+        consumed = 0 if body else self._flows_consumed(state, v)
         state.elements.put(parent.after_child_activated(consumed))
 
     def _flows_consumed(self, state: PartitionState, v: ProcessInstanceValue) -> int:
@@ -182,10 +183,10 @@ class EventAppliers:
         A join consumes one token from each incoming flow that has one waiting: all of them for a parallel join
         (it activates only then), the ones that arrived for an inclusive join.
         """
-        etype = v.bpmn_element_type
-        if etype in (bpmn.START_EVENT, bpmn.BOUNDARY_EVENT, bpmn.PROCESS, bpmn.EVENT_SUB_PROCESS):
+        processor = registry.processor_of(v)
+        if not processor.started_by_flow:
             return 0
-        if etype == bpmn.INTERMEDIATE_CATCH_EVENT and v.bpmn_event_type == bpmn.LINK:
+        if processor.reached_by_link:
             return 1  # the token its link throw event left in flight (see _element_ended)
         element = self._models.get(v.process_definition_key).element(v.element_id)
         if not element.is_join:
@@ -218,7 +219,7 @@ class EventAppliers:
                 # a completed link throw event's token jumps to the link catch event (ACTIVATE_ELEMENT follows): in
                 # flight like a taken sequence flow, so the scope cannot complete before the catch event is activated
                 completed = r.intent == PI.ELEMENT_COMPLETED
-                jumping = completed and _is_link_throw(v)
+                jumping = completed and registry.processor_of(v).leaves_by_link
                 state.elements.put(parent.after_child_ended(completed=completed, flows_in_flight=int(jumping)))
         else:
             state.processes.count_instance(v.process_definition_key, -1)
@@ -456,10 +457,6 @@ class EventAppliers:
 
     def _compensation_subscription_removed(self, state: PartitionState, r: Record) -> None:
         state.compensation_subscriptions.remove(r.value["processInstanceKey"], r.key)
-
-
-def _is_link_throw(v: ProcessInstanceValue) -> bool:
-    return v.bpmn_element_type == bpmn.INTERMEDIATE_THROW_EVENT and v.bpmn_event_type == bpmn.LINK
 
 
 def outbox_key(side: bytes, v: dict) -> bytes:

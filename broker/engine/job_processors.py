@@ -227,7 +227,7 @@ def throw_error(ctx: ProcessingContext, cmd: Record) -> None:
     if inst is None:
         return
     process = b.services(ctx).models.get(value["processDefinitionKey"])
-    catch = b.find_error_catch(ctx, process, inst, code)
+    catch = events.find_error_catch(ctx, process, inst, code)
     if catch is None:
         b.raise_incident(ctx, inst, "UNHANDLED_ERROR_EVENT", b.unhandled_error_message(code, message), job_key=cmd.key)
         return
