@@ -66,6 +66,7 @@ _JOB_FIELDS: Mapping = {
     "jobListenerEventType": KEYWORD,
     "changedAttributes": TEXT,
     "tags": KEYWORD,
+    "result": STORED_ONLY,  # the worker's job result (a job-worker ad-hoc sub-process's decision)
 }
 
 _PROCESS_METADATA: Mapping = _object(

@@ -157,6 +157,35 @@ def activated_job(key: int, job: dict) -> pb.ActivatedJob:
     )
 
 
+_JOB_RESULT_TYPES = ("userTask", "adHocSubProcess")
+
+
+def _job_result(result: pb.JobResult) -> dict[str, Any]:
+    """CompleteJobRequest.result as the JOB COMPLETE command carries it (Zeebe's job result record shape)."""
+    kind = result.type or "userTask"
+    if kind not in _JOB_RESULT_TYPES:
+        _fail(
+            grpc.StatusCode.INVALID_ARGUMENT,
+            f"Expected the job result's type to be one of {list(_JOB_RESULT_TYPES)}, but was '{result.type}'",
+        )
+    activate = []
+    for n, item in enumerate(result.activateElements):
+        if not item.elementId:
+            _fail(
+                grpc.StatusCode.INVALID_ARGUMENT, f"Expected activateElements[{n}] to have an elementId, but none given"
+            )
+        variables = parse_variables(item.variables, f"the variables of activateElements[{n}] ('{item.elementId}')")
+        activate.append({"elementId": item.elementId, "variables": variables})
+    return {
+        "type": "AD_HOC_SUB_PROCESS" if kind == "adHocSubProcess" else "USER_TASK",
+        "denied": result.denied,
+        "deniedReason": result.deniedReason,
+        "activateElements": activate,
+        "isCompletionConditionFulfilled": result.isCompletionConditionFulfilled,
+        "isCancelRemainingInstances": result.isCancelRemainingInstances,
+    }
+
+
 def _evaluated_decision(d: dict) -> pb.EvaluatedDecision:
     return pb.EvaluatedDecision(
         decisionKey=d["decisionKey"],
@@ -450,7 +479,8 @@ class GatewayService(pb_grpc.GatewayServicer):
 
     @_unary
     async def DeleteResource(self, request: pb.DeleteResourceRequest, context: grpc.aio.ServicerContext) -> Any:
-        """Delete a decision requirements graph (with its decisions) or a form, on every partition."""
+        """Delete a process definition, a decision requirements graph (with its decisions) or a form, on every
+        partition."""
         key = request.resourceKey
         partition_id = self._partition_for_key(key, "resource")
         value = {"resourceKey": key, "tenantId": TENANT}
@@ -564,7 +594,10 @@ class GatewayService(pb_grpc.GatewayServicer):
 
     @_unary
     async def CompleteJob(self, request: pb.CompleteJobRequest, context: grpc.aio.ServicerContext) -> Any:
-        await self._job_command(request.jobKey, JobIntent.COMPLETE, {"variables": parse_variables(request.variables)})
+        value: dict[str, Any] = {"variables": parse_variables(request.variables)}
+        if request.HasField("result"):
+            value["result"] = _job_result(request.result)
+        await self._job_command(request.jobKey, JobIntent.COMPLETE, value)
         return pb.CompleteJobResponse()
 
     @_unary

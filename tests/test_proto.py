@@ -28,21 +28,56 @@ PACKAGE = "gateway_protocol"
 FieldProto = descriptor_pb2.FieldDescriptorProto
 
 # Entries (see ``flatten``) that Weir's .proto may have beyond pyzeebe's. Each must be a documented,
-# deliberate extension.
-_JOB_KINDS = ("BPMN_ELEMENT", "EXECUTION_LISTENER", "TASK_LISTENER", "AD_HOC_SUB_PROCESS")
+# deliberate extension: Zeebe 8.8's job kind and listener event type (ActivatedJob.kind, .listenerEventType) and
+# job result (CompleteJobRequest.result), which pyzeebe 4.7.0 predates, numbered as in Zeebe's gateway.proto.
+_JOB_RESULT_FIELDS = {
+    "JobResult": (
+        "denied",
+        "corrections",
+        "deniedReason",
+        "type",
+        "activateElements",
+        "isCompletionConditionFulfilled",
+        "isCancelRemainingInstances",
+    ),
+    "JobResultCorrections": ("assignee", "dueDate", "followUpDate", "candidateUsers", "candidateGroups", "priority"),
+    "JobResultActivateElement": ("elementId", "variables"),
+    "StringList": ("values",),
+}
+# Zeebe's ActivatedJob.ListenerEventType, by number.
 _LISTENER_EVENT_TYPES = ("ASSIGNING", "CANCELING", "COMPLETING", "CREATING", "END", "START", "UNSPECIFIED", "UPDATING")
 DOCUMENTED_ADDITIONS: frozenset[str] = frozenset(
-    # Zeebe 8.8's ActivatedJob.kind (16) and listenerEventType (17): what a job is for, so that a worker can tell
-    # an execution listener's job from the element's own (pyzeebe 4.7.0's descriptor predates them).
     {
         "field .gateway_protocol.ActivatedJob.kind",
-        "field .gateway_protocol.ActivatedJob.listenerEventType",
         "enum .gateway_protocol.ActivatedJob.JobKind",
+        *(
+            f"enum_value .gateway_protocol.ActivatedJob.JobKind.{name}"
+            for name in ("BPMN_ELEMENT", "EXECUTION_LISTENER", "TASK_LISTENER", "AD_HOC_SUB_PROCESS")
+        ),
+        "field .gateway_protocol.ActivatedJob.listenerEventType",
         "enum .gateway_protocol.ActivatedJob.ListenerEventType",
+        *(f"enum_value .gateway_protocol.ActivatedJob.ListenerEventType.{name}" for name in _LISTENER_EVENT_TYPES),
+        "field .gateway_protocol.CompleteJobRequest.result",
+        "oneof .gateway_protocol.CompleteJobRequest._result",  # the synthetic oneof of a proto3 optional field
+        *(f"message .gateway_protocol.{message}" for message in _JOB_RESULT_FIELDS),
+        *(
+            f"field .gateway_protocol.{message}.{field}"
+            for message, fields in _JOB_RESULT_FIELDS.items()
+            for field in fields
+        ),
     }
-    | {f"enum_value .gateway_protocol.ActivatedJob.JobKind.{name}" for name in _JOB_KINDS}
-    | {f"enum_value .gateway_protocol.ActivatedJob.ListenerEventType.{name}" for name in _LISTENER_EVENT_TYPES}
 )
+# Zeebe's numbers for the additions: a renumbered one would not be understood by Zeebe's clients.
+ADDITION_NUMBERS = {
+    "ActivatedJob.kind": 16,
+    "ActivatedJob.listenerEventType": 17,
+    "CompleteJobRequest.result": 3,
+    **{
+        f"{message}.{field}": number
+        for message, fields in _JOB_RESULT_FIELDS.items()
+        for number, field in enumerate(fields, start=1)
+    },
+}
 
 # Facts from the gateway API fact sheet, checked independently of the reference descriptor.
 EXPECTED_RPCS = (
@@ -278,19 +313,25 @@ def test_service_and_methods_match(ours, reference, kind: str) -> None:
 
 
 def test_identical_in_structure_with_pyzeebe_4_7_but_for_the_documented_additions(ours, reference) -> None:
-    """Leaving the documented additions out, the flattened views must be equal as a whole."""
-    mine = {key: value for key, value in flatten(ours).items() if key not in DOCUMENTED_ADDITIONS}
-    mine["message .gateway_protocol.ActivatedJob"] = {
-        **mine["message .gateway_protocol.ActivatedJob"],
-        "fields": [
-            f
-            for f in mine["message .gateway_protocol.ActivatedJob"]["fields"]
-            if f not in ("kind", "listenerEventType")
-        ],
-        "enums": [],
+    assert differences(flatten(ours), flatten(reference)) == []
+    entries = {addition for addition in DOCUMENTED_ADDITIONS if not addition.startswith("oneof ")}
+    assert set(flatten(ours)) - set(flatten(reference)) == entries
+
+
+def test_additions_carry_zeebes_field_numbers(ours: descriptor_pb2.FileDescriptorProto) -> None:
+    flat = flatten(ours)
+    numbers = {name: flat[f"field .gateway_protocol.{name}"]["number"] for name in ADDITION_NUMBERS}
+    assert numbers == ADDITION_NUMBERS
+    kinds = {
+        name: flat[f"enum_value .gateway_protocol.ActivatedJob.JobKind.{name}"]["number"]
+        for name in ("BPMN_ELEMENT", "EXECUTION_LISTENER", "TASK_LISTENER", "AD_HOC_SUB_PROCESS")
     }
-    assert set(flatten(ours)) >= DOCUMENTED_ADDITIONS
-    assert mine == flatten(reference)
+    assert kinds == {"BPMN_ELEMENT": 0, "EXECUTION_LISTENER": 1, "TASK_LISTENER": 2, "AD_HOC_SUB_PROCESS": 3}
+    event_types = {
+        name: flat[f"enum_value .gateway_protocol.ActivatedJob.ListenerEventType.{name}"]["number"]
+        for name in _LISTENER_EVENT_TYPES
+    }
+    assert event_types == {name: number for number, name in enumerate(_LISTENER_EVENT_TYPES)}
 
 
 def test_comparison_notices_a_renumbered_field(reference) -> None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from broker.engine.bpmn import model as bpmn
+from broker.engine.elements import registry
 from broker.engine.models import ModelCache
 from broker.protocol.enums import (
     CommandDistributionIntent,
@@ -62,6 +62,7 @@ class EventAppliers:
         self._models = models
         self._table: dict[tuple[int, int], Applier] = {
             (ValueType.PROCESS, ProcessIntent.CREATED): self._process_created,
+            (ValueType.PROCESS, ProcessIntent.DELETED): self._process_deleted,
             (ValueType.DECISION_REQUIREMENTS, DecisionRequirementsIntent.CREATED): self._drg_created,
             (ValueType.DECISION, DecisionIntent.CREATED): self._decision_created,
             (ValueType.FORM, FormIntent.CREATED): self._form_created,
@@ -153,6 +154,10 @@ class EventAppliers:
     def _process_created(self, state: PartitionState, r: Record) -> None:
         state.processes.put(r.value)
 
+    def _process_deleted(self, state: PartitionState, r: Record) -> None:
+        state.processes.remove(r.value)
+        self._models.remove(r.value["processDefinitionKey"])
+
     # -- element instances -----------------------------------------------------------------------------------
 
     def _element_activating(self, state: PartitionState, r: Record) -> None:
@@ -160,6 +165,7 @@ class EventAppliers:
         state.elements.add(ElementInstance(r.key, PI.ELEMENT_ACTIVATING, v))
         parent_key = v.flow_scope_key
         if parent_key <= 0:
+            state.processes.count_instance(v.process_definition_key, 1)
             caller = state.elements.get(v.parent_element_instance_key) if v.parent_element_instance_key > 0 else None
             if caller is not None:  # a process instance started by a call activity
                 state.elements.put(caller.with_called_child(r.key))
@@ -168,7 +174,8 @@ class EventAppliers:
         if parent is None:
             return
         # an instance of a multi-instance activity is started by its body, not by a sequence flow
-        consumed = 0 if parent.value.bpmn_element_type == bpmn.MULTI_INSTANCE_BODY else self._flows_consumed(state, v)
+        body = registry.processor_of(parent.value).contains_its_own_element
+        consumed = 0 if body else self._flows_consumed(state, v)
         state.elements.put(parent.after_child_activated(consumed))
 
     def _flows_consumed(self, state: PartitionState, v: ProcessInstanceValue) -> int:
@@ -177,10 +184,10 @@ class EventAppliers:
         A join consumes one token from each incoming flow that has one waiting: all of them for a parallel join
         (it activates only then), the ones that arrived for an inclusive join.
         """
-        etype = v.bpmn_element_type
-        if etype in (bpmn.START_EVENT, bpmn.BOUNDARY_EVENT, bpmn.PROCESS, bpmn.EVENT_SUB_PROCESS):
+        processor = registry.processor_of(v)
+        if not processor.started_by_flow:
             return 0
-        if etype == bpmn.INTERMEDIATE_CATCH_EVENT and v.bpmn_event_type == bpmn.LINK:
+        if processor.reached_by_link:
             return 1  # the token its link throw event left in flight (see _element_ended)
         element = self._models.get(v.process_definition_key).element(v.element_id)
         if not element.is_join:
@@ -220,9 +227,10 @@ class EventAppliers:
                 # a completed link throw event's token jumps to the link catch event (ACTIVATE_ELEMENT follows): in
                 # flight like a taken sequence flow, so the scope cannot complete before the catch event is activated
                 completed = r.intent == PI.ELEMENT_COMPLETED
-                jumping = completed and _is_link_throw(v)
+                jumping = completed and registry.processor_of(v).leaves_by_link
                 state.elements.put(parent.after_child_ended(completed=completed, flows_in_flight=int(jumping)))
         else:
+            state.processes.count_instance(v.process_definition_key, -1)
             state.awaiting_results.remove(r.key)
             state.message_starts.unlock(r.key)
 
@@ -465,10 +473,6 @@ class EventAppliers:
 
     def _compensation_subscription_removed(self, state: PartitionState, r: Record) -> None:
         state.compensation_subscriptions.remove(r.value["processInstanceKey"], r.key)
-
-
-def _is_link_throw(v: ProcessInstanceValue) -> bool:
-    return v.bpmn_element_type == bpmn.INTERMEDIATE_THROW_EVENT and v.bpmn_event_type == bpmn.LINK
 
 
 def outbox_key(side: bytes, v: dict) -> bytes:

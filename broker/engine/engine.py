@@ -10,7 +10,7 @@ from collections.abc import Callable
 
 from broker import feel
 from broker.engine import decision_processors as decisions
-from broker.engine import events, signals
+from broker.engine import events, resource_deletion, signals
 from broker.engine import instance_processors as instances
 from broker.engine import job_processors as jobs
 from broker.engine import message_processors as messages
@@ -110,7 +110,7 @@ class Engine:
             (ValueType.PROCESS_MESSAGE_SUBSCRIPTION, pms.DELETE): messages.process_subscription_deleted,
             (ValueType.SIGNAL, SignalIntent.BROADCAST): signals.broadcast_command,
             (ValueType.DECISION_EVALUATION, DecisionEvaluationIntent.EVALUATE): decisions.evaluate_command,
-            (ValueType.RESOURCE_DELETION, ResourceDeletionIntent.DELETE): decisions.delete_resource,
+            (ValueType.RESOURCE_DELETION, ResourceDeletionIntent.DELETE): resource_deletion.delete_resource,
         }
 
     def apply_event(self, state: PartitionState, record: Record) -> None:

@@ -13,7 +13,7 @@ from typing import Any
 from broker.engine import behaviors as b
 from broker.engine import events
 from broker.engine.context import ProcessingContext
-from broker.engine.elements import execution_listeners
+from broker.engine.elements import ad_hoc_sub_process, execution_listeners
 from broker.protocol.enums import (
     IncidentIntent,
     JobBatchIntent,
@@ -167,6 +167,9 @@ def complete(ctx: ProcessingContext, cmd: Record) -> None:
     if job is None:
         return
     value = dict(job["value"])
+    if value.get("jobKind") == ad_hoc_sub_process.JOB_KIND:  # the worker's result decides what follows
+        ad_hoc_sub_process.complete_job(ctx, cmd.key, value, cmd.value)
+        return
     variables = cmd.value.get("variables") or {}
     value["variables"] = variables
     rec = ctx.event(ValueType.JOB, JobIntent.COMPLETED, cmd.key, value)
@@ -251,7 +254,7 @@ def throw_error(ctx: ProcessingContext, cmd: Record) -> None:
     if inst is None:
         return
     process = b.services(ctx).models.get(value["processDefinitionKey"])
-    catch = b.find_error_catch(ctx, process, inst, code)
+    catch = events.find_error_catch(ctx, process, inst, code)
     if catch is None:
         b.raise_incident(ctx, inst, "UNHANDLED_ERROR_EVENT", b.unhandled_error_message(code, message), job_key=cmd.key)
         return

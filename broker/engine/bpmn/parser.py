@@ -409,6 +409,8 @@ class _DefinitionsReader:
         elif local == "adHocSubProcess":
             fields["element_type"] = m.AD_HOC_SUB_PROCESS
             fields["ad_hoc"] = self._read_ad_hoc(node, element_id, zeebe)
+            # with a task definition a job worker decides what to activate and when it is done (Zeebe 8.8)
+            fields["job"] = self._read_job(element_id, zeebe, required=False)
         else:  # callActivity
             fields["element_type"] = m.CALL_ACTIVITY
             fields["called_element"] = self._read_called_element(element_id, zeebe)
@@ -657,9 +659,6 @@ class _DefinitionsReader:
     def _read_ad_hoc(self, node: XmlElement, element_id: str, zeebe: _ZeebeExtensions) -> m.AdHoc:
         """``zeebe:adHoc`` and the completion attributes of an ad-hoc sub-process (``ordering`` is not read: as in
         Zeebe, the elements named by the collection all start at once)."""
-        if zeebe.all("taskDefinition"):
-            reason = "Ad-hoc sub-processes implemented by a job worker ('zeebe:taskDefinition') are not supported"
-            self._problem(element_id, reason)
         ad_hocs = zeebe.all("adHoc")
         if len(ad_hocs) > 1:
             self._problem(element_id, "Must have at most one 'zeebe:adHoc' extension element")

@@ -19,8 +19,10 @@ from broker.engine.context import ProcessingContext
 from broker.engine.elements import lifecycle as lc
 from broker.engine.elements.base import ElementProcessor
 from broker.engine.expressions import ExpressionFailure, type_name
-from broker.protocol.enums import JobIntent, ValueType
+from broker.protocol.enums import JobIntent, ProcessInstanceIntent, ValueType
 from broker.state.element_instance import ElementInstance
+
+PI = ProcessInstanceIntent
 
 
 class JobTaskProcessor(ElementProcessor):
@@ -32,8 +34,11 @@ class JobTaskProcessor(ElementProcessor):
             create_job(ctx, element, inst)
 
 
-def create_job(ctx: ProcessingContext, element: bpmn.Element, inst: ElementInstance) -> None:
-    """Evaluate the job's type and retries, write JOB CREATED and wait (ACTIVATED); an incident on a bad value."""
+def create_job(
+    ctx: ProcessingContext, element: bpmn.Element, inst: ElementInstance, *, kind: str = "BPMN_ELEMENT"
+) -> None:
+    """Evaluate the job's type and retries, write JOB CREATED and wait (ACTIVATED, unless it already is); an
+    incident on a bad value. ``kind``: Zeebe's job kind (a job-worker ad-hoc sub-process's is AD_HOC_SUB_PROCESS)."""
     job_def = element.job
     assert job_def is not None
     job_type = b.evaluate(ctx, job_def.type, inst.key)
@@ -90,10 +95,11 @@ def create_job(ctx: ProcessingContext, element: bpmn.Element, inst: ElementInsta
         "processDefinitionVersion": v.version,
         "processDefinitionKey": v.process_definition_key,
         "tenantId": b.TENANT,
-        "jobKind": "BPMN_ELEMENT",
+        "jobKind": kind,
     }
     ctx.event(ValueType.JOB, JobIntent.CREATED, job_key, job)
-    lc.activated(ctx, inst)
+    if inst.state != PI.ELEMENT_ACTIVATED:
+        lc.activated(ctx, inst)
     b.job_became_activatable(ctx, job_key, job)
 
 
