@@ -426,7 +426,8 @@ async def check_restart_recovers(driver: Driver, live: StateDump, *, from_scratc
 
 def check_called_instances_are_linked(driver: Driver) -> None:
     """With nothing left to process: a call activity that waits (or terminates) has its called instance, a called
-    instance has the call activity that points to it, and a call activity still activating has an incident."""
+    instance has the call activity that points to it, and a call activity still activating has an incident or waits
+    for its start execution listener's job."""
     instances = driver.read(
         lambda s: [ElementInstance.from_dict(unpack(v)) for _, v in s.iter_all("element_instances")]
     )
@@ -438,7 +439,8 @@ def check_called_instances_are_linked(driver: Driver) -> None:
             if inst.state in (ProcessInstanceIntent.ELEMENT_ACTIVATED, ProcessInstanceIntent.ELEMENT_TERMINATING):
                 assert inst.called_child_key in by_key, f"call activity {inst.key} waits for no instance"
             elif inst.state == ProcessInstanceIntent.ELEMENT_ACTIVATING:
-                assert inst.key in with_incident, f"call activity {inst.key} is stuck activating"
+                waits = inst.key in with_incident or inst.job_key > 0
+                assert waits, f"call activity {inst.key} is stuck activating"
         if v.bpmn_element_type == "PROCESS" and v.parent_element_instance_key > 0:
             caller = by_key.get(v.parent_element_instance_key)
             assert caller is not None and caller.called_child_key == inst.key, f"called instance {inst.key} orphaned"
