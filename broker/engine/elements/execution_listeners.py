@@ -19,6 +19,7 @@ from typing import Any
 from broker.engine import behaviors as b
 from broker.engine.bpmn import model as bpmn
 from broker.engine.context import ProcessingContext
+from broker.engine.elements.job_task import type_and_retries
 from broker.engine.expressions import ExpressionFailure
 from broker.protocol.enums import JobIntent, JobKind, JobListenerEventType, ValueType
 from broker.state.element_instance import ElementInstance
@@ -56,41 +57,17 @@ def run_next(ctx: ProcessingContext, listeners: Listeners, inst: ElementInstance
 
 
 def _create_job(ctx: ProcessingContext, listener: bpmn.ExecutionListener, inst: ElementInstance) -> None:
-    job_type = b.evaluate(ctx, listener.type, inst.key)
-    if isinstance(job_type, ExpressionFailure) or not isinstance(job_type, str) or not job_type:
-        reason = (
-            job_type.message
-            if isinstance(job_type, ExpressionFailure)
-            else (
-                f"Expected result of the expression '{listener.type}' to be 'STRING', but was "
-                f"'{b.describe_type(job_type)}'."
-            )
-        )
-        b.raise_incident(ctx, inst, "EXTRACT_VALUE_ERROR", reason)
+    evaluated = type_and_retries(ctx, listener.type, listener.retries, inst.key)
+    if isinstance(evaluated, ExpressionFailure):
+        b.raise_incident(ctx, inst, "EXTRACT_VALUE_ERROR", evaluated.message)
         return
-    retries: Any = b.evaluate(ctx, listener.retries, inst.key)
-    if isinstance(retries, str):
-        try:
-            retries = int(retries)
-        except ValueError:
-            retries = ExpressionFailure(f"Expected retries '{listener.retries}' to be a number")
-    if isinstance(retries, ExpressionFailure) or not isinstance(retries, int | float) or isinstance(retries, bool):
-        reason = (
-            retries.message
-            if isinstance(retries, ExpressionFailure)
-            else (
-                f"Expected result of the expression '{listener.retries}' to be 'NUMBER', but was "
-                f"'{b.describe_type(retries)}'."
-            )
-        )
-        b.raise_incident(ctx, inst, "EXTRACT_VALUE_ERROR", reason)
-        return
+    job_type, retries = evaluated
     v = inst.value
     job_key = ctx.keys.next_key()
     job = {
         "type": job_type,
         "worker": "",
-        "retries": int(retries),
+        "retries": retries,
         "retryBackoff": 0,
         "recurringTime": -1,
         "deadline": -1,
