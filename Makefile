@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 DATA_DIR ?= ./data
 
-.PHONY: install run test lint proto bench clean node-clients
+.PHONY: install run test lint proto bench clean node-clients postgresql
 
 install: $(VENV)/.installed
 
@@ -19,19 +19,24 @@ run: install
 	$(VENV)/bin/weir start --data-dir $(DATA_DIR)
 
 ## test: install and run the linter and the whole test suite
-test: install node-clients lint
+test: install node-clients postgresql lint
 	$(PY) -m pytest -q -p no:cacheprovider
 
-## node-clients: zbctl and zeebe-node from the npm registry, for the compatibility tests
+## node-clients: zbctl, zeebe-node and @camunda8/sdk from the npm registry, for the compatibility tests
 NODE_CLIENTS := .cache/node-clients
 node-clients: $(NODE_CLIENTS)/.installed
 
-$(NODE_CLIENTS)/.installed:
+$(NODE_CLIENTS)/.installed: Makefile
 	@command -v npm >/dev/null || { [ "$$(id -u)" = 0 ] && apt-get update -qq && apt-get install -y -qq nodejs npm; }
 	mkdir -p $(NODE_CLIENTS)
 	cd $(NODE_CLIENTS) && npm install --no-package-lock --ignore-scripts --no-audit --no-fund --silent \
-		zbctl@8.4.1 zeebe-node@8.3.2
+		zbctl@8.4.1 zeebe-node@8.3.2 @camunda8/sdk@8.8.13
 	touch $@
+
+## postgresql: Debian's PostgreSQL server binaries, for the history exporter tests (they start their own server)
+postgresql:
+	@ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1 || command -v postgres >/dev/null || \
+		{ [ "$$(id -u)" = 0 ] && apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql; }
 
 lint: install
 	$(PY) -m ruff check .

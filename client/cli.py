@@ -56,6 +56,8 @@ def _node_config(args: argparse.Namespace, *, embedded_gateway: bool) -> Any:
         partitions=_pick(args.partitions, b["cluster"]["partitionsCount"]),
         host=_pick(args.host, b["host"]),
         gateway_port=_pick(args.gateway_port, g["port"]),
+        rest_port=_pick(args.rest_port, g["rest"]["port"]),
+        history_url=_history_url(args, b, g),
         command_port=_pick(args.command_port, b["ports"]["command"]),
         monitoring_port=_pick(args.monitoring_port, b["ports"]["monitoring"]),
         embedded_gateway=embedded_gateway,
@@ -79,6 +81,20 @@ def _node_config(args: argparse.Namespace, *, embedded_gateway: bool) -> Any:
         max_concurrent_streams=g["maxConcurrentStreams"],
         command_api_security=_command_api_security(cfg),
     )
+
+
+def _history_url(args: argparse.Namespace, broker_cfg: dict[str, Any], gateway_cfg: dict[str, Any]) -> str | None:
+    """gateway.history.url, else the database of a history exporter this node runs, else for `weir start` the
+    history database in its data folder (where its default exporter writes)."""
+    if gateway_cfg["history"]["url"]:
+        return str(gateway_cfg["history"]["url"])
+    for exporter in broker_cfg["exporters"].values():
+        if exporter.get("className") == "exporters.history.HistoryExporter" and (exporter.get("args") or {}).get("url"):
+            return str(exporter["args"]["url"])
+    if getattr(args, "command", "") == "start":
+        data_dir = Path(_pick(args.data_dir, broker_cfg["dataDir"]))
+        return f"sqlite:///{(data_dir / 'history.db').resolve()}"
+    return None
 
 
 def _command_api_security(cfg: dict[str, Any]) -> Any:
@@ -108,15 +124,16 @@ def _backpressure(cfg: dict[str, Any]) -> Any:
 
 
 def _exporters(args: argparse.Namespace, broker_cfg: dict[str, Any]) -> dict[str, Any]:
-    """Configured exporters; `weir start` adds a JSON-lines file exporter so a newcomer sees records at once."""
+    """Configured exporters; `weir start` adds the history exporter (SQLite, DATA_DIR/history.db) so what runs can
+    be searched at once."""
     from exporters import validate_exporter_configs
 
     exporters = dict(broker_cfg["exporters"])
     if getattr(args, "command", "") == "start" and not exporters and not args.no_exporter:
         data_dir = Path(_pick(args.data_dir, broker_cfg["dataDir"]))
-        exporters["jsonl"] = {
-            "className": "exporters.jsonl.JsonLinesExporter",
-            "args": {"directory": str((data_dir / "exports").resolve())},
+        exporters["history"] = {
+            "className": "exporters.history.HistoryExporter",
+            "args": {"url": f"sqlite:///{(data_dir / 'history.db').resolve()}"},
         }
     validate_exporter_configs(exporters)
     return exporters
@@ -157,7 +174,8 @@ def _run_node(args: argparse.Namespace, *, embedded_gateway: bool) -> int:
         gc_policy.apply_after_startup()
         print(
             f"Weir is running: gateway {node_config.host}:{node.gateway_port}, "
-            f"data in {node_config.data_dir.resolve()}, "
+            + (f"REST API http://{node_config.host}:{node.rest_port}/v2, " if node.rest_server is not None else "")
+            + f"data in {node_config.data_dir.resolve()}, "
             f"monitoring http://{node_config.host}:{node.monitoring.port if node.monitoring else '-'}",
             flush=True,
         )
@@ -206,6 +224,8 @@ def cmd_gateway(args: argparse.Namespace) -> int:
         contact_points=args.broker or g["contactPoints"],
         host=_pick(args.host, g["host"]),
         port=_pick(args.gateway_port, g["port"]),
+        rest_port=_pick(args.rest_port, g["rest"]["port"]),
+        history_url=g["history"]["url"] or None,
         monitoring_port=_pick(args.monitoring_port, g["monitoringPort"]),
         max_message_size=_pick(args.max_message_size, g["maxMessageSize"]),
         long_poll_ms=g["longPollTimeout"],
@@ -461,6 +481,7 @@ def _add_node_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--data-dir", help="data folder (./data)")
     p.add_argument("--host", help="address to bind (127.0.0.1)")
     p.add_argument("--gateway-port", type=int, help="client gRPC port (26500)")
+    p.add_argument("--rest-port", type=int, help="REST API port (8080; 0: a free one, -1: off)")
     p.add_argument("--command-port", type=int, help="broker command port (26501)")
     p.add_argument("--monitoring-port", type=int, help="metrics and probes port (9600)")
     p.add_argument("--partitions", type=int, help="partitions on this node (1)")
@@ -497,7 +518,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("start", help="run a single-node Weir: one broker with an embedded gateway")
     _add_node_args(p)
     p.add_argument(
-        "--no-exporter", action="store_true", help="do not add the default JSON-lines exporter (DATA_DIR/exports)"
+        "--no-exporter", action="store_true", help="do not add the default history exporter (DATA_DIR/history.db)"
     )
     p.set_defaults(fn=cmd_start)
 
@@ -511,6 +532,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--broker", action="append", help="broker command API address (repeatable; 127.0.0.1:26501)")
     p.add_argument("--host", help="address to bind (127.0.0.1)")
     p.add_argument("--gateway-port", type=int, help="client gRPC port (26500)")
+    p.add_argument("--rest-port", type=int, help="REST API port (8080; 0: a free one, -1: off)")
     p.add_argument("--monitoring-port", type=int, help="metrics and probes port (9600)")
     p.add_argument("--max-message-size", type=int, help="max gRPC message in bytes (4 MiB)")
     _add_logging_args(p)

@@ -28,8 +28,10 @@ PACKAGE = "gateway_protocol"
 FieldProto = descriptor_pb2.FieldDescriptorProto
 
 # Entries (see ``flatten``) that Weir's .proto may have beyond pyzeebe's. Each must be a documented,
-# deliberate extension: Zeebe 8.8's job kind and listener event type (ActivatedJob.kind, .listenerEventType) and
-# job result (CompleteJobRequest.result), which pyzeebe 4.7.0 predates, numbered as in Zeebe's gateway.proto.
+# deliberate extension that pyzeebe 4.7.0 predates, numbered as in Zeebe 8.8's gateway.proto: the job kind, listener
+# event type and user task of an activated job (ActivatedJob.kind, .listenerEventType, .userTask), and a job
+# completion's result (CompleteJobRequest.result: a task listener's denial or corrections, an ad-hoc sub-process's
+# choice of elements).
 _JOB_RESULT_FIELDS = {
     "JobResult": (
         "denied",
@@ -44,7 +46,18 @@ _JOB_RESULT_FIELDS = {
     "JobResultActivateElement": ("elementId", "variables"),
     "StringList": ("values",),
 }
-# Zeebe's ActivatedJob.ListenerEventType, by number.
+_USER_TASK_PROPERTIES = (
+    "action",
+    "assignee",
+    "candidateGroups",
+    "candidateUsers",
+    "changedAttributes",
+    "dueDate",
+    "followUpDate",
+    "formKey",
+    "priority",
+    "userTaskKey",
+)
 _LISTENER_EVENT_TYPES = ("ASSIGNING", "CANCELING", "COMPLETING", "CREATING", "END", "START", "UNSPECIFIED", "UPDATING")
 DOCUMENTED_ADDITIONS: frozenset[str] = frozenset(
     {
@@ -57,8 +70,13 @@ DOCUMENTED_ADDITIONS: frozenset[str] = frozenset(
         "field .gateway_protocol.ActivatedJob.listenerEventType",
         "enum .gateway_protocol.ActivatedJob.ListenerEventType",
         *(f"enum_value .gateway_protocol.ActivatedJob.ListenerEventType.{name}" for name in _LISTENER_EVENT_TYPES),
+        "field .gateway_protocol.ActivatedJob.userTask",
+        "message .gateway_protocol.UserTaskProperties",
+        *(f"field .gateway_protocol.UserTaskProperties.{field}" for field in _USER_TASK_PROPERTIES),
         "field .gateway_protocol.CompleteJobRequest.result",
-        "oneof .gateway_protocol.CompleteJobRequest._result",  # the synthetic oneof of a proto3 optional field
+        # the synthetic oneofs of proto3 optional fields
+        "oneof .gateway_protocol.ActivatedJob._userTask",
+        "oneof .gateway_protocol.CompleteJobRequest._result",
         *(f"message .gateway_protocol.{message}" for message in _JOB_RESULT_FIELDS),
         *(
             f"field .gateway_protocol.{message}.{field}"
@@ -69,6 +87,7 @@ DOCUMENTED_ADDITIONS: frozenset[str] = frozenset(
 )
 # Zeebe's numbers for the additions: a renumbered one would not be understood by Zeebe's clients.
 ADDITION_NUMBERS = {
+    "ActivatedJob.userTask": 15,
     "ActivatedJob.kind": 16,
     "ActivatedJob.listenerEventType": 17,
     "CompleteJobRequest.result": 3,
@@ -313,6 +332,7 @@ def test_service_and_methods_match(ours, reference, kind: str) -> None:
 
 
 def test_identical_in_structure_with_pyzeebe_4_7_but_for_the_documented_additions(ours, reference) -> None:
+    """Everything pyzeebe's descriptor has is in ours unchanged; what ours adds is exactly the documented list."""
     assert differences(flatten(ours), flatten(reference)) == []
     entries = {addition for addition in DOCUMENTED_ADDITIONS if not addition.startswith("oneof ")}
     assert set(flatten(ours)) - set(flatten(reference)) == entries
@@ -327,11 +347,11 @@ def test_additions_carry_zeebes_field_numbers(ours: descriptor_pb2.FileDescripto
         for name in ("BPMN_ELEMENT", "EXECUTION_LISTENER", "TASK_LISTENER", "AD_HOC_SUB_PROCESS")
     }
     assert kinds == {"BPMN_ELEMENT": 0, "EXECUTION_LISTENER": 1, "TASK_LISTENER": 2, "AD_HOC_SUB_PROCESS": 3}
-    event_types = {
+    events = {
         name: flat[f"enum_value .gateway_protocol.ActivatedJob.ListenerEventType.{name}"]["number"]
         for name in _LISTENER_EVENT_TYPES
     }
-    assert event_types == {name: number for number, name in enumerate(_LISTENER_EVENT_TYPES)}
+    assert events == {name: n for n, name in enumerate(_LISTENER_EVENT_TYPES)}
 
 
 def test_comparison_notices_a_renumbered_field(reference) -> None:

@@ -11,6 +11,7 @@ from collections.abc import Callable
 from broker.engine.elements import registry
 from broker.engine.models import ModelCache
 from broker.protocol.enums import (
+    AsyncRequestIntent,
     CommandDistributionIntent,
     CompensationSubscriptionIntent,
     DecisionIntent,
@@ -31,6 +32,7 @@ from broker.protocol.enums import (
     SignalIntent,
     SignalSubscriptionIntent,
     TimerIntent,
+    UserTaskIntent,
     ValueType,
     VariableIntent,
 )
@@ -39,7 +41,7 @@ from broker.protocol.record import Record
 from broker.protocol.values import ProcessInstanceValue
 from broker.state.db import u64
 from broker.state.element_instance import ElementInstance
-from broker.state.repositories import JobState, PartitionState
+from broker.state.repositories import JobState, PartitionState, UserTaskState
 
 Applier = Callable[[PartitionState, Record], None]
 
@@ -48,6 +50,7 @@ MS = MessageSubscriptionIntent
 PMS = ProcessMessageSubscriptionIntent
 MSE = MessageStartEventSubscriptionIntent
 CSI = CompensationSubscriptionIntent
+UT = UserTaskIntent
 
 
 # How long (record time) a received signal's key is remembered. Redeliveries stop when the broadcasting partition has
@@ -124,6 +127,23 @@ class EventAppliers:
             (ValueType.COMPENSATION_SUBSCRIPTION, CSI.TRIGGERED): self._compensation_subscription_put,
             (ValueType.COMPENSATION_SUBSCRIPTION, CSI.COMPLETED): self._compensation_subscription_removed,
             (ValueType.COMPENSATION_SUBSCRIPTION, CSI.DELETED): self._compensation_subscription_removed,
+            (ValueType.USER_TASK, UT.CREATING): self._user_task_creating,
+            (ValueType.USER_TASK, UT.CREATED): self._user_task_settled,
+            (ValueType.USER_TASK, UT.ASSIGNED): self._user_task_settled,
+            (ValueType.USER_TASK, UT.UPDATED): self._user_task_settled,
+            (ValueType.USER_TASK, UT.ASSIGNMENT_DENIED): self._user_task_denied,
+            (ValueType.USER_TASK, UT.UPDATE_DENIED): self._user_task_denied,
+            (ValueType.USER_TASK, UT.COMPLETION_DENIED): self._user_task_denied,
+            (ValueType.USER_TASK, UT.ASSIGNING): self._user_task_transition,
+            (ValueType.USER_TASK, UT.CLAIMING): self._user_task_transition,
+            (ValueType.USER_TASK, UT.UPDATING): self._user_task_transition,
+            (ValueType.USER_TASK, UT.COMPLETING): self._user_task_transition,
+            (ValueType.USER_TASK, UT.CANCELING): self._user_task_transition,
+            (ValueType.USER_TASK, UT.CORRECTED): self._user_task_corrected,
+            (ValueType.USER_TASK, UT.COMPLETED): self._user_task_removed,
+            (ValueType.USER_TASK, UT.CANCELED): self._user_task_removed,
+            (ValueType.ASYNC_REQUEST, AsyncRequestIntent.RECEIVED): self._async_request_received,
+            (ValueType.ASYNC_REQUEST, AsyncRequestIntent.PROCESSED): self._async_request_processed,
         }
 
     def apply(self, state: PartitionState, record: Record) -> None:
@@ -272,6 +292,7 @@ class EventAppliers:
         for key, job in zip(r.value["jobKeys"], r.value["jobs"], strict=True):
             stored = dict(job)
             stored["variables"] = {}
+            stored.pop("userTask", None)  # told to the worker, not part of the job
             state.jobs.put(key, JobState.ACTIVATED, stored)
 
     def _job_removed(self, state: PartitionState, r: Record) -> None:
@@ -279,6 +300,13 @@ class EventAppliers:
         inst = state.elements.get(r.value["elementInstanceKey"])
         if inst is not None and inst.job_key == r.key:
             state.elements.put(inst.with_job_key(-1))
+        if r.intent == JobIntent.COMPLETED and r.value.get("jobKind") == "TASK_LISTENER":
+            # one more listener of the user task's transition is done
+            task_key = state.user_tasks.for_element(r.value["elementInstanceKey"])
+            entry = state.user_tasks.get(task_key) if task_key is not None else None
+            if entry is not None and entry["transition"] is not None:
+                entry["transition"]["listener"] += 1
+                state.user_tasks.put(task_key, entry)
 
     def _job_failed(self, state: PartitionState, r: Record) -> None:
         v = r.value
@@ -473,6 +501,52 @@ class EventAppliers:
 
     def _compensation_subscription_removed(self, state: PartitionState, r: Record) -> None:
         state.compensation_subscriptions.remove(r.value["processInstanceKey"], r.key)
+
+    # -- native user tasks ------------------------------------------------------------------------------------
+
+    def _user_task_creating(self, state: PartitionState, r: Record) -> None:
+        v = r.value
+        state.user_tasks.put(
+            r.key,
+            {
+                "state": UserTaskState.CREATING,
+                "value": {**v, "assignee": ""},
+                "transition": {"value": v, "listener": 0},
+            },
+        )
+
+    def _user_task_settled(self, state: PartitionState, r: Record) -> None:
+        state.user_tasks.put(r.key, {"state": UserTaskState.CREATED, "value": r.value, "transition": None})
+
+    def _user_task_denied(self, state: PartitionState, r: Record) -> None:
+        entry = state.user_tasks.get(r.key)
+        if entry is not None:
+            state.user_tasks.put(r.key, {**entry, "state": UserTaskState.CREATED, "transition": None})
+
+    def _user_task_transition(self, state: PartitionState, r: Record) -> None:
+        entry = state.user_tasks.get(r.key)
+        if entry is not None:
+            lifecycle = UT(r.intent).name
+            state.user_tasks.put(r.key, {**entry, "state": lifecycle, "transition": {"value": r.value, "listener": 0}})
+
+    def _user_task_corrected(self, state: PartitionState, r: Record) -> None:
+        entry = state.user_tasks.get(r.key)
+        if entry is None or entry["transition"] is None:
+            return
+        before = entry["transition"]["value"]
+        changed = list(before.get("changedAttributes") or [])
+        changed += [name for name in r.value.get("changedAttributes") or [] if name not in changed]
+        entry["transition"]["value"] = {**r.value, "changedAttributes": changed}
+        state.user_tasks.put(r.key, entry)
+
+    def _user_task_removed(self, state: PartitionState, r: Record) -> None:
+        state.user_tasks.remove(r.key)
+
+    def _async_request_received(self, state: PartitionState, r: Record) -> None:
+        state.async_requests.put(r.value["scopeKey"], {**r.value, "key": r.key})
+
+    def _async_request_processed(self, state: PartitionState, r: Record) -> None:
+        state.async_requests.remove(r.value["scopeKey"])
 
 
 def outbox_key(side: bytes, v: dict) -> bytes:

@@ -315,7 +315,30 @@ def activate_job(
     activated["deadline"] = ctx.now + timeout
     activated["recurringTime"] = -1
     activated["variables"] = visible_variables(ctx, job["elementInstanceKey"], fetch or None)
+    if job.get("jobKind") == "TASK_LISTENER":
+        activated["userTask"] = _listened_user_task(ctx, job["elementInstanceKey"])
     return activated
+
+
+def _listened_user_task(ctx: ProcessingContext, element_instance_key: int) -> dict[str, Any]:
+    """What a task listener's worker is told of its user task: the task as the transition would leave it."""
+    key = ctx.state.user_tasks.for_element(element_instance_key)
+    entry = ctx.state.user_tasks.get(key) if key is not None else None
+    if entry is None:
+        return {}
+    task = entry["transition"]["value"] if entry["transition"] is not None else entry["value"]
+    return {
+        "action": task.get("action", ""),
+        "assignee": task.get("assignee", ""),
+        "candidateGroups": list(task.get("candidateGroupsList") or []),
+        "candidateUsers": list(task.get("candidateUsersList") or []),
+        "changedAttributes": list(task.get("changedAttributes") or []),
+        "dueDate": task.get("dueDate", ""),
+        "followUpDate": task.get("followUpDate", ""),
+        "formKey": task.get("formKey", -1),
+        "priority": task.get("priority", 50),
+        "userTaskKey": task["userTaskKey"],
+    }
 
 
 def cancel_job(ctx: ProcessingContext, instance: ElementInstance) -> None:

@@ -11,7 +11,7 @@ import json
 from typing import Any
 
 from broker.engine import behaviors as b
-from broker.engine import events
+from broker.engine import events, user_tasks
 from broker.engine.context import ProcessingContext
 from broker.engine.elements import ad_hoc_sub_process, execution_listeners
 from broker.protocol.enums import (
@@ -171,6 +171,9 @@ def complete(ctx: ProcessingContext, cmd: Record) -> None:
         ad_hoc_sub_process.complete_job(ctx, cmd.key, value, cmd.value)
         return
     variables = cmd.value.get("variables") or {}
+    if value.get("jobKind") == JobKind.TASK_LISTENER:
+        _complete_task_listener(ctx, cmd, value, variables)
+        return
     value["variables"] = variables
     rec = ctx.event(ValueType.JOB, JobIntent.COMPLETED, cmd.key, value)
     ctx.respond(rec)
@@ -194,6 +197,29 @@ def complete(ctx: ProcessingContext, cmd: Record) -> None:
         else:
             b.merge_document(ctx, inst.key, variables)
     ctx.follow_up(ValueType.PROCESS_INSTANCE, ProcessInstanceIntent.COMPLETE_ELEMENT, inst.key, inst.value.to_dict())
+
+
+def _complete_task_listener(ctx: ProcessingContext, cmd: Record, value: dict, variables: dict) -> None:
+    """A task listener's job: no variables; its result may deny the user task's change or correct the task."""
+    if variables:
+        ctx.reject(
+            RejectionType.INVALID_ARGUMENT,
+            f"Expected to complete task listener job with key '{cmd.key}' without variables, but variables were "
+            "given: a task listener changes its user task through the job result's corrections, not variables",
+        )
+        return
+    result = cmd.value.get("result") or {}
+    problem = user_tasks.listener_result_problem(ctx, value, result)
+    if problem:
+        ctx.reject(
+            RejectionType.INVALID_ARGUMENT,
+            f"Expected to complete task listener job with key '{cmd.key}', but {problem}",
+        )
+        return
+    value.update(variables={}, result=result)
+    rec = ctx.event(ValueType.JOB, JobIntent.COMPLETED, cmd.key, value)
+    ctx.respond(rec)
+    user_tasks.listener_completed(ctx, value, result)
 
 
 def fail(ctx: ProcessingContext, cmd: Record) -> None:
@@ -366,6 +392,8 @@ def resolve_incident(ctx: ProcessingContext, cmd: Record) -> None:
         return
     inst = ctx.state.elements.get(incident["elementInstanceKey"])
     if inst is None:
+        return
+    if user_tasks.resume(ctx, inst):
         return
     pi = ProcessInstanceIntent
     if inst.state == pi.ELEMENT_ACTIVATING:

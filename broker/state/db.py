@@ -66,6 +66,9 @@ SUB_DATABASES = (
     "decision_requirements_versions",
     "forms",
     "form_versions",
+    "user_tasks",
+    "user_tasks_by_element",
+    "async_requests",
 )
 
 DEFAULT_MAP_SIZE = 64 << 30

@@ -507,6 +507,46 @@ class KeyedBlobState(_Repository):
         self.txn.delete(u64(key), db=self._db)
 
 
+class UserTaskState(_Repository):
+    """Native user tasks by key, findable by their element instance.
+
+    An entry is ``{"state": lifecycle state, "value": the task as last settled, "transition": None or {"value": what
+    the transition moves it to (with listener corrections; at creation, with the modelled assignee, assigned once the
+    task is created), "listener": how many of the transition's listeners completed}}``.
+    """
+
+    CREATING = "CREATING"
+    CREATED = "CREATED"
+    ASSIGNING = "ASSIGNING"
+    CLAIMING = "CLAIMING"
+    UPDATING = "UPDATING"
+    COMPLETING = "COMPLETING"
+    CANCELING = "CANCELING"
+
+    def __init__(self, sdb: StateDb) -> None:
+        super().__init__(sdb, "user_tasks")
+        self._by_element = sdb.dbs["user_tasks_by_element"]
+
+    def get(self, key: int) -> dict[str, Any] | None:
+        v = self.txn.get(u64(key), db=self._db)
+        return unpack(v) if v else None
+
+    def for_element(self, element_instance_key: int) -> int | None:
+        v = self.txn.get(u64(element_instance_key), db=self._by_element)
+        return read_u64(v) if v else None
+
+    def put(self, key: int, entry: dict[str, Any]) -> None:
+        self.txn.put(u64(key), pack(entry), db=self._db)
+        self.txn.put(u64(entry["value"]["elementInstanceKey"]), u64(key), db=self._by_element)
+
+    def remove(self, key: int) -> None:
+        entry = self.get(key)
+        if entry is None:
+            return
+        self.txn.delete(u64(key), db=self._db)
+        self.txn.delete(u64(entry["value"]["elementInstanceKey"]), db=self._by_element)
+
+
 class SignalReceiptState(_Repository):
     """Keys of signals broadcast elsewhere and received here, so a redelivery triggers nothing twice.
 
@@ -965,6 +1005,9 @@ class PartitionState:
         self.decisions = DecisionState(sdb)
         self.decision_requirements = DecisionRequirementsState(sdb)
         self.forms = FormState(sdb)
+        self.user_tasks = UserTaskState(sdb)
+        # client requests answered later, by the scope (element instance) they wait on
+        self.async_requests = KeyedBlobState(sdb, "async_requests")
         self._repos: tuple[_Repository, ...] = (
             self.meta,
             self.processes,
@@ -988,6 +1031,8 @@ class PartitionState:
             self.decisions,
             self.decision_requirements,
             self.forms,
+            self.user_tasks,
+            self.async_requests,
         )
         self.txn: lmdb.Transaction | None = None
 

@@ -46,7 +46,7 @@ class ActivateJobsResponse(_message.Message):
     def __init__(self, jobs: _Optional[_Iterable[_Union[ActivatedJob, _Mapping]]] = ...) -> None: ...
 
 class ActivatedJob(_message.Message):
-    __slots__ = ("key", "type", "processInstanceKey", "bpmnProcessId", "processDefinitionVersion", "processDefinitionKey", "elementId", "elementInstanceKey", "customHeaders", "worker", "retries", "deadline", "variables", "tenantId", "kind", "listenerEventType")
+    __slots__ = ("key", "type", "processInstanceKey", "bpmnProcessId", "processDefinitionVersion", "processDefinitionKey", "elementId", "elementInstanceKey", "customHeaders", "worker", "retries", "deadline", "variables", "tenantId", "userTask", "kind", "listenerEventType")
     class JobKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
         __slots__ = ()
         BPMN_ELEMENT: _ClassVar[ActivatedJob.JobKind]
@@ -89,6 +89,7 @@ class ActivatedJob(_message.Message):
     DEADLINE_FIELD_NUMBER: _ClassVar[int]
     VARIABLES_FIELD_NUMBER: _ClassVar[int]
     TENANTID_FIELD_NUMBER: _ClassVar[int]
+    USERTASK_FIELD_NUMBER: _ClassVar[int]
     KIND_FIELD_NUMBER: _ClassVar[int]
     LISTENEREVENTTYPE_FIELD_NUMBER: _ClassVar[int]
     key: int
@@ -105,9 +106,34 @@ class ActivatedJob(_message.Message):
     deadline: int
     variables: str
     tenantId: str
+    userTask: UserTaskProperties
     kind: ActivatedJob.JobKind
     listenerEventType: ActivatedJob.ListenerEventType
-    def __init__(self, key: _Optional[int] = ..., type: _Optional[str] = ..., processInstanceKey: _Optional[int] = ..., bpmnProcessId: _Optional[str] = ..., processDefinitionVersion: _Optional[int] = ..., processDefinitionKey: _Optional[int] = ..., elementId: _Optional[str] = ..., elementInstanceKey: _Optional[int] = ..., customHeaders: _Optional[str] = ..., worker: _Optional[str] = ..., retries: _Optional[int] = ..., deadline: _Optional[int] = ..., variables: _Optional[str] = ..., tenantId: _Optional[str] = ..., kind: _Optional[_Union[ActivatedJob.JobKind, str]] = ..., listenerEventType: _Optional[_Union[ActivatedJob.ListenerEventType, str]] = ...) -> None: ...
+    def __init__(self, key: _Optional[int] = ..., type: _Optional[str] = ..., processInstanceKey: _Optional[int] = ..., bpmnProcessId: _Optional[str] = ..., processDefinitionVersion: _Optional[int] = ..., processDefinitionKey: _Optional[int] = ..., elementId: _Optional[str] = ..., elementInstanceKey: _Optional[int] = ..., customHeaders: _Optional[str] = ..., worker: _Optional[str] = ..., retries: _Optional[int] = ..., deadline: _Optional[int] = ..., variables: _Optional[str] = ..., tenantId: _Optional[str] = ..., userTask: _Optional[_Union[UserTaskProperties, _Mapping]] = ..., kind: _Optional[_Union[ActivatedJob.JobKind, str]] = ..., listenerEventType: _Optional[_Union[ActivatedJob.ListenerEventType, str]] = ...) -> None: ...
+
+class UserTaskProperties(_message.Message):
+    __slots__ = ("action", "assignee", "candidateGroups", "candidateUsers", "changedAttributes", "dueDate", "followUpDate", "formKey", "priority", "userTaskKey")
+    ACTION_FIELD_NUMBER: _ClassVar[int]
+    ASSIGNEE_FIELD_NUMBER: _ClassVar[int]
+    CANDIDATEGROUPS_FIELD_NUMBER: _ClassVar[int]
+    CANDIDATEUSERS_FIELD_NUMBER: _ClassVar[int]
+    CHANGEDATTRIBUTES_FIELD_NUMBER: _ClassVar[int]
+    DUEDATE_FIELD_NUMBER: _ClassVar[int]
+    FOLLOWUPDATE_FIELD_NUMBER: _ClassVar[int]
+    FORMKEY_FIELD_NUMBER: _ClassVar[int]
+    PRIORITY_FIELD_NUMBER: _ClassVar[int]
+    USERTASKKEY_FIELD_NUMBER: _ClassVar[int]
+    action: str
+    assignee: str
+    candidateGroups: _containers.RepeatedScalarFieldContainer[str]
+    candidateUsers: _containers.RepeatedScalarFieldContainer[str]
+    changedAttributes: _containers.RepeatedScalarFieldContainer[str]
+    dueDate: str
+    followUpDate: str
+    formKey: int
+    priority: int
+    userTaskKey: int
+    def __init__(self, action: _Optional[str] = ..., assignee: _Optional[str] = ..., candidateGroups: _Optional[_Iterable[str]] = ..., candidateUsers: _Optional[_Iterable[str]] = ..., changedAttributes: _Optional[_Iterable[str]] = ..., dueDate: _Optional[str] = ..., followUpDate: _Optional[str] = ..., formKey: _Optional[int] = ..., priority: _Optional[int] = ..., userTaskKey: _Optional[int] = ...) -> None: ...
 
 class CancelProcessInstanceRequest(_message.Message):
     __slots__ = ("processInstanceKey", "operationReference")

@@ -111,7 +111,7 @@ class ExpressionSite:
     mandatory: bool = False
 
 
-_Listeners = tuple[m.ExecutionListener, ...]
+_ExecutionListeners = tuple[m.ExecutionListener, ...]
 
 
 class _TooManyFlowElements(Exception):
@@ -278,7 +278,7 @@ class _DefinitionsReader:
         self._read_scope(node, process_id, elements, flows)
         zeebe = _ZeebeExtensions(node.find(f"{_B}extensionElements"))
         version_tag = self._read_version_tag(process_id, zeebe)
-        listeners = self._read_listeners(process_id, zeebe)
+        listeners = self._read_execution_listeners(process_id, zeebe)
         return _wire(
             process_id, node.get("name"), elements, flows, self.problems, version_tag, self._associations, listeners
         )
@@ -415,9 +415,11 @@ class _DefinitionsReader:
             fields["element_type"] = m.CALL_ACTIVITY
             fields["called_element"] = self._read_called_element(element_id, zeebe)
 
-        listeners = self._read_listeners(element_id, zeebe)
+        listeners = self._read_execution_listeners(element_id, zeebe)
         if listeners[0] or listeners[1]:
-            fields["start_listeners"], fields["end_listeners"] = self._allowed_listeners(element_id, fields, listeners)
+            fields["start_listeners"], fields["end_listeners"] = self._allowed_execution_listeners(
+                element_id, fields, listeners
+            )
         if fields["element_type"] in _ACTIVITY_TYPES:
             fields["is_for_compensation"] = _bool_attr(node, "isForCompensation", False)
             loop = node.find(f"{_B}multiInstanceLoopCharacteristics")
@@ -427,7 +429,9 @@ class _DefinitionsReader:
                 self._problem(element_id, "Standard loop characteristics are not supported")
         return m.Element(**fields)  # type: ignore[arg-type]
 
-    def _read_listeners(self, element_id: str, zeebe: _ZeebeExtensions) -> tuple[_Listeners, _Listeners]:
+    def _read_execution_listeners(
+        self, element_id: str, zeebe: _ZeebeExtensions
+    ) -> tuple[_ExecutionListeners, _ExecutionListeners]:
         """``zeebe:executionListeners``: the start and the end listeners, each in document order."""
         blocks = zeebe.all("executionListeners")
         if len(blocks) > 1:
@@ -469,9 +473,9 @@ class _DefinitionsReader:
                     self._problem(element_id, reason)
         return tuple(start), tuple(end)
 
-    def _allowed_listeners(
-        self, element_id: str, fields: dict[str, object], listeners: tuple[_Listeners, _Listeners]
-    ) -> tuple[_Listeners, _Listeners]:
+    def _allowed_execution_listeners(
+        self, element_id: str, fields: dict[str, object], listeners: tuple[_ExecutionListeners, _ExecutionListeners]
+    ) -> tuple[_ExecutionListeners, _ExecutionListeners]:
         """The listeners an element kind can run, as Zeebe's validation allows them; a problem for the others."""
         start, end = listeners
         element_type, event_type = fields["element_type"], fields.get("event_type", m.UNSPECIFIED)
@@ -593,7 +597,16 @@ class _DefinitionsReader:
             form_key=attr(form, "formKey", "zeebe:formDefinition formKey"),
             form_id=attr(form, "formId", "zeebe:formDefinition formId"),
             external_reference=attr(form, "externalReference", "zeebe:formDefinition externalReference"),
+            priority=attr(zeebe.first("priorityDefinition"), "priority", "zeebe:priorityDefinition priority"),
+            listeners=self._read_task_listeners(element_id, zeebe),
+            headers=self._read_headers(element_id, zeebe) if zeebe.first("userTask") is not None else (),
         )
+        static_priority = user_task.priority is not None and not user_task.priority.startswith("=")
+        if static_priority and not _is_priority(user_task.priority):
+            reason = "zeebe:priorityDefinition: Priority must be a number between 0 and 100, but was "
+            self._problem(element_id, f"{reason}'{user_task.priority}'")
+        if user_task.listeners and not user_task.native:
+            self._problem(element_id, "Task listeners are only supported for Camunda user tasks ('zeebe:userTask')")
         if form is not None and sum(v is not None for v in (user_task.form_key, user_task.form_id)) > 1:
             self._problem(element_id, "zeebe:formDefinition: Exactly one of 'formKey' or 'formId' must be set")
         fields: dict[str, object] = {"user_task": user_task}
@@ -601,6 +614,29 @@ class _DefinitionsReader:
             headers = _user_task_headers(user_task) + self._read_headers(element_id, zeebe)
             fields["job"] = m.JobDefinition(m.USER_TASK_JOB_TYPE, m.DEFAULT_JOB_RETRIES, headers)
         return fields
+
+    def _read_task_listeners(self, element_id: str, zeebe: _ZeebeExtensions) -> tuple[m.TaskListener, ...]:
+        listeners: list[m.TaskListener] = []
+        for block in zeebe.all("taskListeners"):
+            for node in block.iterfind(f"{_Z}taskListener"):
+                written = node.get("eventType", "").strip()
+                event_type = m.TASK_LISTENER_EVENT_ALIASES.get(written, written)
+                job_type = node.get("type", "").strip()
+                retries = (node.get("retries") or "").strip() or m.DEFAULT_JOB_RETRIES
+                if event_type not in m.TASK_LISTENER_EVENT_TYPES:
+                    allowed = ", ".join(f"'{t}'" for t in m.TASK_LISTENER_EVENT_TYPES)
+                    self._problem(
+                        element_id,
+                        f"zeebe:taskListener: Attribute 'eventType' must be one of {allowed}, but was '{written}'",
+                    )
+                    continue
+                if not job_type:
+                    self._problem(element_id, "zeebe:taskListener: Attribute 'type' must be present and not empty")
+                    continue
+                self._expression(element_id, "zeebe:taskListener type", job_type)
+                self._expression(element_id, "zeebe:taskListener retries", retries)
+                listeners.append(m.TaskListener(event_type, job_type, retries))
+        return tuple(listeners)
 
     def _read_script(self, element_id: str, script: XmlElement) -> m.ScriptDefinition | None:
         expression = script.get("expression", "").strip()
@@ -964,6 +1000,10 @@ class _ZeebeExtensions:
         )
 
 
+def _is_priority(text: str | None) -> bool:
+    return text is not None and text.lstrip("-").isdigit() and 0 <= int(text) <= 100
+
+
 def _user_task_headers(user_task: m.UserTaskDefinition) -> tuple[tuple[str, str], ...]:
     """The headers Zeebe puts on a job-worker user task's job for static (non-FEEL) values."""
 
@@ -1002,7 +1042,7 @@ def _wire(
     problems: list[Problem],
     version_tag: str | None = None,
     associations: list[tuple[str, str]] | None = None,
-    listeners: tuple[_Listeners, _Listeners] = ((), ()),
+    listeners: tuple[_ExecutionListeners, _ExecutionListeners] = ((), ()),
 ) -> m.Process:
     """Connect flows and boundary events to the elements they belong to, and compensation boundary events to the
     handlers they are associated with (in either direction); note dangling references."""

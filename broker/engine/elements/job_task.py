@@ -114,12 +114,12 @@ def user_task_headers(
     if task is None or task.native:
         return {}
     attributes: tuple[tuple[str | None, str, Callable[[str, Any], str | ExpressionFailure | None]], ...] = (
-        (task.assignee, bpmn.USER_TASK_HEADER_ASSIGNEE, _as_string),
-        (task.candidate_groups, bpmn.USER_TASK_HEADER_CANDIDATE_GROUPS, _as_string_list),
-        (task.candidate_users, bpmn.USER_TASK_HEADER_CANDIDATE_USERS, _as_string_list),
-        (task.due_date, bpmn.USER_TASK_HEADER_DUE_DATE, _as_date_time),
-        (task.follow_up_date, bpmn.USER_TASK_HEADER_FOLLOW_UP_DATE, _as_date_time),
-        (task.form_key, bpmn.USER_TASK_HEADER_FORM_KEY, _as_string),
+        (task.assignee, bpmn.USER_TASK_HEADER_ASSIGNEE, as_string),
+        (task.candidate_groups, bpmn.USER_TASK_HEADER_CANDIDATE_GROUPS, as_string_list),
+        (task.candidate_users, bpmn.USER_TASK_HEADER_CANDIDATE_USERS, as_string_list),
+        (task.due_date, bpmn.USER_TASK_HEADER_DUE_DATE, as_date_time),
+        (task.follow_up_date, bpmn.USER_TASK_HEADER_FOLLOW_UP_DATE, as_date_time),
+        (task.form_key, bpmn.USER_TASK_HEADER_FORM_KEY, as_string),
     )
     headers: dict[str, str] = {}
     context: dict[str, Any] | None = None
@@ -139,24 +139,24 @@ def user_task_headers(
     return headers
 
 
-def _expected(source: str, expected: str, value: Any) -> ExpressionFailure:
+def expected(source: str, expected: str, value: Any) -> ExpressionFailure:
     return ExpressionFailure(
         f"Expected result of the expression '{source}' to be '{expected}', but was '{type_name(value)}'."
     )
 
 
-def _as_string(source: str, value: Any) -> str | ExpressionFailure | None:
+def as_string(source: str, value: Any) -> str | ExpressionFailure | None:
     if value is None or isinstance(value, str):
         return value
-    return _expected(source, "STRING", value)
+    return expected(source, "STRING", value)
 
 
-def _as_string_list(source: str, value: Any) -> str | ExpressionFailure | None:
+def as_string_list(source: str, value: Any) -> str | ExpressionFailure | None:
     """A list of strings, as the JSON array text Tasklist reads."""
     if value is None:
         return None
     if not isinstance(value, list):
-        return _expected(source, "ARRAY", value)
+        return expected(source, "ARRAY", value)
     for item in value:
         if not isinstance(item, str):
             return ExpressionFailure(
@@ -166,7 +166,7 @@ def _as_string_list(source: str, value: Any) -> str | ExpressionFailure | None:
     return json.dumps(value, separators=(",", ":"))
 
 
-def _as_date_time(source: str, value: Any) -> str | ExpressionFailure | None:
+def as_date_time(source: str, value: Any) -> str | ExpressionFailure | None:
     """A date and time with an offset or zone (a FEEL date and time, or an ISO-8601 string), in ISO-8601."""
     if value is None:
         return None
