@@ -12,6 +12,7 @@ import json
 import uuid
 from typing import Any
 
+import aiohttp
 import grpc
 import pytest
 from google.protobuf import unknown_fields
@@ -33,6 +34,9 @@ from tests.integration.clients import (
     variables_of,
 )
 from tests.integration.test_other_clients import ZBCTL, zbctl
+from tests.integration.test_rest_api import activate as rest_activate
+from tests.integration.test_rest_api import call as rest_call
+from tests.integration.test_rest_api import search_until
 
 FIXTURE = "execution-listeners.bpmn"
 # ActivatedJob.kind (16) and listenerEventType (17), as Zeebe numbers their values (pyzeebe's stubs predate them)
@@ -483,3 +487,41 @@ def test_listeners_around_a_call_activity_its_called_process_and_an_ad_hoc_sub_p
     variables = json.loads(result.result(timeout=10).variables)
     assert variables["fromChild"] == 42
     assert variables["toolsDone"] is True
+
+
+def test_listeners_around_a_native_user_task_worked_over_the_rest_api(weir: WeirProcess, stub: Stub) -> None:
+    suffix = uuid.uuid4().hex[:8]
+    task = f"""<bpmn:userTask id="approve">
+        <bpmn:extensionElements><zeebe:userTask />
+          <zeebe:executionListeners>
+            <zeebe:executionListener eventType="start" type="ut-start-{suffix}" />
+            <zeebe:executionListener eventType="end" type="ut-end-{suffix}" />
+          </zeebe:executionListeners></bpmn:extensionElements>
+      </bpmn:userTask>"""
+    _deploy_xml(stub, suffix, _process(suffix, task, through="approve"))
+    pi = create(stub, f"p-{suffix}")
+    only_job(stub, f"t-{suffix}")
+
+    async def scenario() -> None:
+        async with aiohttp.ClientSession(base_url=weir.rest_url) as http:
+            (start,) = await rest_activate(http, f"ut-start-{suffix}")
+            assert (start["kind"], start["listenerEventType"]) == ("EXECUTION_LISTENER", "START")
+            assert start["elementId"] == "approve"
+            assert await rest_call(http, "POST", f"/v2/jobs/{start['jobKey']}/completion", {}) == (204, None)
+            found = await search_until(
+                http,
+                "user-tasks",
+                {"filter": {"processInstanceKey": str(pi)}},
+                lambda answer: answer["items"] and answer["items"][0]["state"] == "CREATED",
+                "the user task in the history",
+            )
+            key = found["items"][0]["userTaskKey"]
+            completion = {"variables": {"approved": True}}
+            assert await rest_call(http, "POST", f"/v2/user-tasks/{key}/completion", completion) == (204, None)
+            (end,) = await rest_activate(http, f"ut-end-{suffix}")
+            assert (end["kind"], end["listenerEventType"]) == ("EXECUTION_LISTENER", "END")
+            assert end["variables"]["approved"] is True
+            assert await rest_call(http, "POST", f"/v2/jobs/{end['jobKey']}/completion", {}) == (204, None)
+
+    asyncio.run(scenario())
+    eventually(lambda: not is_active(stub, pi), what="the instance to complete")
