@@ -66,7 +66,7 @@ _JOB_FIELDS: Mapping = {
     "jobListenerEventType": KEYWORD,
     "changedAttributes": TEXT,
     "tags": KEYWORD,
-    # a task listener's decision (denial, corrections)
+    # the worker's job result: a task listener's denial or corrections, an ad-hoc sub-process's choice
     "result": STORED_ONLY,
 }
 

@@ -311,7 +311,8 @@ class GatewayCommands:
         return await self.execute(self.client.partition_ids[0], ValueType.DEPLOYMENT, DeploymentIntent.CREATE, value)
 
     async def delete_resource(self, key: int) -> Record:
-        """Delete a decision requirements graph (with its decisions) or a form, on every partition."""
+        """Delete a process definition, a decision requirements graph (with its decisions) or a form, on every
+        partition."""
         partition_id = self.partition_for_key(key, "resource")
         value = {"resourceKey": key, "tenantId": TENANT}
         return await self.execute(partition_id, ValueType.RESOURCE_DELETION, ResourceDeletionIntent.DELETE, value, key)

@@ -38,7 +38,7 @@ from gateway.commands import (
     parse_variables,
     validate_activation,
 )
-from gateway.user_tasks import listener_result
+from gateway.job_results import job_result as build_job_result
 
 log = logging.getLogger("weir.gateway")
 
@@ -95,8 +95,8 @@ def _user_task_properties(task: dict) -> pb.UserTaskProperties:
 
 
 def job_result(result: pb.JobResult) -> dict[str, Any]:
-    """A CompleteJob result as the JOB command carries it: a task listener's denial or corrections (only those
-    present: an absent one keeps the task's value)."""
+    """CompleteJobRequest.result as the JOB COMPLETE command carries it: a task listener's denial or corrections (only
+    those present: an absent one keeps the task's value), or a job-worker ad-hoc sub-process's choice of elements."""
     corrections: dict[str, Any] = {}
     if result.HasField("corrections"):
         c = result.corrections
@@ -106,7 +106,22 @@ def job_result(result: pb.JobResult) -> dict[str, Any]:
         for name in ("candidateUsers", "candidateGroups"):
             if c.HasField(name):
                 corrections[name] = list(getattr(c, name).values)
-    return listener_result(result.denied, result.deniedReason, corrections)
+    activate = [
+        (
+            item.elementId,
+            parse_variables(item.variables, f"the variables of activateElements[{n}] ('{item.elementId}')"),
+        )
+        for n, item in enumerate(result.activateElements)
+    ]
+    return build_job_result(
+        result.type,
+        denied=result.denied,
+        denied_reason=result.deniedReason,
+        corrections=corrections,
+        activate_elements=activate,
+        completion_condition_fulfilled=result.isCompletionConditionFulfilled,
+        cancel_remaining_instances=result.isCancelRemainingInstances,
+    )
 
 
 def _evaluated_decision(d: dict) -> pb.EvaluatedDecision:

@@ -45,7 +45,7 @@ def listener_result(denied: bool, denied_reason: str, corrections: dict[str, Any
     (``corrections`` by API name, only those given)."""
     present = [name for name in CORRECTABLE if name in corrections]
     return {
-        "type": "userTask",
+        "type": "USER_TASK",
         "denied": denied,
         "deniedReason": denied_reason,
         "correctedAttributes": [CORRECTABLE[name] for name in present],

@@ -28,57 +28,75 @@ PACKAGE = "gateway_protocol"
 FieldProto = descriptor_pb2.FieldDescriptorProto
 
 # Entries (see ``flatten``) that Weir's .proto may have beyond pyzeebe's. Each must be a documented,
-# deliberate extension, numbered as in Zeebe 8.8's gateway.proto: the job kind, listener event type and user task
-# of an activated job, and a job completion's result (a task listener's denial or corrections of a native user task).
+# deliberate extension that pyzeebe 4.7.0 predates, numbered as in Zeebe 8.8's gateway.proto: the job kind, listener
+# event type and user task of an activated job (ActivatedJob.kind, .listenerEventType, .userTask), and a job
+# completion's result (CompleteJobRequest.result: a task listener's denial or corrections, an ad-hoc sub-process's
+# choice of elements).
+_JOB_RESULT_FIELDS = {
+    "JobResult": (
+        "denied",
+        "corrections",
+        "deniedReason",
+        "type",
+        "activateElements",
+        "isCompletionConditionFulfilled",
+        "isCancelRemainingInstances",
+    ),
+    "JobResultCorrections": ("assignee", "dueDate", "followUpDate", "candidateUsers", "candidateGroups", "priority"),
+    "JobResultActivateElement": ("elementId", "variables"),
+    "StringList": ("values",),
+}
+_USER_TASK_PROPERTIES = (
+    "action",
+    "assignee",
+    "candidateGroups",
+    "candidateUsers",
+    "changedAttributes",
+    "dueDate",
+    "followUpDate",
+    "formKey",
+    "priority",
+    "userTaskKey",
+)
+_LISTENER_EVENT_TYPES = ("ASSIGNING", "CANCELING", "COMPLETING", "CREATING", "END", "START", "UNSPECIFIED", "UPDATING")
 DOCUMENTED_ADDITIONS: frozenset[str] = frozenset(
     {
+        "field .gateway_protocol.ActivatedJob.kind",
+        "enum .gateway_protocol.ActivatedJob.JobKind",
+        *(
+            f"enum_value .gateway_protocol.ActivatedJob.JobKind.{name}"
+            for name in ("BPMN_ELEMENT", "EXECUTION_LISTENER", "TASK_LISTENER", "AD_HOC_SUB_PROCESS")
+        ),
+        "field .gateway_protocol.ActivatedJob.listenerEventType",
+        "enum .gateway_protocol.ActivatedJob.ListenerEventType",
+        *(f"enum_value .gateway_protocol.ActivatedJob.ListenerEventType.{name}" for name in _LISTENER_EVENT_TYPES),
+        "field .gateway_protocol.ActivatedJob.userTask",
+        "message .gateway_protocol.UserTaskProperties",
+        *(f"field .gateway_protocol.UserTaskProperties.{field}" for field in _USER_TASK_PROPERTIES),
+        "field .gateway_protocol.CompleteJobRequest.result",
         # the synthetic oneofs of proto3 optional fields
         "oneof .gateway_protocol.ActivatedJob._userTask",
         "oneof .gateway_protocol.CompleteJobRequest._result",
-        "enum .gateway_protocol.ActivatedJob.JobKind",
-        "enum .gateway_protocol.ActivatedJob.ListenerEventType",
-        "enum_value .gateway_protocol.ActivatedJob.JobKind.AD_HOC_SUB_PROCESS",
-        "enum_value .gateway_protocol.ActivatedJob.JobKind.BPMN_ELEMENT",
-        "enum_value .gateway_protocol.ActivatedJob.JobKind.EXECUTION_LISTENER",
-        "enum_value .gateway_protocol.ActivatedJob.JobKind.TASK_LISTENER",
-        "enum_value .gateway_protocol.ActivatedJob.ListenerEventType.ASSIGNING",
-        "enum_value .gateway_protocol.ActivatedJob.ListenerEventType.CANCELING",
-        "enum_value .gateway_protocol.ActivatedJob.ListenerEventType.COMPLETING",
-        "enum_value .gateway_protocol.ActivatedJob.ListenerEventType.CREATING",
-        "enum_value .gateway_protocol.ActivatedJob.ListenerEventType.END",
-        "enum_value .gateway_protocol.ActivatedJob.ListenerEventType.START",
-        "enum_value .gateway_protocol.ActivatedJob.ListenerEventType.UNSPECIFIED",
-        "enum_value .gateway_protocol.ActivatedJob.ListenerEventType.UPDATING",
-        "field .gateway_protocol.ActivatedJob.kind",
-        "field .gateway_protocol.ActivatedJob.listenerEventType",
-        "field .gateway_protocol.ActivatedJob.userTask",
-        "field .gateway_protocol.CompleteJobRequest.result",
-        "field .gateway_protocol.JobResult.corrections",
-        "field .gateway_protocol.JobResult.denied",
-        "field .gateway_protocol.JobResult.deniedReason",
-        "field .gateway_protocol.JobResultCorrections.assignee",
-        "field .gateway_protocol.JobResultCorrections.candidateGroups",
-        "field .gateway_protocol.JobResultCorrections.candidateUsers",
-        "field .gateway_protocol.JobResultCorrections.dueDate",
-        "field .gateway_protocol.JobResultCorrections.followUpDate",
-        "field .gateway_protocol.JobResultCorrections.priority",
-        "field .gateway_protocol.StringList.values",
-        "field .gateway_protocol.UserTaskProperties.action",
-        "field .gateway_protocol.UserTaskProperties.assignee",
-        "field .gateway_protocol.UserTaskProperties.candidateGroups",
-        "field .gateway_protocol.UserTaskProperties.candidateUsers",
-        "field .gateway_protocol.UserTaskProperties.changedAttributes",
-        "field .gateway_protocol.UserTaskProperties.dueDate",
-        "field .gateway_protocol.UserTaskProperties.followUpDate",
-        "field .gateway_protocol.UserTaskProperties.formKey",
-        "field .gateway_protocol.UserTaskProperties.priority",
-        "field .gateway_protocol.UserTaskProperties.userTaskKey",
-        "message .gateway_protocol.JobResult",
-        "message .gateway_protocol.JobResultCorrections",
-        "message .gateway_protocol.StringList",
-        "message .gateway_protocol.UserTaskProperties",
+        *(f"message .gateway_protocol.{message}" for message in _JOB_RESULT_FIELDS),
+        *(
+            f"field .gateway_protocol.{message}.{field}"
+            for message, fields in _JOB_RESULT_FIELDS.items()
+            for field in fields
+        ),
     }
 )
+# Zeebe's numbers for the additions: a renumbered one would not be understood by Zeebe's clients.
+ADDITION_NUMBERS = {
+    "ActivatedJob.userTask": 15,
+    "ActivatedJob.kind": 16,
+    "ActivatedJob.listenerEventType": 17,
+    "CompleteJobRequest.result": 3,
+    **{
+        f"{message}.{field}": number
+        for message, fields in _JOB_RESULT_FIELDS.items()
+        for number, field in enumerate(fields, start=1)
+    },
+}
 
 # Facts from the gateway API fact sheet, checked independently of the reference descriptor.
 EXPECTED_RPCS = (
@@ -318,6 +336,22 @@ def test_identical_in_structure_with_pyzeebe_4_7_but_for_the_documented_addition
     assert differences(flatten(ours), flatten(reference)) == []
     entries = {addition for addition in DOCUMENTED_ADDITIONS if not addition.startswith("oneof ")}
     assert set(flatten(ours)) - set(flatten(reference)) == entries
+
+
+def test_additions_carry_zeebes_field_numbers(ours: descriptor_pb2.FileDescriptorProto) -> None:
+    flat = flatten(ours)
+    numbers = {name: flat[f"field .gateway_protocol.{name}"]["number"] for name in ADDITION_NUMBERS}
+    assert numbers == ADDITION_NUMBERS
+    kinds = {
+        name: flat[f"enum_value .gateway_protocol.ActivatedJob.JobKind.{name}"]["number"]
+        for name in ("BPMN_ELEMENT", "EXECUTION_LISTENER", "TASK_LISTENER", "AD_HOC_SUB_PROCESS")
+    }
+    assert kinds == {"BPMN_ELEMENT": 0, "EXECUTION_LISTENER": 1, "TASK_LISTENER": 2, "AD_HOC_SUB_PROCESS": 3}
+    events = {
+        name: flat[f"enum_value .gateway_protocol.ActivatedJob.ListenerEventType.{name}"]["number"]
+        for name in _LISTENER_EVENT_TYPES
+    }
+    assert events == {name: n for n, name in enumerate(_LISTENER_EVENT_TYPES)}
 
 
 def test_comparison_notices_a_renumbered_field(reference) -> None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from broker.engine.bpmn import model as bpmn
+from broker.engine.elements import registry
 from broker.engine.models import ModelCache
 from broker.protocol.enums import (
     AsyncRequestIntent,
@@ -20,6 +20,7 @@ from broker.protocol.enums import (
     IncidentIntent,
     JobBatchIntent,
     JobIntent,
+    JobKind,
     MessageIntent,
     MessageStartEventSubscriptionIntent,
     MessageSubscriptionIntent,
@@ -64,6 +65,7 @@ class EventAppliers:
         self._models = models
         self._table: dict[tuple[int, int], Applier] = {
             (ValueType.PROCESS, ProcessIntent.CREATED): self._process_created,
+            (ValueType.PROCESS, ProcessIntent.DELETED): self._process_deleted,
             (ValueType.DECISION_REQUIREMENTS, DecisionRequirementsIntent.CREATED): self._drg_created,
             (ValueType.DECISION, DecisionIntent.CREATED): self._decision_created,
             (ValueType.FORM, FormIntent.CREATED): self._form_created,
@@ -72,7 +74,7 @@ class EventAppliers:
             (ValueType.FORM, FormIntent.DELETED): self._form_deleted,
             (ValueType.PROCESS_INSTANCE, PI.ELEMENT_ACTIVATING): self._element_activating,
             (ValueType.PROCESS_INSTANCE, PI.ELEMENT_ACTIVATED): self._element_state,
-            (ValueType.PROCESS_INSTANCE, PI.ELEMENT_COMPLETING): self._element_state,
+            (ValueType.PROCESS_INSTANCE, PI.ELEMENT_COMPLETING): self._element_completing,
             (ValueType.PROCESS_INSTANCE, PI.ELEMENT_TERMINATING): self._element_state,
             (ValueType.PROCESS_INSTANCE, PI.ELEMENT_COMPLETED): self._element_ended,
             (ValueType.PROCESS_INSTANCE, PI.ELEMENT_TERMINATED): self._element_ended,
@@ -172,6 +174,10 @@ class EventAppliers:
     def _process_created(self, state: PartitionState, r: Record) -> None:
         state.processes.put(r.value)
 
+    def _process_deleted(self, state: PartitionState, r: Record) -> None:
+        state.processes.remove(r.value)
+        self._models.remove(r.value["processDefinitionKey"])
+
     # -- element instances -----------------------------------------------------------------------------------
 
     def _element_activating(self, state: PartitionState, r: Record) -> None:
@@ -179,6 +185,7 @@ class EventAppliers:
         state.elements.add(ElementInstance(r.key, PI.ELEMENT_ACTIVATING, v))
         parent_key = v.flow_scope_key
         if parent_key <= 0:
+            state.processes.count_instance(v.process_definition_key, 1)
             caller = state.elements.get(v.parent_element_instance_key) if v.parent_element_instance_key > 0 else None
             if caller is not None:  # a process instance started by a call activity
                 state.elements.put(caller.with_called_child(r.key))
@@ -187,7 +194,8 @@ class EventAppliers:
         if parent is None:
             return
         # an instance of a multi-instance activity is started by its body, not by a sequence flow
-        consumed = 0 if parent.value.bpmn_element_type == bpmn.MULTI_INSTANCE_BODY else self._flows_consumed(state, v)
+        body = registry.processor_of(parent.value).contains_its_own_element
+        consumed = 0 if body else self._flows_consumed(state, v)
         state.elements.put(parent.after_child_activated(consumed))
 
     def _flows_consumed(self, state: PartitionState, v: ProcessInstanceValue) -> int:
@@ -196,10 +204,10 @@ class EventAppliers:
         A join consumes one token from each incoming flow that has one waiting: all of them for a parallel join
         (it activates only then), the ones that arrived for an inclusive join.
         """
-        etype = v.bpmn_element_type
-        if etype in (bpmn.START_EVENT, bpmn.BOUNDARY_EVENT, bpmn.PROCESS, bpmn.EVENT_SUB_PROCESS):
+        processor = registry.processor_of(v)
+        if not processor.started_by_flow:
             return 0
-        if etype == bpmn.INTERMEDIATE_CATCH_EVENT and v.bpmn_event_type == bpmn.LINK:
+        if processor.reached_by_link:
             return 1  # the token its link throw event left in flight (see _element_ended)
         element = self._models.get(v.process_definition_key).element(v.element_id)
         if not element.is_join:
@@ -214,6 +222,13 @@ class EventAppliers:
         inst = state.elements.get(r.key)
         if inst is not None:
             state.elements.put(inst.with_state(r.intent))
+
+    def _element_completing(self, state: PartitionState, r: Record) -> None:
+        """COMPLETING: the end execution listeners (if any) are counted from the first again."""
+        inst = state.elements.get(r.key)
+        if inst is not None:
+            inst = inst.with_state(r.intent)
+            state.elements.put(inst.with_listener_index(0) if inst.listener_index else inst)
 
     def _element_ended(self, state: PartitionState, r: Record) -> None:
         inst = state.elements.remove(r.key)
@@ -232,9 +247,10 @@ class EventAppliers:
                 # a completed link throw event's token jumps to the link catch event (ACTIVATE_ELEMENT follows): in
                 # flight like a taken sequence flow, so the scope cannot complete before the catch event is activated
                 completed = r.intent == PI.ELEMENT_COMPLETED
-                jumping = completed and _is_link_throw(v)
+                jumping = completed and registry.processor_of(v).leaves_by_link
                 state.elements.put(parent.after_child_ended(completed=completed, flows_in_flight=int(jumping)))
         else:
+            state.processes.count_instance(v.process_definition_key, -1)
             state.awaiting_results.remove(r.key)
             state.message_starts.unlock(r.key)
 
@@ -267,7 +283,10 @@ class EventAppliers:
         state.jobs.put(r.key, JobState.ACTIVATABLE, r.value)
         inst = state.elements.get(r.value["elementInstanceKey"])
         if inst is not None:
-            state.elements.put(inst.with_job_key(r.key))
+            inst = inst.with_job_key(r.key)
+            if r.value.get("jobKind") == JobKind.EXECUTION_LISTENER:  # the next listener runs after this one
+                inst = inst.with_listener_index(inst.listener_index + 1)
+            state.elements.put(inst)
 
     def _jobs_activated(self, state: PartitionState, r: Record) -> None:
         for key, job in zip(r.value["jobKeys"], r.value["jobs"], strict=True):
@@ -311,6 +330,11 @@ class EventAppliers:
 
     def _incident_created(self, state: PartitionState, r: Record) -> None:
         state.incidents.put(r.key, r.value)
+        if r.value.get("errorType") == "EXTRACT_VALUE_ERROR":
+            # as in Zeebe: resolving it runs the listeners of the current event type from the first again
+            inst = state.elements.get(r.value.get("elementInstanceKey", -1))
+            if inst is not None and inst.listener_index:
+                state.elements.put(inst.with_listener_index(0))
 
     def _incident_resolved(self, state: PartitionState, r: Record) -> None:
         state.incidents.remove(r.key)
@@ -523,10 +547,6 @@ class EventAppliers:
 
     def _async_request_processed(self, state: PartitionState, r: Record) -> None:
         state.async_requests.remove(r.value["scopeKey"])
-
-
-def _is_link_throw(v: ProcessInstanceValue) -> bool:
-    return v.bpmn_element_type == bpmn.INTERMEDIATE_THROW_EVENT and v.bpmn_event_type == bpmn.LINK
 
 
 def outbox_key(side: bytes, v: dict) -> bytes:

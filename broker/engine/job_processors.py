@@ -13,6 +13,7 @@ from typing import Any
 from broker.engine import behaviors as b
 from broker.engine import events, user_tasks
 from broker.engine.context import ProcessingContext
+from broker.engine.elements import ad_hoc_sub_process, execution_listeners
 from broker.protocol.enums import (
     IncidentIntent,
     JobBatchIntent,
@@ -166,6 +167,9 @@ def complete(ctx: ProcessingContext, cmd: Record) -> None:
     if job is None:
         return
     value = dict(job["value"])
+    if value.get("jobKind") == ad_hoc_sub_process.JOB_KIND:  # the worker's result decides what follows
+        ad_hoc_sub_process.complete_job(ctx, cmd.key, value, cmd.value)
+        return
     variables = cmd.value.get("variables") or {}
     if value.get("jobKind") == JobKind.TASK_LISTENER:
         _complete_task_listener(ctx, cmd, value, variables)
@@ -175,6 +179,15 @@ def complete(ctx: ProcessingContext, cmd: Record) -> None:
     ctx.respond(rec)
     inst = ctx.state.elements.get(value["elementInstanceKey"])
     if inst is None:
+        return
+    if value.get("jobKind") == JobKind.EXECUTION_LISTENER:
+        execution_listeners.take_variables(ctx, inst, value, variables)
+        ctx.follow_up(
+            ValueType.PROCESS_INSTANCE,
+            ProcessInstanceIntent.COMPLETE_EXECUTION_LISTENER,
+            inst.key,
+            inst.value.to_dict(),
+        )
         return
     process = b.services(ctx).models.get(value["processDefinitionKey"])
     element = process.element(value["elementId"])
@@ -267,7 +280,7 @@ def throw_error(ctx: ProcessingContext, cmd: Record) -> None:
     if inst is None:
         return
     process = b.services(ctx).models.get(value["processDefinitionKey"])
-    catch = b.find_error_catch(ctx, process, inst, code)
+    catch = events.find_error_catch(ctx, process, inst, code)
     if catch is None:
         b.raise_incident(ctx, inst, "UNHANDLED_ERROR_EVENT", b.unhandled_error_message(code, message), job_key=cmd.key)
         return

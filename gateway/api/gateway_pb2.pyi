@@ -158,14 +158,22 @@ class CompleteJobRequest(_message.Message):
     def __init__(self, jobKey: _Optional[int] = ..., variables: _Optional[str] = ..., result: _Optional[_Union[JobResult, _Mapping]] = ...) -> None: ...
 
 class JobResult(_message.Message):
-    __slots__ = ("denied", "corrections", "deniedReason")
+    __slots__ = ("denied", "corrections", "deniedReason", "type", "activateElements", "isCompletionConditionFulfilled", "isCancelRemainingInstances")
     DENIED_FIELD_NUMBER: _ClassVar[int]
     CORRECTIONS_FIELD_NUMBER: _ClassVar[int]
     DENIEDREASON_FIELD_NUMBER: _ClassVar[int]
+    TYPE_FIELD_NUMBER: _ClassVar[int]
+    ACTIVATEELEMENTS_FIELD_NUMBER: _ClassVar[int]
+    ISCOMPLETIONCONDITIONFULFILLED_FIELD_NUMBER: _ClassVar[int]
+    ISCANCELREMAININGINSTANCES_FIELD_NUMBER: _ClassVar[int]
     denied: bool
     corrections: JobResultCorrections
     deniedReason: str
-    def __init__(self, denied: _Optional[bool] = ..., corrections: _Optional[_Union[JobResultCorrections, _Mapping]] = ..., deniedReason: _Optional[str] = ...) -> None: ...
+    type: str
+    activateElements: _containers.RepeatedCompositeFieldContainer[JobResultActivateElement]
+    isCompletionConditionFulfilled: bool
+    isCancelRemainingInstances: bool
+    def __init__(self, denied: _Optional[bool] = ..., corrections: _Optional[_Union[JobResultCorrections, _Mapping]] = ..., deniedReason: _Optional[str] = ..., type: _Optional[str] = ..., activateElements: _Optional[_Iterable[_Union[JobResultActivateElement, _Mapping]]] = ..., isCompletionConditionFulfilled: _Optional[bool] = ..., isCancelRemainingInstances: _Optional[bool] = ...) -> None: ...
 
 class JobResultCorrections(_message.Message):
     __slots__ = ("assignee", "dueDate", "followUpDate", "candidateUsers", "candidateGroups", "priority")
@@ -182,6 +190,14 @@ class JobResultCorrections(_message.Message):
     candidateGroups: StringList
     priority: int
     def __init__(self, assignee: _Optional[str] = ..., dueDate: _Optional[str] = ..., followUpDate: _Optional[str] = ..., candidateUsers: _Optional[_Union[StringList, _Mapping]] = ..., candidateGroups: _Optional[_Union[StringList, _Mapping]] = ..., priority: _Optional[int] = ...) -> None: ...
+
+class JobResultActivateElement(_message.Message):
+    __slots__ = ("elementId", "variables")
+    ELEMENTID_FIELD_NUMBER: _ClassVar[int]
+    VARIABLES_FIELD_NUMBER: _ClassVar[int]
+    elementId: str
+    variables: str
+    def __init__(self, elementId: _Optional[str] = ..., variables: _Optional[str] = ...) -> None: ...
 
 class StringList(_message.Message):
     __slots__ = ("values",)

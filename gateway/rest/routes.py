@@ -10,9 +10,9 @@ from aiohttp import BodyPartReader, web
 from aiohttp.http_exceptions import HttpProcessingError
 
 from gateway.commands import TENANT, GatewayCommands, check_tenant, check_tenants, check_variables, invalid
+from gateway.job_results import job_result
 from gateway.rest.endpoints import ANY_OBJECT, INTEGER, KEY, STRING, Endpoint, obj
 from gateway.rest.schema import Body, Field, parse_key
-from gateway.user_tasks import listener_result
 
 TENANT_FIELD = Field("string", "The tenant; only <default> (multi-tenancy is disabled)")
 VARIABLES_FIELD = Field("object", "Variables as a JSON object")
@@ -261,10 +261,12 @@ COMPLETE_JOB = Body(
         "variables": VARIABLES_FIELD,
         "result": Field(
             "nested",
-            "A task listener's answer: deny the user task's transition, or correct its attributes",
+            "What the worker decided: a task listener denies the user task's transition or corrects its attributes "
+            "(type userTask); a job-worker ad-hoc sub-process's worker chooses the elements to activate (type "
+            "adHocSubProcess)",
             body=Body(
                 {
-                    "type": Field("string", "userTask"),
+                    "type": Field("string", "userTask (the default) or adHocSubProcess"),
                     "denied": Field("boolean", "Deny the transition the listener was called for"),
                     "deniedReason": Field("string", "Why it was denied"),
                     "corrections": Field(
@@ -280,6 +282,22 @@ COMPLETE_JOB = Body(
                                 "priority": Field("integer", "The priority, 0 to 100", minimum=0),
                             }
                         ),
+                    ),
+                    "activateElements": Field(
+                        "nested-list",
+                        "Ad-hoc sub-process: the inner elements to activate",
+                        body=Body(
+                            {
+                                "elementId": Field("string", "The inner element", required=True, min_length=1),
+                                "variables": Field("object", "Variables local to this activation"),
+                            }
+                        ),
+                    ),
+                    "isCompletionConditionFulfilled": Field(
+                        "boolean", "Ad-hoc sub-process: complete it once what still runs inside has ended"
+                    ),
+                    "isCancelRemainingInstances": Field(
+                        "boolean", "Ad-hoc sub-process: terminate what still runs inside and complete at once"
                     ),
                 }
             ),
@@ -571,10 +589,17 @@ class CommandRoutes:
         result = None
         if "result" in body:
             given = body["result"]
-            if given.get("type", "userTask") != "userTask":
-                invalid(f"Expected the result's 'type' to be 'userTask', but got '{given['type']}'")
-            result = listener_result(
-                given.get("denied", False), given.get("deniedReason", ""), given.get("corrections", {})
+            result = job_result(
+                given.get("type", "userTask"),
+                denied=given.get("denied", False),
+                denied_reason=given.get("deniedReason", ""),
+                corrections=given.get("corrections", {}),
+                activate_elements=[
+                    (item["elementId"], check_variables(item.get("variables")))
+                    for item in given.get("activateElements", [])
+                ],
+                completion_condition_fulfilled=given.get("isCompletionConditionFulfilled", False),
+                cancel_remaining_instances=given.get("isCancelRemainingInstances", False),
             )
         await self.commands.complete_job(key, check_variables(body.get("variables")), result=result)
         return no_content()

@@ -23,7 +23,7 @@ KEY_PATTERN = "^[1-9][0-9]{0,18}$"
 @dataclass(frozen=True, slots=True)
 class Field:
     """One field of a request body: ``kind`` is string, integer, boolean, object (free JSON object), key, strings
-    (array of strings) or a nested :class:`Body` given as ``body``."""
+    (array of strings), a nested :class:`Body` given as ``body``, or nested-list (an array of such bodies)."""
 
     kind: str
     description: str = ""
@@ -118,6 +118,11 @@ def _check(name: str, spec: Field, value: Any) -> Any:
     elif kind == "nested":
         assert spec.body is not None
         return spec.body.read(value, f"'{name}'")
+    elif kind == "nested-list":
+        assert spec.body is not None
+        if not isinstance(value, list):
+            invalid(f"Expected '{name}' to be an array of objects, but got {_json_type(value)}")
+        return [spec.body.read(item, f"'{name}[{n}]'") for n, item in enumerate(value)]
     return value
 
 
@@ -136,6 +141,9 @@ def _field_schema(spec: Field) -> dict[str, Any]:
     elif kind == "nested":
         assert spec.body is not None
         schema = spec.body.openapi()
+    elif kind == "nested-list":
+        assert spec.body is not None
+        schema = {"type": "array", "items": spec.body.openapi()}
     else:
         schema = {"type": kind}
     if spec.min_length is not None:

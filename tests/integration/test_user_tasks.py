@@ -1,8 +1,9 @@
 """Native user tasks against a real broker with an embedded gateway (``weir broker --embedded-gateway``).
 
-User task commands go through ``gateway/user_tasks.py`` driven with a gateway's broker client (the remote one, over
-the broker's command API, as a standalone gateway routes them); records are read from the JSON-lines exporter's file;
-task listener jobs are worked by pyzeebe and by raw calls with Weir's messages (job result: denial, corrections).
+User task commands go through ``gateway/user_tasks.py`` and the gateway's command layer over a remote broker client
+(over the broker's command API, as a standalone gateway routes them); records are read from the JSON-lines exporter's
+file; task listener jobs are worked by pyzeebe and by raw calls with Weir's messages (job result: denial,
+corrections).
 """
 
 import asyncio
@@ -19,8 +20,8 @@ from pyzeebe.proto import gateway_pb2 as pb
 
 from broker.protocol.enums import UserTaskIntent
 from gateway import user_tasks
+from gateway.commands import CommandError, ErrorCode, GatewayCommands
 from gateway.remote import RemoteBrokerClient
-from gateway.user_tasks import UserTaskCommandError
 from tests.harness import WeirProcess, eventually
 from tests.integration import weir_proto
 from tests.integration.clients import Stub, create, create_with_result, deploy
@@ -51,7 +52,7 @@ def stub(node: WeirProcess) -> Iterator[Stub]:
 
 
 @asynccontextmanager
-async def broker_client(node: WeirProcess) -> AsyncIterator[RemoteBrokerClient]:
+async def broker_client(node: WeirProcess) -> AsyncIterator[GatewayCommands]:
     client = RemoteBrokerClient([f"127.0.0.1:{node.command_port}"])
     await client.start()
     try:
@@ -59,7 +60,7 @@ async def broker_client(node: WeirProcess) -> AsyncIterator[RemoteBrokerClient]:
             if client.knows_all_leaders():
                 break
             await asyncio.sleep(0.05)
-        yield client
+        yield GatewayCommands(client)
     finally:
         await client.close()
 
@@ -87,8 +88,8 @@ def wait_for_event(node: WeirProcess, process_id: str, intent: str, count: int =
     return eventually(found, timeout=15, what=f"USER_TASK {intent} of {process_id}")
 
 
-async def rejected(call: Any) -> UserTaskCommandError:
-    with pytest.raises(UserTaskCommandError) as info:
+async def rejected(call: Any) -> CommandError:
+    with pytest.raises(CommandError) as info:
         await call
     return info.value
 
@@ -120,7 +121,7 @@ def test_a_native_user_task_is_assigned_updated_and_completed_through_the_gatewa
             assert (assigned.value["assignee"], assigned.value["action"]) == ("ann", "assign")
 
             refused = await rejected(user_tasks.assign(client, key, "bob", None, False))
-            assert refused.code == grpc.StatusCode.FAILED_PRECONDITION
+            assert refused.code == ErrorCode.FAILED_PRECONDITION
             assert "already been assigned" in refused.message
 
             reassigned = await user_tasks.assign(client, key, "bob", "reassign", True)
@@ -134,24 +135,24 @@ def test_a_native_user_task_is_assigned_updated_and_completed_through_the_gatewa
             assert (updated.value["priority"], updated.value["candidateGroupsList"]) == (90, ["ops"])
 
             bad = await rejected(user_tasks.update(client, key, {"priority": 101}, None))
-            assert bad.code == grpc.StatusCode.INVALID_ARGUMENT and "priority" in bad.message
+            assert bad.code == ErrorCode.INVALID_ARGUMENT and "priority" in bad.message
             unknown_attribute = await rejected(user_tasks.update(client, key, {"name": "x"}, None))
-            assert unknown_attribute.code == grpc.StatusCode.INVALID_ARGUMENT
+            assert unknown_attribute.code == ErrorCode.INVALID_ARGUMENT
             empty = await rejected(user_tasks.update(client, key, {}, None))
-            assert empty.code == grpc.StatusCode.INVALID_ARGUMENT
+            assert empty.code == ErrorCode.INVALID_ARGUMENT
             no_assignee = await rejected(user_tasks.assign(client, key, " ", None, None))
-            assert no_assignee.code == grpc.StatusCode.INVALID_ARGUMENT
+            assert no_assignee.code == ErrorCode.INVALID_ARGUMENT
 
             missing = await rejected(user_tasks.complete(client, UNKNOWN_KEY, {}, None))
-            assert missing.code == grpc.StatusCode.NOT_FOUND
+            assert missing.code == ErrorCode.NOT_FOUND
             assert f"Expected to complete user task with key '{UNKNOWN_KEY}', but no such user task" in missing.message
             elsewhere = await rejected(user_tasks.complete(client, (7 << 51) + 1, {}, None))  # no partition 7
-            assert elsewhere.code == grpc.StatusCode.NOT_FOUND
+            assert elsewhere.code == ErrorCode.NOT_FOUND
 
             completed = await user_tasks.complete(client, key, {"approved": True}, None)
             assert completed.intent == UserTaskIntent.COMPLETED
             again = await rejected(user_tasks.complete(client, key, {}, None))
-            assert again.code == grpc.StatusCode.NOT_FOUND
+            assert again.code == ErrorCode.NOT_FOUND
 
     asyncio.run(scenario())
     finished = result.result(timeout=15)
@@ -181,11 +182,11 @@ def test_canceling_the_instance_cancels_its_user_task(node: WeirProcess, stub: S
     assert canceled["key"] == key
     assert [r["intent"] for r in user_task_events(node, pid)][-2:] == ["CANCELING", "CANCELED"]
 
-    async def complete_it() -> UserTaskCommandError:
+    async def complete_it() -> CommandError:
         async with broker_client(node) as client:
             return await rejected(user_tasks.complete(client, key, {}, None))
 
-    assert asyncio.run(complete_it()).code == grpc.StatusCode.NOT_FOUND
+    assert asyncio.run(complete_it()).code == ErrorCode.NOT_FOUND
 
 
 def test_task_listeners_run_as_jobs_and_can_deny_and_correct(node: WeirProcess, stub: Stub) -> None:
@@ -229,7 +230,7 @@ def test_task_listeners_run_as_jobs_and_can_deny_and_correct(node: WeirProcess, 
                 deny = weir_proto.message("JobResult")(denied=True, deniedReason="missing receipt")
                 await asyncio.to_thread(weir_proto.complete_job, raw, audit.key, deny)
                 denied = await rejected(completion)
-                assert denied.code == grpc.StatusCode.FAILED_PRECONDITION
+                assert denied.code == ErrorCode.FAILED_PRECONDITION
                 assert "denied by a task listener" in denied.message and "missing receipt" in denied.message
 
                 # again: this time the audit corrects the assignee and priority, and the task completes

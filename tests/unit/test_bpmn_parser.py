@@ -20,6 +20,7 @@ from broker.engine.bpmn import (
     resource_checksum,
     supported_kinds,
 )
+from broker.engine.bpmn import model as bpmn_model
 from broker.engine.elements import SUPPORTED_KINDS
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "bpmn"
@@ -1167,3 +1168,84 @@ def test_compensation_start_events_of_event_sub_processes_are_not_supported_yet(
     )
     problems = problems_of(process_xml(linear() + esp), supported=supported_kinds(SUPPORTED_KINDS))
     assert problems == ("'esp-start': Elements of kind 'compensation start event' are not supported yet",)
+
+
+# --- execution listeners ---------------------------------------------------------------------------
+
+
+def listeners(*items: tuple[str | None, str, str | None]) -> str:
+    """A ``zeebe:executionListeners`` block of (eventType, type, retries) listeners (None: attribute left out)."""
+    nodes = []
+    for event_type, job_type, retries in items:
+        attributes = f'type="{job_type}"'
+        if event_type is not None:
+            attributes = f'eventType="{event_type}" ' + attributes
+        if retries is not None:
+            attributes += f' retries="{retries}"'
+        nodes.append(f"<zeebe:executionListener {attributes}/>")
+    return f"<zeebe:executionListeners>{''.join(nodes)}</zeebe:executionListeners>"
+
+
+def test_execution_listeners_are_read_by_event_type_in_document_order() -> None:
+    task = (
+        '<bpmn:serviceTask id="m0"><bpmn:extensionElements><zeebe:taskDefinition type="work"/>'
+        + listeners(("start", "a", "5"), ("end", "z", None), (None, "b", None), ("start", "=&quot;c&quot; + x", "=n"))
+        + "</bpmn:extensionElements></bpmn:serviceTask>"
+    )
+    process_listeners = f"<bpmn:extensionElements>{listeners(('end', 'bye', None))}</bpmn:extensionElements>"
+    process = only(parse_bpmn(process_xml(process_listeners + linear(task)), "l.bpmn"))
+    ExecutionListener = bpmn_model.ExecutionListener
+    assert process.element("m0").start_listeners == (
+        ExecutionListener("start", "a", "5"),
+        ExecutionListener("start", "b", "3"),  # eventType start and retries 3 by default, as in Zeebe
+        ExecutionListener("start", '="c" + x', "=n"),
+    )
+    assert process.element("m0").end_listeners == (ExecutionListener("end", "z", "3"),)
+    assert process.start_listeners == ()
+    assert process.end_listeners == (ExecutionListener("end", "bye", "3"),)
+    assert process.uses_execution_listeners
+
+
+def test_a_model_without_listeners_says_so() -> None:
+    assert not only(load("one-task.bpmn")).uses_execution_listeners
+
+
+def test_listener_expressions_are_checked_and_attributes_required() -> None:
+    task = (
+        '<bpmn:serviceTask id="m0"><bpmn:extensionElements><zeebe:taskDefinition type="work"/>'
+        + listeners(("start", "=bad(", None), ("sometimes", "x", None), ("end", "", None))
+        + "</bpmn:extensionElements></bpmn:serviceTask>"
+    )
+    problems = problems_of(process_xml(linear(task)), check_expression=lambda text: "no" if "(" in text else None)
+    assert problems == (
+        "'m0': zeebe:executionListener: Attribute 'eventType' must be one of [start, end], not 'sometimes'",
+        "'m0': zeebe:executionListener: Attribute 'type' must be present and not empty",
+        "'m0': zeebe:executionListener type: no",
+    )
+
+
+@pytest.mark.parametrize(
+    ("element", "event_type", "reason"),
+    [
+        ('<bpmn:intermediateThrowEvent id="m0">{}</bpmn:intermediateThrowEvent>', "start", None),
+        ('<bpmn:intermediateThrowEvent id="m0">{}</bpmn:intermediateThrowEvent>', "end", None),
+        ('<bpmn:exclusiveGateway id="m0">{}</bpmn:exclusiveGateway>', "start", None),
+        (
+            '<bpmn:exclusiveGateway id="m0">{}</bpmn:exclusiveGateway>',
+            "end",
+            "Execution listeners of type 'end' are not supported by gateway element",
+        ),
+        (
+            '<bpmn:eventBasedGateway id="m0">{}</bpmn:eventBasedGateway>',
+            "end",
+            "Execution listeners of type 'end' are not supported by gateway element",
+        ),
+    ],
+)
+def test_which_listeners_an_element_may_have(element: str, event_type: str, reason: str | None) -> None:
+    block = f"<bpmn:extensionElements>{listeners((event_type, 'l', None))}</bpmn:extensionElements>"
+    data = process_xml(linear(element.format(block)))
+    if reason is None:
+        parse_bpmn(data, "l.bpmn")
+    else:
+        assert f"'m0': {reason}" in problems_of(data)

@@ -96,6 +96,8 @@ FIXTURES = [
     "compensation-subprocess.bpmn",
     "compensation-multi-instance.bpmn",
     "compensation-event-subprocess.bpmn",
+    "execution-listeners.bpmn",
+    "execution-listeners-scopes.bpmn",
     "user-task-native.bpmn",
     "user-task-listeners.bpmn",
     "user-task-listener-feel.bpmn",
@@ -143,6 +145,7 @@ START_VARIABLES: dict[str, dict[str, Any]] = {
     "compensation-end-event": {"skipB": False},
     "compensation-subprocess": {"tripNo": 1},
     "compensation-multi-instance": {"items": ["x", "y"]},
+    "execution-listeners": {"order": {"id": 1}, "retries": 2, "stage": "two", "path": "sub"},
     "user-task-native": {"reviewers": ["ann"], "due": "2031-01-01T00:00:00Z"},
     "user-task-listeners": {"owner": "zoe"},
     "user-task-listener-feel": {"formId": "approval-form", "creatingType": "tl-creating", "assigningType": None},
@@ -269,6 +272,27 @@ JOB_TYPES = [
     "esp-reserve",
     "esp-ship",
     "esp-release",
+    "el-process-start",
+    "el-process-end",
+    "el-started",
+    "el-task-start",
+    "el-two",
+    "el-work",
+    "el-task-end",
+    "el-too-late",
+    "el-route",
+    "el-sub-start",
+    "el-sub-end-event",
+    "el-sub-end",
+    "els-call-start",
+    "els-call-end",
+    "els-callee-start",
+    "els-callee-work",
+    "els-callee-end",
+    "els-tools-start",
+    "els-tool",
+    "els-tool-end",
+    "els-tools-end",
 ]
 SIGNALS = ["wake-up", "ping", "abort", "go", "recall"]
 ERROR_CODES = ["PAYMENT_FAILED", "ORDER_REJECTED", "OOPS", "UNKNOWN", "payment-failed", "abort"]
@@ -432,7 +456,8 @@ async def check_restart_recovers(driver: Driver, live: StateDump, *, from_scratc
 
 def check_called_instances_are_linked(driver: Driver) -> None:
     """With nothing left to process: a call activity that waits (or terminates) has its called instance, a called
-    instance has the call activity that points to it, and a call activity still activating has an incident."""
+    instance has the call activity that points to it, and a call activity still activating has an incident or waits
+    for its start execution listener's job."""
     instances = driver.read(
         lambda s: [ElementInstance.from_dict(unpack(v)) for _, v in s.iter_all("element_instances")]
     )
@@ -444,7 +469,8 @@ def check_called_instances_are_linked(driver: Driver) -> None:
             if inst.state in (ProcessInstanceIntent.ELEMENT_ACTIVATED, ProcessInstanceIntent.ELEMENT_TERMINATING):
                 assert inst.called_child_key in by_key, f"call activity {inst.key} waits for no instance"
             elif inst.state == ProcessInstanceIntent.ELEMENT_ACTIVATING:
-                assert inst.key in with_incident, f"call activity {inst.key} is stuck activating"
+                waits = inst.key in with_incident or inst.job_key > 0
+                assert waits, f"call activity {inst.key} is stuck activating"
         if v.bpmn_element_type == "PROCESS" and v.parent_element_instance_key > 0:
             caller = by_key.get(v.parent_element_instance_key)
             assert caller is not None and caller.called_child_key == inst.key, f"called instance {inst.key} orphaned"
@@ -713,6 +739,78 @@ async def test_compensation_replays_to_the_live_state(tmp_path: Path) -> None:
     await check_restart_recovers(d, live, from_scratch=True)
 
 
+async def test_execution_listeners_replay_to_the_live_state(tmp_path: Path) -> None:
+    """Start and end listeners run to the end, a listener out of retries and a bad listener type raise incidents
+    that resolve, a boundary timer interrupts the task, an instance is cancelled while a listener runs, and a stray
+    COMPLETE_EXECUTION_LISTENER is refused; nothing is left behind."""
+    d = Driver(tmp_path / "p" / "1")
+    d.open()
+    accepted(await d.deploy("execution-listeners.bpmn"))
+
+    async def run(job_type: str, variables: dict | None = None) -> None:
+        await d.settle()
+        (job,) = await d.activate(job_type)
+        accepted(await d.complete(job, variables))
+
+    happy = {"order": {"id": 1}, "retries": 1, "stage": "two", "path": "sub"}
+    accepted(await d.create("execution-listeners", happy))
+    for job_type in ("el-process-start", "el-started", "el-task-start", "el-two", "el-work", "el-task-end"):
+        await run(job_type, {"result": 1, "seen": job_type})
+    for job_type in ("el-route", "el-sub-start", "el-sub-end-event", "el-sub-end", "el-process-end"):
+        await run(job_type)
+
+    troubled = accepted(await d.create("execution-listeners", {**happy, "stage": None}))
+    troubled_key = troubled.value["processInstanceKey"]
+    await run("el-process-start")
+    await run("el-started")
+    await d.settle()
+    (listener,) = await d.activate("el-task-start")
+    task_key = d.read(lambda s: s.jobs.get(listener)["value"]["elementInstanceKey"])
+    stray = await d.send(ValueType.PROCESS_INSTANCE, ProcessInstanceIntent.COMPLETE_EXECUTION_LISTENER, {}, task_key)
+    assert stray.record_type == RecordType.COMMAND_REJECTION
+    assert "to have completed" in stray.rejection_reason, "its listener job still runs"
+    accepted(await d.fail(listener, retries=0))
+    await d.settle()
+    ((incident_key, incident),) = d.incidents()
+    assert incident["errorType"] == "EXECUTION_LISTENER_NO_RETRIES"
+    accepted(await d.update_retries(listener, 1))
+    accepted(await d.resolve(incident_key))
+    await run("el-task-start")
+    await d.settle()
+    ((incident_key, incident),) = d.incidents()
+    assert incident["errorType"] == "EXTRACT_VALUE_ERROR"  # the second listener's type is null
+    accepted(await d.set_variables(troubled_key, {"stage": "two"}))
+    accepted(await d.resolve(incident_key))
+    await run("el-task-start")  # every start listener runs again
+    await run("el-two")
+    await d.settle()
+    assert await d.activate("el-work")
+    d.clock.now += 70_000  # the boundary timer (opened after the start listeners) interrupts the task
+    for _ in range(500):  # the due-timer checker writes the trigger on its own
+        await d.settle()
+        too_late = await d.activate("el-too-late")
+        if too_late:
+            break
+        await asyncio.sleep(0.01)
+    accepted(await d.complete(too_late[0]))
+    await run("el-process-end")
+
+    cancelled = accepted(await d.create("execution-listeners", happy)).value["processInstanceKey"]
+    await run("el-process-start")
+    await d.settle()
+    assert await d.activate("el-started")
+    accepted(await d.cancel(cancelled))
+    await d.settle()
+
+    assert not d.incidents()
+    assert d.read(lambda s: list(s.iter_all("element_instances"))) == []
+    assert d.read(lambda s: list(s.iter_all("jobs"))) == []
+    await d.close()
+
+    live = check_replay_equals_live(d.directory, tmp_path)
+    await check_restart_recovers(d, live, from_scratch=True)
+
+
 class _Route:
     """Delivers what a partition sends to the other partition (a two-partition cluster without a network)."""
 
@@ -863,6 +961,9 @@ async def _random_step(d: Driver, rng: random.Random, known: dict[str, set[int]]
             variables["skipB"] = rng.choice([True, False])
         if pid == "compensation-multi-instance":
             variables["items"] = rng.choice([[], ["x"], ["x", "y", "z"]])
+        if pid == "execution-listeners":
+            variables["stage"] = rng.choice(["two", "two", None])  # None: the listener's FEEL type fails
+            variables["path"] = rng.choice(["sub", "direct"])
         if pid == "call-activity-feel":
             variables["childId"] = rng.choice(["call-activity-child", "call-chain-leaf", "call-missing-child", 7])
         rec = await d.create(pid, variables)
