@@ -33,7 +33,6 @@ from broker.protocol.enums import (
     ProcessInstanceCreationIntent,
     ProcessInstanceIntent,
     RecordType,
-    RejectionType,
     ResourceDeletionIntent,
     SignalIntent,
     ValueType,
@@ -46,6 +45,7 @@ from broker.stream.partition import BackpressureError, PartitionUnavailableError
 from gateway.api import gateway_pb2 as pb
 from gateway.api import gateway_pb2_grpc as pb_grpc
 from gateway.broker_client import BrokerClient
+from gateway.rejections import REJECTION_STATUS
 
 log = logging.getLogger("weir.gateway")
 
@@ -59,14 +59,6 @@ VERSION = "8.5.0-weir"
 #: what a reading worker ever has waiting (a refused push is not offered to another stream later), and
 #: WEIR_MAX_PENDING_PUSHES sets it.
 MAX_PENDING_PUSHES = int(os.environ.get("WEIR_MAX_PENDING_PUSHES", "1024"))
-
-_STATUS = {
-    RejectionType.INVALID_ARGUMENT: grpc.StatusCode.INVALID_ARGUMENT,
-    RejectionType.NOT_FOUND: grpc.StatusCode.NOT_FOUND,
-    RejectionType.ALREADY_EXISTS: grpc.StatusCode.ALREADY_EXISTS,
-    RejectionType.INVALID_STATE: grpc.StatusCode.FAILED_PRECONDITION,
-    RejectionType.PROCESSING_ERROR: grpc.StatusCode.INTERNAL,
-}
 
 
 class _Abort(Exception):
@@ -152,7 +144,75 @@ def activated_job(key: int, job: dict) -> pb.ActivatedJob:
         deadline=job["deadline"],
         variables=_dumps(job.get("variables") or {}),
         tenantId=TENANT,
+        kind=pb.ActivatedJob.JobKind.Value(job.get("jobKind") or "BPMN_ELEMENT"),
+        listenerEventType=pb.ActivatedJob.ListenerEventType.Value(job.get("jobListenerEventType") or "UNSPECIFIED"),
+        userTask=_user_task_properties(job["userTask"]) if job.get("userTask") else None,
     )
+
+
+def _user_task_properties(task: dict) -> pb.UserTaskProperties:
+    return pb.UserTaskProperties(
+        action=task["action"],
+        assignee=task["assignee"],
+        candidateGroups=task["candidateGroups"],
+        candidateUsers=task["candidateUsers"],
+        changedAttributes=task["changedAttributes"],
+        dueDate=task["dueDate"],
+        followUpDate=task["followUpDate"],
+        formKey=task["formKey"],
+        priority=task["priority"],
+        userTaskKey=task["userTaskKey"],
+    )
+
+
+_JOB_RESULT_TYPES = ("userTask", "adHocSubProcess")
+
+
+def job_result(result: pb.JobResult) -> dict[str, Any]:
+    """CompleteJobRequest.result as the JOB COMPLETE command carries it (Zeebe's job result record shape): a task
+    listener's denial or corrections, or a job-worker ad-hoc sub-process's choice of elements.
+
+    Only the corrections present are listed in ``correctedAttributes``: an absent one keeps the task's value.
+    """
+    kind = result.type or "userTask"
+    if kind not in _JOB_RESULT_TYPES:
+        _fail(
+            grpc.StatusCode.INVALID_ARGUMENT,
+            f"Expected the job result's type to be one of {list(_JOB_RESULT_TYPES)}, but was '{result.type}'",
+        )
+    activate = []
+    for n, item in enumerate(result.activateElements):
+        if not item.elementId:
+            _fail(
+                grpc.StatusCode.INVALID_ARGUMENT, f"Expected activateElements[{n}] to have an elementId, but none given"
+            )
+        variables = parse_variables(item.variables, f"the variables of activateElements[{n}] ('{item.elementId}')")
+        activate.append({"elementId": item.elementId, "variables": variables})
+    corrected: list[str] = []
+    corrections: dict[str, Any] = {}
+    if result.HasField("corrections"):
+        c = result.corrections
+        for field, name in (("assignee", "assignee"), ("dueDate", "dueDate"), ("followUpDate", "followUpDate")):
+            if c.HasField(field):
+                corrected.append(name)
+                corrections[name] = getattr(c, field)
+        for field, name in (("candidateUsers", "candidateUsersList"), ("candidateGroups", "candidateGroupsList")):
+            if c.HasField(field):
+                corrected.append(name)
+                corrections[name] = list(getattr(c, field).values)
+        if c.HasField("priority"):
+            corrected.append("priority")
+            corrections["priority"] = c.priority
+    return {
+        "type": "AD_HOC_SUB_PROCESS" if kind == "adHocSubProcess" else "USER_TASK",
+        "denied": result.denied,
+        "deniedReason": result.deniedReason,
+        "correctedAttributes": corrected,
+        "corrections": corrections,
+        "activateElements": activate,
+        "isCompletionConditionFulfilled": result.isCompletionConditionFulfilled,
+        "isCancelRemainingInstances": result.isCancelRemainingInstances,
+    }
 
 
 def _evaluated_decision(d: dict) -> pb.EvaluatedDecision:
@@ -290,7 +350,7 @@ class GatewayService(pb_grpc.GatewayServicer):
         except InvalidDocumentError as e:
             _fail(grpc.StatusCode.INVALID_ARGUMENT, str(e))
         if record.record_type == RecordType.COMMAND_REJECTION:
-            code = _STATUS.get(record.rejection_type, grpc.StatusCode.UNKNOWN)
+            code = REJECTION_STATUS.get(record.rejection_type, grpc.StatusCode.UNKNOWN)
             intent_name = record.intent_enum.name
             _fail(
                 code,
@@ -448,7 +508,8 @@ class GatewayService(pb_grpc.GatewayServicer):
 
     @_unary
     async def DeleteResource(self, request: pb.DeleteResourceRequest, context: grpc.aio.ServicerContext) -> Any:
-        """Delete a decision requirements graph (with its decisions) or a form, on every partition."""
+        """Delete a process definition, a decision requirements graph (with its decisions) or a form, on every
+        partition."""
         key = request.resourceKey
         partition_id = self._partition_for_key(key, "resource")
         value = {"resourceKey": key, "tenantId": TENANT}
@@ -562,7 +623,10 @@ class GatewayService(pb_grpc.GatewayServicer):
 
     @_unary
     async def CompleteJob(self, request: pb.CompleteJobRequest, context: grpc.aio.ServicerContext) -> Any:
-        await self._job_command(request.jobKey, JobIntent.COMPLETE, {"variables": parse_variables(request.variables)})
+        value: dict[str, Any] = {"variables": parse_variables(request.variables)}
+        if request.HasField("result"):
+            value["result"] = job_result(request.result)
+        await self._job_command(request.jobKey, JobIntent.COMPLETE, value)
         return pb.CompleteJobResponse()
 
     @_unary

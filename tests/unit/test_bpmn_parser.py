@@ -206,6 +206,65 @@ def test_user_task_is_a_job_with_zeebe_headers() -> None:
     assert not review.user_task.native
 
 
+def test_native_user_task_reads_listeners_priority_headers_and_form() -> None:
+    review = only(load("user-task-listeners.bpmn")).element("review")
+    assert review.job is None and review.user_task is not None and review.user_task.native
+    listeners = [(listener.event_type, listener.type, listener.retries) for listener in review.user_task.listeners]
+    assert listeners == [
+        ("creating", "tl-creating", "3"),
+        ("assigning", "tl-assigning", "3"),
+        ("updating", "tl-updating", "3"),
+        ("completing", "tl-completing", "2"),
+        ("completing", "tl-completing-audit", "3"),
+        ("canceling", "tl-canceling", "3"),
+    ]
+    approve = only(load("user-task-native.bpmn")).element("approve")
+    assert approve.user_task is not None and approve.user_task.priority == "70"
+    assert approve.user_task.headers == (("department", "sales"),)
+    feel = only(load("user-task-listener-feel.bpmn")).element("check")
+    assert feel.user_task is not None and feel.user_task.form_id == "=formId"
+    assert [listener.event_type for listener in feel.user_task.listeners] == ["creating", "assigning"]  # older names
+
+
+def native_user_task(extensions: str, *, native: bool = True) -> bytes:
+    marker = "<zeebe:userTask/>" if native else ""
+    return process_xml(
+        f'<bpmn:startEvent id="s"/>{flow("f1", "s", "ut")}'
+        f'<bpmn:userTask id="ut"><bpmn:extensionElements>{marker}{extensions}</bpmn:extensionElements></bpmn:userTask>'
+        f'{flow("f2", "ut", "e")}<bpmn:endEvent id="e"/>'
+    )
+
+
+@pytest.mark.parametrize(
+    ("extensions", "native", "reason"),
+    [
+        (
+            '<zeebe:taskListeners><zeebe:taskListener eventType="finishing" type="t"/></zeebe:taskListeners>',
+            True,
+            "zeebe:taskListener: Attribute 'eventType' must be one of 'creating', 'assigning', 'updating', "
+            "'completing', 'canceling', but was 'finishing'",
+        ),
+        (
+            '<zeebe:taskListeners><zeebe:taskListener eventType="completing" type=" "/></zeebe:taskListeners>',
+            True,
+            "zeebe:taskListener: Attribute 'type' must be present and not empty",
+        ),
+        (
+            '<zeebe:taskListeners><zeebe:taskListener eventType="completing" type="t"/></zeebe:taskListeners>',
+            False,
+            "Task listeners are only supported for Camunda user tasks ('zeebe:userTask')",
+        ),
+        (
+            '<zeebe:priorityDefinition priority="101"/>',
+            True,
+            "zeebe:priorityDefinition: Priority must be a number between 0 and 100, but was '101'",
+        ),
+    ],
+)
+def test_native_user_task_attributes_are_validated(extensions: str, native: bool, reason: str) -> None:
+    assert f"'ut': {reason}" in problems_of(native_user_task(extensions, native=native))
+
+
 def test_model_is_immutable() -> None:
     process = only(load("one-task.bpmn"))
     with pytest.raises(dataclasses.FrozenInstanceError):

@@ -29,6 +29,7 @@ from broker.protocol.enums import (
     ProcessInstanceIntent,
     RecordType,
     SignalIntent,
+    UserTaskIntent,
     ValueType,
     VariableDocumentIntent,
 )
@@ -95,11 +96,14 @@ FIXTURES = [
     "compensation-subprocess.bpmn",
     "compensation-multi-instance.bpmn",
     "compensation-event-subprocess.bpmn",
+    "user-task-native.bpmn",
+    "user-task-listeners.bpmn",
+    "user-task-listener-feel.bpmn",
 ]
 # Processes that only start through events (deployed too, never created directly).
 EVENT_STARTED = ["events/signal-start.bpmn"]
-# Decisions the business rule tasks call (deployed with the processes).
-DECISIONS = ["../dmn/discount.dmn", "../dmn/greeting.dmn"]
+# Decisions the business rule tasks call and forms user tasks link (deployed with the processes).
+DECISIONS = ["../dmn/discount.dmn", "../dmn/greeting.dmn", "../forms/approval-form.form"]
 # Deployed in the middle of a run: a process a call activity was missing, and newer versions of a called process.
 DEPLOYED_LATER = ["call-missing-child.bpmn", "call-binding-child-v1b.bpmn", "call-binding-child-v2.bpmn"]
 
@@ -139,9 +143,18 @@ START_VARIABLES: dict[str, dict[str, Any]] = {
     "compensation-end-event": {"skipB": False},
     "compensation-subprocess": {"tripNo": 1},
     "compensation-multi-instance": {"items": ["x", "y"]},
+    "user-task-native": {"reviewers": ["ann"], "due": "2031-01-01T00:00:00Z"},
+    "user-task-listeners": {"owner": "zoe"},
+    "user-task-listener-feel": {"formId": "approval-form", "creatingType": "tl-creating", "assigningType": None},
 }
 JOB_TYPES = [
     "test",
+    "tl-creating",
+    "tl-assigning",
+    "tl-updating",
+    "tl-completing",
+    "tl-completing-audit",
+    "tl-canceling",
     "ah-a",
     "ah-b",
     "ah-c",
@@ -279,6 +292,8 @@ class Driver:
         self.config = config or PartitionConfig(checker_interval_s=0.005)
         self.clock = FakeClock()
         self.partition: Partition | None = None
+        # commands whose answer comes later (user task commands waiting for their task listeners)
+        self.pending: list[asyncio.Future[Record]] = []
 
     def open(self) -> Partition:
         self.partition = Partition(self.directory, self.config, clock=self.clock)
@@ -289,6 +304,10 @@ class Driver:
     async def close(self, *, snapshot: bool = True) -> None:
         assert self.partition is not None
         await self.partition.close(snapshot=snapshot)
+        for waiting in self.pending:  # never answered: the partition stopped first
+            waiting.cancel()
+        await asyncio.gather(*self.pending, return_exceptions=True)
+        self.pending.clear()
         self.partition = None
 
     async def send(self, value_type: ValueType, intent: int, value: dict, key: int = -1) -> Record:
@@ -347,6 +366,17 @@ class Driver:
     async def throw_error(self, job_key: int, code: str) -> Record:
         value = {"errorCode": code, "errorMessage": "declined", "variables": {"reason": code}}
         return await self.send(ValueType.JOB, JobIntent.THROW_ERROR, value, job_key)
+
+    async def complete_listener(self, job_key: int, rng: random.Random) -> Record:
+        """Complete a task listener's job: approve, correct or deny (some of these are not allowed, by design)."""
+        result = rng.choice(
+            [
+                {},
+                {"denied": True, "deniedReason": "no"},
+                {"correctedAttributes": ["assignee", "priority"], "corrections": {"assignee": "max", "priority": 5}},
+            ]
+        )
+        return await self.send(ValueType.JOB, JobIntent.COMPLETE, {"variables": {}, "result": result}, job_key)
 
     async def update_retries(self, job_key: int, retries: int) -> Record:
         return await self.send(ValueType.JOB, JobIntent.UPDATE_RETRIES, {"retries": retries}, job_key)
@@ -752,6 +782,36 @@ STEPS = int(os.environ.get("WEIR_REPLAY_STEPS", "240"))
 BATCH = 40
 
 
+async def _user_task_command(d: Driver, rng: random.Random) -> None:
+    """A user task command on a task that exists (or on none), with arguments good and bad."""
+    from broker.state.db import unpack
+
+    keys = d.read(lambda s: [unpack(v)["value"]["userTaskKey"] for _, v in s.iter_all("user_tasks")])
+    if len(keys) < 3 and rng.random() < 0.5:
+        pid = rng.choice(["user-task-native", "user-task-listeners"])
+        await d.create(pid, START_VARIABLES[pid])
+        return
+    if rng.random() < 0.4:  # a task listener's turn
+        for job in await d.activate(rng.choice([t for t in JOB_TYPES if t.startswith("tl-")]), 1):
+            await d.complete_listener(job, rng)
+        return
+    key = rng.choice(keys) if keys and rng.random() < 0.9 else rng.randint(1, 1 << 40)
+    intent, value = rng.choice(
+        [
+            (UserTaskIntent.ASSIGN, {"assignee": rng.choice(["ann", "bob", ""]), "action": ""}),
+            (UserTaskIntent.CLAIM, {"assignee": rng.choice(["ann", "bob", ""])}),
+            (
+                UserTaskIntent.UPDATE,
+                {"changedAttributes": ["priority", "dueDate"], "priority": rng.choice([10, 99, 200]), "dueDate": ""},
+            ),
+            (UserTaskIntent.COMPLETE, {"variables": {"decision": rng.choice(["yes", "no"])}}),
+        ]
+    )
+    task = asyncio.ensure_future(d.send(ValueType.USER_TASK, intent, value, key))
+    await asyncio.wait([task], timeout=0.05)  # with listeners, the answer waits for them: do not wait here
+    d.pending.append(task)
+
+
 async def _random_step(d: Driver, rng: random.Random, known: dict[str, set[int]]) -> None:
     action = rng.choices(
         [
@@ -768,8 +828,9 @@ async def _random_step(d: Driver, rng: random.Random, known: dict[str, set[int]]
             "signal",
             "deploy",
             "bogus",
+            "user-task",
         ],
-        weights=[6, 5, 6, 2, 2, 1, 2, 2, 2, 2, 2, 1, 1],
+        weights=[6, 5, 6, 2, 2, 1, 2, 2, 2, 2, 2, 1, 1, 3],
     )[0]
     if action in ("complete", "fail", "throw") and not known["jobs"]:
         action = "activate"
@@ -808,10 +869,16 @@ async def _random_step(d: Driver, rng: random.Random, known: dict[str, set[int]]
         if rec.record_type == RecordType.EVENT:
             known["instances"].add(rec.value["processInstanceKey"])
     elif action == "activate":
-        known["jobs"].update(await d.activate(rng.choice(JOB_TYPES), rng.randint(1, 3), rng.choice([1000, 60_000])))
+        job_type = rng.choice(JOB_TYPES)
+        activated = await d.activate(job_type, rng.randint(1, 3), rng.choice([1000, 60_000]))
+        known["jobs"].update(activated)
+        if job_type.startswith("tl-"):
+            known["listener_jobs"].update(activated)
     elif action in ("complete", "fail", "throw"):
         job = rng.choice(sorted(known["jobs"]))
-        if action == "complete":
+        if action == "complete" and job in known["listener_jobs"]:
+            rec = await d.complete_listener(job, rng)
+        elif action == "complete":
             rec = await d.complete(job, {"reservation": {"id": "r", "items": [1]}, "step": rng.randint(0, 9)})
         elif action == "fail":
             rec = await d.fail(job, retries=rng.choice([0, 1, 2]), backoff=rng.choice([0, 0, 500]))
@@ -846,6 +913,8 @@ async def _random_step(d: Driver, rng: random.Random, known: dict[str, set[int]]
         await d.send(ValueType.SIGNAL, SignalIntent.BROADCAST, value)
     elif action == "deploy":
         await d.deploy(rng.choice(DEPLOYED_LATER))
+    elif action == "user-task":
+        await _user_task_command(d, rng)
     else:
         await d.complete(rng.randint(1, 1 << 40))
 
@@ -859,7 +928,7 @@ async def test_random_command_sequences_replay_to_the_live_state(tmp_path: Path)
     d = Driver(tmp_path / "p" / "1", config)
     d.open()
     accepted(await d.deploy(*FIXTURES, *EVENT_STARTED, *DECISIONS))
-    known: dict[str, set[int]] = {"instances": set(), "jobs": set()}
+    known: dict[str, set[int]] = {"instances": set(), "jobs": set(), "listener_jobs": set()}
     for step in range(STEPS):
         await _random_step(d, rng, known)
         if (step + 1) % BATCH == 0:
@@ -895,6 +964,8 @@ def test_the_random_scenario_deploys_every_element_kind_the_engine_runs() -> Non
                     kinds.add("SCRIPT_TASK:ENGINE")
                 if element.called_decision is not None:
                     kinds.add("BUSINESS_RULE_TASK:ENGINE")
+                if element.user_task is not None and element.user_task.native:
+                    kinds.add("USER_TASK:ENGINE")
     assert SUPPORTED_KINDS - kinds <= {"SEND_TASK", "BUSINESS_RULE_TASK"}
 
 

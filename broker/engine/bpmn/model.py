@@ -148,6 +148,31 @@ class JobDefinition:
     headers: tuple[tuple[str, str], ...] = ()
 
 
+TASK_LISTENER_EVENT_TYPES: Final = ("creating", "assigning", "updating", "completing", "canceling")
+"""The event types of task listeners, in Zeebe 8.8's names."""
+
+# Names of earlier Zeebe releases, still read: each means the 8.8 event type it maps to.
+TASK_LISTENER_EVENT_ALIASES: Final = {
+    "create": "creating",
+    "assignment": "assigning",
+    "update": "updating",
+    "complete": "completing",
+    "cancel": "canceling",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class TaskListener:
+    """A ``zeebe:taskListener``: a job of ``type`` run (and awaited) when the user task enters ``event_type``.
+
+    ``type`` and ``retries`` may be FEEL expressions, like a task definition's.
+    """
+
+    event_type: str
+    type: str
+    retries: str = DEFAULT_JOB_RETRIES
+
+
 @dataclass(frozen=True, slots=True)
 class UserTaskDefinition:
     """Assignment, schedule and form of a user task, kept as written.
@@ -167,6 +192,9 @@ class UserTaskDefinition:
     form_key: str | None = None
     form_id: str | None = None
     external_reference: str | None = None
+    priority: str | None = None
+    listeners: tuple[TaskListener, ...] = ()
+    headers: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

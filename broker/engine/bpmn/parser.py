@@ -402,6 +402,8 @@ class _DefinitionsReader:
         elif local == "adHocSubProcess":
             fields["element_type"] = m.AD_HOC_SUB_PROCESS
             fields["ad_hoc"] = self._read_ad_hoc(node, element_id, zeebe)
+            # with a task definition a job worker decides what to activate and when it is done (Zeebe 8.8)
+            fields["job"] = self._read_job(element_id, zeebe, required=False)
         else:  # callActivity
             fields["element_type"] = m.CALL_ACTIVITY
             fields["called_element"] = self._read_called_element(element_id, zeebe)
@@ -516,7 +518,16 @@ class _DefinitionsReader:
             form_key=attr(form, "formKey", "zeebe:formDefinition formKey"),
             form_id=attr(form, "formId", "zeebe:formDefinition formId"),
             external_reference=attr(form, "externalReference", "zeebe:formDefinition externalReference"),
+            priority=attr(zeebe.first("priorityDefinition"), "priority", "zeebe:priorityDefinition priority"),
+            listeners=self._read_task_listeners(element_id, zeebe),
+            headers=self._read_headers(element_id, zeebe) if zeebe.first("userTask") is not None else (),
         )
+        static_priority = user_task.priority is not None and not user_task.priority.startswith("=")
+        if static_priority and not _is_priority(user_task.priority):
+            reason = "zeebe:priorityDefinition: Priority must be a number between 0 and 100, but was "
+            self._problem(element_id, f"{reason}'{user_task.priority}'")
+        if user_task.listeners and not user_task.native:
+            self._problem(element_id, "Task listeners are only supported for Camunda user tasks ('zeebe:userTask')")
         if form is not None and sum(v is not None for v in (user_task.form_key, user_task.form_id)) > 1:
             self._problem(element_id, "zeebe:formDefinition: Exactly one of 'formKey' or 'formId' must be set")
         fields: dict[str, object] = {"user_task": user_task}
@@ -524,6 +535,29 @@ class _DefinitionsReader:
             headers = _user_task_headers(user_task) + self._read_headers(element_id, zeebe)
             fields["job"] = m.JobDefinition(m.USER_TASK_JOB_TYPE, m.DEFAULT_JOB_RETRIES, headers)
         return fields
+
+    def _read_task_listeners(self, element_id: str, zeebe: _ZeebeExtensions) -> tuple[m.TaskListener, ...]:
+        listeners: list[m.TaskListener] = []
+        for block in zeebe.all("taskListeners"):
+            for node in block.iterfind(f"{_Z}taskListener"):
+                written = node.get("eventType", "").strip()
+                event_type = m.TASK_LISTENER_EVENT_ALIASES.get(written, written)
+                job_type = node.get("type", "").strip()
+                retries = (node.get("retries") or "").strip() or m.DEFAULT_JOB_RETRIES
+                if event_type not in m.TASK_LISTENER_EVENT_TYPES:
+                    allowed = ", ".join(f"'{t}'" for t in m.TASK_LISTENER_EVENT_TYPES)
+                    self._problem(
+                        element_id,
+                        f"zeebe:taskListener: Attribute 'eventType' must be one of {allowed}, but was '{written}'",
+                    )
+                    continue
+                if not job_type:
+                    self._problem(element_id, "zeebe:taskListener: Attribute 'type' must be present and not empty")
+                    continue
+                self._expression(element_id, "zeebe:taskListener type", job_type)
+                self._expression(element_id, "zeebe:taskListener retries", retries)
+                listeners.append(m.TaskListener(event_type, job_type, retries))
+        return tuple(listeners)
 
     def _read_script(self, element_id: str, script: XmlElement) -> m.ScriptDefinition | None:
         expression = script.get("expression", "").strip()
@@ -582,9 +616,6 @@ class _DefinitionsReader:
     def _read_ad_hoc(self, node: XmlElement, element_id: str, zeebe: _ZeebeExtensions) -> m.AdHoc:
         """``zeebe:adHoc`` and the completion attributes of an ad-hoc sub-process (``ordering`` is not read: as in
         Zeebe, the elements named by the collection all start at once)."""
-        if zeebe.all("taskDefinition"):
-            reason = "Ad-hoc sub-processes implemented by a job worker ('zeebe:taskDefinition') are not supported"
-            self._problem(element_id, reason)
         ad_hocs = zeebe.all("adHoc")
         if len(ad_hocs) > 1:
             self._problem(element_id, "Must have at most one 'zeebe:adHoc' extension element")
@@ -888,6 +919,10 @@ class _ZeebeExtensions:
             for block in self.all("properties")
             for prop in block.iterfind(f"{_Z}property")
         )
+
+
+def _is_priority(text: str | None) -> bool:
+    return text is not None and text.lstrip("-").isdigit() and 0 <= int(text) <= 100
 
 
 def _user_task_headers(user_task: m.UserTaskDefinition) -> tuple[tuple[str, str], ...]:

@@ -19,8 +19,10 @@ from broker.engine.context import ProcessingContext
 from broker.engine.elements import lifecycle as lc
 from broker.engine.elements.base import ElementProcessor
 from broker.engine.expressions import ExpressionFailure, type_name
-from broker.protocol.enums import JobIntent, ValueType
+from broker.protocol.enums import JobIntent, ProcessInstanceIntent, ValueType
 from broker.state.element_instance import ElementInstance
+
+PI = ProcessInstanceIntent
 
 
 class JobTaskProcessor(ElementProcessor):
@@ -32,8 +34,11 @@ class JobTaskProcessor(ElementProcessor):
             create_job(ctx, element, inst)
 
 
-def create_job(ctx: ProcessingContext, element: bpmn.Element, inst: ElementInstance) -> None:
-    """Evaluate the job's type and retries, write JOB CREATED and wait (ACTIVATED); an incident on a bad value."""
+def create_job(
+    ctx: ProcessingContext, element: bpmn.Element, inst: ElementInstance, *, kind: str = "BPMN_ELEMENT"
+) -> None:
+    """Evaluate the job's type and retries, write JOB CREATED and wait (ACTIVATED, unless it already is); an
+    incident on a bad value. ``kind``: Zeebe's job kind (a job-worker ad-hoc sub-process's is AD_HOC_SUB_PROCESS)."""
     job_def = element.job
     assert job_def is not None
     job_type = b.evaluate(ctx, job_def.type, inst.key)
@@ -90,10 +95,11 @@ def create_job(ctx: ProcessingContext, element: bpmn.Element, inst: ElementInsta
         "processDefinitionVersion": v.version,
         "processDefinitionKey": v.process_definition_key,
         "tenantId": b.TENANT,
-        "jobKind": "BPMN_ELEMENT",
+        "jobKind": kind,
     }
     ctx.event(ValueType.JOB, JobIntent.CREATED, job_key, job)
-    lc.activated(ctx, inst)
+    if inst.state != PI.ELEMENT_ACTIVATED:
+        lc.activated(ctx, inst)
     b.job_became_activatable(ctx, job_key, job)
 
 
@@ -105,12 +111,12 @@ def user_task_headers(
     if task is None or task.native:
         return {}
     attributes: tuple[tuple[str | None, str, Callable[[str, Any], str | ExpressionFailure | None]], ...] = (
-        (task.assignee, bpmn.USER_TASK_HEADER_ASSIGNEE, _as_string),
-        (task.candidate_groups, bpmn.USER_TASK_HEADER_CANDIDATE_GROUPS, _as_string_list),
-        (task.candidate_users, bpmn.USER_TASK_HEADER_CANDIDATE_USERS, _as_string_list),
-        (task.due_date, bpmn.USER_TASK_HEADER_DUE_DATE, _as_date_time),
-        (task.follow_up_date, bpmn.USER_TASK_HEADER_FOLLOW_UP_DATE, _as_date_time),
-        (task.form_key, bpmn.USER_TASK_HEADER_FORM_KEY, _as_string),
+        (task.assignee, bpmn.USER_TASK_HEADER_ASSIGNEE, as_string),
+        (task.candidate_groups, bpmn.USER_TASK_HEADER_CANDIDATE_GROUPS, as_string_list),
+        (task.candidate_users, bpmn.USER_TASK_HEADER_CANDIDATE_USERS, as_string_list),
+        (task.due_date, bpmn.USER_TASK_HEADER_DUE_DATE, as_date_time),
+        (task.follow_up_date, bpmn.USER_TASK_HEADER_FOLLOW_UP_DATE, as_date_time),
+        (task.form_key, bpmn.USER_TASK_HEADER_FORM_KEY, as_string),
     )
     headers: dict[str, str] = {}
     context: dict[str, Any] | None = None
@@ -130,24 +136,24 @@ def user_task_headers(
     return headers
 
 
-def _expected(source: str, expected: str, value: Any) -> ExpressionFailure:
+def expected(source: str, expected: str, value: Any) -> ExpressionFailure:
     return ExpressionFailure(
         f"Expected result of the expression '{source}' to be '{expected}', but was '{type_name(value)}'."
     )
 
 
-def _as_string(source: str, value: Any) -> str | ExpressionFailure | None:
+def as_string(source: str, value: Any) -> str | ExpressionFailure | None:
     if value is None or isinstance(value, str):
         return value
-    return _expected(source, "STRING", value)
+    return expected(source, "STRING", value)
 
 
-def _as_string_list(source: str, value: Any) -> str | ExpressionFailure | None:
+def as_string_list(source: str, value: Any) -> str | ExpressionFailure | None:
     """A list of strings, as the JSON array text Tasklist reads."""
     if value is None:
         return None
     if not isinstance(value, list):
-        return _expected(source, "ARRAY", value)
+        return expected(source, "ARRAY", value)
     for item in value:
         if not isinstance(item, str):
             return ExpressionFailure(
@@ -157,7 +163,7 @@ def _as_string_list(source: str, value: Any) -> str | ExpressionFailure | None:
     return json.dumps(value, separators=(",", ":"))
 
 
-def _as_date_time(source: str, value: Any) -> str | ExpressionFailure | None:
+def as_date_time(source: str, value: Any) -> str | ExpressionFailure | None:
     """A date and time with an offset or zone (a FEEL date and time, or an ISO-8601 string), in ISO-8601."""
     if value is None:
         return None

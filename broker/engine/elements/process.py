@@ -24,6 +24,8 @@ from broker.state.element_instance import ElementInstance
 
 
 class ProcessProcessor(ContainerProcessor):
+    started_by_flow = False
+
     def on_activate(
         self, ctx: ProcessingContext, process: bpmn.Process, element: bpmn.Element | None, inst: ElementInstance
     ) -> None:
