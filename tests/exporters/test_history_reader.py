@@ -85,6 +85,9 @@ async def test_items_have_the_v2_shapes(reader: HistoryReader, records: list[Rec
     ]
     native = tasks[0]
     assert native["elementId"] == "approve" and native["candidateGroups"] == ["sales", "ops"]
+    assert native["name"] == "Approve the order", "the element's name from the BPMN"
+    element = await reader.get("element-instances", native["elementInstanceKey"])
+    assert element is not None and element["elementName"] == "Approve the order"
     assert native["candidateUsers"] == ["ann"] and native["customHeaders"] == {"department": "sales"}
     assert native["processDefinitionId"] == "user-task-native" and native["creationDate"].endswith("Z")
     by_group = {"filter": {"candidateGroup": "ops", "state": "COMPLETED"}}
