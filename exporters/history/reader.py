@@ -16,6 +16,8 @@ import sqlite3
 import threading
 from typing import Any
 
+import defusedxml.ElementTree as ET
+
 from exporters.history import entities, query
 from exporters.history.backends import Backend, PostgresBackend, SqliteBackend, check_url, sqlite_path
 from exporters.history.entities import Entity
@@ -24,6 +26,22 @@ from exporters.history.query import InvalidQuery, encode_cursor
 __all__ = ["ENTITIES", "HistoryReader", "InvalidQuery", "open_reader"]
 
 ENTITIES = tuple(entities.ENTITIES)
+# Items whose name is the BPMN element's (the id when the element has no name, as Operate shows it).
+_NAME_FIELDS = {"element-instances": "elementName", "user-tasks": "name"}
+_NAME_CACHE_SIZE = 1000
+
+
+def element_names(xml: str | None) -> dict[str, str]:
+    """Element id → name of every named element in a BPMN document."""
+    if not xml:
+        return {}
+    try:
+        root = ET.fromstring(xml)
+    except (ET.ParseError, ValueError):
+        return {}
+    return {e.get("id", ""): e.get("name", "") for e in root.iter() if e.get("id") and e.get("name")}
+
+
 _CLOCK_UNUSED = 0  # migration timestamps from a reader: it has no clock of its own to offer
 
 
@@ -35,6 +53,7 @@ class HistoryReader:
     def __init__(self, url: str) -> None:
         self.url = url
         self._schema_ready = False
+        self._names: dict[int, dict[str, str]] = {}  # process definition key → element id → name
 
     # -- the contract ------------------------------------------------------------------------------------------
 
@@ -50,7 +69,7 @@ class HistoryReader:
             f"LIMIT {int(q.limit)} OFFSET {int(q.offset)}"
         )
         total_rows, rows = await self._fetch_pair(count_sql, select_sql, q.params)
-        items = [entities.item(definition, row) for row in rows]
+        items = await self._named([entities.item(definition, row) for row in rows], definition)
         return {
             "items": items,
             "page": {
@@ -70,7 +89,7 @@ class HistoryReader:
         columns = ", ".join(f.sql for f in definition.item_fields)
         sql = f"SELECT {columns} FROM {definition.source} WHERE {definition.key.sql} = {self.placeholder}"
         rows = await self._fetch(sql, [value])
-        return entities.item(definition, rows[0]) if rows else None
+        return (await self._named([entities.item(definition, rows[0])], definition))[0] if rows else None
 
     async def process_definition_xml(self, key: str) -> str | None:
         """The BPMN XML of a process definition (None when unknown)."""
@@ -82,6 +101,30 @@ class HistoryReader:
 
     async def close(self) -> None:
         raise NotImplementedError
+
+    # -- element names from the BPMN ---------------------------------------------------------------------------
+
+    async def _named(self, items: list[dict[str, Any]], definition: Entity) -> list[dict[str, Any]]:
+        """Fill element names (records carry ids only) from the process definitions' BPMN, parsed once each."""
+        field = _NAME_FIELDS.get(definition.name)
+        if field is None or not items:
+            return items
+        wanted = {int(i["processDefinitionKey"]) for i in items if i.get("processDefinitionKey")}
+        missing = sorted(wanted - self._names.keys())
+        if missing:
+            marks = ", ".join(self.placeholder for _ in missing)
+            sql = (
+                "SELECT process_definition_key, bpmn_xml FROM process_definitions "
+                f"WHERE process_definition_key IN ({marks})"
+            )
+            if len(self._names) > _NAME_CACHE_SIZE:
+                self._names.clear()
+            for key, xml in await self._fetch(sql, missing):
+                self._names[int(key)] = element_names(xml)
+        for item in items:
+            names = self._names.get(int(item["processDefinitionKey"] or 0), {})
+            item[field] = names.get(item["elementId"]) or item["elementId"]
+        return items
 
     # -- per database --------------------------------------------------------------------------------------------
 

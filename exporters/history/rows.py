@@ -20,25 +20,6 @@ from exporters.history import schema
 
 Row = dict[str, Any]
 
-# Zeebe's UserTaskIntent codes, used while the engine's protocol has no intent enum for user tasks.
-_USER_TASK_INTENTS = (
-    "CREATING",
-    "CREATED",
-    "COMPLETING",
-    "COMPLETED",
-    "CANCELING",
-    "CANCELED",
-    "ASSIGNING",
-    "ASSIGNED",
-    "CLAIMING",
-    "UPDATING",
-    "UPDATED",
-    "MIGRATED",
-    "COMPLETION_DENIED",
-    "CORRECTED",
-    "ASSIGNMENT_DENIED",
-    "UPDATE_DENIED",
-)
 # The v2 user task state after each event: a task back from assigning or updating is CREATED again.
 _USER_TASK_STATES = {
     "CREATING": "CREATING",
@@ -97,12 +78,7 @@ def intent_name(record: Record) -> str:
     code = (record.value_type, record.intent)
     name = _NAMES.get(code)
     if name is None:
-        try:
-            name = record.intent_enum.name
-        except ValueError:
-            known = record.value_type == ValueType.USER_TASK and 0 <= record.intent < len(_USER_TASK_INTENTS)
-            name = _USER_TASK_INTENTS[record.intent] if known else ""
-        _NAMES[code] = name
+        name = _NAMES[code] = record.intent_enum.name
     return name
 
 

@@ -16,6 +16,17 @@ from broker.protocol.enums import RecordType, ValueType
 from broker.protocol.record import Record
 from exporters.history.backends import sqlite_path
 
+# v2 user task states: transitions in progress keep their name, a finished transition leaves the task CREATED.
+_TASK_STATES = {
+    "CREATING": "CREATING",
+    "ASSIGNING": "ASSIGNING",
+    "CLAIMING": "ASSIGNING",
+    "UPDATING": "UPDATING",
+    "COMPLETING": "COMPLETING",
+    "CANCELING": "CANCELING",
+    "COMPLETED": "COMPLETED",
+    "CANCELED": "CANCELED",
+}
 _END_STATES = {"ELEMENT_COMPLETED": "COMPLETED", "ELEMENT_TERMINATED": "TERMINATED"}
 
 
@@ -29,6 +40,7 @@ class History:
     jobs: dict[int, str] = field(default_factory=dict)  # key → last job event
     workers: dict[int, str] = field(default_factory=dict)  # job key → the worker that activated it last
     decisions: set[int] = field(default_factory=set)  # decision evaluation keys
+    user_tasks: dict[int, tuple[str, str]] = field(default_factory=dict)  # key → (v2 state, assignee)
 
 
 def expected_history(records: Iterable[Record]) -> History:
@@ -65,6 +77,9 @@ def expected_history(records: Iterable[Record]) -> History:
                 h.workers[key] = v["worker"]
         elif r.value_type == ValueType.DECISION_EVALUATION and intent in ("EVALUATED", "FAILED"):
             h.decisions.add(r.key)
+        elif r.value_type == ValueType.USER_TASK and r.record_type == RecordType.EVENT:
+            state = _TASK_STATES.get(intent, "CREATED")
+            h.user_tasks[r.key] = (state, v.get("assignee") or "")
     return h
 
 
@@ -96,6 +111,7 @@ def stored_history(url: str) -> History:
     h.jobs = dict(query(url, "SELECT job_key, state FROM jobs"))
     h.workers = dict(query(url, "SELECT job_key, worker FROM jobs WHERE worker IS NOT NULL"))
     h.decisions = {k for (k,) in query(url, "SELECT DISTINCT decision_evaluation_key FROM decision_instances")}
+    h.user_tasks = {k: (s, a or "") for k, s, a in query(url, "SELECT user_task_key, state, assignee FROM user_tasks")}
     return h
 
 
@@ -115,6 +131,7 @@ def assert_history_matches(url: str, records: list[Record]) -> History:
     assert stored.jobs == {k: _JOB_STATE_OF_EVENT.get(s, s) for k, s in expected.jobs.items()}
     assert stored.workers == expected.workers
     assert stored.decisions == expected.decisions
+    assert stored.user_tasks == expected.user_tasks
     active_with_incident = {pi for pi, state in expected.incidents.values() if state == "ACTIVE"}
     flagged = {k for (k,) in query(url, "SELECT process_instance_key FROM process_instances WHERE has_incident = 1")}
     assert flagged == active_with_incident

@@ -15,8 +15,10 @@ from typing import Any
 
 import pytest
 
-from broker.protocol.enums import RecordType, ValueType
+from broker.protocol.enums import UserTaskIntent as UT
+from broker.protocol.enums import ValueType
 from broker.protocol.record import Record
+from broker.stream.partition import Partition, PartitionConfig
 from exporters import ExporterConfigurationError, ExporterDirector
 from exporters.history import schema
 from exporters.history.backends import open_backend
@@ -24,7 +26,7 @@ from exporters.history.exporter import HistoryExporter
 from tests.exporters.conftest import fresh_database
 from tests.exporters.history_check import assert_history_matches, query
 from tests.exporters.memory import RecordLog
-from tests.exporters.scenario import run_scenario
+from tests.exporters.scenario import FixedClock, PartitionDriver, read_log, run_scenario
 from tests.exporters.test_director import eventually
 from tests.postgres_server import PostgresServer
 
@@ -71,7 +73,8 @@ async def test_the_history_matches_the_log(history_url: str, records: list[Recor
     last = records[-1].position
     assert await export_all(record_log(records), history_url, last) == last
     expected = assert_history_matches(history_url, records)
-    assert len(expected.instances) == 5 and len(expected.incidents) == 1 and expected.decisions
+    assert len(expected.instances) >= 5 and len(expected.incidents) == 1 and expected.decisions
+    assert expected.user_tasks and expected.workers
     assert query(history_url, "SELECT position FROM exported_positions") == [(last,)]
     (xml,) = query(history_url, "SELECT bpmn_xml FROM process_definitions")[0]
     assert xml.startswith("<?xml") and 'id="one-task"' in xml
@@ -164,50 +167,61 @@ async def test_retention_removes_what_ended_before_the_cutoff_and_keeps_what_run
         assert owners <= kept, f"{table} of removed instances are gone"
     assert query(url, "SELECT COUNT(*) FROM incidents") == [(1,)], "the running instance keeps its incident"
     assert query(url, "SELECT COUNT(*) FROM decision_instances") == [(0,)]
-    assert query(url, "SELECT COUNT(*) FROM process_definitions") == [(1,)], "definitions are kept"
+    definitions = len({r.key for r in records if r.value_type == ValueType.PROCESS and r.is_event})
+    assert query(url, "SELECT COUNT(*) FROM process_definitions") == [(definitions,)], "definitions are kept"
 
 
-def user_task(position: int, intent: int, **value: Any) -> Record:
-    base = {
-        "userTaskKey": 2251799813690001,
-        "elementId": "review",
-        "elementInstanceKey": 2251799813690000,
-        "processInstanceKey": 2251799813689999,
-        "processDefinitionKey": 2251799813689998,
-        "bpmnProcessId": "approval",
-        "processDefinitionVersion": 1,
-        "assignee": "",
-        "candidateGroupsList": ["managers"],
-        "candidateUsersList": ["ann", "bob"],
-        "dueDate": "2026-12-24T12:00:00Z",
-        "followUpDate": "",
-        "formKey": -1,
-        "externalFormReference": "",
-        "customHeaders": {},
-        "priority": 50,
-        "tenantId": "<default>",
-        "creationTimestamp": 1_700_000_000_000,
-    }
-    return Record(
-        position=position,
-        key=2251799813690001,
-        record_type=RecordType.EVENT,
-        value_type=ValueType.USER_TASK,
-        intent=intent,
-        timestamp=1_700_000_000_000 + position,
-        value={**base, **value},
+async def run_user_tasks(directory: Path) -> list[Record]:
+    """Native user tasks: one created, assigned, updated and completed; one left open with its candidates."""
+    partition = Partition(directory, PartitionConfig(checker_interval_s=0.01), clock=FixedClock())
+    partition.open()
+    partition.start()
+    try:
+        d = PartitionDriver(partition)
+        await d.deploy("user-task-native.bpmn")
+        for reviewers in (["ann", "bob"], ["cid"]):
+            await d.create("user-task-native", {"reviewers": reviewers, "due": "2026-12-24T12:00:00Z"})
+        await d.settle()
+        created = [
+            r.key
+            for r in read_log(directory / "log")
+            if r.value_type == ValueType.USER_TASK and r.is_event and r.intent == UT.CREATED
+        ]
+        first = created[0]
+        await d.send(ValueType.USER_TASK, UT.ASSIGN, {"assignee": "ann"}, first)
+        change = {"changedAttributes": ["priority"], "priority": 90}
+        await d.send(ValueType.USER_TASK, UT.UPDATE, change, first)
+        await d.send(ValueType.USER_TASK, UT.COMPLETE, {"variables": {"approved": True}}, first)
+        await d.settle()
+    finally:
+        await partition.close(snapshot=False)
+    return list(read_log(directory / "log"))
+
+
+async def test_native_user_tasks_become_user_task_rows(history_url: str, tmp_path: Path) -> None:
+    records = await run_user_tasks(tmp_path / "partition")
+    await export_all(record_log(records), history_url, records[-1].position)
+    expected = assert_history_matches(history_url, records)
+    assert sorted(expected.user_tasks.values()) == [("COMPLETED", "ann"), ("CREATED", "")]
+    sql = (
+        "SELECT state, assignee, candidate_groups, candidate_users, due_date, follow_up_date, priority, "
+        "external_form_reference, custom_headers, creation_date, completion_date FROM user_tasks ORDER BY user_task_key"
     )
-
-
-async def test_user_task_records_become_user_task_rows(history_url: str) -> None:
-    # Zeebe's UserTaskIntent codes: CREATED 1, COMPLETED 3, ASSIGNED 7.
-    records = [user_task(1, 1), user_task(2, 7, assignee="ann"), user_task(3, 3, assignee="ann")]
-    await export_all(record_log(records[:2]), history_url, 2)
-    sql = "SELECT state, assignee, candidate_groups, candidate_users, due_date, priority FROM user_tasks"
-    assert query(history_url, sql) == [("CREATED", "ann", '["managers"]', '["ann", "bob"]', "2026-12-24T12:00:00Z", 50)]
-    await export_all(record_log(records), history_url, 3, positions={"history": 2})
-    rows = query(history_url, "SELECT state, completion_date, creation_date FROM user_tasks")
-    assert rows == [("COMPLETED", 1_700_000_000_003, 1_700_000_000_000)]
+    done, open_task = query(history_url, sql)
+    assert done[:2] == ("COMPLETED", "ann") and done[6] == 90 and done[10] is not None
+    assert open_task == (
+        "CREATED",
+        "",
+        '["sales", "ops"]',
+        '["cid"]',
+        "2026-12-24T12:00:00+00:00",  # as the engine evaluated it
+        "2030-01-01T10:00:00+01:00",
+        70,
+        "https://forms.example/approve",
+        '{"department": "sales"}',
+        1_700_000_000_000,
+        None,
+    )
 
 
 @pytest.mark.parametrize(

@@ -79,7 +79,19 @@ async def test_items_have_the_v2_shapes(reader: HistoryReader, records: list[Rec
     assert await reader.process_definition_xml("1") is None
     assert await reader.get("process-instances", "12345") is None
     assert await reader.get("process-instances", "not-a-key") is None
-    assert (await reader.search("user-tasks", {}))["items"] == []
+    tasks = (await reader.search("user-tasks", {"sort": [{"field": "userTaskKey"}]}))["items"]
+    assert [(t["state"], t["assignee"] or "") for t in tasks] == [
+        expected.user_tasks[k] for k in sorted(expected.user_tasks)
+    ]
+    native = tasks[0]
+    assert native["elementId"] == "approve" and native["candidateGroups"] == ["sales", "ops"]
+    assert native["name"] == "Approve the order", "the element's name from the BPMN"
+    element = await reader.get("element-instances", native["elementInstanceKey"])
+    assert element is not None and element["elementName"] == "Approve the order"
+    assert native["candidateUsers"] == ["ann"] and native["customHeaders"] == {"department": "sales"}
+    assert native["processDefinitionId"] == "user-task-native" and native["creationDate"].endswith("Z")
+    by_group = {"filter": {"candidateGroup": "ops", "state": "COMPLETED"}}
+    assert [t["userTaskKey"] for t in (await reader.search("user-tasks", by_group))["items"]] == [native["userTaskKey"]]
 
 
 async def test_filters(reader: HistoryReader, records: list[Record]) -> None:
