@@ -88,7 +88,7 @@ def test_instances_and_one_instance(weir_rest: RestWeir, stub: Stub) -> None:
     assert shown["incidents"] == []
     text = weir(weir_rest, "instance", str(key)).stdout
     assert f"Instance {key} of {one.pid()} v1: ACTIVE" in text
-    assert any("task [SERVICE_TASK] ACTIVE" in line for line in text.split("Elements:")[1].splitlines())
+    assert any("Task [SERVICE_TASK] ACTIVE" in line for line in text.split("Elements:")[1].splitlines())
     assert "orderId" in text and '"Ada"' in text
 
 
@@ -98,10 +98,10 @@ def test_instance_draws_the_element_tree(weir_rest: RestWeir, stub: Stub) -> Non
     in_history(weir_rest, "element-instances", {"processInstanceKey": str(key)}, elementId="check", state="ACTIVE")
     out = weir(weir_rest, "instance", str(key))
     assert out.returncode == 0, out.stderr
-    # (each line names the element by its name, or its id where it has none)
+    # each line names the element by its name, or its id where it has none (the start event)
     tree = out.stdout.split("Elements:")[1].split("Variables:")[0].splitlines()
-    sub_process = next(line for line in tree if line.lstrip().lower().startswith("validation [sub_process] active"))
-    check = next(line for line in tree if line.lstrip().lower().startswith("check [service_task] active"))
+    sub_process = next(line for line in tree if line.lstrip().startswith("Validation [SUB_PROCESS] ACTIVE"))
+    check = next(line for line in tree if line.lstrip().startswith("Check [SERVICE_TASK] ACTIVE"))
     start = next(line for line in tree if line.lstrip().startswith("start [START_EVENT] COMPLETED"))
 
     def indent(line: str) -> int:
