@@ -19,7 +19,9 @@ from urllib.parse import urlsplit
 from exporters.history import schema
 from exporters.history.rows import Batch
 
-_CHUNK = 64  # rows per executemany: the writer releases the GIL between chunks
+# Rows per INSERT statement: one statement runs in one go (the sqlite3 module releases and retakes the GIL per
+# statement step, so row-by-row executemany would contend with the event loop for the GIL on every row).
+_ROWS_PER_STATEMENT = 100
 _MIGRATION_LOCK = 0x5745_4952  # PostgreSQL advisory lock id held while migrating ("WEIR")
 
 
@@ -49,12 +51,16 @@ def check_url(url: str) -> None:
         raise HistoryUrlError(f"{url!r}: expected sqlite:///path/history.db or postgresql://user@host:port/db")
 
 
-def upsert_sql(table: schema.Table, placeholder: str) -> str:
-    """Insert a row or, when its key exists, set the columns the row knows (None keeps the stored value)."""
+def upsert_sql(table: schema.Table, placeholder: str, rows: int = 1) -> str:
+    """Insert ``rows`` rows or, where a key exists, set the columns a row knows (None keeps the stored value).
+
+    Rows of one statement must have distinct keys (a batch merges changes per key, so they do).
+    """
     columns = ", ".join(table.columns)
-    values = ", ".join(placeholder for _ in table.columns)
+    one = "(" + ", ".join(placeholder for _ in table.columns) + ")"
+    values = ", ".join(one for _ in range(rows))
     updates = ", ".join(f"{c} = COALESCE(excluded.{c}, {table.name}.{c})" for c in table.columns if c != table.key)
-    return f"INSERT INTO {table.name} ({columns}) VALUES ({values}) ON CONFLICT ({table.key}) DO UPDATE SET {updates}"
+    return f"INSERT INTO {table.name} ({columns}) VALUES {values} ON CONFLICT ({table.key}) DO UPDATE SET {updates}"
 
 
 _INSTANCE_INCIDENT_FLAG = (
@@ -78,12 +84,18 @@ class Backend:
     key_type = "BIGINT PRIMARY KEY"
 
     def __init__(self) -> None:
-        self._upserts = {t.name: upsert_sql(t, self.placeholder) for t in schema.TABLES}
+        self._upserts: dict[tuple[str, int], str] = {}
         p = self.placeholder
         self._position_sql = (
             f"INSERT INTO exported_positions (partition_id, position) VALUES ({p}, {p}) "
             "ON CONFLICT (partition_id) DO UPDATE SET position = excluded.position"
         )
+
+    def _upsert(self, table: schema.Table, rows: int) -> str:
+        sql = self._upserts.get((table.name, rows))
+        if sql is None:
+            sql = self._upserts[(table.name, rows)] = upsert_sql(table, self.placeholder, rows)
+        return sql
 
     # -- what subclasses provide ---------------------------------------------------------------------------------
 
@@ -144,10 +156,10 @@ class Backend:
             for table in schema.TABLES:
                 rows = list(batch.rows[table.name].values())
                 columns = table.columns
-                for start in range(0, len(rows), _CHUNK):
-                    chunk = rows[start : start + _CHUNK]
-                    cursor.executemany(self._upserts[table.name], [tuple(row.get(c) for c in columns) for row in chunk])
-                    time.sleep(0)  # let the event loop take the GIL between chunks
+                for start in range(0, len(rows), _ROWS_PER_STATEMENT):
+                    chunk = rows[start : start + _ROWS_PER_STATEMENT]
+                    cursor.execute(self._upsert(table, len(chunk)), [row.get(c) for row in chunk for c in columns])
+                    time.sleep(0)  # let the event loop take the GIL between statements
             p = self.placeholder
             if batch.incident_instances:
                 sql = _INSTANCE_INCIDENT_FLAG.format(p=p)
