@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import re
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
@@ -63,24 +64,35 @@ class _Failure(Exception):
     pass
 
 
+_FEEL_NAME = re.compile(r"[A-Za-z_?][A-Za-z0-9_?]*")
+
+
 class _Evaluation:
-    def __init__(self, now: dt.datetime | None, limits: feel.Limits | None) -> None:
+    def __init__(self, drg: m.Drg, now: dt.datetime | None, limits: feel.Limits | None) -> None:
+        self.drg = drg
         self.now = now
         self.limits = limits
 
     def expression(self, text: str, context: dict[str, Any]) -> Any:
+        """The value of FEEL ``text`` (a FEEL host value: numbers, temporals and durations as FEEL gives them).
+
+        Functions in ``context`` (business knowledge models, boxed functions) are bound as parameters of a lambda
+        around the expression, so the expression can call them by name as FEEL calls its own functions.
+        """
         if not text:
             return None
+        functions = [k for k, v in context.items() if isinstance(v, feel.FeelFunction) and _FEEL_NAME.fullmatch(k)]
+        source = text
+        if functions:
+            names = ", ".join(functions)
+            source = f"(function({names}) ({text}))({names})"
         try:
-            value, _warnings = feel.evaluate_with_warnings(text, context, now=self.now, limits=self.limits)
+            value, _warnings = feel.evaluate_with_warnings(source, context, now=self.now, limits=self.limits)
         except feel.FeelBudgetExceeded as e:
             raise _Failure(f"failed to evaluate expression '{text}': it {e.reason}") from None
         except Exception as e:  # syntax, assertion, recursion, anything else: a failure, never a crash
             raise _Failure(f"failed to evaluate expression '{text}': {e}") from None
-        try:
-            return to_json_value(value)
-        except RecursionError:
-            raise _Failure(f"failed to evaluate expression '{text}': the result is nested too deeply") from None
+        return value
 
     def matches(self, entry: str, value: Any, context: dict[str, Any]) -> bool:
         if not entry or entry == "-":
@@ -96,17 +108,81 @@ class _Evaluation:
 
     def decision(self, decision: m.Decision, context: dict[str, Any], evaluated: EvaluatedDecision) -> None:
         """Fill ``evaluated`` in; on a failure it keeps what was evaluated before (inputs, matched rules)."""
-        if isinstance(decision.logic, m.LiteralExpression):
-            evaluated.output = self.expression(decision.logic.expression, context)
-            return
-        self.table(decision.logic, context, evaluated)
+        scope = dict(context)
+        for bkm_id in decision.required_bkms:
+            bkm = self.drg.bkm(bkm_id)
+            if bkm is not None:
+                scope[bkm.name] = self.bkm_function(bkm, context)
+        value = self.logic(decision.logic, scope, evaluated)
+        if decision.type_ref:
+            check_type(value, decision.type_ref)
+        evaluated.output = value
 
-    def table(self, table: m.DecisionTable, context: dict[str, Any], evaluated: EvaluatedDecision) -> None:
+    def logic(self, logic: m.Logic, context: dict[str, Any], evaluated: EvaluatedDecision | None = None) -> Any:
+        """The value of a boxed expression; ``evaluated`` (a decision's top-level table) records inputs and rules."""
+        if isinstance(logic, m.LiteralExpression):
+            return self.expression(logic.expression, context)
+        if isinstance(logic, m.DecisionTable):
+            return self.table(logic, context, evaluated or EvaluatedDecision(_NESTED))
+        if isinstance(logic, m.ContextLogic):
+            entries: dict[str, Any] = {}
+            for name, entry in logic.entries:
+                entries[name] = self.logic(entry, {**context, **entries})
+            if logic.result is not None:
+                return self.logic(logic.result, {**context, **entries})
+            return entries
+        if isinstance(logic, m.RelationLogic):
+            return [
+                {column: self.logic(cell, context) for column, cell in zip(logic.columns, row, strict=True)}
+                for row in logic.rows
+            ]
+        if isinstance(logic, m.ListLogic):
+            return [self.logic(item, context) for item in logic.items]
+        if isinstance(logic, m.FunctionDefinition):
+            return self.expression(f"function({', '.join(logic.parameters)}) {logic.body}", context)
+        return self.invocation(logic, context)
+
+    def invocation(self, invocation: m.Invocation, context: dict[str, Any]) -> Any:
+        """Evaluate the invoked BKM's logic with its parameters bound (every parameter must have a value)."""
+        bkm = next((b for b in self.drg.bkms if b.name == invocation.bkm_name), None)
+        if bkm is None:
+            raise _Failure(f"no BKM found with name '{invocation.bkm_name}'")
+        scope = dict(context)
+        for name, text in invocation.bindings:
+            scope[name] = self.expression(text, context)
+        for parameter in bkm.parameters:
+            if parameter.name not in scope:
+                raise _Failure(f"no parameter found with name '{parameter.name}'")
+            check_type(scope[parameter.name], parameter.type_ref)
+        return self.bkm_body(bkm, scope)
+
+    def bkm_body(self, bkm: m.BusinessKnowledgeModel, scope: dict[str, Any]) -> Any:
+        if bkm.logic is None:
+            return None
+        scope = dict(scope)
+        for required_id in bkm.required_bkms:
+            required = self.drg.bkm(required_id)
+            if required is not None:
+                scope[required.name] = self.bkm_function(required, scope)
+        return self.logic(bkm.logic, scope)
+
+    def bkm_function(self, bkm: m.BusinessKnowledgeModel, context: dict[str, Any]) -> feel.FeelFunction:
+        """The BKM as a FEEL function: each call checks its arguments' types, then evaluates the BKM's logic."""
+        names = [p.name for p in bkm.parameters]
+
+        def call(_env: Any, args: list[Any]) -> Any:
+            for parameter, arg in zip(bkm.parameters, args, strict=False):
+                check_type(arg, parameter.type_ref)
+            return self.bkm_body(bkm, {**context, **dict(zip(names, args, strict=False))})
+
+        return feel.FeelFunction(names, call, bkm.name)
+
+    def table(self, table: m.DecisionTable, context: dict[str, Any], evaluated: EvaluatedDecision) -> Any:
         values = []
         for inp in table.inputs:
             value = self.expression(inp.expression, context)
             values.append(value)
-            evaluated.inputs.append((inp.id, inp.name, value))
+            evaluated.inputs.append((inp.id, inp.name, to_json_value(value)))
         matched = evaluated.matched_rules
         for rule in table.rules:
             if all(self.matches(e, v, context) for e, v in zip(rule.input_entries, values, strict=True)):
@@ -118,9 +194,8 @@ class _Evaluation:
                 if table.hit_policy == m.FIRST:
                     break
         if not matched:
-            evaluated.output = self.default_output(table, context)
-            return
-        evaluated.output = _apply_hit_policy(table, matched)
+            return self.default_output(table, context)
+        return _apply_hit_policy(table, matched)
 
     def default_output(self, table: m.DecisionTable, context: dict[str, Any]) -> Any:
         """Without a matching rule: the outputs' default output entries (null when there are none)."""
@@ -130,6 +205,53 @@ class _Evaluation:
         if len(defaults) == 1:
             return next(iter(defaults.values()))
         return defaults
+
+
+_NESTED = m.Decision("", "", m.ListLogic(()))
+"""Stands for the decision of a table nested in another expression, whose inputs and rules are not reported."""
+
+_TYPE_CHECKS: dict[str, Any] = {
+    "string": lambda v: isinstance(v, str),
+    "number": lambda v: isinstance(v, int | Decimal) and not isinstance(v, bool),
+    "boolean": lambda v: isinstance(v, bool),
+    "time": lambda v: isinstance(v, dt.time),
+    "date": lambda v: isinstance(v, dt.date) and not isinstance(v, dt.datetime),
+    "dateTime": lambda v: isinstance(v, dt.datetime),
+    "dayTimeDuration": lambda v: isinstance(v, dt.timedelta),
+    "yearMonthDuration": lambda v: isinstance(v, feel.YearMonthDuration),
+}
+
+
+def check_type(value: Any, type_ref: str) -> None:
+    """Fail unless ``value`` is of ``type_ref`` (null always is; unknown type names, e.g. item definitions, pass)."""
+    name = type_ref.replace("feel:", "")
+    check = _TYPE_CHECKS.get(name)
+    if value is None or check is None or check(value):
+        return
+    raise _Failure(f"expected '{name}' but found '{_described(value)}'")
+
+
+def _described(value: Any) -> str:
+    """A value as the FEEL engine of Zeebe names it in type failures (e.g. ``ValNumber(3)``)."""
+    if isinstance(value, bool):
+        return f"ValBoolean({str(value).lower()})"
+    if isinstance(value, int | Decimal):
+        return f"ValNumber({value})"
+    if isinstance(value, str):
+        return f"ValString({value})"
+    kinds = [
+        (dt.datetime, "ValDateTime"),
+        (dt.date, "ValDate"),
+        (dt.time, "ValTime"),
+        (dt.timedelta, "ValDayTimeDuration"),
+        (feel.YearMonthDuration, "ValYearMonthDuration"),
+        (list, "ValList"),
+        (dict, "ValContext"),
+        (feel.FeelFunction, "ValFunction"),
+    ]
+    kind = next((name for t, name in kinds if isinstance(value, t)), "Val")
+    shown = _shown([value])[1:-1] if isinstance(value, list | dict) else str(to_json_value(value))
+    return f"{kind}({shown})"
 
 
 def _rule_result(table: m.DecisionTable, rule: EvaluatedRule) -> Any:
@@ -188,7 +310,24 @@ def _apply_hit_policy(table: m.DecisionTable, matched: list[EvaluatedRule]) -> A
 
 
 def _shown(values: list[Any]) -> str:
-    return json.dumps(values, separators=(",", ":"), ensure_ascii=False, default=str)[:500]
+    return json.dumps(to_json_value(values), separators=(",", ":"), ensure_ascii=False, default=str)[:500]
+
+
+def _to_json(evaluated: EvaluatedDecision) -> None:
+    """Turn what a decision gave (FEEL values) into the JSON values results and records carry."""
+    try:
+        evaluated.output = to_json_value(evaluated.output)
+        for rule in evaluated.matched_rules:
+            rule.outputs = [(i, n, to_json_value(v)) for i, n, v in rule.outputs]
+    except RecursionError:
+        raise _Failure("the result is nested too deeply") from None
+
+
+def _json_or_none(value: Any) -> Any:
+    try:
+        return to_json_value(value)
+    except RecursionError:
+        return None
 
 
 def evaluation_order(drg: m.Drg, decision_id: str) -> list[m.Decision]:
@@ -231,17 +370,23 @@ def evaluate_decision(
             f"Expected to evaluate decision '{decision_id}', but no decision found for id '{decision_id}'"
         )
         return result
-    evaluation = _Evaluation(now, limits)
+    evaluation = _Evaluation(drg, now, limits)
     context = dict(variables)
     for decision in order:
         evaluated = EvaluatedDecision(decision)
         result.evaluated.append(evaluated)  # a failed decision is listed too (the last one), as Zeebe does
         try:
             evaluation.decision(decision, context, evaluated)
-        except _Failure as e:
+            _to_json(evaluated)
+        except (_Failure, RecursionError) as e:
+            reason = str(e) if isinstance(e, _Failure) else "it recursed too deeply"
             evaluated.output = None
+            evaluated.matched_rules = [
+                EvaluatedRule(r.rule_id, r.rule_index, [(i, n, _json_or_none(v)) for i, n, v in r.outputs])
+                for r in evaluated.matched_rules
+            ]
             result.failed_decision_id = decision.id
-            result.failure_message = f"Expected to evaluate decision '{decision_id}', but {e}"
+            result.failure_message = f"Expected to evaluate decision '{decision_id}', but {reason}"
             result.output = None
             return result
         context[decision.result_name] = evaluated.output
