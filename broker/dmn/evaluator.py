@@ -21,6 +21,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
@@ -28,6 +29,8 @@ from typing import Any
 from broker import feel
 from broker.dmn import model as m
 from broker.engine.expressions import to_json_value
+from broker.feel._runtime import Env, Scope
+from broker.feel._values import from_host, to_host
 
 
 @dataclass(slots=True)
@@ -72,6 +75,7 @@ class _Evaluation:
         self.drg = drg
         self.now = now
         self.limits = limits
+        self.call_env: Env | None = None  # the FEEL evaluation that called the BKM now being evaluated
 
     def expression(self, text: str, context: dict[str, Any]) -> Any:
         """The value of FEEL ``text`` (a FEEL host value: numbers, temporals and durations as FEEL gives them).
@@ -87,7 +91,10 @@ class _Evaluation:
             names = ", ".join(functions)
             source = f"(function({names}) ({text}))({names})"
         try:
-            value, _warnings = feel.evaluate_with_warnings(source, context, now=self.now, limits=self.limits)
+            compiled = feel.parse(source)
+            if self.call_env is not None:
+                return _within(self.call_env, context, lambda env: to_host(compiled._function(env)))
+            value, _warnings = compiled.evaluate_with_warnings(context, self.now, self.limits)
         except feel.FeelBudgetExceeded as e:
             raise _Failure(f"failed to evaluate expression '{text}': it {e.reason}") from None
         except Exception as e:  # syntax, assertion, recursion, anything else: a failure, never a crash
@@ -99,7 +106,11 @@ class _Evaluation:
             return True
         try:
             compiled = feel.parse_unary_tests(entry)
-            result, _warnings = compiled.evaluate_with_warnings(value, context, self.now, self.limits)
+            if self.call_env is not None:
+                test = compiled._test
+                result = _within(self.call_env, context, lambda env: test(env, from_host(value)))
+            else:
+                result, _warnings = compiled.evaluate_with_warnings(value, context, self.now, self.limits)
         except feel.FeelBudgetExceeded as e:
             raise _Failure(f"failed to evaluate unary tests '{entry}': it {e.reason}") from None
         except Exception as e:  # syntax, assertion, recursion, anything else: a failure, never a crash
@@ -170,10 +181,16 @@ class _Evaluation:
         """The BKM as a FEEL function: each call checks its arguments' types, then evaluates the BKM's logic."""
         names = [p.name for p in bkm.parameters]
 
-        def call(_env: Any, args: list[Any]) -> Any:
+        def call(env: Env, args: list[Any]) -> Any:
             for parameter, arg in zip(bkm.parameters, args, strict=False):
-                check_type(arg, parameter.type_ref)
-            return self.bkm_body(bkm, {**context, **dict(zip(names, args, strict=False))})
+                check_type(to_host(arg), parameter.type_ref)
+            env.spend(_CALL_COST)
+            outer = self.call_env
+            self.call_env = env  # the BKM's expressions spend the budget of the expression calling it
+            try:
+                return from_host(self.bkm_body(bkm, {**context, **dict(zip(names, args, strict=False))}))
+            finally:
+                self.call_env = outer
 
         return feel.FeelFunction(names, call, bkm.name)
 
@@ -205,6 +222,21 @@ class _Evaluation:
         if len(defaults) == 1:
             return next(iter(defaults.values()))
         return defaults
+
+
+_CALL_COST = 10
+"""Steps one BKM call costs its caller, besides the steps of the BKM's own expressions."""
+
+
+def _within(env: Env, context: dict[str, Any], run: Callable[[Env], Any]) -> Any:
+    """Run a compiled FEEL closure inside the evaluation ``env`` (a BKM's caller) against ``context``, so the BKM
+    spends that evaluation's budget: nested calls can never multiply the work one expression may do."""
+    scope, converted = env.scope, env.converted
+    env.scope, env.converted = Scope(context, None, host=True), None
+    try:
+        return run(env)
+    finally:
+        env.scope, env.converted = scope, converted
 
 
 _NESTED = m.Decision("", "", m.ListLogic(()))

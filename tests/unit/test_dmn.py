@@ -500,3 +500,34 @@ def test_invalid_boxed_expressions_are_refused_naming_the_element(data: bytes, r
     with pytest.raises(DmnParseError) as info:
         parse_dmn(data, "bad.dmn")
     assert reason in str(info.value)
+
+
+def test_bkm_with_a_decision_table_called_from_feel() -> None:
+    body = (
+        '<knowledgeRequirement><requiredKnowledge href="#tierBkm"/></knowledgeRequirement>'
+        "<literalExpression><text>for a in amounts return tier(a)</text></literalExpression>"
+    )
+    drg = _boxed()
+    bkm_xml = (FIXTURES / "boxed.dmn").read_text()
+    start = bkm_xml.index('<businessKnowledgeModel id="tierBkm"')
+    end = bkm_xml.index("</businessKnowledgeModel>", start) + len("</businessKnowledgeModel>")
+    assert drg.bkm("tierBkm") is not None
+    result = _eval(_decision(body, bkm_xml[start:end]), {"amounts": [5, 100, None]})
+    assert not result.failed and result.output == ["silver", "gold", "silver"]
+
+
+def test_bkm_calls_spend_the_budget_of_the_expression_calling_them() -> None:
+    """Each call alone is cheap; a thousand of them in one expression exceed its step budget together."""
+    bkm = (
+        '<businessKnowledgeModel id="b" name="work"><encapsulatedLogic><formalParameter name="n"/>'
+        "<literalExpression><text>count(for j in 1..1000 return j) + n</text></literalExpression>"
+        "</encapsulatedLogic></businessKnowledgeModel>"
+    )
+    required = '<knowledgeRequirement><requiredKnowledge href="#b"/></knowledgeRequirement>'
+    once = _decision(required + "<literalExpression><text>work(1)</text></literalExpression>", bkm)
+    assert _eval(once, {}).output == 1001
+    many = _decision(
+        required + "<literalExpression><text>sum(for i in 1..1000 return work(i))</text></literalExpression>", bkm
+    )
+    result = evaluate_decision(parse_dmn(many), "d", {})
+    assert result.failed and "exceeded the step budget" in result.failure_message
