@@ -24,6 +24,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from decimal import Decimal
+from functools import lru_cache
 from typing import Any
 
 from broker import feel
@@ -70,6 +71,18 @@ class _Failure(Exception):
 _FEEL_NAME = re.compile(r"[A-Za-z_?][A-Za-z0-9_?]*")
 
 
+@lru_cache(maxsize=1024)
+def bindable(name: str) -> bool:
+    """Whether ``name`` can name a function parameter in FEEL (a name without spaces that is no keyword)."""
+    if not _FEEL_NAME.fullmatch(name):
+        return False
+    try:
+        feel.parse(f"function({name}) {name}")
+    except (feel.FeelSyntaxError, RecursionError):
+        return False
+    return True
+
+
 class _Evaluation:
     def __init__(self, drg: m.Drg, now: dt.datetime | None, limits: feel.Limits | None) -> None:
         self.drg = drg
@@ -85,7 +98,7 @@ class _Evaluation:
         """
         if not text:
             return None
-        functions = [k for k, v in context.items() if isinstance(v, feel.FeelFunction) and _FEEL_NAME.fullmatch(k)]
+        functions = [k for k, v in context.items() if isinstance(v, feel.FeelFunction) and bindable(k)]
         source = text
         if functions:
             names = ", ".join(functions)

@@ -6,12 +6,12 @@ the decision (or element) it concerns, in a :class:`DmnParseError`.
 
 from __future__ import annotations
 
-import re
 from typing import Final
 from xml.etree.ElementTree import Element as XmlElement
 
 from broker import feel
 from broker.dmn import model as m
+from broker.dmn.evaluator import bindable
 from broker.engine.bpmn.safe_xml import UnsafeXmlError, parse_xml
 from broker.engine.expressions import to_json_value
 
@@ -50,7 +50,6 @@ def _split(tag: str) -> tuple[str, str]:
 _EXPRESSION_ELEMENTS: Final = frozenset(
     {"decisionTable", "literalExpression", "context", "relation", "list", "invocation", "functionDefinition"}
 )
-_FEEL_NAME: Final = re.compile(r"[A-Za-z_?][A-Za-z0-9_?]*")
 
 
 def _local(node: XmlElement) -> str:
@@ -63,7 +62,7 @@ def _href_id(ref: XmlElement) -> str:
 
 
 def _is_feel_name(name: str) -> bool:
-    return bool(_FEEL_NAME.fullmatch(name))
+    return bindable(name)
 
 
 class _Reader:

@@ -464,6 +464,13 @@ _BKM_TWICE = (
         (
             _decision(
                 "<literalExpression><text>1</text></literalExpression>",
+                '<businessKnowledgeModel id="b" name="if"/>',
+            ),
+            "the name 'if' must be a FEEL name",
+        ),
+        (
+            _decision(
+                "<literalExpression><text>1</text></literalExpression>",
                 '<businessKnowledgeModel id="a" name="a"><knowledgeRequirement><requiredKnowledge href="#c"/>'
                 '</knowledgeRequirement></businessKnowledgeModel><businessKnowledgeModel id="c" name="c">'
                 '<knowledgeRequirement><requiredKnowledge href="#a"/></knowledgeRequirement></businessKnowledgeModel>',
