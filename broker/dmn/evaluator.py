@@ -12,8 +12,14 @@ Semantics follow DMN 1.3 as Zeebe evaluates it:
   SUM/MIN/MAX/COUNT), RULE ORDER (a list in table order), OUTPUT ORDER (a list ranked by output values).
 - Without a matching rule, whatever the hit policy, the output is the outputs' default output entries, else null.
 - The matched rules reported are every rule that matched, in table order (only the first one for FIRST).
+- Boxed expressions nest: a context (entries in order, each seeing those before; its last entry without a name is
+  the result, else the context of all entries), a relation (a context per row), a list, an invocation of a BKM.
+- Business knowledge models a decision requires are FEEL functions bound under their names: each call checks the
+  arguments against the parameters' typeRefs and evaluates the BKM's logic inside the calling evaluation.
+- A decision's result must be of its variable's typeRef (values are checked, never converted; null always fits).
 - Missing variables are null, as in FEEL; what fails an evaluation is a hit policy violated, an aggregation over
-  values that are not numbers, or an expression over its budget. The failure names the decision.
+  values that are not numbers, a value not of its typeRef, an invocation missing a parameter, or an expression over
+  its budget. The failure names the decision.
 """
 
 from __future__ import annotations
