@@ -12,8 +12,8 @@ from broker.dmn.model import BusinessKnowledgeModel, Decision, DecisionTable, Dr
 from broker.dmn.parser import DMN_NAMESPACES, DmnParseError, parse_dmn
 
 __all__ = [
-    "BusinessKnowledgeModel",
     "DMN_NAMESPACES",
+    "BusinessKnowledgeModel",
     "Decision",
     "DecisionResult",
     "DecisionTable",
