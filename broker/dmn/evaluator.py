@@ -97,44 +97,49 @@ class _Evaluation:
         self.call_env: Env | None = None  # the FEEL evaluation that called the BKM now being evaluated
 
     def expression(self, text: str, context: dict[str, Any]) -> Any:
-        """The value of FEEL ``text`` (a FEEL host value: numbers, temporals and durations as FEEL gives them).
-
-        Functions in ``context`` (business knowledge models, boxed functions) are bound as parameters of a lambda
-        around the expression, so the expression can call them by name as FEEL calls its own functions.
-        """
+        """The value of FEEL ``text`` (a FEEL host value: numbers, temporals and durations as FEEL gives them)."""
         if not text:
             return None
-        functions = [k for k, v in context.items() if isinstance(v, feel.FeelFunction) and bindable(k)]
-        source = text
-        if functions:
-            names = ", ".join(functions)
-            source = f"(function({names}) ({text}))({names})"
         try:
-            compiled = feel.parse(source)
-            if self.call_env is not None:
-                return _within(self.call_env, context, lambda env: to_host(compiled._function(env)))
-            value, _warnings = compiled.evaluate_with_warnings(context, self.now, self.limits)
+            function = feel.parse(text)._function
+            return to_host(self.run(context, function))
         except feel.FeelBudgetExceeded as e:
             raise _Failure(f"failed to evaluate expression '{text}': it {e.reason}") from None
         except Exception as e:  # syntax, assertion, recursion, anything else: a failure, never a crash
             raise _Failure(f"failed to evaluate expression '{text}': {e}") from None
-        return value
 
     def matches(self, entry: str, value: Any, context: dict[str, Any]) -> bool:
         if not entry or entry == "-":
             return True
         try:
-            compiled = feel.parse_unary_tests(entry)
-            if self.call_env is not None:
-                test = compiled._test
-                result = _within(self.call_env, context, lambda env: test(env, from_host(value)))
-            else:
-                result, _warnings = compiled.evaluate_with_warnings(value, context, self.now, self.limits)
+            test = feel.parse_unary_tests(entry)._test
+            result = self.run(context, lambda env: test(env, from_host(value)))
         except feel.FeelBudgetExceeded as e:
             raise _Failure(f"failed to evaluate unary tests '{entry}': it {e.reason}") from None
         except Exception as e:  # syntax, assertion, recursion, anything else: a failure, never a crash
             raise _Failure(f"failed to evaluate unary tests '{entry}': {e}") from None
         return result is True
+
+    def run(self, context: dict[str, Any], function: Callable[[Env], Any]) -> Any:
+        """Run a compiled FEEL closure against ``context``.
+
+        The functions in ``context`` (business knowledge models, boxed functions) are bound in a scope of their own
+        above the variables, where FEEL looks up the functions it calls by name. Inside a BKM call the closure runs
+        in the calling evaluation, so the BKM spends that evaluation's budget: nested calls can never multiply the
+        work one expression may do.
+        """
+        functions = {k: v for k, v in context.items() if isinstance(v, feel.FeelFunction)}
+        variables = Scope(context, None, host=True)
+        scope = Scope(functions, variables) if functions else variables
+        env = self.call_env
+        if env is None:
+            return function(Env(scope, self.now, self.limits or feel.DEFAULT_LIMITS))
+        saved = env.scope, env.converted
+        env.scope, env.converted = scope, None
+        try:
+            return function(env)
+        finally:
+            env.scope, env.converted = saved
 
     def decision(self, decision: m.Decision, context: dict[str, Any], evaluated: EvaluatedDecision) -> None:
         """Fill ``evaluated`` in; on a failure it keeps what was evaluated before (inputs, matched rules)."""
@@ -245,17 +250,6 @@ class _Evaluation:
 
 _CALL_COST = 10
 """Steps one BKM call costs its caller, besides the steps of the BKM's own expressions."""
-
-
-def _within(env: Env, context: dict[str, Any], run: Callable[[Env], Any]) -> Any:
-    """Run a compiled FEEL closure inside the evaluation ``env`` (a BKM's caller) against ``context``, so the BKM
-    spends that evaluation's budget: nested calls can never multiply the work one expression may do."""
-    scope, converted = env.scope, env.converted
-    env.scope, env.converted = Scope(context, None, host=True), None
-    try:
-        return run(env)
-    finally:
-        env.scope, env.converted = scope, converted
 
 
 _NESTED = m.Decision("", "", m.ListLogic(()))

@@ -538,3 +538,16 @@ def test_bkm_calls_spend_the_budget_of_the_expression_calling_them() -> None:
     )
     result = evaluate_decision(parse_dmn(many), "d", {})
     assert result.failed and "exceeded the step budget" in result.failure_message
+
+
+def test_bkms_are_callable_from_input_and_output_entries() -> None:
+    body = (
+        '<knowledgeRequirement><requiredKnowledge href="#b"/></knowledgeRequirement><decisionTable hitPolicy="FIRST">'
+        '<input id="i"><inputExpression><text>x</text></inputExpression></input><output id="o"/>'
+        '<rule id="r1"><inputEntry><text>&lt; twice(limit)</text></inputEntry><outputEntry><text>twice(x)</text>'
+        '</outputEntry></rule><rule id="r2"><inputEntry><text>-</text></inputEntry><outputEntry><text>0</text>'
+        "</outputEntry></rule></decisionTable>"
+    )
+    data = _decision(body, _BKM_TWICE)
+    assert _eval(data, {"x": 3, "limit": 2}).output == 6
+    assert _eval(data, {"x": 4, "limit": 2}).output == 0
