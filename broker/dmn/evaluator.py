@@ -26,11 +26,9 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from decimal import Decimal
-from functools import lru_cache
 from typing import Any
 
 from broker import feel
@@ -72,21 +70,6 @@ class DecisionResult:
 
 class _Failure(Exception):
     pass
-
-
-_FEEL_NAME = re.compile(r"[A-Za-z_?][A-Za-z0-9_?]*")
-
-
-@lru_cache(maxsize=1024)
-def bindable(name: str) -> bool:
-    """Whether ``name`` can name a function parameter in FEEL (a name without spaces that is no keyword)."""
-    if not _FEEL_NAME.fullmatch(name):
-        return False
-    try:
-        feel.parse(f"function({name}) {name}")
-    except (feel.FeelSyntaxError, RecursionError):
-        return False
-    return True
 
 
 class _Evaluation:

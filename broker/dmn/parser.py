@@ -6,12 +6,12 @@ the decision (or element) it concerns, in a :class:`DmnParseError`.
 
 from __future__ import annotations
 
+import re
 from typing import Final
 from xml.etree.ElementTree import Element as XmlElement
 
 from broker import feel
 from broker.dmn import model as m
-from broker.dmn.evaluator import bindable
 from broker.engine.bpmn.safe_xml import UnsafeXmlError, parse_xml
 from broker.engine.expressions import to_json_value
 
@@ -61,8 +61,18 @@ def _href_id(ref: XmlElement) -> str:
     return href.partition("#")[2] if "#" in href else href
 
 
-def _is_feel_name(name: str) -> bool:
-    return bindable(name)
+_FEEL_NAME: Final = re.compile(r"[A-Za-z_?][A-Za-z0-9_?]*")
+
+
+def _is_parameter_name(name: str) -> bool:
+    """Whether a boxed function's parameter can be named in FEEL: a name without spaces that is no keyword."""
+    if not _FEEL_NAME.fullmatch(name):
+        return False
+    try:
+        feel.parse(f"function({name}) {name}")
+    except (feel.FeelSyntaxError, RecursionError):
+        return False
+    return True
 
 
 class _Reader:
@@ -193,7 +203,7 @@ class _Reader:
             if body is None or not self.text_of(body):
                 self.problem(where, "a function definition needs a literal expression as its body")
                 return None
-            if not all(_is_feel_name(p) for p in params):
+            if not all(_is_parameter_name(p) for p in params):
                 self.problem(where, "a function definition's parameters need names that are FEEL names")
                 return None
             self.check_expression(where, self.text_of(body))
@@ -277,8 +287,8 @@ class _Reader:
         where = f"Business knowledge model '{bkm_id or name or '(no id)'}'"
         if not bkm_id:
             self.problem(where, "Attribute 'id' must be present and not empty")
-        if not _is_feel_name(name):
-            self.problem(where, f"the name '{name}' must be a FEEL name: decisions call the model by it")
+        if not name:
+            self.problem(where, "Attribute 'name' must be present and not empty: decisions call the model by it")
             return None
         required = tuple(
             _href_id(ref)

@@ -455,18 +455,15 @@ _BKM_TWICE = (
             "requires business knowledge model 'zz'",
         ),
         (
-            _decision(
-                "<literalExpression><text>1</text></literalExpression>",
-                '<businessKnowledgeModel id="b" name="two words"/>',
-            ),
-            "the name 'two words' must be a FEEL name",
+            _decision("<literalExpression><text>1</text></literalExpression>", '<businessKnowledgeModel id="b"/>'),
+            "Attribute 'name' must be present",
         ),
         (
             _decision(
-                "<literalExpression><text>1</text></literalExpression>",
-                '<businessKnowledgeModel id="b" name="if"/>',
+                '<context><contextEntry><variable name="f"/><functionDefinition><formalParameter name="for"/>'
+                "<literalExpression><text>1</text></literalExpression></functionDefinition></contextEntry></context>"
             ),
-            "the name 'if' must be a FEEL name",
+            "parameters need names that are FEEL names",
         ),
         (
             _decision(
@@ -551,3 +548,12 @@ def test_bkms_are_callable_from_input_and_output_entries() -> None:
     data = _decision(body, _BKM_TWICE)
     assert _eval(data, {"x": 3, "limit": 2}).output == 6
     assert _eval(data, {"x": 4, "limit": 2}).output == 0
+
+
+def test_a_bkm_whose_name_has_spaces_is_invoked() -> None:
+    bkm = _BKM_TWICE.replace('name="twice"', 'name="Twice the value"')
+    invocation = (
+        "<invocation><literalExpression><text>Twice the value</text></literalExpression><binding>"
+        '<parameter name="n"/><literalExpression><text>x + 1</text></literalExpression></binding></invocation>'
+    )
+    assert _eval(_decision(invocation, bkm), {"x": 4}).output == 10
