@@ -50,6 +50,8 @@ def _split(tag: str) -> tuple[str, str]:
 _EXPRESSION_ELEMENTS: Final = frozenset(
     {"decisionTable", "literalExpression", "context", "relation", "list", "invocation", "functionDefinition"}
 )
+_UNSUPPORTED_EXPRESSIONS: Final = frozenset({"conditional", "for", "every", "some", "filter"})
+"""DMN 1.4 boxed expressions, which Zeebe does not evaluate either: refused, naming the element."""
 
 
 def _local(node: XmlElement) -> str:
@@ -169,7 +171,7 @@ class _Reader:
         """The first child of ``node`` that is a DMN expression element (its logic), else None."""
         for child in node:
             ns, local = _split(child.tag) if isinstance(child.tag, str) else ("", "")
-            if ns == self.ns and local in _EXPRESSION_ELEMENTS:
+            if ns == self.ns and (local in _EXPRESSION_ELEMENTS or local in _UNSUPPORTED_EXPRESSIONS):
                 return child
         return None
 

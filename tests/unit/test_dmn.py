@@ -478,7 +478,12 @@ _BKM_TWICE = (
             _decision("<functionDefinition><literalExpression><text>1</text></literalExpression></functionDefinition>"),
             "a function definition is not supported as decision logic",
         ),
-        (_decision("<conditional/>"), "the decision has no decision logic"),
+        (_decision("<conditional/>"), "the element 'conditional' is not supported as decision logic"),
+        (_decision("<variable name='d'/>"), "the decision has no decision logic"),
+        (
+            _decision('<context><contextEntry><variable name="a"/><filter/></contextEntry></context>'),
+            "the element 'filter' is not supported as decision logic",
+        ),
         (
             _decision(
                 '<relation><column name="a"/><column name="b"/><row><literalExpression><text>1</text>'
