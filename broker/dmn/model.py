@@ -21,6 +21,15 @@ AGGREGATIONS: Final = frozenset({"SUM", "MIN", "MAX", "COUNT"})
 
 DECISION_TABLE: Final = "DECISION_TABLE"
 LITERAL_EXPRESSION: Final = "LITERAL_EXPRESSION"
+CONTEXT: Final = "CONTEXT"
+RELATION: Final = "RELATION"
+LIST: Final = "LIST"
+INVOCATION: Final = "INVOCATION"
+
+TYPE_REFS: Final = frozenset(
+    {"string", "number", "boolean", "date", "time", "dateTime", "dayTimeDuration", "yearMonthDuration"}
+)
+"""The typeRefs a decision's result is checked against (with or without a ``feel:`` prefix); others pass."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,15 +86,77 @@ class LiteralExpression:
 
 
 @dataclass(frozen=True, slots=True)
+class ContextLogic:
+    """A boxed context: entries evaluated in order, each seeing the ones before it. The result is ``result`` (the
+    last entry when it has no variable) evaluated with every entry in scope, else the context of all entries."""
+
+    entries: tuple[tuple[str, Logic], ...]
+    result: Logic | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class RelationLogic:
+    """A boxed relation: each row becomes a context of column name to the value of its cell."""
+
+    columns: tuple[str, ...]
+    rows: tuple[tuple[Logic, ...], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ListLogic:
+    """A boxed list: the value of each item, in order."""
+
+    items: tuple[Logic, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class FunctionDefinition:
+    """A boxed function (a context entry's value): ``parameters`` bound to the arguments of each call of ``body``."""
+
+    parameters: tuple[str, ...]
+    body: str  # FEEL
+
+
+@dataclass(frozen=True, slots=True)
+class Invocation:
+    """Calls the business knowledge model named ``bkm_name``, each binding (parameter, FEEL) giving an argument."""
+
+    bkm_name: str
+    bindings: tuple[tuple[str, str], ...]
+
+
+Logic = DecisionTable | LiteralExpression | ContextLogic | RelationLogic | ListLogic | FunctionDefinition | Invocation
+
+
+@dataclass(frozen=True, slots=True)
+class Parameter:
+    name: str
+    type_ref: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class BusinessKnowledgeModel:
+    """A BKM: a function (its ``encapsulatedLogic``) that decisions call by the BKM's name, or invoke."""
+
+    id: str
+    name: str
+    parameters: tuple[Parameter, ...]
+    logic: Logic | None  # None: no encapsulated logic (calling it gives null)
+    required_bkms: tuple[str, ...] = ()  # ids of the BKMs its logic calls
+
+
+@dataclass(frozen=True, slots=True)
 class Decision:
     """A decision; ``required`` lists the ids of the decisions whose results it reads (evaluated first)."""
 
     id: str
     name: str
-    logic: DecisionTable | LiteralExpression
+    logic: Logic
     required: tuple[str, ...] = ()
     version_tag: str = ""  # ``zeebe:versionTag`` (what business rule tasks bound by version tag look for)
     variable: str = ""  # the ``variable`` name: what decisions requiring this one call its result (else its id)
+    type_ref: str = ""  # the variable's ``typeRef``: the result must be of this type
+    required_bkms: tuple[str, ...] = ()  # ids of the business knowledge models its logic calls
 
     @property
     def result_name(self) -> str:
@@ -93,7 +164,22 @@ class Decision:
 
     @property
     def decision_type(self) -> str:
-        return DECISION_TABLE if isinstance(self.logic, DecisionTable) else LITERAL_EXPRESSION
+        return decision_type_of(self.logic)
+
+
+def decision_type_of(logic: Logic) -> str:
+    """The Zeebe name of a kind of decision logic (as records report it)."""
+    if isinstance(logic, DecisionTable):
+        return DECISION_TABLE
+    if isinstance(logic, ContextLogic):
+        return CONTEXT
+    if isinstance(logic, RelationLogic):
+        return RELATION
+    if isinstance(logic, ListLogic):
+        return LIST
+    if isinstance(logic, Invocation):
+        return INVOCATION
+    return LITERAL_EXPRESSION
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,6 +190,13 @@ class Drg:
     name: str
     namespace: str
     decisions: tuple[Decision, ...]
+    bkms: tuple[BusinessKnowledgeModel, ...] = ()
+
+    def bkm(self, bkm_id: str) -> BusinessKnowledgeModel | None:
+        for b in self.bkms:
+            if b.id == bkm_id:
+                return b
+        return None
 
     def decision(self, decision_id: str) -> Decision | None:
         for d in self.decisions:

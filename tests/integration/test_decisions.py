@@ -193,3 +193,89 @@ def test_pyzeebe_deploys_and_evaluates_decisions(weir: WeirProcess) -> None:
     assert any("Decision" in k for k in kinds), kinds
     assert result.decision_output == "Hello pyzeebe"  # type: ignore[attr-defined]
     assert result.evaluated_decisions[0].decision_type == "LITERAL_EXPRESSION"  # type: ignore[attr-defined]
+
+
+def _wait_for_price(stub: Stub) -> None:
+    """boxed.dmn reached every partition once each of them evaluates its 'price' decision."""
+
+    def everywhere() -> bool:
+        try:
+            return all(not _evaluate(stub, {"amount": 1}, decisionId="price").failureMessage for _ in range(3))
+        except grpc.RpcError:
+            return False
+
+    eventually(everywhere, timeout=10, what="boxed.dmn on every partition")
+
+
+def test_evaluate_decision_with_bkms_boxed_expressions_and_type_refs(stub: Stub) -> None:
+    deployed = _deploy_dmn(stub, "boxed.dmn")
+    ids = [d.decision.dmnDecisionId for d in deployed.deployments if d.WhichOneof("Metadata") == "decision"]
+    assert ids == ["price", "customerTier", "offer", "limits", "rates", "amounts", "dueDate", "label"]
+    _wait_for_price(stub)
+    price = _evaluate(stub, {"amount": 200}, decisionId="price")
+    assert not price.failureMessage and json.loads(price.decisionOutput) == 180
+    assert [d.decisionType for d in price.evaluatedDecisions] == ["LITERAL_EXPRESSION"]
+    tier = _evaluate(stub, {"amount": 5}, decisionId="customerTier")
+    assert json.loads(tier.decisionOutput) == "silver" and tier.evaluatedDecisions[0].decisionType == "INVOCATION"
+    offer = _evaluate(stub, {"amount": 150}, decisionId="offer")
+    assert json.loads(offer.decisionOutput) == {"tier": "gold", "doubled": 300}
+    assert [(d.decisionId, d.decisionType) for d in offer.evaluatedDecisions] == [
+        ("customerTier", "INVOCATION"),
+        ("offer", "CONTEXT"),
+    ]
+    rates = _evaluate(stub, {}, decisionId="rates")
+    assert json.loads(rates.decisionOutput) == [{"name": "standard", "rate": 0.1}, {"name": "member", "rate": 0.2}]
+    assert rates.evaluatedDecisions[0].decisionType == "RELATION"
+    amounts = _evaluate(stub, {"amount": 2}, decisionId="amounts")
+    assert json.loads(amounts.decisionOutput) == [2, 4] and amounts.evaluatedDecisions[0].decisionType == "LIST"
+    assert json.loads(_evaluate(stub, {}, decisionId="dueDate").decisionOutput) == "2024-01-02"
+    label = _evaluate(stub, {"amount": 1}, decisionId="label")
+    assert label.failedDecisionId == "label"
+    assert label.failureMessage == (
+        "Expected to evaluate decision 'label', but expected 'number' but found 'ValString(amount 1)'"
+    )
+    wrong_argument = _evaluate(stub, {"amount": "ten"}, decisionId="price")
+    assert wrong_argument.failedDecisionId == "price"
+    assert wrong_argument.failureMessage.endswith("expected 'number' but found 'ValString(ten)'")
+    unsupported = rpc_error(
+        stub.DeployResource,
+        pb.DeployResourceRequest(
+            resources=[
+                pb.Resource(
+                    name="fn.dmn",
+                    content=(
+                        b'<definitions xmlns="https://www.omg.org/spec/DMN/20191111/MODEL/" id="fn"><decision id="f">'
+                        b"<functionDefinition><literalExpression><text>1</text></literalExpression>"
+                        b"</functionDefinition></decision></definitions>"
+                    ),
+                )
+            ]
+        ),
+    )
+    assert unsupported.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert "Decision 'f': a function definition is not supported as decision logic" in unsupported.details()
+
+
+def test_business_rule_task_calls_a_context_decision_and_a_bkm_type_failure_is_an_incident(
+    fresh_weir: WeirProcess, fresh_stub: Stub
+) -> None:
+    stub = fresh_stub
+    _deploy_dmn(stub, "boxed.dmn", "greeting.dmn")
+    d = deploy(stub, "business-rule-task.bpmn")
+    pi = create(stub, d.pid(), {"decisionToCall": "offer", "amount": 150, "name": "Ada"})
+    (job,) = activate(stub, d.type("check-discount"))
+    assert job.processInstanceKey == pi
+    assert variables_of(job)["discount"] == {"tier": "gold", "doubled": 300}
+    stub.CompleteJob(pb.CompleteJobRequest(jobKey=job.key, variables="{}"), timeout=10)
+    failing = create(stub, d.pid(), {"decisionToCall": "price", "amount": "ten", "name": "Bo"})
+    eventually(lambda: incidents_after_restart(fresh_weir, failing), timeout=10, what="the decision's incident")
+    (incident,) = incidents_after_restart(fresh_weir, failing)
+    assert incident.value["errorType"] == "DECISION_EVALUATION_ERROR"
+    assert incident.value["errorMessage"] == (
+        "Expected to evaluate decision 'price', but failed to evaluate expression 'net(amount)': "
+        "expected 'number' but found 'ValString(ten)'"
+    )
+    stub.SetVariables(pb.SetVariablesRequest(elementInstanceKey=failing, variables='{"amount": 100}'), timeout=10)
+    stub.ResolveIncident(pb.ResolveIncidentRequest(incidentKey=incident.key), timeout=10)
+    (job,) = activate(stub, d.type("check-discount"))
+    assert job.processInstanceKey == failing and variables_of(job)["discount"] == 90

@@ -279,3 +279,286 @@ def test_invalid_models_are_refused_with_a_reason(data: bytes, reason: str) -> N
         parse_dmn(data, "bad.dmn")
     assert reason in str(info.value)
     assert str(info.value).startswith("'bad.dmn': ")
+
+
+# -- typeRef, business knowledge models, boxed contexts, relations and lists --------------------------------------
+
+
+def _boxed() -> object:
+    return parse_dmn((FIXTURES / "boxed.dmn").read_bytes(), "boxed.dmn")
+
+
+def _decision(body: str, extra: str = "") -> bytes:
+    """A DRG with one decision 'd' whose content (variable, requirements, logic) is ``body``; ``extra`` holds
+    further DRG elements (business knowledge models)."""
+    return (
+        f'<definitions xmlns="{DMN13}" id="g" namespace="x">{extra}<decision id="d">{body}</decision></definitions>'
+    ).encode()
+
+
+def test_variable_type_ref_accepts_its_type_and_null() -> None:
+    drg = _boxed()
+    result = evaluate_decision(drg, "dueDate", {})
+    assert not result.failed and result.output == "2024-01-02"
+    assert evaluate_decision(drg, "price", {"amount": 150}).output == 135
+    typed = _decision('<variable name="d" typeRef="feel:string"/><literalExpression><text>x</text></literalExpression>')
+    assert _eval(typed, {"x": None}).output is None
+    assert _eval(typed, {"x": "a"}).output == "a"
+
+
+@pytest.mark.parametrize(
+    ("type_ref", "expression", "found"),
+    [
+        ("number", '"amount " + string(amount)', "ValString(amount 1)"),
+        ("string", "amount", "ValNumber(1)"),
+        ("boolean", "amount", "ValNumber(1)"),
+        ("date", 'date and time("2024-01-01T10:00:00")', "ValDateTime(2024-01-01T10:00:00)"),
+        ("dateTime", 'date("2024-01-01")', "ValDate(2024-01-01)"),
+        ("time", "true", "ValBoolean(true)"),
+        ("dayTimeDuration", 'duration("P1Y")', "ValYearMonthDuration(P1Y)"),
+        ("yearMonthDuration", 'duration("P1D")', "ValDayTimeDuration(P1D)"),
+    ],
+)
+def test_a_result_not_of_its_type_ref_fails_naming_the_decision(type_ref: str, expression: str, found: str) -> None:
+    data = _decision(
+        f'<variable name="d" typeRef="{type_ref}"/><literalExpression><text>{expression}</text></literalExpression>'
+    )
+    result = _eval(data, {"amount": 1})
+    assert result.failed and result.failed_decision_id == "d" and result.output is None
+    assert result.failure_message == f"Expected to evaluate decision 'd', but expected '{type_ref}' but found '{found}'"
+
+
+def test_type_ref_of_a_decision_table_result_and_unknown_type_refs() -> None:
+    table = (
+        '<variable name="d" typeRef="string"/><decisionTable><input id="i"><inputExpression><text>x</text>'
+        '</inputExpression></input><output id="o" name="o" typeRef="string"/><rule id="r"><inputEntry><text>-</text>'
+        "</inputEntry><outputEntry><text>x</text></outputEntry></rule></decisionTable>"
+    )
+    assert _eval(_decision(table), {"x": "a"}).output == "a"
+    failed = _eval(_decision(table), {"x": 2})
+    assert failed.failure_message.endswith("expected 'string' but found 'ValNumber(2)'")
+    assert [r.outputs for r in failed.evaluated[0].matched_rules] == [[("o", "o", 2)]]
+    custom = _decision('<variable name="d" typeRef="tCustomer"/><literalExpression><text>1</text></literalExpression>')
+    assert _eval(custom, {}).output == 1
+
+
+def test_bkm_called_by_name_from_a_literal_expression() -> None:
+    drg = _boxed()
+    result = evaluate_decision(drg, "price", {"amount": 200})
+    assert not result.failed and result.output == 180  # net() calls discount(), its own required knowledge
+    assert result.evaluated[0].decision.required_bkms == ("netBkm",)
+    bkm = drg.bkm("discountBkm")
+    assert bkm is not None and [(p.name, p.type_ref) for p in bkm.parameters] == [
+        ("amount", "number"),
+        ("rate", "number"),
+    ]
+
+
+def test_bkm_argument_of_the_wrong_type_fails_the_decision() -> None:
+    result = evaluate_decision(_boxed(), "price", {"amount": "ten"})
+    assert result.failed and result.failed_decision_id == "price"
+    assert result.failure_message == (
+        "Expected to evaluate decision 'price', but failed to evaluate expression 'net(amount)': "
+        "expected 'number' but found 'ValString(ten)'"
+    )
+
+
+def test_invocation_binds_parameters_and_evaluates_the_bkm_table() -> None:
+    drg = _boxed()
+    gold = evaluate_decision(drg, "customerTier", {"amount": 100})
+    assert gold.output == "gold" and gold.evaluated[0].decision.decision_type == "INVOCATION"
+    assert evaluate_decision(drg, "customerTier", {"amount": 5}).output == "silver"
+    wrong = evaluate_decision(drg, "customerTier", {"amount": "5"})
+    assert (
+        wrong.failure_message
+        == "Expected to evaluate decision 'customerTier', but expected 'number' but found 'ValString(5)'"
+    )
+
+
+def test_invocation_without_a_value_for_a_parameter_fails() -> None:
+    bkm = (
+        '<businessKnowledgeModel id="b" name="twice"><encapsulatedLogic><formalParameter name="n"/>'
+        "<literalExpression><text>n * 2</text></literalExpression></encapsulatedLogic></businessKnowledgeModel>"
+    )
+    invocation = "<invocation><literalExpression><text>twice</text></literalExpression></invocation>"
+    result = _eval(_decision(invocation, bkm), {})
+    assert result.failure_message == "Expected to evaluate decision 'd', but no parameter found with name 'n'"
+    assert _eval(_decision(invocation, bkm), {"n": 4}).output == 8
+
+
+def test_context_decision_with_a_result_entry_and_a_boxed_function() -> None:
+    result = evaluate_decision(_boxed(), "offer", {"amount": 150})
+    assert not result.failed
+    assert result.output == {"tier": "gold", "doubled": 300}
+    assert [e.decision.id for e in result.evaluated] == ["customerTier", "offer"]
+    assert result.evaluated[1].decision.decision_type == "CONTEXT"
+
+
+def test_context_decision_without_a_result_entry_is_the_context_of_its_entries() -> None:
+    result = evaluate_decision(_boxed(), "limits", {"amount": 10})
+    assert result.output == {"low": 5, "high": 20}
+
+
+def test_relation_and_list_decisions() -> None:
+    drg = _boxed()
+    relation = evaluate_decision(drg, "rates", {})
+    assert relation.output == [{"name": "standard", "rate": 0.1}, {"name": "member", "rate": 0.2}]
+    assert relation.evaluated[0].decision.decision_type == "RELATION"
+    listed = evaluate_decision(drg, "amounts", {"amount": 3})
+    assert listed.output == [3, 6] and listed.evaluated[0].decision.decision_type == "LIST"
+
+
+def test_a_failing_entry_of_a_context_fails_the_decision() -> None:
+    context = (
+        '<context><contextEntry><variable name="a"/><literalExpression><text>assert(x, x &gt; 1)</text>'
+        "</literalExpression></contextEntry></context>"
+    )
+    result = _eval(_decision(context), {"x": 0})
+    assert result.failed and result.failed_decision_id == "d"
+    assert result.failure_message.startswith("Expected to evaluate decision 'd', but failed to evaluate expression")
+
+
+def test_bkm_results_reach_decision_tables_in_contexts() -> None:
+    bkm = (
+        '<businessKnowledgeModel id="b" name="inc"><encapsulatedLogic><formalParameter name="n" typeRef="number"/>'
+        "<literalExpression><text>n + 1</text></literalExpression></encapsulatedLogic></businessKnowledgeModel>"
+    )
+    body = (
+        '<knowledgeRequirement><requiredKnowledge href="#b"/></knowledgeRequirement><context><contextEntry>'
+        '<variable name="y"/><literalExpression><text>inc(x)</text></literalExpression></contextEntry><contextEntry>'
+        '<decisionTable><input id="i"><inputExpression><text>y</text></inputExpression></input><output id="o"/>'
+        '<rule id="r"><inputEntry><text>&gt; 1</text></inputEntry><outputEntry><text>inc(y)</text></outputEntry></rule>'
+        "</decisionTable></contextEntry></context>"
+    )
+    assert _eval(_decision(body, bkm), {"x": 1}).output == 3
+    assert _eval(_decision(body, bkm), {"x": 0}).output is None
+
+
+_BKM_TWICE = (
+    '<businessKnowledgeModel id="b" name="twice"><encapsulatedLogic><formalParameter name="n"/>'
+    "<literalExpression><text>n * 2</text></literalExpression></encapsulatedLogic></businessKnowledgeModel>"
+)
+
+
+@pytest.mark.parametrize(
+    ("data", "reason"),
+    [
+        (
+            _decision("<invocation><literalExpression><text>nope</text></literalExpression></invocation>", _BKM_TWICE),
+            "no BKM found with name 'nope'",
+        ),
+        (
+            _decision(
+                '<knowledgeRequirement><requiredKnowledge href="#zz"/></knowledgeRequirement>'
+                "<literalExpression><text>1</text></literalExpression>"
+            ),
+            "requires business knowledge model 'zz'",
+        ),
+        (
+            _decision("<literalExpression><text>1</text></literalExpression>", '<businessKnowledgeModel id="b"/>'),
+            "Attribute 'name' must be present",
+        ),
+        (
+            _decision(
+                '<context><contextEntry><variable name="f"/><functionDefinition><formalParameter name="for"/>'
+                "<literalExpression><text>1</text></literalExpression></functionDefinition></contextEntry></context>"
+            ),
+            "parameters need names that are FEEL names",
+        ),
+        (
+            _decision(
+                "<literalExpression><text>1</text></literalExpression>",
+                '<businessKnowledgeModel id="a" name="a"><knowledgeRequirement><requiredKnowledge href="#c"/>'
+                '</knowledgeRequirement></businessKnowledgeModel><businessKnowledgeModel id="c" name="c">'
+                '<knowledgeRequirement><requiredKnowledge href="#a"/></knowledgeRequirement></businessKnowledgeModel>',
+            ),
+            "its required knowledge forms a cycle",
+        ),
+        (
+            _decision("<functionDefinition><literalExpression><text>1</text></literalExpression></functionDefinition>"),
+            "a function definition is not supported as decision logic",
+        ),
+        (_decision("<conditional/>"), "the element 'conditional' is not supported as decision logic"),
+        (_decision("<variable name='d'/>"), "the decision has no decision logic"),
+        (
+            _decision('<context><contextEntry><variable name="a"/><filter/></contextEntry></context>'),
+            "the element 'filter' is not supported as decision logic",
+        ),
+        (
+            _decision(
+                '<relation><column name="a"/><column name="b"/><row><literalExpression><text>1</text>'
+                "</literalExpression></row></relation>"
+            ),
+            "expected row with '2' elements but found '1'",
+        ),
+        (
+            _decision(
+                "<context><contextEntry><literalExpression><text>1</text></literalExpression></contextEntry>"
+                '<contextEntry><variable name="a"/><literalExpression><text>1</text></literalExpression>'
+                "</contextEntry></context>"
+            ),
+            "only the last context entry may have no variable",
+        ),
+        (
+            _decision("<list><literalExpression><text>1 +</text></literalExpression></list>"),
+            "failed to parse expression '1 +'",
+        ),
+    ],
+)
+def test_invalid_boxed_expressions_are_refused_naming_the_element(data: bytes, reason: str) -> None:
+    with pytest.raises(DmnParseError) as info:
+        parse_dmn(data, "bad.dmn")
+    assert reason in str(info.value)
+
+
+def test_bkm_with_a_decision_table_called_from_feel() -> None:
+    body = (
+        '<knowledgeRequirement><requiredKnowledge href="#tierBkm"/></knowledgeRequirement>'
+        "<literalExpression><text>for a in amounts return tier(a)</text></literalExpression>"
+    )
+    drg = _boxed()
+    bkm_xml = (FIXTURES / "boxed.dmn").read_text()
+    start = bkm_xml.index('<businessKnowledgeModel id="tierBkm"')
+    end = bkm_xml.index("</businessKnowledgeModel>", start) + len("</businessKnowledgeModel>")
+    assert drg.bkm("tierBkm") is not None
+    result = _eval(_decision(body, bkm_xml[start:end]), {"amounts": [5, 100, None]})
+    assert not result.failed and result.output == ["silver", "gold", "silver"]
+
+
+def test_bkm_calls_spend_the_budget_of_the_expression_calling_them() -> None:
+    """Each call alone is cheap; a thousand of them in one expression exceed its step budget together."""
+    bkm = (
+        '<businessKnowledgeModel id="b" name="work"><encapsulatedLogic><formalParameter name="n"/>'
+        "<literalExpression><text>count(for j in 1..1000 return j) + n</text></literalExpression>"
+        "</encapsulatedLogic></businessKnowledgeModel>"
+    )
+    required = '<knowledgeRequirement><requiredKnowledge href="#b"/></knowledgeRequirement>'
+    once = _decision(required + "<literalExpression><text>work(1)</text></literalExpression>", bkm)
+    assert _eval(once, {}).output == 1001
+    many = _decision(
+        required + "<literalExpression><text>sum(for i in 1..1000 return work(i))</text></literalExpression>", bkm
+    )
+    result = evaluate_decision(parse_dmn(many), "d", {})
+    assert result.failed and "exceeded the step budget" in result.failure_message
+
+
+def test_bkms_are_callable_from_input_and_output_entries() -> None:
+    body = (
+        '<knowledgeRequirement><requiredKnowledge href="#b"/></knowledgeRequirement><decisionTable hitPolicy="FIRST">'
+        '<input id="i"><inputExpression><text>x</text></inputExpression></input><output id="o"/>'
+        '<rule id="r1"><inputEntry><text>&lt; twice(limit)</text></inputEntry><outputEntry><text>twice(x)</text>'
+        '</outputEntry></rule><rule id="r2"><inputEntry><text>-</text></inputEntry><outputEntry><text>0</text>'
+        "</outputEntry></rule></decisionTable>"
+    )
+    data = _decision(body, _BKM_TWICE)
+    assert _eval(data, {"x": 3, "limit": 2}).output == 6
+    assert _eval(data, {"x": 4, "limit": 2}).output == 0
+
+
+def test_a_bkm_whose_name_has_spaces_is_invoked() -> None:
+    bkm = _BKM_TWICE.replace('name="twice"', 'name="Twice the value"')
+    invocation = (
+        "<invocation><literalExpression><text>Twice the value</text></literalExpression><binding>"
+        '<parameter name="n"/><literalExpression><text>x + 1</text></literalExpression></binding></invocation>'
+    )
+    assert _eval(_decision(invocation, bkm), {"x": 4}).output == 10
