@@ -73,6 +73,17 @@ _NAMES: dict[tuple[int, int], str] = {}
 _KEPT: dict[tuple[int, int, int], bool] = {}
 
 
+#: The decision types the v2 API names; the others (context, relation, list, invocation) are UNKNOWN there.
+_REST_DECISION_TYPES = frozenset({"DECISION_TABLE", "LITERAL_EXPRESSION"})
+
+
+def rest_decision_type(decision_type: str | None) -> str | None:
+    """A record's decision type as Camunda's v2 API gives it."""
+    if decision_type is None:
+        return None
+    return decision_type if decision_type in _REST_DECISION_TYPES else "UNKNOWN"
+
+
 def intent_name(record: Record) -> str:
     """The record's intent name (cached per value type and code: records are many, intents few)."""
     code = (record.value_type, record.intent)
@@ -333,7 +344,7 @@ class Batch:
                 "decision_definition_id": decision.get("decisionId"),
                 "decision_definition_name": decision.get("decisionName"),
                 "decision_definition_version": decision.get("decisionVersion"),
-                "decision_definition_type": decision.get("decisionType"),
+                "decision_definition_type": rest_decision_type(decision.get("decisionType")),
                 "root_decision_definition_key": _key(v, "decisionKey"),
                 "result": decision.get("decisionOutput"),
                 "process_definition_key": _key(v, "processDefinitionKey"),

@@ -9,6 +9,7 @@ from typing import Any
 from aiohttp import BodyPartReader, web
 from aiohttp.http_exceptions import HttpProcessingError
 
+from exporters.history.rows import rest_decision_type
 from gateway.commands import TENANT, GatewayCommands, check_tenant, check_tenants, check_variables, invalid
 from gateway.job_results import job_result
 from gateway.rest.endpoints import ANY_OBJECT, INTEGER, KEY, STRING, Endpoint, obj
@@ -892,7 +893,7 @@ def _evaluated_decision(d: dict) -> dict[str, Any]:
         "decisionDefinitionId": d["decisionId"],
         "decisionDefinitionName": d["decisionName"],
         "decisionDefinitionVersion": d["decisionVersion"],
-        "decisionDefinitionType": d["decisionType"],
+        "decisionDefinitionType": rest_decision_type(d["decisionType"]),
         "decisionDefinitionKey": _key(d["decisionKey"]),
         "output": d["decisionOutput"],
         "tenantId": TENANT,
