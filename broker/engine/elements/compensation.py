@@ -8,7 +8,9 @@ The subscriptions and their handlers live here; the throw and end events and the
   activity the boundary event is the body's: its handler runs once for the whole body (as in Zeebe; a handler that
   should run per item is multi-instance itself). A sub-process or multi-instance body that completes with
   subscriptions inside gets one too (without a handler unless it has a boundary event of its own), so the activities
-  inside it can be compensated from the outer scope. An activity that never completed has none.
+  inside it can be compensated from the outer scope. An activity inside a multi-instance sub-process thus has one
+  subscription per completed inner instance, under that instance's own: its handler runs once for each, with that
+  instance's variables (``inputElement``, ``loopCounter``). An activity that never completed has none.
 - A compensation throw or end event triggers the untriggered subscriptions of its flow scope (inside an event
   sub-process: also of the scope around it), or only those of its ``activityRef``, and of everything nested inside
   them. Each handler starts at once (the compensation boundary event passes through first), in the throw event's
