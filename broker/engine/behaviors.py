@@ -373,16 +373,18 @@ def activate_element(
     key: int | None = None,
     *,
     instance_of_body: bool = False,
+    event_type: str | None = None,
 ) -> Record:
     """Write ACTIVATE_ELEMENT for ``element`` in flow scope ``scope_key`` (``like``: any element of the instance).
 
     A multi-instance activity is entered through its body; the body activates the instances themselves
-    (``instance_of_body``).
+    (``instance_of_body``). ``event_type``: what the records carry instead of the element's own (a compensation
+    handler's carry COMPENSATION).
     """
     if element.multi_instance is not None and not instance_of_body:
-        value = like.for_element(element.id, bpmn.MULTI_INSTANCE_BODY, bpmn.UNSPECIFIED, scope_key)
+        value = like.for_element(element.id, bpmn.MULTI_INSTANCE_BODY, event_type or bpmn.UNSPECIFIED, scope_key)
     else:
-        value = like.for_element(element.id, element.element_type, element.event_type, scope_key)
+        value = like.for_element(element.id, element.element_type, event_type or element.event_type, scope_key)
     return ctx.follow_up(
         ValueType.PROCESS_INSTANCE,
         PI.ACTIVATE_ELEMENT,

@@ -504,6 +504,10 @@ class Process:
         """Boundary events attached to an activity, in document order."""
         return tuple(self.elements[b] for b in self.elements[activity_id].boundary_event_ids)
 
+    def compensation_boundary_of(self, activity_id: str) -> Element | None:
+        """The compensation boundary event attached to an activity (it has at most one), or None."""
+        return next((e for e in self.boundary_events_of(activity_id) if e.event_type == COMPENSATION), None)
+
     def inclusive_joins_in(self, scope_id: str) -> tuple[Element, ...]:
         """Inclusive gateways with several incoming flows directly inside a scope."""
         return tuple(self.elements[i] for i in self._inclusive_joins.get(scope_id, ()))

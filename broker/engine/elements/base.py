@@ -40,6 +40,15 @@ class ElementProcessor:
     # An event sub-process: an error or escalation thrown inside it is not caught by the event sub-processes of its
     # flow scope (itself and its siblings), only further out.
     hides_sibling_event_sub_processes = False
+    # Compensation (see :mod:`.compensation`):
+    # - ``keeps_compensation_inside``: completing, it keeps the compensation subscriptions of what completed inside
+    #   it (under one of its own), so that they can be compensated from outside (a sub-process, a multi-instance body).
+    # - ``drops_compensation_inside``: terminated, the subscriptions of what completed inside it go with it.
+    # - ``compensates_enclosing_scope``: a compensation throw event inside it also compensates the activities of the
+    #   scope around it (an event sub-process acts for the scope it interrupts or runs beside).
+    keeps_compensation_inside = False
+    drops_compensation_inside = False
+    compensates_enclosing_scope = False
 
     def event_targets(self, process: bpmn.Process, element: bpmn.Element | None) -> list[bpmn.Element]:
         """The events an instance of this element subscribes to while active. Default: its boundary events."""
