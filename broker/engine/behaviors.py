@@ -358,10 +358,9 @@ def link_catch(process: bpmn.Process, throw: bpmn.Element) -> bpmn.Element:
 
     Deployment validation guarantees exactly one exists.
     """
-    for candidate in process.children_of(throw.flow_scope_id):
-        is_catch = candidate.element_type == bpmn.INTERMEDIATE_CATCH_EVENT and candidate.event_type == bpmn.LINK
-        if is_catch and candidate.link_name == throw.link_name:
-            return candidate
+    found = process.link_catch_event_of(throw.flow_scope_id, throw.link_name or "")
+    if found is not None:
+        return found
     raise KeyError(f"no link catch event named '{throw.link_name}' in scope '{throw.flow_scope_id}'")
 
 

@@ -500,6 +500,26 @@ class Process:
         """Event sub-processes directly inside a scope: their start events subscribe with the scope."""
         return tuple(c for c in self.children_of(scope_id) if c.element_type == EVENT_SUB_PROCESS)
 
+    def event_sub_process_starts_of(self, scope_id: str) -> tuple[Element, ...]:
+        """The start events of the event sub-processes directly inside a scope (one each)."""
+        return tuple(
+            c
+            for esp in self.event_sub_processes_of(scope_id)
+            for c in self.children_of(esp.id)
+            if c.element_type == START_EVENT
+        )
+
+    def link_catch_event_of(self, scope_id: str, link_name: str) -> Element | None:
+        """The link catch event of that name directly inside a scope (validation allows one at most), or None."""
+        for child in self.children_of(scope_id):
+            if (
+                child.element_type == INTERMEDIATE_CATCH_EVENT
+                and child.event_type == LINK
+                and child.link_name == link_name
+            ):
+                return child
+        return None
+
     def boundary_events_of(self, activity_id: str) -> tuple[Element, ...]:
         """Boundary events attached to an activity, in document order."""
         return tuple(self.elements[b] for b in self.elements[activity_id].boundary_event_ids)

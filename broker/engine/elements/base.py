@@ -152,7 +152,7 @@ class ElementProcessor:
         scope_key = v.flow_scope_key
         if trigger is not None:
             boundary = process.elements.get(trigger["targetElementId"])
-            if boundary is not None and boundary.element_type == bpmn.BOUNDARY_EVENT:
+            if boundary is not None and boundary.attached_to_id is not None:
                 boundary_key = ctx.keys.next_key()
                 ctx.event(ValueType.PROCESS_EVENT, ProcessEventIntent.TRIGGERED, boundary_key, trigger)
                 b.activate_element(ctx, boundary, v, scope_key, key=boundary_key)
@@ -190,12 +190,7 @@ class ContainerProcessor(ElementProcessor):
     def event_targets(self, process: bpmn.Process, element: bpmn.Element | None) -> list[bpmn.Element]:
         scope_id = process.id if element is None else element.id
         own = super().event_targets(process, element) if element is not None else []
-        return own + [
-            start
-            for esp in process.event_sub_processes_of(scope_id)
-            for start in process.children_of(esp.id)
-            if start.element_type == bpmn.START_EVENT
-        ]
+        return own + list(process.event_sub_process_starts_of(scope_id))
 
     def on_event(
         self,
@@ -236,7 +231,9 @@ class ContainerProcessor(ElementProcessor):
         trigger = ctx.state.event_triggers.get(scope.key)
         if trigger is not None:
             target = process.elements.get(trigger["targetElementId"])
-            if target is not None and target.element_type == bpmn.START_EVENT:
+            scope_id = process.id if scope.value.is_root else scope.value.element_id
+            starts = process.event_sub_process_starts_of(scope_id)
+            if target is not None and any(s.id == target.id for s in starts):
                 b.start_event_sub_process(ctx, scope, target, trigger, interrupting=True)
                 return
         if scope.flows == 0:
