@@ -98,6 +98,8 @@ SCOPE_ELEMENT_TYPES: Final = frozenset(
 )
 # The id of an ad-hoc sub-process's inner instance element: the sub-process's id and this (as in Zeebe).
 AD_HOC_INNER_INSTANCE_SUFFIX: Final = "#innerInstance"
+# Inner elements of an ad-hoc sub-process its collection may not name: they start through an event or end a path.
+_NOT_ACTIVATABLE_IN_AD_HOC: Final = frozenset({START_EVENT, BOUNDARY_EVENT, END_EVENT, EVENT_SUB_PROCESS})
 
 # The job type Zeebe gives user tasks that are implemented by job workers (Tasklist's worker).
 USER_TASK_JOB_TYPE: Final = "io.camunda.zeebe:userTask"
@@ -519,6 +521,15 @@ class Process:
             ):
                 return child
         return None
+
+    def ad_hoc_activatable_of(self, ad_hoc_id: str) -> tuple[Element, ...]:
+        """The inner elements of an ad-hoc sub-process that its collection may name: those without incoming flows
+        that start on their own (not start, boundary or end events, nor event sub-processes)."""
+        return tuple(
+            c
+            for c in self.children_of(ad_hoc_id + AD_HOC_INNER_INSTANCE_SUFFIX)
+            if not c.incoming and c.element_type not in _NOT_ACTIVATABLE_IN_AD_HOC
+        )
 
     def boundary_events_of(self, activity_id: str) -> tuple[Element, ...]:
         """Boundary events attached to an activity, in document order."""
