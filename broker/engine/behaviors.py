@@ -358,10 +358,9 @@ def link_catch(process: bpmn.Process, throw: bpmn.Element) -> bpmn.Element:
 
     Deployment validation guarantees exactly one exists.
     """
-    for candidate in process.children_of(throw.flow_scope_id):
-        is_catch = candidate.element_type == bpmn.INTERMEDIATE_CATCH_EVENT and candidate.event_type == bpmn.LINK
-        if is_catch and candidate.link_name == throw.link_name:
-            return candidate
+    found = process.link_catch_event_of(throw.flow_scope_id, throw.link_name or "")
+    if found is not None:
+        return found
     raise KeyError(f"no link catch event named '{throw.link_name}' in scope '{throw.flow_scope_id}'")
 
 
@@ -373,16 +372,18 @@ def activate_element(
     key: int | None = None,
     *,
     instance_of_body: bool = False,
+    event_type: str | None = None,
 ) -> Record:
     """Write ACTIVATE_ELEMENT for ``element`` in flow scope ``scope_key`` (``like``: any element of the instance).
 
     A multi-instance activity is entered through its body; the body activates the instances themselves
-    (``instance_of_body``).
+    (``instance_of_body``). ``event_type``: what the records carry instead of the element's own (a compensation
+    handler's carry COMPENSATION).
     """
     if element.multi_instance is not None and not instance_of_body:
-        value = like.for_element(element.id, bpmn.MULTI_INSTANCE_BODY, bpmn.UNSPECIFIED, scope_key)
+        value = like.for_element(element.id, bpmn.MULTI_INSTANCE_BODY, event_type or bpmn.UNSPECIFIED, scope_key)
     else:
-        value = like.for_element(element.id, element.element_type, element.event_type, scope_key)
+        value = like.for_element(element.id, element.element_type, event_type or element.event_type, scope_key)
     return ctx.follow_up(
         ValueType.PROCESS_INSTANCE,
         PI.ACTIVATE_ELEMENT,

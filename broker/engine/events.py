@@ -240,12 +240,7 @@ def close_event_sub_process_subscriptions(
 ) -> None:
     """An interrupting event sub-process started: the scope's other event sub-processes may no longer start."""
     scope_id = scope.value.element_id
-    starts = frozenset(
-        c.id
-        for esp in process.event_sub_processes_of(scope_id)
-        for c in process.children_of(esp.id)
-        if c.element_type == bpmn.START_EVENT
-    )
+    starts = frozenset(c.id for c in process.event_sub_process_starts_of(scope_id))
     if starts:
         close_subscriptions(ctx, scope, only=starts)
 
@@ -450,13 +445,7 @@ def find_catch(
         is_body = processor.contains_its_own_element
         in_body = parent is not None and registry.processor_of(parent.value).contains_its_own_element
         if not came_from_event_sub_process and not is_body:
-            starts = [
-                s
-                for esp in process.event_sub_processes_of(element_id)
-                for s in process.children_of(esp.id)
-                if s.element_type == bpmn.START_EVENT
-            ]
-            found = _best_catch(starts, event_type, code)
+            found = _best_catch(list(process.event_sub_process_starts_of(element_id)), event_type, code)
             if found is not None:
                 return inst, found
         if element_id in process.elements and not in_body:

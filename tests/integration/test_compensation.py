@@ -205,3 +205,46 @@ def test_subscription_records_follow_zeebes_lifecycle(fresh_weir: WeirProcess, f
     assert handler_activated[0].key == triggered.value["compensationHandlerInstanceKey"]
     second = [(CSI(r.intent), r.value["compensableActivityId"]) for r in subs if r.value["processInstanceKey"] == pi2]
     assert second == [(CSI.CREATED, "book"), (CSI.DELETED, "book")]
+
+
+def test_each_instance_of_a_multi_instance_sub_process_is_compensated_with_its_own_variables(stub: Stub) -> None:
+    d = deploy(stub, "compensation-multi-instance-subprocess.bpmn")
+    result = create_with_result(stub, d.pid(), {"items": ["a", "b", "c"]})
+    for job in activate(stub, d.type("mis-reserve"), 3):
+        complete(stub, job.key)
+    (review,) = activate(stub, d.type("mis-review"))
+    complete(stub, review.key)
+    # the reservation completed three times, once per inner instance: its handler runs three times, each with the
+    # inner instance's input element and loop counter
+    releases = activate(stub, d.type("mis-release"), 3)
+    assert sorted((variables_of(j)["item"], variables_of(j)["loopCounter"]) for j in releases) == [
+        ("a", 1),
+        ("b", 2),
+        ("c", 3),
+    ]
+    assert nothing_of(stub, d.type("mis-release"))
+    for job in releases:
+        assert not result.done(), "the throw event waits for every handler"
+        complete(stub, job.key)
+    result.result(timeout=10)
+
+
+def test_a_throw_inside_an_inner_instance_compensates_that_instance_only(stub: Stub) -> None:
+    d = deploy(stub, "compensation-multi-instance-subprocess.bpmn")
+    pi = create(stub, d.pid(), {"items": ["a", "rejected", "c"]})
+    for job in activate(stub, d.type("mis-reserve"), 3):
+        complete(stub, job.key)
+    (own,) = activate(stub, d.type("mis-release"))
+    assert variables_of(own)["item"] == "rejected"
+    assert nothing_of(stub, d.type("mis-release")), "the other instances' reservations stay"
+    assert nothing_of(stub, d.type("mis-review")), "the body waits for the compensating instance"
+    complete(stub, own.key)
+    (review,) = activate(stub, d.type("mis-review"))
+    complete(stub, review.key)
+    # from outside, only what was not compensated yet
+    releases = activate(stub, d.type("mis-release"), 2)
+    assert sorted(variables_of(j)["item"] for j in releases) == ["a", "c"]
+    assert nothing_of(stub, d.type("mis-release"))
+    for job in releases:
+        complete(stub, job.key)
+    eventually(lambda: not is_active(stub, pi), what="the instance to complete")

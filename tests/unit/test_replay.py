@@ -95,6 +95,7 @@ FIXTURES = [
     "compensation-activity-ref.bpmn",
     "compensation-subprocess.bpmn",
     "compensation-multi-instance.bpmn",
+    "compensation-multi-instance-subprocess.bpmn",
     "compensation-event-subprocess.bpmn",
     "execution-listeners.bpmn",
     "execution-listeners-scopes.bpmn",
@@ -145,6 +146,7 @@ START_VARIABLES: dict[str, dict[str, Any]] = {
     "compensation-end-event": {"skipB": False},
     "compensation-subprocess": {"tripNo": 1},
     "compensation-multi-instance": {"items": ["x", "y"]},
+    "compensation-multi-instance-subprocess": {"items": ["a", "rejected"]},
     "execution-listeners": {"order": {"id": 1}, "retries": 2, "stage": "two", "path": "sub"},
     "user-task-native": {"reviewers": ["ann"], "due": "2031-01-01T00:00:00Z"},
     "user-task-listeners": {"owner": "zoe"},
@@ -269,6 +271,9 @@ JOB_TYPES = [
     "mi-refund",
     "mi-notify",
     "mi-retract",
+    "mis-reserve",
+    "mis-release",
+    "mis-review",
     "esp-reserve",
     "esp-ship",
     "esp-release",
@@ -682,23 +687,24 @@ async def test_compensation_replays_to_the_live_state(tmp_path: Path) -> None:
     accepted(await d.create("compensation-subprocess", {"tripNo": 1}))
     accepted(await d.create("compensation-multi-instance", {"items": ["x", "y", "z"]}))
     accepted(await d.create("compensation-event-subprocess"))
+    accepted(await d.create("compensation-multi-instance-subprocess", {"items": ["a", "rejected", "c"]}))
     cancelled = accepted(await d.create("compensation-end-event", {"skipB": True})).value["processInstanceKey"]
     await d.settle()
-    for job_type in ("book", "ce-a", "ref-a", "sub-flight", "mi-charge", "esp-reserve"):
+    for job_type in ("book", "ce-a", "ref-a", "sub-flight", "mi-charge", "esp-reserve", "mis-reserve"):
         for job in await d.activate(job_type):
             accepted(await d.complete(job, {"done": job_type}))
     await d.settle()
     accepted(await d.cancel(cancelled))  # its completed activity's subscription goes with it
     accepted(await d.throw_error((await d.activate("pay"))[0], "payment-failed"))
     accepted(await d.throw_error((await d.activate("esp-ship"))[0], "abort"))
-    for job_type in ("ce-b", "ref-b", "sub-cancel-flight"):
+    for job_type in ("ce-b", "ref-b", "sub-cancel-flight", "mis-release"):  # the rejected order's own release
         for job in await d.activate(job_type):
             accepted(await d.complete(job))
     for _ in range(3):  # a sequential loop: one instance after the other
         await d.settle()
         accepted(await d.complete((await d.activate("mi-notify"))[0]))
     await d.settle()
-    for job_type in ("sub-hotel", "sub-review"):
+    for job_type in ("sub-hotel", "sub-review", "mis-review"):
         for job in await d.activate(job_type):
             accepted(await d.complete(job))
         await d.settle()
@@ -710,6 +716,7 @@ async def test_compensation_replays_to_the_live_state(tmp_path: Path) -> None:
         "sub-cancel-hotel",
         "mi-refund",
         "mi-retract",
+        "mis-release",  # once per order that was not released from inside
     ):
         jobs = await d.activate(job_type)
         assert jobs, f"no {job_type} handler job"
@@ -961,6 +968,8 @@ async def _random_step(d: Driver, rng: random.Random, known: dict[str, set[int]]
             variables["skipB"] = rng.choice([True, False])
         if pid == "compensation-multi-instance":
             variables["items"] = rng.choice([[], ["x"], ["x", "y", "z"]])
+        if pid == "compensation-multi-instance-subprocess":
+            variables["items"] = rng.choice([[], ["a", "b"], ["a", "rejected", "c"]])
         if pid == "execution-listeners":
             variables["stage"] = rng.choice(["two", "two", None])  # None: the listener's FEEL type fails
             variables["path"] = rng.choice(["sub", "direct"])

@@ -98,6 +98,8 @@ SCOPE_ELEMENT_TYPES: Final = frozenset(
 )
 # The id of an ad-hoc sub-process's inner instance element: the sub-process's id and this (as in Zeebe).
 AD_HOC_INNER_INSTANCE_SUFFIX: Final = "#innerInstance"
+# Inner elements of an ad-hoc sub-process its collection may not name: they start through an event or end a path.
+_NOT_ACTIVATABLE_IN_AD_HOC: Final = frozenset({START_EVENT, BOUNDARY_EVENT, END_EVENT, EVENT_SUB_PROCESS})
 
 # The job type Zeebe gives user tasks that are implemented by job workers (Tasklist's worker).
 USER_TASK_JOB_TYPE: Final = "io.camunda.zeebe:userTask"
@@ -500,9 +502,42 @@ class Process:
         """Event sub-processes directly inside a scope: their start events subscribe with the scope."""
         return tuple(c for c in self.children_of(scope_id) if c.element_type == EVENT_SUB_PROCESS)
 
+    def event_sub_process_starts_of(self, scope_id: str) -> tuple[Element, ...]:
+        """The start events of the event sub-processes directly inside a scope (one each)."""
+        return tuple(
+            c
+            for esp in self.event_sub_processes_of(scope_id)
+            for c in self.children_of(esp.id)
+            if c.element_type == START_EVENT
+        )
+
+    def link_catch_event_of(self, scope_id: str, link_name: str) -> Element | None:
+        """The link catch event of that name directly inside a scope (validation allows one at most), or None."""
+        for child in self.children_of(scope_id):
+            if (
+                child.element_type == INTERMEDIATE_CATCH_EVENT
+                and child.event_type == LINK
+                and child.link_name == link_name
+            ):
+                return child
+        return None
+
+    def ad_hoc_activatable_of(self, ad_hoc_id: str) -> tuple[Element, ...]:
+        """The inner elements of an ad-hoc sub-process that its collection may name: those without incoming flows
+        that start on their own (not start, boundary or end events, nor event sub-processes)."""
+        return tuple(
+            c
+            for c in self.children_of(ad_hoc_id + AD_HOC_INNER_INSTANCE_SUFFIX)
+            if not c.incoming and c.element_type not in _NOT_ACTIVATABLE_IN_AD_HOC
+        )
+
     def boundary_events_of(self, activity_id: str) -> tuple[Element, ...]:
         """Boundary events attached to an activity, in document order."""
         return tuple(self.elements[b] for b in self.elements[activity_id].boundary_event_ids)
+
+    def compensation_boundary_of(self, activity_id: str) -> Element | None:
+        """The compensation boundary event attached to an activity (it has at most one), or None."""
+        return next((e for e in self.boundary_events_of(activity_id) if e.event_type == COMPENSATION), None)
 
     def inclusive_joins_in(self, scope_id: str) -> tuple[Element, ...]:
         """Inclusive gateways with several incoming flows directly inside a scope."""

@@ -51,8 +51,6 @@ PI = ProcessInstanceIntent
 JOB_KIND = "AD_HOC_SUB_PROCESS"
 # Memo key (per processing round): whether the completion condition held when a path ended in the sub-process.
 _CONDITION_HELD = "ad-hoc completion condition held"
-# Inner elements a collection may not name: they start through an event or end a path, never on their own.
-_NOT_ACTIVATABLE = frozenset({bpmn.START_EVENT, bpmn.BOUNDARY_EVENT, bpmn.END_EVENT, bpmn.EVENT_SUB_PROCESS})
 
 
 class AdHocSubProcessProcessor(ContainerProcessor):
@@ -287,11 +285,7 @@ def _ad_hoc(process: bpmn.Process, inst: ElementInstance) -> bpmn.AdHoc:
 
 def activatable_elements(process: bpmn.Process, element: bpmn.Element) -> dict[str, bpmn.Element]:
     """The inner elements a collection may name, by id: those without incoming flows that start on their own."""
-    return {
-        child.id: child
-        for child in process.children_of(element.id + bpmn.AD_HOC_INNER_INSTANCE_SUFFIX)
-        if not child.incoming and child.element_type not in _NOT_ACTIVATABLE
-    }
+    return {child.id: child for child in process.ad_hoc_activatable_of(element.id)}
 
 
 def _elements_to_activate(

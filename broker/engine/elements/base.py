@@ -40,6 +40,15 @@ class ElementProcessor:
     # An event sub-process: an error or escalation thrown inside it is not caught by the event sub-processes of its
     # flow scope (itself and its siblings), only further out.
     hides_sibling_event_sub_processes = False
+    # Compensation (see :mod:`.compensation`):
+    # - ``keeps_compensation_inside``: completing, it keeps the compensation subscriptions of what completed inside
+    #   it (under one of its own), so that they can be compensated from outside (a sub-process, a multi-instance body).
+    # - ``drops_compensation_inside``: terminated, the subscriptions of what completed inside it go with it.
+    # - ``compensates_enclosing_scope``: a compensation throw event inside it also compensates the activities of the
+    #   scope around it (an event sub-process acts for the scope it interrupts or runs beside).
+    keeps_compensation_inside = False
+    drops_compensation_inside = False
+    compensates_enclosing_scope = False
 
     def event_targets(self, process: bpmn.Process, element: bpmn.Element | None) -> list[bpmn.Element]:
         """The events an instance of this element subscribes to while active. Default: its boundary events."""
@@ -143,7 +152,7 @@ class ElementProcessor:
         scope_key = v.flow_scope_key
         if trigger is not None:
             boundary = process.elements.get(trigger["targetElementId"])
-            if boundary is not None and boundary.element_type == bpmn.BOUNDARY_EVENT:
+            if boundary is not None and boundary.attached_to_id is not None:
                 boundary_key = ctx.keys.next_key()
                 ctx.event(ValueType.PROCESS_EVENT, ProcessEventIntent.TRIGGERED, boundary_key, trigger)
                 b.activate_element(ctx, boundary, v, scope_key, key=boundary_key)
@@ -181,12 +190,7 @@ class ContainerProcessor(ElementProcessor):
     def event_targets(self, process: bpmn.Process, element: bpmn.Element | None) -> list[bpmn.Element]:
         scope_id = process.id if element is None else element.id
         own = super().event_targets(process, element) if element is not None else []
-        return own + [
-            start
-            for esp in process.event_sub_processes_of(scope_id)
-            for start in process.children_of(esp.id)
-            if start.element_type == bpmn.START_EVENT
-        ]
+        return own + list(process.event_sub_process_starts_of(scope_id))
 
     def on_event(
         self,
@@ -227,7 +231,9 @@ class ContainerProcessor(ElementProcessor):
         trigger = ctx.state.event_triggers.get(scope.key)
         if trigger is not None:
             target = process.elements.get(trigger["targetElementId"])
-            if target is not None and target.element_type == bpmn.START_EVENT:
+            scope_id = process.id if scope.value.is_root else scope.value.element_id
+            starts = process.event_sub_process_starts_of(scope_id)
+            if target is not None and any(s.id == target.id for s in starts):
                 b.start_event_sub_process(ctx, scope, target, trigger, interrupting=True)
                 return
         if scope.flows == 0:

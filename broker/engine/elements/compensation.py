@@ -8,7 +8,9 @@ The subscriptions and their handlers live here; the throw and end events and the
   activity the boundary event is the body's: its handler runs once for the whole body (as in Zeebe; a handler that
   should run per item is multi-instance itself). A sub-process or multi-instance body that completes with
   subscriptions inside gets one too (without a handler unless it has a boundary event of its own), so the activities
-  inside it can be compensated from the outer scope. An activity that never completed has none.
+  inside it can be compensated from the outer scope. An activity inside a multi-instance sub-process thus has one
+  subscription per completed inner instance, under that instance's own: its handler runs once for each, with that
+  instance's variables (``inputElement``, ``loopCounter``). An activity that never completed has none.
 - A compensation throw or end event triggers the untriggered subscriptions of its flow scope (inside an event
   sub-process: also of the scope around it), or only those of its ``activityRef``, and of everything nested inside
   them. Each handler starts at once (the compensation boundary event passes through first), in the throw event's
@@ -28,15 +30,13 @@ from broker.engine import behaviors as b
 from broker.engine.bpmn import model as bpmn
 from broker.engine.context import ProcessingContext
 from broker.engine.elements import lifecycle as lc
+from broker.engine.elements import registry
 from broker.protocol.enums import CompensationSubscriptionIntent, ProcessInstanceIntent, ValueType
 from broker.protocol.values import TENANT, ProcessInstanceValue
 from broker.state.element_instance import ElementInstance
 
 PI = ProcessInstanceIntent
 CSI = CompensationSubscriptionIntent
-
-# Flow scopes whose subscriptions stay behind them when they complete (and go when they are terminated).
-_SCOPES = frozenset({bpmn.SUB_PROCESS, bpmn.MULTI_INSTANCE_BODY})
 
 Subscription = tuple[int, dict[str, Any]]
 
@@ -45,9 +45,8 @@ Subscription = tuple[int, dict[str, Any]]
 
 
 def is_handler(value: ProcessInstanceValue) -> bool:
-    """Whether the element instance is a compensation handler started by compensation (its records carry the
-    COMPENSATION event type, as Zeebe's do)."""
-    return value.bpmn_event_type == bpmn.COMPENSATION and value.bpmn_element_type not in bpmn.EVENT_ELEMENT_TYPES
+    """Whether the element instance is a compensation handler started by compensation."""
+    return registry.started_by_compensation(value)
 
 
 def on_completing(ctx: ProcessingContext, process: bpmn.Process, inst: ElementInstance) -> None:
@@ -66,7 +65,7 @@ def on_completing(ctx: ProcessingContext, process: bpmn.Process, inst: ElementIn
     if handler_id and lc.body_of(ctx, inst) is not None:
         handler_id = ""  # an instance of a multi-instance activity: its boundary events are the body's
     if not handler_id:
-        if v.bpmn_element_type not in _SCOPES:
+        if not registry.processor_of(v).keeps_compensation_inside:
             return
         subscriptions = _subscriptions(ctx, v.process_instance_key)
         if not any(s["compensableActivityScopeKey"] == inst.key for _, s in subscriptions):
@@ -97,7 +96,7 @@ def on_ended_early(ctx: ProcessingContext, inst: ElementInstance) -> None:
     v = inst.value
     if v.is_root:
         _delete(ctx, _subscriptions(ctx, v.process_instance_key))
-    elif v.bpmn_element_type in _SCOPES or v.bpmn_element_type == bpmn.EVENT_SUB_PROCESS:
+    elif registry.processor_of(v).drops_compensation_inside:
         subscriptions = _subscriptions(ctx, v.process_instance_key)
         if subscriptions:
             _delete(ctx, _nested(subscriptions, inst.key))
@@ -133,10 +132,8 @@ def handler_completed(ctx: ProcessingContext, inst: ElementInstance) -> None:
 
 def handler_of(process: bpmn.Process, element: bpmn.Element) -> str | None:
     """The handler of the element's compensation boundary event, if it has one."""
-    for boundary in process.boundary_events_of(element.id):
-        if boundary.event_type == bpmn.COMPENSATION and boundary.compensation_handler_id:
-            return boundary.compensation_handler_id
-    return None
+    boundary = process.compensation_boundary_of(element.id)
+    return (boundary.compensation_handler_id or None) if boundary is not None else None
 
 
 # -- throwing -------------------------------------------------------------------------------------------------
@@ -147,7 +144,7 @@ def throw(ctx: ProcessingContext, process: bpmn.Process, element: bpmn.Element, 
     v = inst.value
     scope_keys = {v.flow_scope_key}
     scope = process.elements.get(element.flow_scope_id)
-    if scope is not None and scope.element_type == bpmn.EVENT_SUB_PROCESS:
+    if scope is not None and registry.processor_for(scope).compensates_enclosing_scope:
         esp = ctx.state.elements.get(v.flow_scope_key)
         if esp is not None:
             scope_keys.add(esp.value.flow_scope_key)
@@ -204,10 +201,10 @@ def _start_handler(ctx: ProcessingContext, process: bpmn.Process, throw_inst: El
     in the throw event's flow scope; the handler's element instance key."""
     v = throw_inst.value
     scope_key = v.flow_scope_key
-    activity = process.element(sub["compensableActivityId"])
-    boundary = next(e for e in process.boundary_events_of(activity.id) if e.event_type == bpmn.COMPENSATION)
+    boundary = process.compensation_boundary_of(sub["compensableActivityId"])
+    assert boundary is not None
     boundary_key = ctx.keys.next_key()
-    value = v.for_element(boundary.id, bpmn.BOUNDARY_EVENT, bpmn.COMPENSATION, scope_key)
+    value = v.for_element(boundary.id, boundary.element_type, boundary.event_type, scope_key)
     ctx.event(ValueType.PROCESS_INSTANCE, PI.ELEMENT_ACTIVATING, boundary_key, value.to_dict())
     passing = ctx.state.elements.get(boundary_key)
     assert passing is not None
@@ -215,10 +212,8 @@ def _start_handler(ctx: ProcessingContext, process: bpmn.Process, throw_inst: El
         passing = lc.transition(ctx, passing, intent)
     handler = process.element(sub["compensationHandlerId"])
     handler_key = ctx.keys.next_key()
-    # a multi-instance handler is its body (which runs an instance of the handler per item)
-    handler_type = bpmn.MULTI_INSTANCE_BODY if handler.multi_instance is not None else handler.element_type
-    handler_value = v.for_element(handler.id, handler_type, bpmn.COMPENSATION, scope_key)
-    ctx.follow_up(ValueType.PROCESS_INSTANCE, PI.ACTIVATE_ELEMENT, handler_key, handler_value.to_dict())
+    # a multi-instance handler is entered through its body (which runs an instance of the handler per item)
+    b.activate_element(ctx, handler, v, scope_key, key=handler_key, event_type=bpmn.COMPENSATION)
     return handler_key
 
 

@@ -19,6 +19,7 @@ from typing import Any
 from broker.engine import behaviors as b
 from broker.engine.bpmn import model as bpmn
 from broker.engine.context import ProcessingContext
+from broker.engine.elements import registry
 from broker.engine.elements.job_task import type_and_retries
 from broker.engine.expressions import ExpressionFailure
 from broker.protocol.enums import JobIntent, JobKind, JobListenerEventType, ValueType
@@ -35,10 +36,10 @@ def of(process: bpmn.Process, inst: ElementInstance, event_type: str) -> Listene
         return ()
     v = inst.value
     owner: bpmn.Process | bpmn.Element | None
-    if v.bpmn_element_type == bpmn.PROCESS:
+    if v.is_root:
         owner = process
-    elif v.bpmn_element_type == bpmn.MULTI_INSTANCE_BODY:
-        return ()  # they run for each instance inside it
+    elif registry.processor_of(v).contains_its_own_element:
+        return ()  # a multi-instance body: they run for each instance inside it
     else:
         owner = process.elements.get(v.element_id)
         if owner is None:

@@ -58,7 +58,7 @@ def _write_transition(ctx: ProcessingContext, inst: ElementInstance, intent: PI)
 
 def element_of(process: bpmn.Process, inst: ElementInstance) -> bpmn.Element | None:
     """The model element of an instance; None for the process itself."""
-    if inst.value.bpmn_element_type == bpmn.PROCESS:
+    if inst.value.is_root:
         return None
     return process.element(inst.value.element_id)
 

@@ -31,6 +31,8 @@ LOOP_COUNTER = "loopCounter"
 
 class MultiInstanceBodyProcessor(ContainerProcessor):
     contains_its_own_element = True
+    keeps_compensation_inside = True
+    drops_compensation_inside = True
 
     def event_targets(self, process: bpmn.Process, element: bpmn.Element | None) -> list[bpmn.Element]:
         """The activity's boundary events (event sub-processes of a sub-process belong to each instance)."""

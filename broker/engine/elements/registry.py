@@ -131,6 +131,12 @@ _BY_TYPES: Final[dict[tuple[str, str], ElementProcessor]] = {
 }
 
 
+def started_by_compensation(value: ProcessInstanceValue) -> bool:
+    """Whether the element instance is a compensation handler started by compensation: an activity whose records
+    carry the COMPENSATION event type, as Zeebe's do (the compensation events' carry it too, but are events)."""
+    return value.bpmn_event_type == m.COMPENSATION and kind_of(value) == value.bpmn_element_type
+
+
 def processor_of(value: ProcessInstanceValue) -> ElementProcessor:
     """The processor of the element a process-instance record value is about."""
     found = _BY_TYPES.get((value.bpmn_element_type, value.bpmn_event_type))

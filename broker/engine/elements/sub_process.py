@@ -14,6 +14,9 @@ from broker.state.element_instance import ElementInstance
 class SubProcessProcessor(ContainerProcessor):
     """Begins at its none start event and completes when its last child has left."""
 
+    keeps_compensation_inside = True
+    drops_compensation_inside = True
+
     def on_activate(
         self, ctx: ProcessingContext, process: bpmn.Process, element: bpmn.Element | None, inst: ElementInstance
     ) -> None:
@@ -31,6 +34,8 @@ class EventSubProcessProcessor(ContainerProcessor):
 
     started_by_flow = False
     hides_sibling_event_sub_processes = True
+    drops_compensation_inside = True
+    compensates_enclosing_scope = True
 
     def on_activate(
         self, ctx: ProcessingContext, process: bpmn.Process, element: bpmn.Element | None, inst: ElementInstance
