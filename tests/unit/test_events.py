@@ -481,9 +481,11 @@ async def test_a_broadcast_reaches_the_other_partitions_until_they_acknowledge(t
         if route.received and not first.read(lambda s: list(s.iter_all("distributions"))):
             break
         await asyncio.sleep(0.01)
-    assert [(p, t, v["signalKey"]) for p, t, v in route.received] == [(2, ValueType.SIGNAL, rec.key)]
+    # delivery is at least once: a slow acknowledgement lets the checker send it again, always the same signal
+    assert route.received
+    assert {(p, t, v["signalKey"]) for p, t, v in route.received} == {(2, ValueType.SIGNAL, rec.key)}
     assert first.read(lambda s: list(s.iter_all("distributions"))) == [], "acknowledged deliveries are forgotten"
-    (work,) = await jobs(other, "signalled-work")
+    (work,) = await jobs(other, "signalled-work")  # however often it arrived, the signal started one instance
     assert work > 0
     for d in (first, other):
         await d.settle()
