@@ -13,7 +13,8 @@ partition and is mirrored there. The two sides talk through commands only::
 
 MESSAGE_CORRELATION CORRELATE takes the same way without buffering: the message partition writes the message, offers
 it to what waits now and expires it in the same round; the request waits (ASYNC_REQUEST) for the instance partition's
-MESSAGE_SUBSCRIPTION CORRELATE (answered CORRELATED) or REJECT (NOT_CORRELATED once no instance is left to take it).
+MESSAGE_SUBSCRIPTION CORRELATE (answered CORRELATED), or REJECT or DELETE (the element left: NOT_CORRELATED once no
+instance is left to take it).
 
 Commands that must arrive wait in the outbox (state) until the answer that acknowledges them is processed; the
 leader resends them meanwhile, and every receiver is idempotent. Answers themselves are sent once after commit: a lost
@@ -371,6 +372,8 @@ def subscription_delete(ctx: ProcessingContext, cmd: Record) -> None:
         ctx.reject(RejectionType.NOT_FOUND, "Expected to delete a message subscription, but none found")
         return
     ctx.event(ValueType.MESSAGE_SUBSCRIPTION, MS.DELETED, ctx.keys.next_key(), sub)
+    if sub.get("correlatingMessageKey", -1) > 0:  # the element left while a message was on its way to it
+        _answer_correlation(ctx, sub, sub["correlatingMessageKey"], correlated=False)
 
 
 def _message_part(v: dict) -> dict[str, Any]:

@@ -175,3 +175,30 @@ async def test_correlate_answers_with_the_instance_that_took_the_message_and_buf
     assert blocked.rejection_type == RejectionType.NOT_FOUND and "already active" in blocked.rejection_reason
     await d.close()
     check_replay_equals_live(d.directory, tmp_path)
+
+
+async def test_a_correlation_racing_the_instance_away_is_always_answered(tmp_path: Path) -> None:
+    """The instance is cancelled while the message is on its way to it: the request learns either that the instance
+    took the message or that nothing did (NOT_FOUND) — never nothing."""
+    d = Driver(tmp_path / "p" / "1")
+    d.open()
+    accepted(await d.deploy("message-catch.bpmn"))
+    outcomes = set()
+    for i in range(10):
+        created = accepted(await d.create("message-catch", {"requestId": f"race-{i}"}))
+        await d.settle()
+        answer, _ = await asyncio.gather(
+            correlate(d, "approved", f"race-{i}"), d.cancel(created.value["processInstanceKey"])
+        )
+        if answer.record_type == RecordType.COMMAND_REJECTION:
+            assert answer.rejection_type == RejectionType.NOT_FOUND, answer.rejection_reason
+            outcomes.add("not found" + (" on the way" if answer.key > 0 else " at once"))
+        else:
+            assert answer.value["processInstanceKey"] == created.value["processInstanceKey"]
+            outcomes.add("correlated")
+        await d.settle()
+        if answer.key > 0:
+            assert d.read(lambda s, key=answer.key: s.async_requests.get(key)) is None
+    print(f"outcomes of the race: {sorted(outcomes)}")
+    await d.close()
+    check_replay_equals_live(d.directory, tmp_path)
