@@ -1,4 +1,4 @@
-"""See and steer what runs: instances, one instance, incidents, jobs; resolve, cancel, publish.
+"""See and steer what runs: instances, one instance (with its user tasks), incidents, jobs; resolve, cancel, publish.
 
 What runs is read from the gateway's REST API v2 (``--rest-address``, default ``WEIR_REST_ADDRESS`` or
 ``http://127.0.0.1:8080``), whose searches answer from the history store; the commands that change something
@@ -160,6 +160,13 @@ VARIABLE_COLUMNS: list[Column] = [
     ("SCOPE", lambda v: "process" if v.get("scopeKey") == v.get("processInstanceKey") else v.get("scopeKey")),
 ]
 
+USER_TASK_COLUMNS: list[Column] = [
+    ("KEY", lambda t: t.get("userTaskKey")),
+    ("ELEMENT", lambda t: t.get("elementId")),
+    ("STATE", lambda t: t.get("state")),
+    ("ASSIGNEE", lambda t: t.get("assignee")),
+]
+
 JOB_COLUMNS: list[Column] = [
     ("KEY", lambda j: j.get("jobKey")),
     ("TYPE", lambda j: j.get("type")),
@@ -193,8 +200,10 @@ def cmd_instance(args: argparse.Namespace) -> int:
     elements = rest.search("element-instances", {"processInstanceKey": key}, [{"field": "startDate"}])
     variables = rest.search("variables", {"processInstanceKey": key}, [{"field": "name"}])
     incidents = rest.search("incidents", {"processInstanceKey": key})
+    user_tasks = rest.search("user-tasks", {"processInstanceKey": key}, [{"field": "creationDate"}])
     if args.output == "json":
-        _print_json({"instance": instance, "elements": elements, "variables": variables, "incidents": incidents})
+        shown = {"instance": instance, "elements": elements, "variables": variables, "incidents": incidents}
+        _print_json({**shown, "userTasks": user_tasks})
         return 0
     tree = element_tree(rest, key, elements)
     print(
@@ -209,6 +218,8 @@ def cmd_instance(args: argparse.Namespace) -> int:
     print_table(VARIABLE_COLUMNS, variables, "(none)", indent="  ")
     print("\nIncidents:")
     print_table(INCIDENT_COLUMNS, incidents, "(none)", indent="  ")
+    print("\nUser tasks:")
+    print_table(USER_TASK_COLUMNS, user_tasks, "(none)", indent="  ")
     return 0
 
 
@@ -356,7 +367,9 @@ def add_parsers(sub: Any, add_client_args: Callable[[argparse.ArgumentParser], N
     p.add_argument("--process", help="only instances of this process id")
     p.add_argument("--limit", type=int, default=100, help="at most this many (100)")
 
-    p = command("instance", "show one process instance: its elements, variables and incidents", cmd_instance, True)
+    p = command(
+        "instance", "show one process instance: its elements, variables, incidents and user tasks", cmd_instance, True
+    )
     p.add_argument("key", help="process instance key")
 
     p = command("incidents", "list open incidents", cmd_incidents, rest=True)

@@ -27,6 +27,7 @@ from broker.protocol.enums import (
     IncidentIntent,
     JobBatchIntent,
     JobIntent,
+    MessageCorrelationIntent,
     MessageIntent,
     ProcessInstanceCreationIntent,
     ProcessInstanceIntent,
@@ -410,6 +411,16 @@ class GatewayCommands:
         }
         pid = subscription_partition(correlation_key, count)
         return await self.execute(pid, ValueType.MESSAGE, MessageIntent.PUBLISH, value)
+
+    async def correlate_message(self, name: str, correlation_key: str, variables: dict[str, Any]) -> Record:
+        """Correlate at once to what waits for the message, without buffering it: the message's partition (by
+        correlation key, as for publishing) answers once the instance that took it is known, or NOT_FOUND."""
+        if not name:
+            invalid("Expected a message name, but none given")
+        count = self.client.topology().partitions_count or len(self.client.partition_ids)
+        value = {"name": name, "correlationKey": correlation_key, "variables": variables, "tenantId": TENANT}
+        pid = subscription_partition(correlation_key, count)
+        return await self.execute(pid, ValueType.MESSAGE_CORRELATION, MessageCorrelationIntent.CORRELATE, value)
 
     async def broadcast_signal(self, signal_name: str, variables: dict[str, Any]) -> Record:
         """Any partition takes the broadcast and answers once it is written; it reaches the others from there."""

@@ -11,6 +11,11 @@ partition and is mirrored there. The two sides talk through commands only::
     DELETING (element left)  ── MESSAGE_SUBSCRIPTION DELETE ──▶  DELETED
     DELETED ◀── PROCESS_MESSAGE_SUBSCRIPTION DELETE ──
 
+MESSAGE_CORRELATION CORRELATE takes the same way without buffering: the message partition writes the message, offers
+it to what waits now and expires it in the same round; the request waits (ASYNC_REQUEST) for the instance partition's
+MESSAGE_SUBSCRIPTION CORRELATE (answered CORRELATED), or REJECT or DELETE (the element left: NOT_CORRELATED once no
+instance is left to take it).
+
 Commands that must arrive wait in the outbox (state) until the answer that acknowledges them is processed; the
 leader resends them meanwhile, and every receiver is idempotent. Answers themselves are sent once after commit: a lost
 answer makes the other side resend its command, which is answered again.
@@ -24,15 +29,18 @@ from broker.engine import behaviors as b
 from broker.engine import events
 from broker.engine.context import ProcessingContext
 from broker.protocol.enums import (
+    AsyncRequestIntent,
+    MessageCorrelationIntent,
     MessageIntent,
     MessageStartEventSubscriptionIntent,
     MessageSubscriptionIntent,
     ProcessMessageSubscriptionIntent,
+    RecordType,
     RejectionType,
     ValueType,
 )
 from broker.protocol.limits import duration_problem
-from broker.protocol.record import Record
+from broker.protocol.record import Record, RequestMetadata
 
 MS = MessageSubscriptionIntent
 PMS = ProcessMessageSubscriptionIntent
@@ -85,14 +93,10 @@ def publish(ctx: ProcessingContext, cmd: Record) -> None:
     }
     rec = ctx.event(ValueType.MESSAGE, MessageIntent.PUBLISHED, key, message)
     ctx.respond(rec)
-    seen: set[int] = set()
-    for sub in ctx.state.message_subscriptions.for_correlation(name, correlation_key):
-        pi = sub["processInstanceKey"]
-        if sub.get("correlatingMessageKey", -1) > 0 or pi in seen or ctx.state.messages.correlated(key, str(pi)):
-            continue
-        seen.add(pi)
+    for sub in _free_subscriptions(ctx, key, message):
         _correlating(ctx, sub, key, message)
-    _start_instances(ctx, key, message)
+    for start in _startable(ctx, key, message)[0]:
+        _start_instance(ctx, start, key, message)
     if ttl <= 0:
         ctx.event(ValueType.MESSAGE, MessageIntent.EXPIRED, key, message)
 
@@ -126,32 +130,188 @@ def _correlate_buffered(ctx: ProcessingContext, sub: dict) -> None:
             return
 
 
-def _start_instances(ctx: ProcessingContext, message_key: int, message: dict) -> None:
-    """Message start events: a new instance per process, unless one already runs for this correlation key."""
+def _free_subscriptions(ctx: ProcessingContext, message_key: int | None, message: dict) -> list[dict]:
+    """The subscriptions ``message`` correlates to: one per process instance, none busy with another message
+    (``message_key`` None: a message not written yet, which reached nothing so far)."""
+    free: list[dict] = []
+    seen: set[int] = set()
+    for sub in ctx.state.message_subscriptions.for_correlation(message["name"], message["correlationKey"]):
+        pi = sub["processInstanceKey"]
+        if sub.get("correlatingMessageKey", -1) > 0 or pi in seen:
+            continue
+        if message_key is not None and ctx.state.messages.correlated(message_key, str(pi)):
+            continue
+        seen.add(pi)
+        free.append(sub)
+    return free
+
+
+def _startable(ctx: ProcessingContext, message_key: int | None, message: dict) -> tuple[list[dict], list[str]]:
+    """Message start events ``message`` starts an instance of (one per process), and the processes it cannot start
+    because an instance started for this correlation key still runs."""
+    starts: list[dict] = []
+    blocked: list[str] = []
     for start in ctx.state.message_starts.for_name(message["name"]):
         process_id = start["bpmnProcessId"]
         ck = message["correlationKey"]
-        if ctx.state.messages.correlated(message_key, "P:" + process_id):
+        if message_key is not None and ctx.state.messages.correlated(message_key, "P:" + process_id):
             continue
         if ck and ctx.state.message_starts.active_instance(process_id, ck) is not None:
+            blocked.append(process_id)
             continue
-        pi_key = ctx.keys.next_key()
-        value = dict(start)
-        value.update(
-            messageKey=message_key,
-            correlationKey=ck,
-            variables=message["variables"],
-            processInstanceKey=pi_key,
+        starts.append(start)
+    return starts, blocked
+
+
+def _start_instance(ctx: ProcessingContext, start: dict, message_key: int, message: dict) -> int:
+    """A new instance of the message start event's process; its key."""
+    pi_key = ctx.keys.next_key()
+    value = dict(start)
+    value.update(
+        messageKey=message_key,
+        correlationKey=message["correlationKey"],
+        variables=message["variables"],
+        processInstanceKey=pi_key,
+    )
+    ctx.event(
+        ValueType.MESSAGE_START_EVENT_SUBSCRIPTION,
+        MessageStartEventSubscriptionIntent.CORRELATED,
+        start["processDefinitionKey"],
+        value,
+    )
+    events.start_instance(
+        ctx, start["processDefinitionKey"], start["startEventId"], message["variables"], pi_key=pi_key
+    )
+    return pi_key
+
+
+# -- MESSAGE_CORRELATION CORRELATE (message partition) --------------------------------------------------------
+
+
+def correlate(ctx: ProcessingContext, cmd: Record) -> None:
+    """Correlate a message to what waits for it now, never buffering it; the requester learns which instance took it.
+
+    A message start event answers at once. A waiting element may live on another partition: the request is
+    remembered (ASYNC_REQUEST) and answered when that partition confirms (MESSAGE_SUBSCRIPTION CORRELATE) or refuses.
+    """
+    v = cmd.value
+    name = v.get("name", "")
+    if not name:
+        ctx.reject(RejectionType.INVALID_ARGUMENT, "Expected to correlate a message with a name, but the name is empty")
+        return
+    message = {
+        "name": name,
+        "correlationKey": str(v.get("correlationKey", "")),
+        "timeToLive": 0,
+        "messageId": "",
+        "variables": v.get("variables") or {},
+        "deadline": ctx.now,
+        "tenantId": b.TENANT,
+    }
+    # a new message has correlated to nothing yet; its key is taken only once it is written (replay restores the
+    # key counter from written records)
+    subscriptions = _free_subscriptions(ctx, None, message)
+    starts, blocked = _startable(ctx, None, message)
+    if not subscriptions and not starts:
+        reason = (
+            f"Expected to find subscription for message with name '{name}' and correlation key "
+            f"'{message['correlationKey']}', but none was found."
         )
+        if blocked:
+            reason = (
+                f"Expected to find subscription for message with name '{name}' and correlation key "
+                f"'{message['correlationKey']}', but no active subscription was found. A process instance with this "
+                "correlation key is already active for a message start event with this message name in process IDs "
+                f"{sorted(blocked)}. Only one active process instance per correlation key is allowed for message "
+                "start events."
+            )
+        ctx.reject(RejectionType.NOT_FOUND, reason)
+        return
+    message_key = ctx.keys.next_key()
+    ctx.event(ValueType.MESSAGE, MessageIntent.PUBLISHED, message_key, message)
+    correlation = {
+        "name": name,
+        "correlationKey": message["correlationKey"],
+        "variables": message["variables"],
+        "tenantId": b.TENANT,
+        "messageKey": message_key,
+        "processInstanceKey": -1,
+        "processDefinitionKey": -1,
+    }
+    for sub in subscriptions:
+        _correlating(ctx, sub, message_key, message)
+    started = [(start, _start_instance(ctx, start, message_key, message)) for start in starts]
+    if started:
+        start, pi_key = started[0]
+        correlation.update(processInstanceKey=pi_key, processDefinitionKey=start["processDefinitionKey"])
+        rec = ctx.event(ValueType.MESSAGE_CORRELATION, MessageCorrelationIntent.CORRELATED, message_key, correlation)
+        ctx.respond(rec)
+    elif cmd.request is not None:
         ctx.event(
-            ValueType.MESSAGE_START_EVENT_SUBSCRIPTION,
-            MessageStartEventSubscriptionIntent.CORRELATED,
-            start["processDefinitionKey"],
-            value,
+            ValueType.ASYNC_REQUEST,
+            AsyncRequestIntent.RECEIVED,
+            ctx.keys.next_key(),
+            {
+                "scopeKey": message_key,
+                "valueType": ValueType.MESSAGE_CORRELATION.name,
+                "intent": MessageCorrelationIntent.CORRELATE.name,
+                "requestId": cmd.request.request_id,
+                "requestStreamId": cmd.request.stream_id,
+                "operationReference": -1,
+                "correlation": correlation,
+            },
         )
-        events.start_instance(
-            ctx, start["processDefinitionKey"], start["startEventId"], message["variables"], pi_key=pi_key
+    ctx.event(ValueType.MESSAGE, MessageIntent.EXPIRED, message_key, message)
+
+
+def _answer_correlation(ctx: ProcessingContext, sub: dict, message_key: int, *, correlated: bool) -> None:
+    """A waiting correlation request learns its outcome: the first instance that took the message, or, once every
+    instance it was offered to refused it, that nothing took it."""
+    request = ctx.state.async_requests.get(message_key)
+    if request is None or request.get("valueType") != ValueType.MESSAGE_CORRELATION.name:
+        return
+    correlation = dict(request["correlation"])
+    if correlated:
+        correlation.update(
+            processInstanceKey=sub["processInstanceKey"], processDefinitionKey=sub.get("processDefinitionKey", -1)
         )
+        rec = ctx.event(ValueType.MESSAGE_CORRELATION, MessageCorrelationIntent.CORRELATED, message_key, correlation)
+        ctx.respond(rec, RequestMetadata(request["requestStreamId"], request["requestId"]))
+    else:
+        still_offered = any(
+            other.get("correlatingMessageKey", -1) == message_key
+            for other in ctx.state.message_subscriptions.for_correlation(
+                correlation["name"], correlation["correlationKey"]
+            )
+        )
+        if still_offered:
+            return
+        rec = ctx.event(
+            ValueType.MESSAGE_CORRELATION, MessageCorrelationIntent.NOT_CORRELATED, message_key, correlation
+        )
+        ctx.respond(_not_found(ctx, rec), RequestMetadata(request["requestStreamId"], request["requestId"]))
+    ctx.event(ValueType.ASYNC_REQUEST, AsyncRequestIntent.PROCESSED, request["key"], request)
+
+
+def _not_found(ctx: ProcessingContext, event: Record) -> Record:
+    """The answer to a correlation request whose waiting elements all left before the message reached them."""
+    v = event.value
+    return Record(
+        position=event.position,
+        key=event.key,
+        record_type=RecordType.COMMAND_REJECTION,
+        value_type=ValueType.MESSAGE_CORRELATION,
+        intent=int(MessageCorrelationIntent.CORRELATE),
+        timestamp=event.timestamp,
+        value=v,
+        source_position=event.source_position,
+        partition_id=ctx.partition_id,
+        rejection_type=RejectionType.NOT_FOUND,
+        rejection_reason=(
+            f"Expected to find subscription for message with name '{v['name']}' and correlation key "
+            f"'{v['correlationKey']}', but none was found."
+        ),
+    )
 
 
 # -- MESSAGE_SUBSCRIPTION commands (message partition) --------------------------------------------------------
@@ -187,6 +347,7 @@ def subscription_correlated(ctx: ProcessingContext, cmd: Record) -> None:
     if sub is None:
         return
     ctx.event(ValueType.MESSAGE_SUBSCRIPTION, MS.CORRELATED, ctx.keys.next_key(), {**sub, **_message_part(v)})
+    _answer_correlation(ctx, sub, v["messageKey"], correlated=True)
     if not sub["interrupting"]:
         free = ctx.state.message_subscriptions.get(v["elementInstanceKey"], v["messageName"])
         if free is not None:
@@ -200,6 +361,7 @@ def subscription_rejected(ctx: ProcessingContext, cmd: Record) -> None:
     if sub is None:
         return
     ctx.event(ValueType.MESSAGE_SUBSCRIPTION, MS.REJECTED, ctx.keys.next_key(), {**sub, **_message_part(v)})
+    _answer_correlation(ctx, sub, v["messageKey"], correlated=False)
 
 
 def subscription_delete(ctx: ProcessingContext, cmd: Record) -> None:
@@ -210,6 +372,8 @@ def subscription_delete(ctx: ProcessingContext, cmd: Record) -> None:
         ctx.reject(RejectionType.NOT_FOUND, "Expected to delete a message subscription, but none found")
         return
     ctx.event(ValueType.MESSAGE_SUBSCRIPTION, MS.DELETED, ctx.keys.next_key(), sub)
+    if sub.get("correlatingMessageKey", -1) > 0:  # the element left while a message was on its way to it
+        _answer_correlation(ctx, sub, sub["correlatingMessageKey"], correlated=False)
 
 
 def _message_part(v: dict) -> dict[str, Any]:

@@ -346,6 +346,14 @@ PUBLISH_MESSAGE = Body(
         "tenantId": TENANT_FIELD,
     }
 )
+CORRELATE_MESSAGE = Body(
+    {
+        "name": Field("string", "The message name", required=True, min_length=1),
+        "correlationKey": Field("string", "The correlation key (empty for message start events)"),
+        "variables": VARIABLES_FIELD,
+        "tenantId": TENANT_FIELD,
+    }
+)
 BROADCAST_SIGNAL = Body(
     {
         "signalName": Field("string", "The signal name", required=True, min_length=1),
@@ -650,6 +658,20 @@ class CommandRoutes:
         )
         return json_response({"tenantId": TENANT, "messageKey": _key(rec.key)})
 
+    async def correlate_message(self, request: web.Request) -> web.Response:
+        body = await read_json(request, CORRELATE_MESSAGE)
+        check_tenant(body.get("tenantId", ""))
+        rec = await self.commands.correlate_message(
+            body["name"], body.get("correlationKey", ""), check_variables(body.get("variables"))
+        )
+        return json_response(
+            {
+                "tenantId": TENANT,
+                "messageKey": _key(rec.key),
+                "processInstanceKey": _key(rec.value["processInstanceKey"]),
+            }
+        )
+
     async def broadcast_signal(self, request: web.Request) -> web.Response:
         body = await read_json(request, BROADCAST_SIGNAL)
         check_tenant(body.get("tenantId", ""))
@@ -832,6 +854,24 @@ class CommandRoutes:
                     )
                 },
                 errors=(409,),
+            ),
+            Endpoint(
+                "POST",
+                "/v2/messages/correlation",
+                "Correlate a message to the instance waiting for it now (it is not buffered: 404 when none waits)",
+                self.correlate_message,
+                "Message",
+                body=CORRELATE_MESSAGE,
+                responses={
+                    200: (
+                        "The correlated message and the process instance it correlated to",
+                        obj(
+                            {"tenantId": STRING, "messageKey": KEY, "processInstanceKey": KEY},
+                            required=["messageKey", "processInstanceKey"],
+                        ),
+                    )
+                },
+                errors=(404,),
             ),
             Endpoint(
                 "POST",

@@ -85,7 +85,7 @@ def test_instances_and_one_instance(weir_rest: RestWeir, stub: Stub) -> None:
     assert shown["instance"]["processInstanceKey"] == str(key)
     assert {e["elementId"]: e["state"] for e in shown["elements"]}["task"] == "ACTIVE"
     assert {v["name"]: v["value"] for v in shown["variables"]} == {"orderId": "7", "customer": '"Ada"'}
-    assert shown["incidents"] == []
+    assert shown["incidents"] == [] and shown["userTasks"] == []
     text = weir(weir_rest, "instance", str(key)).stdout
     assert f"Instance {key} of {one.pid()} v1: ACTIVE" in text
     assert any("Task [SERVICE_TASK] ACTIVE" in line for line in text.split("Elements:")[1].splitlines())
@@ -110,6 +110,24 @@ def test_instance_draws_the_element_tree(weir_rest: RestWeir, stub: Stub) -> Non
     # the task is drawn inside its sub-process, which sits beside the process's start event
     assert indent(check) > indent(sub_process) == indent(start)
     assert tree.index(check) > tree.index(sub_process) > tree.index(start)
+
+
+def test_instance_lists_its_user_tasks(weir_rest: RestWeir, stub: Stub) -> None:
+    native = deploy(stub, "user-task-native.bpmn")
+    key = create(stub, native.pid(), {"reviewers": ["ann"], "due": "2031-05-01T12:00:00Z"})
+    task = in_history(weir_rest, "user-tasks", {"processInstanceKey": str(key)}, state="CREATED")
+    weir_rest.rest.call("POST", f"/v2/user-tasks/{task['userTaskKey']}/assignment", {"assignee": "ada"})
+    in_history(weir_rest, "user-tasks", {"processInstanceKey": str(key)}, assignee="ada")
+
+    shown = weir_json(weir_rest, "instance", str(key))
+    assert [(t["userTaskKey"], t["elementId"], t["state"], t["assignee"]) for t in shown["userTasks"]] == [
+        (task["userTaskKey"], "approve", "CREATED", "ada")
+    ]
+    out = weir(weir_rest, "instance", str(key))
+    assert out.returncode == 0, out.stderr
+    section = out.stdout.split("User tasks:")[1].splitlines()
+    assert section[1].split() == ["KEY", "ELEMENT", "STATE", "ASSIGNEE"]
+    assert section[2].split() == [task["userTaskKey"], "approve", "CREATED", "ada"]
 
 
 def test_incidents_and_resolve_give_the_job_retries_back(weir_rest: RestWeir, stub: Stub) -> None:

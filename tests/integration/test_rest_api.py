@@ -96,6 +96,7 @@ async def test_openapi_document_lists_what_is_served(http: aiohttp.ClientSession
         ("/v2/jobs/{jobKey}/error", "post"),
         ("/v2/jobs/{jobKey}", "patch"),
         ("/v2/messages/publication", "post"),
+        ("/v2/messages/correlation", "post"),
         ("/v2/signals/broadcast", "post"),
         ("/v2/incidents/{incidentKey}/resolution", "post"),
         ("/v2/decision-definitions/evaluation", "post"),

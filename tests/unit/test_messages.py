@@ -7,7 +7,7 @@ import math
 from pathlib import Path
 
 from broker.engine.partitioning import correlation_hash, subscription_partition
-from broker.protocol.enums import MessageIntent, RecordType, RejectionType, ValueType
+from broker.protocol.enums import MessageCorrelationIntent, MessageIntent, RecordType, RejectionType, ValueType
 from broker.protocol.record import Record
 from tests.unit.test_replay import Driver, accepted, check_replay_equals_live
 
@@ -143,5 +143,62 @@ async def test_payment_message_wins_over_the_timeout(tmp_path: Path) -> None:
     await asyncio.sleep(0.1)
     assert await d.activate("cancel-order") == []
     assert d.read(lambda s: list(s.iter_all("timers"))) == []
+    await d.close()
+    check_replay_equals_live(d.directory, tmp_path)
+
+
+async def correlate(d: Driver, name: str, key: str, variables: dict | None = None) -> Record:
+    value = {"name": name, "correlationKey": key, "variables": variables or {}, "tenantId": "<default>"}
+    return await d.send(ValueType.MESSAGE_CORRELATION, MessageCorrelationIntent.CORRELATE, value)
+
+
+async def test_correlate_answers_with_the_instance_that_took_the_message_and_buffers_nothing(tmp_path: Path) -> None:
+    d = Driver(tmp_path / "p" / "1")
+    d.open()
+    accepted(await d.deploy("message-catch.bpmn"))
+    nothing = await correlate(d, "approved", "r-1")
+    assert nothing.record_type == RecordType.COMMAND_REJECTION and nothing.rejection_type == RejectionType.NOT_FOUND
+    assert "'approved' and correlation key 'r-1', but none was found" in nothing.rejection_reason
+    created = accepted(await d.create("message-catch", {"requestId": "r-1"}))
+    await d.settle()
+    answer = await correlate(d, "approved", "r-1", {"approvedBy": "ann"})
+    assert answer.value_type == ValueType.MESSAGE_CORRELATION and answer.intent == MessageCorrelationIntent.CORRELATED
+    assert answer.value["processInstanceKey"] == created.value["processInstanceKey"]
+    assert len(await wait_for_jobs(d, "approved", 1)) == 1
+    await d.settle()
+    assert d.read(lambda s: s.messages.keys_for("approved", "r-1")) == [], "a correlated message is not buffered"
+    assert d.read(lambda s: s.async_requests.get(answer.key)) is None, "the answered request is forgotten"
+    accepted(await d.deploy("start-events/message-start.bpmn"))
+    started = await correlate(d, "order-placed", "o-1", {"orderId": "o-1"})
+    assert started.intent == MessageCorrelationIntent.CORRELATED and started.value["processInstanceKey"] > 0
+    blocked = await correlate(d, "order-placed", "o-1")
+    assert blocked.rejection_type == RejectionType.NOT_FOUND and "already active" in blocked.rejection_reason
+    await d.close()
+    check_replay_equals_live(d.directory, tmp_path)
+
+
+async def test_a_correlation_racing_the_instance_away_is_always_answered(tmp_path: Path) -> None:
+    """The instance is cancelled while the message is on its way to it: the request learns either that the instance
+    took the message or that nothing did (NOT_FOUND) — never nothing."""
+    d = Driver(tmp_path / "p" / "1")
+    d.open()
+    accepted(await d.deploy("message-catch.bpmn"))
+    outcomes = set()
+    for i in range(10):
+        created = accepted(await d.create("message-catch", {"requestId": f"race-{i}"}))
+        await d.settle()
+        answer, _ = await asyncio.gather(
+            correlate(d, "approved", f"race-{i}"), d.cancel(created.value["processInstanceKey"])
+        )
+        if answer.record_type == RecordType.COMMAND_REJECTION:
+            assert answer.rejection_type == RejectionType.NOT_FOUND, answer.rejection_reason
+            outcomes.add("not found" + (" on the way" if answer.key > 0 else " at once"))
+        else:
+            assert answer.value["processInstanceKey"] == created.value["processInstanceKey"]
+            outcomes.add("correlated")
+        await d.settle()
+        if answer.key > 0:
+            assert d.read(lambda s, key=answer.key: s.async_requests.get(key)) is None
+    print(f"outcomes of the race: {sorted(outcomes)}")
     await d.close()
     check_replay_equals_live(d.directory, tmp_path)

@@ -24,6 +24,7 @@ from broker.protocol.enums import (
     IncidentIntent,
     JobBatchIntent,
     JobIntent,
+    MessageCorrelationIntent,
     MessageIntent,
     ProcessInstanceCreationIntent,
     ProcessInstanceIntent,
@@ -1017,7 +1018,15 @@ async def _random_step(d: Driver, rng: random.Random, known: dict[str, set[int]]
             "variables": {"paid": rng.randint(1, 9)},
             "tenantId": TENANT,
         }
-        await d.send(ValueType.MESSAGE, MessageIntent.PUBLISH, value)
+        if rng.random() < 0.3:  # correlate at once instead: answered when the instance took it (or nothing did)
+            correlation = {k: value[k] for k in ("name", "correlationKey", "variables", "tenantId")}
+            task = asyncio.ensure_future(
+                d.send(ValueType.MESSAGE_CORRELATION, MessageCorrelationIntent.CORRELATE, correlation)
+            )
+            await asyncio.wait([task], timeout=0.05)
+            d.pending.append(task)
+        else:
+            await d.send(ValueType.MESSAGE, MessageIntent.PUBLISH, value)
     elif action == "signal":
         value = {"signalName": rng.choice(SIGNALS), "variables": {"signalled": rng.randint(1, 9)}, "tenantId": TENANT}
         await d.send(ValueType.SIGNAL, SignalIntent.BROADCAST, value)

@@ -25,6 +25,7 @@ from client.inspect_cli import RestClient
 from tests.harness import REPO, WeirProcess, eventually
 from tests.integration.clients import Stub, activate_now, complete, create, deploy
 from tests.integration.clients import pb as gateway_pb
+from tests.security import TokenIssuer, _key, make_certificates
 
 DRIVER = Path(__file__).with_name("drive.mjs")
 ARTIFACTS = Path(__file__).with_name("artifacts")
@@ -324,3 +325,59 @@ def challenge(w: WebWeir, scripted: bool) -> str | None:
 def weir_cli(w: WebWeir, *args: str) -> subprocess.CompletedProcess[str]:
     command = [sys.executable, "-m", "client.cli", *args, "--rest-address", w.process.rest_url]
     return subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=60)
+
+
+def test_sign_in_with_a_bearer_token_when_the_gateway_checks_jwts(tmp_path: Path) -> None:
+    """With OAuth on, the page signs in with an access token: a forged one is refused, a valid one lists instances."""
+    if not (shutil.which("node") and Path(CHROMIUM).exists() and (BROWSER_MODULES / "playwright-core").is_dir()):
+        pytest.fail("the browser test needs node, /usr/bin/chromium and playwright-core: run `make browser`")
+    audience = "weir-gateway"
+    with TokenIssuer(make_certificates(tmp_path / "certs"), {}) as issuer:
+        w = WebWeir(tmp_path)
+        w.process.env = {
+            "WEIR_GATEWAY_SECURITY_AUTHENTICATION_METHODS": "oauth",
+            "WEIR_GATEWAY_SECURITY_AUTHENTICATION_OAUTH_JWKS_PATH": str(issuer.write_jwks(tmp_path / "jwks.json")),
+            "WEIR_GATEWAY_SECURITY_AUTHENTICATION_OAUTH_ISSUER": issuer.issuer,
+            "WEIR_GATEWAY_SECURITY_AUTHENTICATION_OAUTH_AUDIENCE": audience,
+        }
+        w.process.start()
+        try:
+            token = issuer.token("ada", audience=audience)
+            bearer = [("authorization", f"Bearer {token}")]
+            w.rest = RestClient(w.process.rest_url, f"Bearer {token}", timeout=10)
+            with grpc.insecure_channel(w.process.address) as channel:
+                stub = Stub(channel)
+                content = (REPO / "tests" / "fixtures" / "bpmn" / "web-order.bpmn").read_bytes()
+                stub.DeployResource(
+                    gateway_pb.DeployResourceRequest(resources=[gateway_pb.Resource(name="o.bpmn", content=content)]),
+                    metadata=bearer,
+                    timeout=10,
+                )
+                request = gateway_pb.CreateProcessInstanceRequest(bpmnProcessId="web-order", version=-1)
+                key = stub.CreateProcessInstance(request, metadata=bearer, timeout=10).processInstanceKey
+            eventually(
+                lambda: w.rest.search("process-instances", {"processInstanceKey": str(key)}),
+                timeout=HISTORY_WAIT,
+                what="the instance in the history",
+            )
+            forged = issuer.token("ada", audience=audience, key=_key())
+            seen = drive(
+                w,
+                [
+                    {"open": "#/instances"},
+                    {"auth": {"scheme": "bearer", "token": forged, "me": "ada"}},
+                    {"texts": "#view h1"},
+                    {"auth": {"scheme": "bearer", "token": token, "me": "ada"}},
+                    {"waitFor": f"#view td a[href='#/instance/{key}']"},
+                    {"texts": "#view h1, #view td a, #auth-toggle"},
+                    {"screenshot": "bearer-signed-in"},
+                ],
+                "bearer-sign-in",
+            )
+            anonymous = challenge(w, scripted=True)
+        finally:
+            w.process.stop()
+    assert seen[0]["heading"] == "Sign in"
+    assert seen[2]["texts"] == ["Sign in"], "a forged token does not sign in"
+    assert {"Process instances", str(key), "Signed in as ada"} <= set(seen[5]["texts"])
+    assert anonymous is None
