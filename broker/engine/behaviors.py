@@ -360,12 +360,7 @@ def activate_element(
         value = like.for_element(element.id, bpmn.MULTI_INSTANCE_BODY, bpmn.UNSPECIFIED, scope_key)
     else:
         value = like.for_element(element.id, element.element_type, element.event_type, scope_key)
-    return ctx.follow_up(
-        ValueType.PROCESS_INSTANCE,
-        PI.ACTIVATE_ELEMENT,
-        key if key is not None else ctx.keys.next_key(),
-        value.to_dict(),
-    )
+    return ctx.instance_command(PI.ACTIVATE_ELEMENT, key if key is not None else ctx.keys.next_key(), value)
 
 
 # -- BPMN errors ---------------------------------------------------------------------------------------------

@@ -11,9 +11,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from broker.protocol.enums import RecordType, RejectionType, ValueType
+from broker.protocol.enums import ProcessInstanceIntent, RecordType, RejectionType, ValueType
 from broker.protocol.keys import KeyGenerator
 from broker.protocol.record import Record, RequestMetadata
+from broker.protocol.values import ProcessInstanceValue
 from broker.state.repositories import PartitionState
 
 
@@ -116,6 +117,26 @@ class ProcessingContext:
     def follow_up(self, value_type: ValueType, intent: int, key: int, value: dict) -> Record:
         """Write a command this partition processes next (in this round when the budget allows)."""
         rec = self._make(RecordType.COMMAND, value_type, intent, key, value)
+        self.followups.append(rec)
+        return rec
+
+    def instance_event(
+        self, intent: ProcessInstanceIntent, key: int, value: ProcessInstanceValue, as_dict: dict | None = None
+    ) -> Record:
+        """Write a PROCESS_INSTANCE event from its typed value (its applier reads that instead of decoding);
+        ``as_dict``: the value as a dict when the caller has it already (the command's)."""
+        rec = self._make(
+            RecordType.EVENT, ValueType.PROCESS_INSTANCE, intent, key, value.to_dict() if as_dict is None else as_dict
+        )
+        rec.typed = value
+        self._apply_event(self.state, rec)
+        return rec
+
+    def instance_command(self, intent: ProcessInstanceIntent, key: int, value: ProcessInstanceValue) -> Record:
+        """Write a PROCESS_INSTANCE follow-up command from its typed value (its processor reads that instead of
+        decoding)."""
+        rec = self._make(RecordType.COMMAND, ValueType.PROCESS_INSTANCE, intent, key, value.to_dict())
+        rec.typed = value
         self.followups.append(rec)
         return rec
 

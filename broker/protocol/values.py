@@ -63,6 +63,12 @@ class ProcessInstanceValue(NamedTuple):
         )
 
     @classmethod
+    def of_record(cls, record: Any) -> ProcessInstanceValue:
+        """The typed value of a PROCESS_INSTANCE record: the one it was written from, else decoded from its dict."""
+        typed = record.typed
+        return typed if typed is not None else cls.from_dict(record.value)
+
+    @classmethod
     def from_dict(cls, d: dict[str, Any]) -> ProcessInstanceValue:
         get = d.get
         return _new(

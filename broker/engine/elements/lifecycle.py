@@ -49,7 +49,7 @@ def _write_transition(ctx: ProcessingContext, inst: ElementInstance, intent: PI)
         raise IllegalTransition(
             f"element instance {inst.key}: {PI(inst.state).name} → {PI(intent).name} is not a legal transition"
         )
-    record = ctx.event(ValueType.PROCESS_INSTANCE, intent, inst.key, inst.value.to_dict())
+    record = ctx.instance_event(intent, inst.key, inst.value)
     return inst.with_state(intent), record
 
 
@@ -213,12 +213,8 @@ def take_flow(
     """
     v = inst.value
     scope_key = v.flow_scope_key
-    ctx.event(
-        ValueType.PROCESS_INSTANCE,
-        PI.SEQUENCE_FLOW_TAKEN,
-        ctx.keys.next_key(),
-        v.for_element(flow.id, "SEQUENCE_FLOW", bpmn.UNSPECIFIED, scope_key).to_dict(),
-    )
+    flow_value = v.for_element(flow.id, "SEQUENCE_FLOW", bpmn.UNSPECIFIED, scope_key)
+    ctx.instance_event(PI.SEQUENCE_FLOW_TAKEN, ctx.keys.next_key(), flow_value)
     target = process.element(flow.target_id)
     if target.is_join and registry.processor_for(target).activation_blocked(ctx, target, scope_key) is not None:
         return
