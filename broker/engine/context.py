@@ -72,6 +72,9 @@ class ProcessingContext:
         # Set by the stream processor for one command: the element activation at hand exceeds the step budget of its
         # process instance and must stop with an incident carrying this message instead of running.
         self.over_step_budget: str | None = None
+        # The dict form of each process-instance value written this round: an element's lifecycle events all carry
+        # the same value, so they share one dict (record values are never changed once written).
+        self._value_dicts: dict[ProcessInstanceValue, dict] = {}
 
     # -- the command at hand ---------------------------------------------------------------------------------
 
@@ -125,9 +128,7 @@ class ProcessingContext:
     ) -> Record:
         """Write a PROCESS_INSTANCE event from its typed value (its applier reads that instead of decoding);
         ``as_dict``: the value as a dict when the caller has it already (the command's)."""
-        rec = self._make(
-            RecordType.EVENT, ValueType.PROCESS_INSTANCE, intent, key, value.to_dict() if as_dict is None else as_dict
-        )
+        rec = self._make(RecordType.EVENT, ValueType.PROCESS_INSTANCE, intent, key, self._dict_of(value, as_dict))
         rec.typed = value
         self._apply_event(self.state, rec)
         return rec
@@ -135,10 +136,17 @@ class ProcessingContext:
     def instance_command(self, intent: ProcessInstanceIntent, key: int, value: ProcessInstanceValue) -> Record:
         """Write a PROCESS_INSTANCE follow-up command from its typed value (its processor reads that instead of
         decoding)."""
-        rec = self._make(RecordType.COMMAND, ValueType.PROCESS_INSTANCE, intent, key, value.to_dict())
+        rec = self._make(RecordType.COMMAND, ValueType.PROCESS_INSTANCE, intent, key, self._dict_of(value))
         rec.typed = value
         self.followups.append(rec)
         return rec
+
+    def _dict_of(self, value: ProcessInstanceValue, as_dict: dict | None = None) -> dict:
+        if as_dict is None:
+            as_dict = self._value_dicts.get(value)
+            if as_dict is None:
+                as_dict = self._value_dicts[value] = value.to_dict()
+        return as_dict
 
     def reject(self, rejection_type: RejectionType, reason: str) -> Record:
         """Reject the current command; its requester (if any) gets the rejection as response."""
