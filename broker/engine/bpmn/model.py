@@ -14,7 +14,7 @@ from __future__ import annotations
 import collections.abc as cabc
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Final, Literal, TypeVar
+from typing import Any, Final, Literal, TypeVar
 
 # --- element and event types -------------------------------------------------------------------
 
@@ -376,6 +376,9 @@ class Process:
     _inclusive_joins: cabc.Mapping[str, tuple[str, ...]] = field(default_factory=_frozen_mapping, repr=False)
     # Whether any element compensates or is compensated: instances of other processes skip that bookkeeping.
     uses_compensation: bool = False
+    # What the engine derives from the model once instead of for every instance (e.g. the events each element waits
+    # for, see ``lifecycle.subscription_targets``): filled on first use; the model itself never changes.
+    derived: dict[Any, Any] = field(default_factory=dict, compare=False, repr=False)
 
     @staticmethod
     def build(

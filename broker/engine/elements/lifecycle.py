@@ -88,7 +88,9 @@ def subscribe(
 ) -> bool:
     """Open the timer, message and signal subscriptions of the instance (its own, boundary and event sub-process
     events)."""
-    targets = registry.processor_of(inst.value).event_targets(process, element)
+    targets = subscription_targets(process, element, registry.processor_of(inst.value))
+    if not targets:
+        return True
     if element is not None and body_of(ctx, inst) is not None:  # the boundary events are the body's
         targets = [t for t in targets if t.attached_to_id != element.id]
     problem = events.open_subscriptions(ctx, targets, inst)
@@ -96,6 +98,22 @@ def subscribe(
         b.raise_incident(ctx, inst, "EXTRACT_VALUE_ERROR", problem)
         return False
     return True
+
+
+def subscription_targets(
+    process: bpmn.Process, element: bpmn.Element | None, processor: registry.ElementProcessor
+) -> tuple[bpmn.Element, ...]:
+    """The events an instance of ``element`` run by ``processor`` may open subscriptions for (timers, messages,
+    signals): none means it never owns one, so it has none to open or close. Derived once per element and kind."""
+    key = ("subscription_targets", element.id if element is not None else None, processor)
+    found = process.derived.get(key)
+    if found is None:
+        found = process.derived[key] = tuple(
+            t
+            for t in processor.event_targets(process, element)
+            if t.timer is not None or t.message is not None or t.signal_name is not None
+        )
+    return found
 
 
 def prepare(ctx: ProcessingContext, process: bpmn.Process, element: bpmn.Element, inst: ElementInstance) -> bool:
@@ -128,10 +146,12 @@ def complete(
     ``flows``: the outgoing flows to take (default: all). ``trigger``: the event an event-based gateway received;
     it moves to the winning catch event. A failing output mapping leaves the instance COMPLETING with an incident.
     """
+    processor = registry.processor_of(inst.value)
     if inst.state != PI.ELEMENT_COMPLETING:
         inst = transition(ctx, inst, PI.ELEMENT_COMPLETING)
-        events.close_subscriptions(ctx, inst)
-    processor = registry.processor_of(inst.value)
+        own = element if element is not None else element_of(process, inst)  # a body may come without one
+        if subscription_targets(process, own, processor):
+            events.close_subscriptions(ctx, inst)
     body = body_of(ctx, inst)
     if element is not None and element.output_mappings:
         failure = b.apply_output_mappings(ctx, element, inst)
