@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Final
 
 from broker.protocol.enums import ProcessInstanceIntent, RecordType, RejectionType, ValueType
 from broker.protocol.keys import KeyGenerator
@@ -36,6 +36,8 @@ class SideEffects:
 
 
 EventApplier = Callable[[PartitionState, Record], None]
+
+_NO_REJECTION: Final = RejectionType.NULL_VAL
 
 DEFAULT_MAX_BATCH_BYTES = 4 * 1024 * 1024 - 64 * 1024
 """What the jobs of one activation may take, rendered: the default max message size less the response's framing."""
@@ -87,16 +89,20 @@ class ProcessingContext:
     def _make(self, record_type: RecordType, value_type: ValueType, intent: int, key: int, value: dict) -> Record:
         cmd = self.command
         assert cmd is not None
+        # positional: a record is made for every event and command written, and keywords cost more to match
         rec = Record(
-            position=self.next_position,
-            key=key,
-            record_type=record_type,
-            value_type=value_type,
-            intent=int(intent),
-            timestamp=cmd.timestamp,
-            value=value,
-            source_position=cmd.position,
-            partition_id=self.partition_id,
+            self.next_position,
+            key,
+            record_type,
+            value_type,
+            int(intent),
+            cmd.timestamp,
+            value,
+            cmd.position,
+            _NO_REJECTION,
+            "",
+            None,
+            self.partition_id,
         )
         self.next_position += 1
         self.records.append(rec)

@@ -478,7 +478,7 @@ class Partition:
             state=self.state,
             keys=self.keys,
             partition_id=self.partition_id,
-            apply_event=self.engine.apply_event,
+            apply_event=self.engine.appliers.apply,  # what engine.apply_event calls, without the hop per event
             next_position=storage.last_position + 1,
         )
         now = self.clock()
