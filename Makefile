@@ -4,9 +4,9 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 DATA_DIR ?= ./data
 
-.PHONY: install run test lint proto bench clean node-clients
+.PHONY: install run test lint proto bench clean node-clients postgresql web browser
 
-install: $(VENV)/.installed
+install: $(VENV)/.installed web
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -19,19 +19,51 @@ run: install
 	$(VENV)/bin/weir start --data-dir $(DATA_DIR)
 
 ## test: install and run the linter and the whole test suite
-test: install node-clients lint
+test: install node-clients postgresql browser lint
 	$(PY) -m pytest -q -p no:cacheprovider
 
-## node-clients: zbctl and zeebe-node from the npm registry, for the compatibility tests
+## node-clients: zbctl, zeebe-node and @camunda8/sdk from the npm registry, for the compatibility tests
 NODE_CLIENTS := .cache/node-clients
 node-clients: $(NODE_CLIENTS)/.installed
 
-$(NODE_CLIENTS)/.installed:
+$(NODE_CLIENTS)/.installed: Makefile
 	@command -v npm >/dev/null || { [ "$$(id -u)" = 0 ] && apt-get update -qq && apt-get install -y -qq nodejs npm; }
 	mkdir -p $(NODE_CLIENTS)
 	cd $(NODE_CLIENTS) && npm install --no-package-lock --ignore-scripts --no-audit --no-fund --silent \
-		zbctl@8.4.1 zeebe-node@8.3.2
+		zbctl@8.4.1 zeebe-node@8.3.2 @camunda8/sdk@8.8.13
 	touch $@
+
+## web: the BPMN viewer (bpmn-js from the npm registry) for the gateway's web view, copied into gateway/web/dist/vendor
+WEB_CACHE := .cache/web
+WEB_VENDOR := gateway/web/dist/vendor
+BPMN_JS_VERSION := 18.31.1
+web: $(WEB_VENDOR)/bpmn-viewer.js
+
+# Without npm (and not root to install it) Weir still runs: the web view then says the diagram viewer is missing.
+$(WEB_VENDOR)/bpmn-viewer.js:
+	@command -v npm >/dev/null || { [ "$$(id -u)" = 0 ] && apt-get update -qq && apt-get install -y -qq nodejs npm; } || \
+		{ echo "note: no npm: the web view will run without its diagram viewer (make web installs it)"; exit 0; }; \
+	set -e; mkdir -p $(WEB_CACHE) $(WEB_VENDOR); \
+	cd $(WEB_CACHE) && npm install --no-package-lock --ignore-scripts --no-audit --no-fund --silent bpmn-js@$(BPMN_JS_VERSION); \
+	cd $(CURDIR) && cp $(WEB_CACHE)/node_modules/bpmn-js/dist/assets/diagram-js.css \
+		$(WEB_CACHE)/node_modules/bpmn-js/dist/assets/bpmn-js.css $(WEB_VENDOR)/ && \
+	cp $(WEB_CACHE)/node_modules/bpmn-js/dist/bpmn-viewer.production.min.js $@
+
+## browser: Debian's chromium and playwright-core (npm) for the web view's browser test
+BROWSER_CACHE := .cache/browser
+browser: $(BROWSER_CACHE)/.installed
+
+$(BROWSER_CACHE)/.installed:
+	@command -v npm >/dev/null || { [ "$$(id -u)" = 0 ] && apt-get update -qq && apt-get install -y -qq nodejs npm; }
+	@command -v chromium >/dev/null || { [ "$$(id -u)" = 0 ] && apt-get update -qq && apt-get install -y -qq chromium; }
+	mkdir -p $(BROWSER_CACHE)
+	cd $(BROWSER_CACHE) && npm install --no-package-lock --ignore-scripts --no-audit --no-fund --silent playwright-core@1.65.1
+	touch $@
+
+## postgresql: Debian's PostgreSQL server binaries, for the history exporter tests (they start their own server)
+postgresql:
+	@ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1 || command -v postgres >/dev/null || \
+		{ [ "$$(id -u)" = 0 ] && apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql; }
 
 lint: install
 	$(PY) -m ruff check .

@@ -58,7 +58,7 @@ DEFAULTS: dict[str, Any] = {
             "maxLimit": 5000,
             "expectedRtt": 0.2,
         },
-        # Exporters by id. `weir start` adds a JSON-lines exporter into <dataDir>/exports unless told otherwise.
+        # Exporters by id. `weir start` adds the history exporter (<dataDir>/history.db) unless told otherwise.
         "exporters": {},
     },
     "gateway": {
@@ -71,6 +71,11 @@ DEFAULTS: dict[str, Any] = {
         "requestTimeout": 15_000,
         # HTTP/2 streams a client connection may have open at once; clients queue calls beyond it.
         "maxConcurrentStreams": 2048,
+        # The REST API (Camunda 8.8 Orchestration Cluster API, /v2) on gateway.host; 0: a free port, -1: off.
+        "rest": {"port": 8080},
+        # The history store the REST API's searches read: sqlite:///path/history.db or postgresql://user@host/db.
+        # Empty: `weir start` reads <dataDir>/history.db; a standalone gateway answers searches with 503.
+        "history": {"url": ""},
         # Off by default: the gateway binds loopback only. Anything reachable from a network needs TLS and auth.
         "security": {
             # Server certificate and key (PEM); with clientCaPath, clients must present a certificate it signed.
@@ -290,6 +295,14 @@ def validate(config: dict[str, Any]) -> None:
         raise ConfigError("gateway.maxMessageSize: must be an integer of at least 1024 bytes")
     if not isinstance(gw["maxConcurrentStreams"], int) or gw["maxConcurrentStreams"] < 1:
         raise ConfigError("gateway.maxConcurrentStreams: must be a positive integer")
+    rest_port = gw["rest"]["port"]
+    if not isinstance(rest_port, int) or isinstance(rest_port, bool) or not -1 <= rest_port <= 65535:
+        raise ConfigError(f"gateway.rest.port: not a port number (0: a free one, -1: off): {rest_port!r}")
+    history_url = gw["history"]["url"]
+    if not isinstance(history_url, str) or (
+        history_url and not history_url.startswith(("sqlite:///", "postgresql://", "postgres://"))
+    ):
+        raise ConfigError(f"gateway.history.url: expected sqlite:///path or postgresql://…, got {history_url!r}")
     _validate_security(config)
     if config["logging"]["format"] not in ("text", "json"):
         raise ConfigError("logging.format: must be 'text' or 'json'")

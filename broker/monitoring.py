@@ -44,6 +44,9 @@ PARTITION_ROLE = Gauge("weir_partition_role", "0 leader, 1 follower, 2 inactive"
 BACKLOG = Gauge("weir_partition_backlog", "Commands waiting to be processed", ["partition"])
 LOG_POSITION = Gauge("weir_log_last_position", "Last position appended to the partition log", ["partition"])
 GRPC_REQUESTS = Counter("weir_gateway_requests_total", "Gateway requests by method and status code", ["method", "code"])
+REST_REQUESTS = Counter(
+    "weir_gateway_rest_requests_total", "REST API requests by route and HTTP status", ["route", "status"]
+)
 BACKPRESSURE_LIMIT = Gauge("weir_backpressure_limit", "Commands a partition leader admits in flight", ["partition"])
 BACKPRESSURE_IN_FLIGHT = Gauge("weir_backpressure_in_flight", "User commands in flight", ["partition"])
 BACKPRESSURE_DROPPED = Counter(

@@ -36,6 +36,10 @@ class NodeConfig:
     partitions: int = 1
     host: str = "127.0.0.1"
     gateway_port: int = 26500
+    # The embedded gateway's REST API (gateway.rest.port); 0: a free port, negative: off.
+    rest_port: int = 8080
+    # The history store REST searches read (gateway.history.url); None: searching answers 503.
+    history_url: str | None = None
     command_port: int = 26501
     monitoring_port: int = 9600
     embedded_gateway: bool = True
@@ -77,6 +81,8 @@ class BrokerNode:
         self.partitions: dict[int, Partition] = {}
         self.gateway_server: grpc.aio.Server | None = None
         self.gateway_port = 0
+        self.rest_server: Any = None
+        self.rest_port = 0
         self.command_server: grpc.aio.Server | None = None
         self.inter_partition: Any = None
         self.command_port = 0
@@ -199,6 +205,21 @@ class BrokerNode:
                 security=cfg.gateway_security,
             )
             log.info("gateway listening on %s:%d (gateway_protocol.Gateway)", cfg.host, self.gateway_port)
+            if cfg.rest_port >= 0:
+                from gateway.rest.server import RestConfig, RestServer
+                from gateway.service import VERSION as GATEWAY_VERSION
+
+                rest = RestConfig(
+                    host=cfg.host,
+                    port=cfg.rest_port,
+                    history_url=cfg.history_url,
+                    max_request_bytes=cfg.max_message_size,
+                )
+                self.rest_server = RestServer(
+                    service.commands, rest, security=cfg.gateway_security, gateway_version=GATEWAY_VERSION
+                )
+                self.rest_port = await self.rest_server.start()
+                log.info("REST API on http://%s:%d/v2 (Camunda 8.8 v2 API)", cfg.host, self.rest_port)
         self.started = True
 
     def topology(self) -> dict:
@@ -220,6 +241,8 @@ class BrokerNode:
         }
 
     async def stop(self) -> None:
+        if self.rest_server is not None:
+            await self.rest_server.close()
         if self.gateway_server is not None:
             await self.gateway_server.stop(grace=1.0)
         if self.command_server is not None:

@@ -84,7 +84,7 @@ class Stats:
         second = int(time.monotonic() - self.started)
         self.timeline.setdefault(second, [0, 0])[index] += 1
 
-    def summary(self, elapsed: float, broker_rss_mb: float | None) -> dict[str, Any]:
+    def summary(self, elapsed: float, broker_rss_mb: float | None, broker_cpu_s: float | None = None) -> dict[str, Any]:
         lat = sorted(self.latencies)
         act = sorted(self.activation)
         return {
@@ -106,6 +106,10 @@ class Stats:
             "lastError": self.last_error,
             "errorsByKind": self.errors_by_kind,
             "brokerPeakRssMb": broker_rss_mb,
+            # Broker CPU (all its threads) per completed instance: what a configuration costs, even on a busy machine.
+            "brokerCpuMsPerInstance": (
+                round(broker_cpu_s * 1000 / self.completed, 2) if broker_cpu_s is not None and self.completed else None
+            ),
             "timeline": [[second, *self.timeline[second]] for second in sorted(self.timeline)],
         }
 
@@ -237,6 +241,7 @@ class Bench:
             await asyncio.sleep(0.3)  # streams registered before the first job is created
         progress = asyncio.create_task(self.progress()) if not self.args.json else None
         self.stats = Stats()
+        cpu_at_start = cpu_seconds(self.args.broker_pid)
         if role == "worker":
             await asyncio.sleep(max(0.0, self.stop_at - time.monotonic()))
         else:
@@ -249,7 +254,20 @@ class Bench:
         await self.channel.close()
         if progress:
             print(file=sys.stderr)
-        return self.stats.summary(elapsed, peak_rss_mb(self.args.broker_pid))
+        cpu_at_end = cpu_seconds(self.args.broker_pid)
+        cpu = cpu_at_end - cpu_at_start if cpu_at_start is not None and cpu_at_end is not None else None
+        return self.stats.summary(elapsed, peak_rss_mb(self.args.broker_pid), cpu)
+
+
+def cpu_seconds(pid: int | None) -> float | None:
+    """User + system CPU seconds the process has used so far (Linux /proc; None elsewhere)."""
+    if not pid:
+        return None
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError):
+        return None
 
 
 def peak_rss_mb(pid: int | None) -> float | None:

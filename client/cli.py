@@ -56,6 +56,8 @@ def _node_config(args: argparse.Namespace, *, embedded_gateway: bool) -> Any:
         partitions=_pick(args.partitions, b["cluster"]["partitionsCount"]),
         host=_pick(args.host, b["host"]),
         gateway_port=_pick(args.gateway_port, g["port"]),
+        rest_port=_pick(args.rest_port, g["rest"]["port"]),
+        history_url=_history_url(args, b, g),
         command_port=_pick(args.command_port, b["ports"]["command"]),
         monitoring_port=_pick(args.monitoring_port, b["ports"]["monitoring"]),
         embedded_gateway=embedded_gateway,
@@ -79,6 +81,20 @@ def _node_config(args: argparse.Namespace, *, embedded_gateway: bool) -> Any:
         max_concurrent_streams=g["maxConcurrentStreams"],
         command_api_security=_command_api_security(cfg),
     )
+
+
+def _history_url(args: argparse.Namespace, broker_cfg: dict[str, Any], gateway_cfg: dict[str, Any]) -> str | None:
+    """gateway.history.url, else the database of a history exporter this node runs, else for `weir start` the
+    history database in its data folder (where its default exporter writes)."""
+    if gateway_cfg["history"]["url"]:
+        return str(gateway_cfg["history"]["url"])
+    for exporter in broker_cfg["exporters"].values():
+        if exporter.get("className") == "exporters.history.HistoryExporter" and (exporter.get("args") or {}).get("url"):
+            return str(exporter["args"]["url"])
+    if getattr(args, "command", "") == "start":
+        data_dir = Path(_pick(args.data_dir, broker_cfg["dataDir"]))
+        return f"sqlite:///{(data_dir / 'history.db').resolve()}"
+    return None
 
 
 def _command_api_security(cfg: dict[str, Any]) -> Any:
@@ -108,15 +124,16 @@ def _backpressure(cfg: dict[str, Any]) -> Any:
 
 
 def _exporters(args: argparse.Namespace, broker_cfg: dict[str, Any]) -> dict[str, Any]:
-    """Configured exporters; `weir start` adds a JSON-lines file exporter so a newcomer sees records at once."""
+    """Configured exporters; `weir start` adds the history exporter (SQLite, DATA_DIR/history.db) so what runs can
+    be searched at once."""
     from exporters import validate_exporter_configs
 
     exporters = dict(broker_cfg["exporters"])
     if getattr(args, "command", "") == "start" and not exporters and not args.no_exporter:
         data_dir = Path(_pick(args.data_dir, broker_cfg["dataDir"]))
-        exporters["jsonl"] = {
-            "className": "exporters.jsonl.JsonLinesExporter",
-            "args": {"directory": str((data_dir / "exports").resolve())},
+        exporters["history"] = {
+            "className": "exporters.history.HistoryExporter",
+            "args": {"url": f"sqlite:///{(data_dir / 'history.db').resolve()}"},
         }
     validate_exporter_configs(exporters)
     return exporters
@@ -157,7 +174,8 @@ def _run_node(args: argparse.Namespace, *, embedded_gateway: bool) -> int:
         gc_policy.apply_after_startup()
         print(
             f"Weir is running: gateway {node_config.host}:{node.gateway_port}, "
-            f"data in {node_config.data_dir.resolve()}, "
+            + (f"REST API http://{node_config.host}:{node.rest_port}/v2, " if node.rest_server is not None else "")
+            + f"data in {node_config.data_dir.resolve()}, "
             f"monitoring http://{node_config.host}:{node.monitoring.port if node.monitoring else '-'}",
             flush=True,
         )
@@ -206,6 +224,8 @@ def cmd_gateway(args: argparse.Namespace) -> int:
         contact_points=args.broker or g["contactPoints"],
         host=_pick(args.host, g["host"]),
         port=_pick(args.gateway_port, g["port"]),
+        rest_port=_pick(args.rest_port, g["rest"]["port"]),
+        history_url=g["history"]["url"] or None,
         monitoring_port=_pick(args.monitoring_port, g["monitoringPort"]),
         max_message_size=_pick(args.max_message_size, g["maxMessageSize"]),
         long_poll_ms=g["longPollTimeout"],
@@ -300,24 +320,9 @@ def _stub(args: argparse.Namespace) -> Any:
 
     from gateway.api import gateway_pb2_grpc
 
-    env = os.environ.get
-    ca_cert = getattr(args, "ca_cert", None) or env("ZEEBE_CA_CERTIFICATE_PATH")
+    ca_cert = getattr(args, "ca_cert", None) or os.environ.get("ZEEBE_CA_CERTIFICATE_PATH")
     client_cert, client_key = getattr(args, "client_cert", None), getattr(args, "client_key", None)
-    client_id = getattr(args, "client_id", None) or env("ZEEBE_CLIENT_ID")
-    client_secret = getattr(args, "client_secret", None) or env("ZEEBE_CLIENT_SECRET")
-    username = getattr(args, "username", None) or env("ZEEBE_BASIC_AUTH_USERNAME")
-    password = getattr(args, "password", None) or env("ZEEBE_BASIC_AUTH_PASSWORD") or ""
-    authorization = ""
-    if client_id or client_secret:
-        token_url = getattr(args, "authz_url", None) or env("ZEEBE_AUTHORIZATION_SERVER_URL")
-        audience = getattr(args, "audience", None) or env("ZEEBE_TOKEN_AUDIENCE") or ""
-        if not (client_id and client_secret and token_url):
-            raise SystemExit("error: OAuth needs --client-id, --client-secret and --authz-url (or ZEEBE_… variables)")
-        authorization = "Bearer " + _fetch_token(token_url, client_id, client_secret, audience, ca_cert, args.timeout)
-    elif username:
-        import base64
-
-        authorization = "Basic " + base64.b64encode(f"{username}:{password}".encode()).decode()
+    authorization = authorization_header(args)
     tls = bool(ca_cert or client_cert or getattr(args, "tls", False))
     if tls:
         credentials = grpc.ssl_channel_credentials(
@@ -336,6 +341,28 @@ def _stub(args: argparse.Namespace) -> Any:
         if authorization:
             channel = grpc.intercept_channel(channel, _header_interceptor(("authorization", authorization)))
     return gateway_pb2_grpc.GatewayStub(channel)
+
+
+def authorization_header(args: argparse.Namespace) -> str:
+    """The authorization header value the flags (or ZEEBE_… variables) ask for: OAuth bearer, basic, or none."""
+    env = os.environ.get
+    ca_cert = getattr(args, "ca_cert", None) or env("ZEEBE_CA_CERTIFICATE_PATH")
+    client_id = getattr(args, "client_id", None) or env("ZEEBE_CLIENT_ID")
+    client_secret = getattr(args, "client_secret", None) or env("ZEEBE_CLIENT_SECRET")
+    username = getattr(args, "username", None) or env("ZEEBE_BASIC_AUTH_USERNAME")
+    password = getattr(args, "password", None) or env("ZEEBE_BASIC_AUTH_PASSWORD") or ""
+    authorization = ""
+    if client_id or client_secret:
+        token_url = getattr(args, "authz_url", None) or env("ZEEBE_AUTHORIZATION_SERVER_URL")
+        audience = getattr(args, "audience", None) or env("ZEEBE_TOKEN_AUDIENCE") or ""
+        if not (client_id and client_secret and token_url):
+            raise SystemExit("error: OAuth needs --client-id, --client-secret and --authz-url (or ZEEBE_… variables)")
+        authorization = "Bearer " + _fetch_token(token_url, client_id, client_secret, audience, ca_cert, args.timeout)
+    elif username:
+        import base64
+
+        authorization = "Basic " + base64.b64encode(f"{username}:{password}".encode()).decode()
+    return authorization
 
 
 def _fetch_token(url: str, client_id: str, secret: str, audience: str, ca_cert: str | None, timeout: float) -> str:
@@ -461,6 +488,7 @@ def _add_node_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--data-dir", help="data folder (./data)")
     p.add_argument("--host", help="address to bind (127.0.0.1)")
     p.add_argument("--gateway-port", type=int, help="client gRPC port (26500)")
+    p.add_argument("--rest-port", type=int, help="REST API port (8080; 0: a free one, -1: off)")
     p.add_argument("--command-port", type=int, help="broker command port (26501)")
     p.add_argument("--monitoring-port", type=int, help="metrics and probes port (9600)")
     p.add_argument("--partitions", type=int, help="partitions on this node (1)")
@@ -497,7 +525,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("start", help="run a single-node Weir: one broker with an embedded gateway")
     _add_node_args(p)
     p.add_argument(
-        "--no-exporter", action="store_true", help="do not add the default JSON-lines exporter (DATA_DIR/exports)"
+        "--no-exporter", action="store_true", help="do not add the default history exporter (DATA_DIR/history.db)"
     )
     p.set_defaults(fn=cmd_start)
 
@@ -511,6 +539,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--broker", action="append", help="broker command API address (repeatable; 127.0.0.1:26501)")
     p.add_argument("--host", help="address to bind (127.0.0.1)")
     p.add_argument("--gateway-port", type=int, help="client gRPC port (26500)")
+    p.add_argument("--rest-port", type=int, help="REST API port (8080; 0: a free one, -1: off)")
     p.add_argument("--monitoring-port", type=int, help="metrics and probes port (9600)")
     p.add_argument("--max-message-size", type=int, help="max gRPC message in bytes (4 MiB)")
     _add_logging_args(p)
@@ -586,6 +615,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--output", choices=("text", "json"), default="text")
     _add_client_args(p)
     p.set_defaults(fn=cmd_status)
+
+    from client.inspect_cli import add_parsers as add_inspect_parsers
+
+    add_inspect_parsers(sub, _add_client_args)
     return parser
 
 
@@ -598,6 +631,11 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as e:
         import grpc
 
+        from client.inspect_cli import RestError
+
+        if isinstance(e, RestError):
+            print(f"error: {e}", file=sys.stderr)
+            return 1
         if isinstance(e, grpc.RpcError):
             print(f"error: {e.code().name}: {e.details()}", file=sys.stderr)  # type: ignore[attr-defined]
             return 1

@@ -209,6 +209,7 @@ def plan(args: argparse.Namespace) -> dict[str, Any]:
         )
     gateway_port = args.gateway_port or free_port()
     gateway_monitoring = free_port()
+    rest_port = free_port()
     gateway_command = [
         sys.executable,
         "-m",
@@ -216,6 +217,8 @@ def plan(args: argparse.Namespace) -> dict[str, Any]:
         "gateway",
         "--gateway-port",
         str(gateway_port),
+        "--rest-port",
+        str(rest_port),
         "--monitoring-port",
         str(gateway_monitoring),
         *[a for b in brokers for a in ("--broker", f"{b['host']}:{b['commandPort']}")],
@@ -227,6 +230,7 @@ def plan(args: argparse.Namespace) -> dict[str, Any]:
         "replicationFactor": args.replication,
         "gateway": {
             "address": f"127.0.0.1:{gateway_port}",
+            "restUrl": f"http://127.0.0.1:{rest_port}",
             "monitoringPort": gateway_monitoring,
             "pid": 0,
             "log": str(data_dir / "gateway.log"),

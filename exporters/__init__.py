@@ -1,4 +1,4 @@
-"""Exporters: plugins that ship a partition's committed records elsewhere (Elasticsearch, JSON-lines files).
+"""Exporters: plugins that ship a partition's committed records elsewhere (the SQL history, Elasticsearch, JSON lines).
 
 The SPI (`Exporter`, `Context`, `Controller`, `RecordFilter`) is all a custom exporter needs; the broker runs
 exporters through `ExporterDirector` on each partition leader.

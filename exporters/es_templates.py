@@ -66,6 +66,8 @@ _JOB_FIELDS: Mapping = {
     "jobListenerEventType": KEYWORD,
     "changedAttributes": TEXT,
     "tags": KEYWORD,
+    # the worker's job result: a task listener's denial or corrections, an ad-hoc sub-process's choice
+    "result": STORED_ONLY,
 }
 
 _PROCESS_METADATA: Mapping = _object(
@@ -92,7 +94,7 @@ VALUE_PROPERTIES: dict[ValueType, Mapping] = {
         "jobs": {
             "type": "nested",
             "dynamic": "strict",
-            "properties": {**_JOB_FIELDS, "deadline": DATE, "listenerEventType": KEYWORD},
+            "properties": {**_JOB_FIELDS, "deadline": DATE, "listenerEventType": KEYWORD, "userTask": STORED_ONLY},
         },
         "truncated": BOOLEAN,
         "tenantIds": KEYWORD,
@@ -241,6 +243,31 @@ VALUE_PROPERTIES: dict[ValueType, Mapping] = {
     ValueType.RESOURCE_DELETION: {
         "resourceKey": LONG,
         "tenantId": KEYWORD,
+    },
+    ValueType.USER_TASK: {
+        "userTaskKey": LONG,
+        "assignee": KEYWORD,
+        "candidateGroupsList": KEYWORD,
+        "candidateUsersList": KEYWORD,
+        "dueDate": KEYWORD,
+        "followUpDate": KEYWORD,
+        "formKey": LONG,
+        "externalFormReference": KEYWORD,
+        "variables": STORED_ONLY,
+        "customHeaders": STORED_ONLY,
+        "bpmnProcessId": KEYWORD,
+        "processDefinitionVersion": INTEGER,
+        "processDefinitionKey": LONG,
+        "processInstanceKey": LONG,
+        "elementId": KEYWORD,
+        "elementInstanceKey": LONG,
+        "tenantId": KEYWORD,
+        "changedAttributes": KEYWORD,
+        "action": KEYWORD,
+        "creationTimestamp": LONG,
+        "priority": INTEGER,
+        "deniedReason": TEXT,
+        "corrections": STORED_ONLY,  # on COMPLETE_TASK_LISTENER commands
     },
     ValueType.PROCESS_EVENT: {
         "scopeKey": LONG,

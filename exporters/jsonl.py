@@ -1,7 +1,7 @@
 """The JSON-lines file exporter: every record as one line of Zeebe's record JSON, one file per partition.
 
-The default exporter of ``weir start``, so a newcomer sees the records without running any server
-(``tail -f data/exports/partition-1.jsonl``).
+Configured by id like any exporter (``weir start`` exports to the SQL history by default); handy to watch the raw
+records without running any server (``tail -f data/exports/partition-1.jsonl``).
 
 - The active file is ``<directory>/partition-<id>.jsonl``; when it passes ``maxFileSize`` bytes it is
   rotated to ``partition-<id>.jsonl.1`` (older files shift to ``.2``, ``.3``…); ``maxFiles`` files are kept.

@@ -11,8 +11,9 @@ from typing import TYPE_CHECKING
 from broker import gc_policy
 from broker.monitoring import MonitoringServer
 from gateway.remote import RemoteBrokerClient
+from gateway.rest.server import RestConfig, RestServer
 from gateway.server import start_gateway_server
-from gateway.service import GatewayService
+from gateway.service import VERSION, GatewayService
 
 if TYPE_CHECKING:
     from broker.command_api import CommandApiSecurity
@@ -31,6 +32,10 @@ class GatewayConfig:
     long_poll_ms: int = 10_000
     request_timeout_ms: int = 15_000
     max_concurrent_streams: int = 2048
+    # The REST API (gateway.rest.port); 0: a free port, negative: off.
+    rest_port: int = 8080
+    # The history store REST searches read (gateway.history.url); None: searching answers 503.
+    history_url: str | None = None
     # TLS and authentication of the client API (gateway.auth.GatewaySecurity); None: open, as on loopback.
     security: GatewaySecurity | None = None
     # How to reach the brokers' command API; None: plaintext, no secret.
@@ -57,6 +62,23 @@ async def run_gateway(config: GatewayConfig, stop: asyncio.Event) -> int:
         security=config.security,
     )
 
+    rest: RestServer | None = None
+    rest_port = 0
+    if config.rest_port >= 0:
+        rest_config = RestConfig(
+            host=config.host,
+            port=config.rest_port,
+            history_url=config.history_url,
+            max_request_bytes=config.max_message_size,
+        )
+        rest = RestServer(service.commands, rest_config, security=config.security, gateway_version=VERSION)
+        try:
+            rest_port = await rest.start()
+        except OSError:
+            await server.stop(grace=None)
+            await client.close()
+            raise
+
     def ready() -> tuple[bool, dict]:
         return client.knows_all_leaders(), {"leaders": len(client.partition_ids)}
 
@@ -66,8 +88,14 @@ async def run_gateway(config: GatewayConfig, stop: asyncio.Event) -> int:
     if config.monitoring_port >= 0:
         await monitoring.start()
     gc_policy.apply_after_startup()
-    print(f"Weir gateway is running on {config.host}:{port}, brokers {', '.join(config.contact_points)}", flush=True)
+    rest_note = f", REST API http://{config.host}:{rest_port}/v2" if rest is not None else ""
+    print(
+        f"Weir gateway is running on {config.host}:{port}{rest_note}, brokers {', '.join(config.contact_points)}",
+        flush=True,
+    )
     await stop.wait()
+    if rest is not None:
+        await rest.close()
     await server.stop(grace=1.0)
     await monitoring.close()
     await client.close()

@@ -1,57 +1,47 @@
-"""The Zeebe gateway protocol (``gateway_protocol.Gateway``) on top of a :class:`BrokerClient`.
+"""The Zeebe gateway protocol (``gateway_protocol.Gateway``) on top of :class:`GatewayCommands`.
 
-Each RPC validates its request, turns it into a command for the partition that owns it (creations round-robin,
-keyed commands by the partition in the key), and maps the response or rejection to what Zeebe clients expect:
-rejection types to gRPC status codes, with Zeebe's ``Command 'X' rejected with code 'Y': reason`` messages.
+Each RPC reads its request message, hands plain values to the transport-neutral commands (validation, partition
+routing, timeouts, rejections: gateway/commands.py) and renders the record they return as a reply message. A
+:class:`CommandError` becomes the gRPC status of its code, with Zeebe's ``Command 'X' rejected with code 'Y': reason``
+messages for rejections.
 """
 
 from __future__ import annotations
 
 import asyncio
 import functools
-import itertools
 import json
 import logging
 import os
-import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, NoReturn
 
 import grpc
 
 from broker import monitoring
-from broker.engine.job_processors import activation_request
-from broker.engine.partitioning import subscription_partition
-from broker.protocol.documents import InvalidDocumentError, find_problem
-from broker.protocol.enums import (
-    DecisionEvaluationIntent,
-    DeploymentIntent,
-    IncidentIntent,
-    JobBatchIntent,
-    JobIntent,
-    MessageIntent,
-    ProcessInstanceCreationIntent,
-    ProcessInstanceIntent,
-    RecordType,
-    RejectionType,
-    ResourceDeletionIntent,
-    SignalIntent,
-    ValueType,
-    VariableDocumentIntent,
-)
+from broker.protocol.enums import JobIntent, ValueType
 from broker.protocol.keys import partition_of
-from broker.protocol.limits import MAX_DURATION_MS, duration_problem
 from broker.protocol.record import Record
-from broker.stream.partition import BackpressureError, PartitionUnavailableError
 from gateway.api import gateway_pb2 as pb
 from gateway.api import gateway_pb2_grpc as pb_grpc
 from gateway.broker_client import BrokerClient
+from gateway.commands import (
+    DEFAULT_LONG_POLL_MS,
+    DEFAULT_REQUEST_TIMEOUT_MS,
+    TENANT,
+    CommandError,
+    ErrorCode,
+    GatewayCommands,
+    check_tenant,
+    check_tenants,
+    invalid,
+    parse_variables,
+    validate_activation,
+)
+from gateway.job_results import job_result as build_job_result
 
 log = logging.getLogger("weir.gateway")
 
-TENANT = "<default>"
-DEFAULT_LONG_POLL_MS = 10_000
-DEFAULT_REQUEST_TIMEOUT_MS = 15_000
 VERSION = "8.5.0-weir"
 #: Pushed jobs one StreamActivatedJobs stream may hold while its client has not read them. Beyond, the broker's
 #: pushes are refused and the jobs made activatable again at once (for polling workers), so a worker that stops
@@ -60,80 +50,11 @@ VERSION = "8.5.0-weir"
 #: WEIR_MAX_PENDING_PUSHES sets it.
 MAX_PENDING_PUSHES = int(os.environ.get("WEIR_MAX_PENDING_PUSHES", "1024"))
 
-_STATUS = {
-    RejectionType.INVALID_ARGUMENT: grpc.StatusCode.INVALID_ARGUMENT,
-    RejectionType.NOT_FOUND: grpc.StatusCode.NOT_FOUND,
-    RejectionType.ALREADY_EXISTS: grpc.StatusCode.ALREADY_EXISTS,
-    RejectionType.INVALID_STATE: grpc.StatusCode.FAILED_PRECONDITION,
-    RejectionType.PROCESSING_ERROR: grpc.StatusCode.INTERNAL,
-}
-
-
-class _Abort(Exception):
-    def __init__(self, code: grpc.StatusCode, message: str) -> None:
-        super().__init__(message)
-        self.code = code
-        self.message = message
-
-
-def _fail(code: grpc.StatusCode, message: str) -> NoReturn:
-    raise _Abort(code, message)
-
-
-def _reject_non_json_constant(name: str) -> NoReturn:
-    """Python's json module accepts NaN and Infinity; JSON (and every other Zeebe client) does not."""
-    raise ValueError(f"'{name}' is not a JSON value")
-
-
-def parse_variables(text: str, what: str = "variables") -> dict[str, Any]:
-    """A JSON object document, as every variables field must be; '' means {}."""
-    if not text:
-        return {}
-    try:
-        value = json.loads(text, parse_constant=_reject_non_json_constant)
-    except (ValueError, RecursionError) as e:
-        _fail(
-            grpc.StatusCode.INVALID_ARGUMENT,
-            f"Expected to parse {what} as a JSON object, but it is not valid JSON: {e}",
-        )
-    if not isinstance(value, dict):
-        _fail(
-            grpc.StatusCode.INVALID_ARGUMENT,
-            f"Expected {what} to be a JSON object, but got a JSON {type(value).__name__}: '{text[:100]}'",
-        )
-    problem = find_problem(value, json_only=True)
-    if problem:
-        _fail(grpc.StatusCode.INVALID_ARGUMENT, f"Expected {what} to be a valid JSON document, but the {problem}")
-    return value
-
-
-def _check_duration(name: str, value: int, *, minimum: int) -> None:
-    problem = duration_problem(name, value, minimum=minimum)
-    if problem:
-        _fail(grpc.StatusCode.INVALID_ARGUMENT, problem)
-
-
-def _check_request_timeout(value: int) -> None:
-    """``requestTimeout``: 0 means the default and negative values mean none; only the upper bound is checked."""
-    if value > MAX_DURATION_MS:
-        _check_duration("requestTimeout", value, minimum=0)
+STATUS_CODES = {code: grpc.StatusCode[code.value] for code in ErrorCode}
 
 
 def _dumps(value: Any) -> str:
     return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
-
-
-def _check_tenant(tenant_id: str) -> None:
-    if tenant_id not in ("", TENANT):
-        _fail(
-            grpc.StatusCode.INVALID_ARGUMENT,
-            f"Expected tenant id to be '{TENANT}' (multi-tenancy is disabled), but got '{tenant_id}'",
-        )
-
-
-def _check_tenants(tenant_ids: Any) -> None:
-    for t in tenant_ids:
-        _check_tenant(t)
 
 
 def activated_job(key: int, job: dict) -> pb.ActivatedJob:
@@ -152,6 +73,54 @@ def activated_job(key: int, job: dict) -> pb.ActivatedJob:
         deadline=job["deadline"],
         variables=_dumps(job.get("variables") or {}),
         tenantId=TENANT,
+        kind=pb.ActivatedJob.JobKind.Value(job.get("jobKind") or "BPMN_ELEMENT"),
+        listenerEventType=pb.ActivatedJob.ListenerEventType.Value(job.get("jobListenerEventType") or "UNSPECIFIED"),
+        userTask=_user_task_properties(job["userTask"]) if job.get("userTask") else None,
+    )
+
+
+def _user_task_properties(task: dict) -> pb.UserTaskProperties:
+    return pb.UserTaskProperties(
+        action=task["action"],
+        assignee=task["assignee"],
+        candidateGroups=task["candidateGroups"],
+        candidateUsers=task["candidateUsers"],
+        changedAttributes=task["changedAttributes"],
+        dueDate=task["dueDate"],
+        followUpDate=task["followUpDate"],
+        formKey=task["formKey"],
+        priority=task["priority"],
+        userTaskKey=task["userTaskKey"],
+    )
+
+
+def job_result(result: pb.JobResult) -> dict[str, Any]:
+    """CompleteJobRequest.result as the JOB COMPLETE command carries it: a task listener's denial or corrections (only
+    those present: an absent one keeps the task's value), or a job-worker ad-hoc sub-process's choice of elements."""
+    corrections: dict[str, Any] = {}
+    if result.HasField("corrections"):
+        c = result.corrections
+        for name in ("assignee", "dueDate", "followUpDate", "priority"):
+            if c.HasField(name):
+                corrections[name] = getattr(c, name)
+        for name in ("candidateUsers", "candidateGroups"):
+            if c.HasField(name):
+                corrections[name] = list(getattr(c, name).values)
+    activate = [
+        (
+            item.elementId,
+            parse_variables(item.variables, f"the variables of activateElements[{n}] ('{item.elementId}')"),
+        )
+        for n, item in enumerate(result.activateElements)
+    ]
+    return build_job_result(
+        result.type,
+        denied=result.denied,
+        denied_reason=result.deniedReason,
+        corrections=corrections,
+        activate_elements=activate,
+        completion_condition_fulfilled=result.isCompletionConditionFulfilled,
+        cancel_remaining_instances=result.isCancelRemainingInstances,
     )
 
 
@@ -176,40 +145,8 @@ def _evaluated_decision(d: dict) -> pb.EvaluatedDecision:
     )
 
 
-class _JobWaiters:
-    """Long-polling ActivateJobs requests parked per job type, woken by brokers' jobs-available notices."""
-
-    def __init__(self) -> None:
-        self._generation: dict[str, int] = {}
-        self._events: dict[str, asyncio.Event] = {}
-
-    def generation(self, job_type: str) -> int:
-        return self._generation.get(job_type, 0)
-
-    def notify(self, _partition_id: int, types: set[str]) -> None:
-        for t in types:
-            self._generation[t] = self._generation.get(t, 0) + 1
-            ev = self._events.pop(t, None)
-            if ev is not None:
-                ev.set()
-
-    async def wait(self, job_type: str, seen: int, timeout: float) -> bool:
-        """Wait until the type's generation moves past ``seen``; False on timeout."""
-        if self.generation(job_type) != seen:
-            return True
-        ev = self._events.get(job_type)
-        if ev is None:
-            ev = asyncio.Event()
-            self._events[job_type] = ev
-        try:
-            await asyncio.wait_for(ev.wait(), timeout)
-            return True
-        except TimeoutError:
-            return self.generation(job_type) != seen
-
-
 def _unary(method: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
-    """Turn a validation failure or rejection (``_Abort``) raised anywhere in an RPC into its gRPC status."""
+    """Turn a :class:`CommandError` raised anywhere in an RPC into its gRPC status."""
 
     counted = {code: monitoring.GRPC_REQUESTS.labels(method.__name__, code.name) for code in grpc.StatusCode}
 
@@ -217,13 +154,19 @@ def _unary(method: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any
     async def wrapper(self: Any, request: Any, context: grpc.aio.ServicerContext) -> Any:
         try:
             reply = await method(self, request, context)
-        except _Abort as e:
-            counted[e.code].inc()
-            await context.abort(e.code, e.message)
+        except CommandError as e:
+            status = STATUS_CODES[e.code]
+            counted[status].inc()
+            await context.abort(status, e.message)
         counted[grpc.StatusCode.OK].inc()
         return reply
 
     return wrapper
+
+
+async def _abort(context: grpc.aio.ServicerContext, e: CommandError) -> NoReturn:
+    await context.abort(STATUS_CODES[e.code], e.message)
+    raise AssertionError("unreachable")
 
 
 class GatewayService(pb_grpc.GatewayServicer):
@@ -236,77 +179,18 @@ class GatewayService(pb_grpc.GatewayServicer):
         long_poll_ms: int = DEFAULT_LONG_POLL_MS,
         request_timeout_ms: int = DEFAULT_REQUEST_TIMEOUT_MS,
         max_message_size: int = 4 * 1024 * 1024,
+        commands: GatewayCommands | None = None,
     ) -> None:
         self.client = client
         self.max_message_size = max_message_size
-        self.long_poll_ms = long_poll_ms
-        self.request_timeout_ms = request_timeout_ms
-        self._round_robin = itertools.count()
-        self._waiters = _JobWaiters()
-        self._giving_back: set[asyncio.Task[None]] = set()
-        client.add_jobs_available_listener(self._waiters.notify)
-
-    # -- plumbing --------------------------------------------------------------------------------------------
-
-    def _next_partition(self) -> int:
-        ids = self.client.partition_ids
-        return ids[next(self._round_robin) % len(ids)]
-
-    def _partition_for_key(self, key: int, what: str) -> int:
-        pid = partition_of(key)
-        if pid not in self.client.partition_ids:
-            _fail(
-                grpc.StatusCode.NOT_FOUND,
-                f"Expected to find {what} with key '{key}', but no such {what} was found",
-            )
-        return pid
-
-    async def _execute(
-        self,
-        partition_id: int,
-        value_type: ValueType,
-        intent: int,
-        value: dict,
-        key: int = -1,
-        timeout_ms: int | None = None,
-    ) -> Record:
-        """Send a command; rejections and broker failures become gRPC errors."""
-        timeout = (timeout_ms if timeout_ms and timeout_ms > 0 else self.request_timeout_ms) / 1000
-        try:
-            async with asyncio.timeout(timeout):  # unlike wait_for, no extra task per call
-                record = await self.client.execute(partition_id, value_type, intent, value, key)
-        except TimeoutError:
-            _fail(
-                grpc.StatusCode.DEADLINE_EXCEEDED,
-                f"Time out between gateway and broker: request timed out after {timeout * 1000:.0f} ms",
-            )
-        except BackpressureError as e:
-            _fail(
-                grpc.StatusCode.RESOURCE_EXHAUSTED,
-                f"Expected to handle the request, but the broker is overloaded: {e}",
-            )
-        except PartitionUnavailableError as e:
-            _fail(grpc.StatusCode.UNAVAILABLE, str(e))
-        except InvalidDocumentError as e:
-            _fail(grpc.StatusCode.INVALID_ARGUMENT, str(e))
-        if record.record_type == RecordType.COMMAND_REJECTION:
-            code = _STATUS.get(record.rejection_type, grpc.StatusCode.UNKNOWN)
-            intent_name = record.intent_enum.name
-            _fail(
-                code,
-                f"Command '{intent_name}' rejected with code '{record.rejection_type.name}': {record.rejection_reason}",
-            )
-        return record
-
-    @staticmethod
-    async def _abort(context: grpc.aio.ServicerContext, e: _Abort) -> NoReturn:
-        await context.abort(e.code, e.message)
-        raise AssertionError("unreachable")
+        self.commands = commands or GatewayCommands(
+            client, long_poll_ms=long_poll_ms, request_timeout_ms=request_timeout_ms
+        )
 
     # -- topology --------------------------------------------------------------------------------------------
 
     async def Topology(self, request: pb.TopologyRequest, context: grpc.aio.ServicerContext) -> pb.TopologyResponse:
-        topo = self.client.topology()
+        topo = self.commands.topology()
         brokers = []
         for b in topo.brokers:
             parts = [
@@ -330,16 +214,10 @@ class GatewayService(pb_grpc.GatewayServicer):
 
     # -- deployment ------------------------------------------------------------------------------------------
 
-    async def _deploy(self, resources: list[tuple[str, bytes]]) -> Record:
-        if not resources:
-            _fail(grpc.StatusCode.INVALID_ARGUMENT, "Expected to deploy at least one resource, but none given")
-        value = {"resources": [{"resourceName": n, "resource": c} for n, c in resources]}
-        return await self._execute(self.client.partition_ids[0], ValueType.DEPLOYMENT, DeploymentIntent.CREATE, value)
-
     @_unary
     async def DeployResource(self, request: pb.DeployResourceRequest, context: grpc.aio.ServicerContext) -> Any:
-        _check_tenant(request.tenantId)
-        rec = await self._deploy([(r.name, r.content) for r in request.resources])
+        check_tenant(request.tenantId)
+        rec = await self.commands.deploy([(r.name, r.content) for r in request.resources])
         deployments = [
             pb.Deployment(
                 process=pb.ProcessMetadata(
@@ -395,7 +273,7 @@ class GatewayService(pb_grpc.GatewayServicer):
 
     @_unary
     async def DeployProcess(self, request: pb.DeployProcessRequest, context: grpc.aio.ServicerContext) -> Any:
-        rec = await self._deploy([(p.name, p.definition) for p in request.processes])
+        rec = await self.commands.deploy([(p.name, p.definition) for p in request.processes])
         processes = [
             pb.ProcessMetadata(
                 bpmnProcessId=m["bpmnProcessId"],
@@ -412,24 +290,10 @@ class GatewayService(pb_grpc.GatewayServicer):
 
     @_unary
     async def EvaluateDecision(self, request: pb.EvaluateDecisionRequest, context: grpc.aio.ServicerContext) -> Any:
-        """Evaluate by id (latest version) or key on any partition: every partition has every decision.
-
-        A decision that fails to evaluate is still an answer: ``failedDecisionId`` and ``failureMessage`` say why.
-        """
-        _check_tenant(request.tenantId)
-        if not request.decisionId and request.decisionKey <= 0:
-            _fail(
-                grpc.StatusCode.INVALID_ARGUMENT,
-                "Expected either a decision id or a valid decision key, but none provided",
-            )
-        value = {
-            "decisionId": request.decisionId,
-            "decisionKey": request.decisionKey if request.decisionKey > 0 else -1,
-            "variables": parse_variables(request.variables),
-            "tenantId": TENANT,
-        }
-        partition_id = self._next_partition()
-        rec = await self._execute(partition_id, ValueType.DECISION_EVALUATION, DecisionEvaluationIntent.EVALUATE, value)
+        """A decision that fails to evaluate is still an answer: ``failedDecisionId`` and ``failureMessage`` say why."""
+        check_tenant(request.tenantId)
+        variables = parse_variables(request.variables)
+        rec = await self.commands.evaluate_decision(request.decisionId, request.decisionKey, variables)
         v = rec.value
         return pb.EvaluateDecisionResponse(
             decisionKey=v["decisionKey"],
@@ -448,51 +312,38 @@ class GatewayService(pb_grpc.GatewayServicer):
 
     @_unary
     async def DeleteResource(self, request: pb.DeleteResourceRequest, context: grpc.aio.ServicerContext) -> Any:
-        """Delete a decision requirements graph (with its decisions) or a form, on every partition."""
-        key = request.resourceKey
-        partition_id = self._partition_for_key(key, "resource")
-        value = {"resourceKey": key, "tenantId": TENANT}
-        await self._execute(partition_id, ValueType.RESOURCE_DELETION, ResourceDeletionIntent.DELETE, value, key)
+        await self.commands.delete_resource(request.resourceKey)
         return pb.DeleteResourceResponse()
 
     # -- process instances -----------------------------------------------------------------------------------
 
-    def _creation_value(
-        self, request: pb.CreateProcessInstanceRequest, fetch: list[str] | None = None
-    ) -> tuple[int, dict]:
-        _check_tenant(request.tenantId)
+    async def _create(
+        self,
+        request: pb.CreateProcessInstanceRequest,
+        *,
+        await_result: bool = False,
+        fetch: list[str] | None = None,
+        request_timeout_ms: int = 0,
+    ) -> Record:
+        check_tenant(request.tenantId)
         if request.startInstructions:
-            _fail(grpc.StatusCode.INVALID_ARGUMENT, "Start instructions are not supported yet")
-        if request.version < -1:
-            _fail(
-                grpc.StatusCode.INVALID_ARGUMENT,
-                f"Expected argument 'version' to be -1 (latest) or a version number, but was {request.version}",
-            )
-        if request.processDefinitionKey > 0 or request.bpmnProcessId:
-            pid = self._next_partition()
-        else:
-            _fail(
-                grpc.StatusCode.INVALID_ARGUMENT,
-                "Expected either a bpmnProcessId or a processDefinitionKey, but none given",
-            )
-        value = {
-            "bpmnProcessId": request.bpmnProcessId,
-            "version": request.version if request.version else -1,
-            "processDefinitionKey": request.processDefinitionKey if request.processDefinitionKey > 0 else -1,
-            "variables": parse_variables(request.variables),
-            "fetchVariables": list(fetch or []),
-            "tenantId": TENANT,
-        }
-        if request.version == 0 and request.bpmnProcessId:
-            value["version"] = -1
-        return pid, value
+            invalid("Start instructions are not supported yet")
+        variables = parse_variables(request.variables)
+        return await self.commands.create_process_instance(
+            request.bpmnProcessId,
+            request.version,
+            request.processDefinitionKey,
+            variables,
+            await_result=await_result,
+            fetch_variables=fetch,
+            request_timeout_ms=request_timeout_ms,
+        )
 
     @_unary
     async def CreateProcessInstance(
         self, request: pb.CreateProcessInstanceRequest, context: grpc.aio.ServicerContext
     ) -> Any:
-        pid, value = self._creation_value(request)
-        rec = await self._execute(pid, ValueType.PROCESS_INSTANCE_CREATION, ProcessInstanceCreationIntent.CREATE, value)
+        rec = await self._create(request)
         v = rec.value
         return pb.CreateProcessInstanceResponse(
             processDefinitionKey=v["processDefinitionKey"],
@@ -506,14 +357,11 @@ class GatewayService(pb_grpc.GatewayServicer):
     async def CreateProcessInstanceWithResult(
         self, request: pb.CreateProcessInstanceWithResultRequest, context: grpc.aio.ServicerContext
     ) -> Any:
-        _check_request_timeout(request.requestTimeout)
-        pid, value = self._creation_value(request.request, list(request.fetchVariables))
-        rec = await self._execute(
-            pid,
-            ValueType.PROCESS_INSTANCE_CREATION,
-            ProcessInstanceCreationIntent.CREATE_WITH_AWAITING_RESULT,
-            value,
-            timeout_ms=request.requestTimeout or self.request_timeout_ms,
+        rec = await self._create(
+            request.request,
+            await_result=True,
+            fetch=list(request.fetchVariables),
+            request_timeout_ms=request.requestTimeout,
         )
         v = rec.value
         return pb.CreateProcessInstanceWithResultResponse(
@@ -529,173 +377,88 @@ class GatewayService(pb_grpc.GatewayServicer):
     async def CancelProcessInstance(
         self, request: pb.CancelProcessInstanceRequest, context: grpc.aio.ServicerContext
     ) -> Any:
-        key = request.processInstanceKey
-        pid = self._partition_for_key(key, "process instance")
-        await self._execute(pid, ValueType.PROCESS_INSTANCE, ProcessInstanceIntent.CANCEL, {}, key)
+        await self.commands.cancel_process_instance(request.processInstanceKey)
         return pb.CancelProcessInstanceResponse()
 
     @_unary
     async def SetVariables(self, request: pb.SetVariablesRequest, context: grpc.aio.ServicerContext) -> Any:
-        key = request.elementInstanceKey
-        pid = self._partition_for_key(key, "element instance")
-        value = {
-            "scopeKey": key,
-            "variables": parse_variables(request.variables),
-            "updateSemantics": "LOCAL" if request.local else "PROPAGATE",
-            "tenantId": TENANT,
-        }
-        rec = await self._execute(pid, ValueType.VARIABLE_DOCUMENT, VariableDocumentIntent.UPDATE, value, key)
+        variables = parse_variables(request.variables)
+        rec = await self.commands.set_variables(request.elementInstanceKey, variables, local=request.local)
         return pb.SetVariablesResponse(key=rec.key)
 
     @_unary
     async def ResolveIncident(self, request: pb.ResolveIncidentRequest, context: grpc.aio.ServicerContext) -> Any:
-        key = request.incidentKey
-        pid = self._partition_for_key(key, "incident")
-        await self._execute(pid, ValueType.INCIDENT, IncidentIntent.RESOLVE, {}, key)
+        await self.commands.resolve_incident(request.incidentKey)
         return pb.ResolveIncidentResponse()
 
     # -- jobs ------------------------------------------------------------------------------------------------
 
-    async def _job_command(self, key: int, intent: JobIntent, value: dict) -> Record:
-        pid = self._partition_for_key(key, "job")
-        return await self._execute(pid, ValueType.JOB, intent, value, key)
-
     @_unary
     async def CompleteJob(self, request: pb.CompleteJobRequest, context: grpc.aio.ServicerContext) -> Any:
-        await self._job_command(request.jobKey, JobIntent.COMPLETE, {"variables": parse_variables(request.variables)})
+        result = job_result(request.result) if request.HasField("result") else None
+        await self.commands.complete_job(request.jobKey, parse_variables(request.variables), result=result)
         return pb.CompleteJobResponse()
 
     @_unary
     async def FailJob(self, request: pb.FailJobRequest, context: grpc.aio.ServicerContext) -> Any:
-        if request.retries < 0:
-            _fail(
-                grpc.StatusCode.INVALID_ARGUMENT,
-                f"Expected argument 'retries' to be at least 0, but was {request.retries}",
-            )
-        if request.retryBackOff > 0:  # a negative back-off means none, as in Zeebe
-            _check_duration("retryBackOff", request.retryBackOff, minimum=0)
-        value = {
-            "retries": request.retries,
-            "errorMessage": request.errorMessage,
-            "retryBackoff": max(0, request.retryBackOff),
-            "variables": parse_variables(request.variables),
-        }
-        await self._job_command(request.jobKey, JobIntent.FAIL, value)
+        variables = parse_variables(request.variables)
+        await self.commands.fail_job(
+            request.jobKey, request.retries, request.errorMessage, request.retryBackOff, variables
+        )
         return pb.FailJobResponse()
 
     @_unary
     async def ThrowError(self, request: pb.ThrowErrorRequest, context: grpc.aio.ServicerContext) -> Any:
-        if not request.errorCode:
-            _fail(
-                grpc.StatusCode.INVALID_ARGUMENT,
-                "Expected argument 'errorCode' to be provided, but it is empty",
-            )
-        value = {
-            "errorCode": request.errorCode,
-            "errorMessage": request.errorMessage,
-            "variables": parse_variables(request.variables),
-        }
-        await self._job_command(request.jobKey, JobIntent.THROW_ERROR, value)
+        variables = parse_variables(request.variables)
+        await self.commands.throw_error(request.jobKey, request.errorCode, request.errorMessage, variables)
         return pb.ThrowErrorResponse()
 
     @_unary
     async def UpdateJobRetries(self, request: pb.UpdateJobRetriesRequest, context: grpc.aio.ServicerContext) -> Any:
-        if request.retries < 1:
-            _fail(
-                grpc.StatusCode.INVALID_ARGUMENT,
-                f"Expected retries to be greater than zero, but got '{request.retries}'",
-            )
-        await self._job_command(request.jobKey, JobIntent.UPDATE_RETRIES, {"retries": request.retries})
+        await self.commands.update_job_retries(request.jobKey, request.retries)
         return pb.UpdateJobRetriesResponse()
 
     @_unary
     async def UpdateJobTimeout(self, request: pb.UpdateJobTimeoutRequest, context: grpc.aio.ServicerContext) -> Any:
-        _check_duration("timeout", request.timeout, minimum=1)
-        await self._job_command(request.jobKey, JobIntent.UPDATE_TIMEOUT, {"timeout": request.timeout})
+        await self.commands.update_job_timeout(request.jobKey, request.timeout)
         return pb.UpdateJobTimeoutResponse()
-
-    @staticmethod
-    def _validate_activation(job_type: str, worker: str, timeout: int, max_jobs: int | None) -> None:
-        problems = []
-        if not job_type.strip():
-            problems.append("Expected argument 'type' to be provided, but it is blank")
-        if worker is not None and not worker.strip():
-            problems.append("Expected argument 'worker' to be provided, but it is blank")
-        if timeout < 1:
-            problems.append(f"Expected argument 'timeout' to be greater than 0, but was {timeout}")
-        elif timeout > MAX_DURATION_MS:
-            problems.append(
-                f"Expected argument 'timeout' to be at most {MAX_DURATION_MS} ms (100 years), but was {timeout}"
-            )
-        if max_jobs is not None and max_jobs < 1:
-            problems.append(f"Expected argument 'maxJobsToActivate' to be greater than 0, but was {max_jobs}")
-        if problems:
-            _fail(grpc.StatusCode.INVALID_ARGUMENT, "; ".join(problems))
 
     async def ActivateJobs(
         self, request: pb.ActivateJobsRequest, context: grpc.aio.ServicerContext
     ) -> AsyncIterator[pb.ActivateJobsResponse]:
+        batches = self.commands.activate_jobs(
+            request.type,
+            request.worker,
+            request.timeout,
+            request.maxJobsToActivate,
+            list(request.fetchVariable),
+            request.requestTimeout,
+            tenant_ids=list(request.tenantIds),
+            time_remaining_s=context.time_remaining(),
+        )
         try:
-            self._validate_activation(request.type, request.worker, request.timeout, request.maxJobsToActivate)
-            _check_request_timeout(request.requestTimeout)
-            _check_tenants(request.tenantIds)
-        except _Abort as e:
-            await self._abort(context, e)
-        poll_ms = request.requestTimeout if request.requestTimeout != 0 else self.long_poll_ms
-        remaining_time = context.time_remaining()
-        if poll_ms > 0 and remaining_time is not None:
-            poll_ms = min(poll_ms, max(0, int(remaining_time * 1000) - 200))
-        requested_at = time.monotonic()
-        poll_deadline = requested_at + max(poll_ms, 0) / 1000
-        remaining = request.maxJobsToActivate
-        fetch = list(request.fetchVariable)
-        partitions = self.client.partition_ids
-        start = next(self._round_robin)
-        while True:
-            seen = self._waiters.generation(request.type)
-            activated_any = False
-            for i in range(len(partitions)):
-                pid = partitions[(start + i) % len(partitions)]
-                value = activation_request(request.type, request.worker, request.timeout, remaining, fetch)
+            while True:
                 try:
-                    rec = await self._execute(pid, ValueType.JOB_BATCH, JobBatchIntent.ACTIVATE, value)
-                except _Abort as e:
-                    if e.code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.RESOURCE_EXHAUSTED) and activated_any:
-                        continue
-                    if (
-                        e.code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.RESOURCE_EXHAUSTED)
-                        and len(partitions) > 1
-                    ):
-                        continue
-                    await self._abort(context, e)
-                activated = list(zip(rec.value["jobKeys"], rec.value["jobs"], strict=True))
+                    activated = await anext(batches)
+                except StopAsyncIteration:
+                    return
+                except CommandError as e:
+                    await _abort(context, e)
                 try:
                     jobs = [activated_job(k, j) for k, j in activated]
                 except ValueError as e:  # a field out of its protobuf range: these jobs can never be sent
                     log.error("could not render %d activated jobs of type %r: %s", len(activated), request.type, e)
-                    self._give_back(activated)
-                    await self._abort(context, _Abort(grpc.StatusCode.INTERNAL, f"Could not send activated jobs: {e}"))
-                if jobs:
-                    if not activated_any:
-                        monitoring.JOB_ACTIVATION_LATENCY.observe(time.monotonic() - requested_at)
-                    activated_any = True
-                    remaining -= len(jobs)
-                    sent = False
-                    try:
-                        yield pb.ActivateJobsResponse(jobs=jobs)
-                        sent = True
-                    finally:
-                        if not sent:  # the client went away while they were sent: never leave them activated
-                            self._give_back(activated)
-                if remaining <= 0:
-                    return
-            if activated_any or poll_ms <= 0:
-                return
-            left = poll_deadline - time.monotonic()
-            if left <= 0:
-                return
-            if not await self._waiters.wait(request.type, seen, left):
-                return
+                    self.commands.give_back(activated)
+                    await _abort(context, CommandError(ErrorCode.INTERNAL, f"Could not send activated jobs: {e}"))
+                sent = False
+                try:
+                    yield pb.ActivateJobsResponse(jobs=jobs)
+                    sent = True
+                finally:
+                    if not sent:  # the client went away while they were sent: never leave them activated
+                        self.commands.give_back(activated)
+        finally:
+            await batches.aclose()
 
     def _pushable(self, key: int, job: dict) -> pb.ActivatedJob | None:
         """The pushed job as a message, or None when it can never be sent: then it fails with an incident.
@@ -726,27 +489,8 @@ class GatewayService(pb_grpc.GatewayServicer):
             except Exception as e:  # the job times out and is pushed or polled again
                 log.debug("could not fail job %d: %r", key, e)
 
-        task = asyncio.get_running_loop().create_task(fail())
-        self._giving_back.add(task)
-        task.add_done_callback(self._giving_back.discard)
+        self.commands.spawn(fail())
         return None
-
-    def _give_back(self, activated: list[tuple[int, dict]]) -> None:
-        """Make jobs activated for a worker that never received them activatable again (JOB YIELD), at once.
-
-        Runs as a task of its own: the request that activated them may be cancelled already.
-        """
-
-        async def give_back() -> None:
-            for key, job in activated:
-                try:
-                    await self.client.execute(partition_of(key), ValueType.JOB, JobIntent.YIELD, job, key)
-                except Exception as e:  # the job times out and becomes activatable then
-                    log.debug("could not give back job %d: %r", key, e)
-
-        task = asyncio.get_running_loop().create_task(give_back())
-        self._giving_back.add(task)
-        task.add_done_callback(self._giving_back.discard)
 
     async def StreamActivatedJobs(
         self, request: pb.StreamActivatedJobsRequest, context: grpc.aio.ServicerContext
@@ -755,10 +499,10 @@ class GatewayService(pb_grpc.GatewayServicer):
         control, the write raises here and the ``finally`` below runs at once. (An abandoned generator runs its
         ``finally`` only when collected: until then its stream stayed registered and took the type's jobs.)"""
         try:
-            self._validate_activation(request.type, request.worker or "worker", request.timeout, None)
-            _check_tenants(request.tenantIds)
-        except _Abort as e:
-            await self._abort(context, e)
+            validate_activation(request.type, request.worker or "worker", request.timeout, None)
+            check_tenants(request.tenantIds)
+        except CommandError as e:
+            await _abort(context, e)
         queue: asyncio.Queue[Record] = asyncio.Queue()
         open_ = True
 
@@ -782,11 +526,11 @@ class GatewayService(pb_grpc.GatewayServicer):
                         try:
                             await context.write(message)
                         except asyncio.CancelledError:  # the client went: never leave these jobs activated
-                            self._give_back(pending)
+                            self.commands.give_back(pending)
                             raise
                         except Exception as e:  # the stream broke (the client went while a write waited)
                             log.debug("job stream of %r closed while sending: %r", request.type, e)
-                            self._give_back(pending)
+                            self.commands.give_back(pending)
                             return
                     pending.pop(0)
         finally:
@@ -797,7 +541,7 @@ class GatewayService(pb_grpc.GatewayServicer):
                 record = queue.get_nowait()
                 left.extend(zip(record.value["jobKeys"], record.value["jobs"], strict=True))
             if left:
-                self._give_back(left)
+                self.commands.give_back(left)
 
     # -- not yet supported -----------------------------------------------------------------------------------
 
@@ -807,32 +551,18 @@ class GatewayService(pb_grpc.GatewayServicer):
 
     @_unary
     async def PublishMessage(self, request: pb.PublishMessageRequest, context: grpc.aio.ServicerContext) -> Any:
-        """The message goes to the partition its correlation key hashes to (as in Zeebe), to wait there."""
-        _check_tenant(request.tenantId)
-        if not request.name:
-            _fail(grpc.StatusCode.INVALID_ARGUMENT, "Expected a message name, but none given")
-        _check_duration("timeToLive", request.timeToLive, minimum=0)
-        count = self.client.topology().partitions_count or len(self.client.partition_ids)
-        value = {
-            "name": request.name,
-            "correlationKey": request.correlationKey,
-            "timeToLive": request.timeToLive,
-            "messageId": request.messageId,
-            "variables": parse_variables(request.variables),
-            "tenantId": TENANT,
-        }
-        pid = subscription_partition(request.correlationKey, count)
-        rec = await self._execute(pid, ValueType.MESSAGE, MessageIntent.PUBLISH, value)
+        check_tenant(request.tenantId)
+        variables = parse_variables(request.variables)
+        rec = await self.commands.publish_message(
+            request.name, request.correlationKey, request.timeToLive, request.messageId, variables
+        )
         return pb.PublishMessageResponse(key=rec.key, tenantId=TENANT)
 
     @_unary
     async def BroadcastSignal(self, request: pb.BroadcastSignalRequest, context: grpc.aio.ServicerContext) -> Any:
-        """Any partition takes the broadcast and answers once it is written; it reaches the others from there."""
-        _check_tenant(request.tenantId)
-        if not request.signalName:
-            _fail(grpc.StatusCode.INVALID_ARGUMENT, "Expected a signal name, but none given")
-        value = {"signalName": request.signalName, "variables": parse_variables(request.variables), "tenantId": TENANT}
-        rec = await self._execute(self._next_partition(), ValueType.SIGNAL, SignalIntent.BROADCAST, value)
+        check_tenant(request.tenantId)
+        variables = parse_variables(request.variables)
+        rec = await self.commands.broadcast_signal(request.signalName, variables)
         return pb.BroadcastSignalResponse(key=rec.key, tenantId=TENANT)
 
     async def ModifyProcessInstance(self, request: Any, context: grpc.aio.ServicerContext) -> Any:

@@ -61,6 +61,7 @@ class WeirProcess:
         self.command_port = free_port() if command_api else None
         self.repo = repo  # whose code runs (benchmarks compare a checkout of another commit)
         self.gateway_port = free_port()
+        self.rest_port = free_port()
         self.monitoring_port = free_port()
         self.extra_args = extra_args or []
         self.env = env or {}
@@ -70,6 +71,11 @@ class WeirProcess:
     @property
     def address(self) -> str:
         return f"127.0.0.1:{self.gateway_port}"
+
+    @property
+    def rest_url(self) -> str:
+        """The REST API's base URL (``…/v2/topology`` etc. below it)."""
+        return f"http://127.0.0.1:{self.rest_port}"
 
     @property
     def pid(self) -> int:
@@ -87,6 +93,8 @@ class WeirProcess:
             str(self.data_dir),
             "--gateway-port",
             str(self.gateway_port),
+            # (a checkout of an older commit, run by benchmarks, may predate the REST API)
+            *(["--rest-port", str(self.rest_port)] if (self.repo / "gateway" / "rest").is_dir() else []),
             "--monitoring-port",
             str(self.monitoring_port),
             *self.extra_args,

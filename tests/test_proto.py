@@ -28,8 +28,75 @@ PACKAGE = "gateway_protocol"
 FieldProto = descriptor_pb2.FieldDescriptorProto
 
 # Entries (see ``flatten``) that Weir's .proto may have beyond pyzeebe's. Each must be a documented,
-# deliberate extension; with pyzeebe 4.7.0 there are none.
-DOCUMENTED_ADDITIONS: frozenset[str] = frozenset()
+# deliberate extension that pyzeebe 4.7.0 predates, numbered as in Zeebe 8.8's gateway.proto: the job kind, listener
+# event type and user task of an activated job (ActivatedJob.kind, .listenerEventType, .userTask), and a job
+# completion's result (CompleteJobRequest.result: a task listener's denial or corrections, an ad-hoc sub-process's
+# choice of elements).
+_JOB_RESULT_FIELDS = {
+    "JobResult": (
+        "denied",
+        "corrections",
+        "deniedReason",
+        "type",
+        "activateElements",
+        "isCompletionConditionFulfilled",
+        "isCancelRemainingInstances",
+    ),
+    "JobResultCorrections": ("assignee", "dueDate", "followUpDate", "candidateUsers", "candidateGroups", "priority"),
+    "JobResultActivateElement": ("elementId", "variables"),
+    "StringList": ("values",),
+}
+_USER_TASK_PROPERTIES = (
+    "action",
+    "assignee",
+    "candidateGroups",
+    "candidateUsers",
+    "changedAttributes",
+    "dueDate",
+    "followUpDate",
+    "formKey",
+    "priority",
+    "userTaskKey",
+)
+_LISTENER_EVENT_TYPES = ("ASSIGNING", "CANCELING", "COMPLETING", "CREATING", "END", "START", "UNSPECIFIED", "UPDATING")
+DOCUMENTED_ADDITIONS: frozenset[str] = frozenset(
+    {
+        "field .gateway_protocol.ActivatedJob.kind",
+        "enum .gateway_protocol.ActivatedJob.JobKind",
+        *(
+            f"enum_value .gateway_protocol.ActivatedJob.JobKind.{name}"
+            for name in ("BPMN_ELEMENT", "EXECUTION_LISTENER", "TASK_LISTENER", "AD_HOC_SUB_PROCESS")
+        ),
+        "field .gateway_protocol.ActivatedJob.listenerEventType",
+        "enum .gateway_protocol.ActivatedJob.ListenerEventType",
+        *(f"enum_value .gateway_protocol.ActivatedJob.ListenerEventType.{name}" for name in _LISTENER_EVENT_TYPES),
+        "field .gateway_protocol.ActivatedJob.userTask",
+        "message .gateway_protocol.UserTaskProperties",
+        *(f"field .gateway_protocol.UserTaskProperties.{field}" for field in _USER_TASK_PROPERTIES),
+        "field .gateway_protocol.CompleteJobRequest.result",
+        # the synthetic oneofs of proto3 optional fields
+        "oneof .gateway_protocol.ActivatedJob._userTask",
+        "oneof .gateway_protocol.CompleteJobRequest._result",
+        *(f"message .gateway_protocol.{message}" for message in _JOB_RESULT_FIELDS),
+        *(
+            f"field .gateway_protocol.{message}.{field}"
+            for message, fields in _JOB_RESULT_FIELDS.items()
+            for field in fields
+        ),
+    }
+)
+# Zeebe's numbers for the additions: a renumbered one would not be understood by Zeebe's clients.
+ADDITION_NUMBERS = {
+    "ActivatedJob.userTask": 15,
+    "ActivatedJob.kind": 16,
+    "ActivatedJob.listenerEventType": 17,
+    "CompleteJobRequest.result": 3,
+    **{
+        f"{message}.{field}": number
+        for message, fields in _JOB_RESULT_FIELDS.items()
+        for number, field in enumerate(fields, start=1)
+    },
+}
 
 # Facts from the gateway API fact sheet, checked independently of the reference descriptor.
 EXPECTED_RPCS = (
@@ -264,10 +331,27 @@ def test_service_and_methods_match(ours, reference, kind: str) -> None:
     assert differences(flatten(ours), flatten(reference), kind=kind) == []
 
 
-def test_identical_in_structure_with_pyzeebe_4_7(ours, reference) -> None:
-    """No documented additions exist today, so the flattened views must be equal as a whole."""
-    assert not DOCUMENTED_ADDITIONS
-    assert flatten(ours) == flatten(reference)
+def test_identical_in_structure_with_pyzeebe_4_7_but_for_the_documented_additions(ours, reference) -> None:
+    """Everything pyzeebe's descriptor has is in ours unchanged; what ours adds is exactly the documented list."""
+    assert differences(flatten(ours), flatten(reference)) == []
+    entries = {addition for addition in DOCUMENTED_ADDITIONS if not addition.startswith("oneof ")}
+    assert set(flatten(ours)) - set(flatten(reference)) == entries
+
+
+def test_additions_carry_zeebes_field_numbers(ours: descriptor_pb2.FileDescriptorProto) -> None:
+    flat = flatten(ours)
+    numbers = {name: flat[f"field .gateway_protocol.{name}"]["number"] for name in ADDITION_NUMBERS}
+    assert numbers == ADDITION_NUMBERS
+    kinds = {
+        name: flat[f"enum_value .gateway_protocol.ActivatedJob.JobKind.{name}"]["number"]
+        for name in ("BPMN_ELEMENT", "EXECUTION_LISTENER", "TASK_LISTENER", "AD_HOC_SUB_PROCESS")
+    }
+    assert kinds == {"BPMN_ELEMENT": 0, "EXECUTION_LISTENER": 1, "TASK_LISTENER": 2, "AD_HOC_SUB_PROCESS": 3}
+    events = {
+        name: flat[f"enum_value .gateway_protocol.ActivatedJob.ListenerEventType.{name}"]["number"]
+        for name in _LISTENER_EVENT_TYPES
+    }
+    assert events == {name: n for n, name in enumerate(_LISTENER_EVENT_TYPES)}
 
 
 def test_comparison_notices_a_renumbered_field(reference) -> None:

@@ -8,9 +8,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from broker.engine.bpmn import model as bpmn
+from broker.engine.elements import registry
 from broker.engine.models import ModelCache
 from broker.protocol.enums import (
+    AsyncRequestIntent,
     CommandDistributionIntent,
     CompensationSubscriptionIntent,
     DecisionIntent,
@@ -19,6 +20,7 @@ from broker.protocol.enums import (
     IncidentIntent,
     JobBatchIntent,
     JobIntent,
+    JobKind,
     MessageIntent,
     MessageStartEventSubscriptionIntent,
     MessageSubscriptionIntent,
@@ -30,6 +32,7 @@ from broker.protocol.enums import (
     SignalIntent,
     SignalSubscriptionIntent,
     TimerIntent,
+    UserTaskIntent,
     ValueType,
     VariableIntent,
 )
@@ -38,7 +41,7 @@ from broker.protocol.record import Record
 from broker.protocol.values import ProcessInstanceValue
 from broker.state.db import u64
 from broker.state.element_instance import ElementInstance
-from broker.state.repositories import JobState, PartitionState
+from broker.state.repositories import JobState, PartitionState, UserTaskState
 
 Applier = Callable[[PartitionState, Record], None]
 
@@ -47,6 +50,7 @@ MS = MessageSubscriptionIntent
 PMS = ProcessMessageSubscriptionIntent
 MSE = MessageStartEventSubscriptionIntent
 CSI = CompensationSubscriptionIntent
+UT = UserTaskIntent
 
 
 # How long (record time) a received signal's key is remembered. Redeliveries stop when the broadcasting partition has
@@ -61,6 +65,7 @@ class EventAppliers:
         self._models = models
         self._table: dict[tuple[int, int], Applier] = {
             (ValueType.PROCESS, ProcessIntent.CREATED): self._process_created,
+            (ValueType.PROCESS, ProcessIntent.DELETED): self._process_deleted,
             (ValueType.DECISION_REQUIREMENTS, DecisionRequirementsIntent.CREATED): self._drg_created,
             (ValueType.DECISION, DecisionIntent.CREATED): self._decision_created,
             (ValueType.FORM, FormIntent.CREATED): self._form_created,
@@ -69,7 +74,7 @@ class EventAppliers:
             (ValueType.FORM, FormIntent.DELETED): self._form_deleted,
             (ValueType.PROCESS_INSTANCE, PI.ELEMENT_ACTIVATING): self._element_activating,
             (ValueType.PROCESS_INSTANCE, PI.ELEMENT_ACTIVATED): self._element_state,
-            (ValueType.PROCESS_INSTANCE, PI.ELEMENT_COMPLETING): self._element_state,
+            (ValueType.PROCESS_INSTANCE, PI.ELEMENT_COMPLETING): self._element_completing,
             (ValueType.PROCESS_INSTANCE, PI.ELEMENT_TERMINATING): self._element_state,
             (ValueType.PROCESS_INSTANCE, PI.ELEMENT_COMPLETED): self._element_ended,
             (ValueType.PROCESS_INSTANCE, PI.ELEMENT_TERMINATED): self._element_ended,
@@ -122,6 +127,23 @@ class EventAppliers:
             (ValueType.COMPENSATION_SUBSCRIPTION, CSI.TRIGGERED): self._compensation_subscription_put,
             (ValueType.COMPENSATION_SUBSCRIPTION, CSI.COMPLETED): self._compensation_subscription_removed,
             (ValueType.COMPENSATION_SUBSCRIPTION, CSI.DELETED): self._compensation_subscription_removed,
+            (ValueType.USER_TASK, UT.CREATING): self._user_task_creating,
+            (ValueType.USER_TASK, UT.CREATED): self._user_task_settled,
+            (ValueType.USER_TASK, UT.ASSIGNED): self._user_task_settled,
+            (ValueType.USER_TASK, UT.UPDATED): self._user_task_settled,
+            (ValueType.USER_TASK, UT.ASSIGNMENT_DENIED): self._user_task_denied,
+            (ValueType.USER_TASK, UT.UPDATE_DENIED): self._user_task_denied,
+            (ValueType.USER_TASK, UT.COMPLETION_DENIED): self._user_task_denied,
+            (ValueType.USER_TASK, UT.ASSIGNING): self._user_task_transition,
+            (ValueType.USER_TASK, UT.CLAIMING): self._user_task_transition,
+            (ValueType.USER_TASK, UT.UPDATING): self._user_task_transition,
+            (ValueType.USER_TASK, UT.COMPLETING): self._user_task_transition,
+            (ValueType.USER_TASK, UT.CANCELING): self._user_task_transition,
+            (ValueType.USER_TASK, UT.CORRECTED): self._user_task_corrected,
+            (ValueType.USER_TASK, UT.COMPLETED): self._user_task_removed,
+            (ValueType.USER_TASK, UT.CANCELED): self._user_task_removed,
+            (ValueType.ASYNC_REQUEST, AsyncRequestIntent.RECEIVED): self._async_request_received,
+            (ValueType.ASYNC_REQUEST, AsyncRequestIntent.PROCESSED): self._async_request_processed,
         }
 
     def apply(self, state: PartitionState, record: Record) -> None:
@@ -152,6 +174,10 @@ class EventAppliers:
     def _process_created(self, state: PartitionState, r: Record) -> None:
         state.processes.put(r.value)
 
+    def _process_deleted(self, state: PartitionState, r: Record) -> None:
+        state.processes.remove(r.value)
+        self._models.remove(r.value["processDefinitionKey"])
+
     # -- element instances -----------------------------------------------------------------------------------
 
     def _element_activating(self, state: PartitionState, r: Record) -> None:
@@ -159,6 +185,7 @@ class EventAppliers:
         state.elements.add(ElementInstance(r.key, PI.ELEMENT_ACTIVATING, v))
         parent_key = v.flow_scope_key
         if parent_key <= 0:
+            state.processes.count_instance(v.process_definition_key, 1)
             caller = state.elements.get(v.parent_element_instance_key) if v.parent_element_instance_key > 0 else None
             if caller is not None:  # a process instance started by a call activity
                 state.elements.put(caller.with_called_child(r.key))
@@ -167,7 +194,8 @@ class EventAppliers:
         if parent is None:
             return
         # an instance of a multi-instance activity is started by its body, not by a sequence flow
-        consumed = 0 if parent.value.bpmn_element_type == bpmn.MULTI_INSTANCE_BODY else self._flows_consumed(state, v)
+        body = registry.processor_of(parent.value).contains_its_own_element
+        consumed = 0 if body else self._flows_consumed(state, v)
         state.elements.put(parent.after_child_activated(consumed))
 
     def _flows_consumed(self, state: PartitionState, v: ProcessInstanceValue) -> int:
@@ -176,10 +204,10 @@ class EventAppliers:
         A join consumes one token from each incoming flow that has one waiting: all of them for a parallel join
         (it activates only then), the ones that arrived for an inclusive join.
         """
-        etype = v.bpmn_element_type
-        if etype in (bpmn.START_EVENT, bpmn.BOUNDARY_EVENT, bpmn.PROCESS, bpmn.EVENT_SUB_PROCESS):
+        processor = registry.processor_of(v)
+        if not processor.started_by_flow:
             return 0
-        if etype == bpmn.INTERMEDIATE_CATCH_EVENT and v.bpmn_event_type == bpmn.LINK:
+        if processor.reached_by_link:
             return 1  # the token its link throw event left in flight (see _element_ended)
         element = self._models.get(v.process_definition_key).element(v.element_id)
         if not element.is_join:
@@ -194,6 +222,13 @@ class EventAppliers:
         inst = state.elements.get(r.key)
         if inst is not None:
             state.elements.put(inst.with_state(r.intent))
+
+    def _element_completing(self, state: PartitionState, r: Record) -> None:
+        """COMPLETING: the end execution listeners (if any) are counted from the first again."""
+        inst = state.elements.get(r.key)
+        if inst is not None:
+            inst = inst.with_state(r.intent)
+            state.elements.put(inst.with_listener_index(0) if inst.listener_index else inst)
 
     def _element_ended(self, state: PartitionState, r: Record) -> None:
         inst = state.elements.remove(r.key)
@@ -212,9 +247,10 @@ class EventAppliers:
                 # a completed link throw event's token jumps to the link catch event (ACTIVATE_ELEMENT follows): in
                 # flight like a taken sequence flow, so the scope cannot complete before the catch event is activated
                 completed = r.intent == PI.ELEMENT_COMPLETED
-                jumping = completed and _is_link_throw(v)
+                jumping = completed and registry.processor_of(v).leaves_by_link
                 state.elements.put(parent.after_child_ended(completed=completed, flows_in_flight=int(jumping)))
         else:
+            state.processes.count_instance(v.process_definition_key, -1)
             state.awaiting_results.remove(r.key)
             state.message_starts.unlock(r.key)
 
@@ -247,12 +283,16 @@ class EventAppliers:
         state.jobs.put(r.key, JobState.ACTIVATABLE, r.value)
         inst = state.elements.get(r.value["elementInstanceKey"])
         if inst is not None:
-            state.elements.put(inst.with_job_key(r.key))
+            inst = inst.with_job_key(r.key)
+            if r.value.get("jobKind") == JobKind.EXECUTION_LISTENER:  # the next listener runs after this one
+                inst = inst.with_listener_index(inst.listener_index + 1)
+            state.elements.put(inst)
 
     def _jobs_activated(self, state: PartitionState, r: Record) -> None:
         for key, job in zip(r.value["jobKeys"], r.value["jobs"], strict=True):
             stored = dict(job)
             stored["variables"] = {}
+            stored.pop("userTask", None)  # told to the worker, not part of the job
             state.jobs.put(key, JobState.ACTIVATED, stored)
 
     def _job_removed(self, state: PartitionState, r: Record) -> None:
@@ -260,6 +300,13 @@ class EventAppliers:
         inst = state.elements.get(r.value["elementInstanceKey"])
         if inst is not None and inst.job_key == r.key:
             state.elements.put(inst.with_job_key(-1))
+        if r.intent == JobIntent.COMPLETED and r.value.get("jobKind") == "TASK_LISTENER":
+            # one more listener of the user task's transition is done
+            task_key = state.user_tasks.for_element(r.value["elementInstanceKey"])
+            entry = state.user_tasks.get(task_key) if task_key is not None else None
+            if entry is not None and entry["transition"] is not None:
+                entry["transition"]["listener"] += 1
+                state.user_tasks.put(task_key, entry)
 
     def _job_failed(self, state: PartitionState, r: Record) -> None:
         v = r.value
@@ -283,6 +330,11 @@ class EventAppliers:
 
     def _incident_created(self, state: PartitionState, r: Record) -> None:
         state.incidents.put(r.key, r.value)
+        if r.value.get("errorType") == "EXTRACT_VALUE_ERROR":
+            # as in Zeebe: resolving it runs the listeners of the current event type from the first again
+            inst = state.elements.get(r.value.get("elementInstanceKey", -1))
+            if inst is not None and inst.listener_index:
+                state.elements.put(inst.with_listener_index(0))
 
     def _incident_resolved(self, state: PartitionState, r: Record) -> None:
         state.incidents.remove(r.key)
@@ -450,9 +502,51 @@ class EventAppliers:
     def _compensation_subscription_removed(self, state: PartitionState, r: Record) -> None:
         state.compensation_subscriptions.remove(r.value["processInstanceKey"], r.key)
 
+    # -- native user tasks ------------------------------------------------------------------------------------
 
-def _is_link_throw(v: ProcessInstanceValue) -> bool:
-    return v.bpmn_element_type == bpmn.INTERMEDIATE_THROW_EVENT and v.bpmn_event_type == bpmn.LINK
+    def _user_task_creating(self, state: PartitionState, r: Record) -> None:
+        v = r.value
+        state.user_tasks.put(
+            r.key,
+            {
+                "state": UserTaskState.CREATING,
+                "value": {**v, "assignee": ""},
+                "transition": {"value": v, "listener": 0},
+            },
+        )
+
+    def _user_task_settled(self, state: PartitionState, r: Record) -> None:
+        state.user_tasks.put(r.key, {"state": UserTaskState.CREATED, "value": r.value, "transition": None})
+
+    def _user_task_denied(self, state: PartitionState, r: Record) -> None:
+        entry = state.user_tasks.get(r.key)
+        if entry is not None:
+            state.user_tasks.put(r.key, {**entry, "state": UserTaskState.CREATED, "transition": None})
+
+    def _user_task_transition(self, state: PartitionState, r: Record) -> None:
+        entry = state.user_tasks.get(r.key)
+        if entry is not None:
+            lifecycle = UT(r.intent).name
+            state.user_tasks.put(r.key, {**entry, "state": lifecycle, "transition": {"value": r.value, "listener": 0}})
+
+    def _user_task_corrected(self, state: PartitionState, r: Record) -> None:
+        entry = state.user_tasks.get(r.key)
+        if entry is None or entry["transition"] is None:
+            return
+        before = entry["transition"]["value"]
+        changed = list(before.get("changedAttributes") or [])
+        changed += [name for name in r.value.get("changedAttributes") or [] if name not in changed]
+        entry["transition"]["value"] = {**r.value, "changedAttributes": changed}
+        state.user_tasks.put(r.key, entry)
+
+    def _user_task_removed(self, state: PartitionState, r: Record) -> None:
+        state.user_tasks.remove(r.key)
+
+    def _async_request_received(self, state: PartitionState, r: Record) -> None:
+        state.async_requests.put(r.value["scopeKey"], {**r.value, "key": r.key})
+
+    def _async_request_processed(self, state: PartitionState, r: Record) -> None:
+        state.async_requests.remove(r.value["scopeKey"])
 
 
 def outbox_key(side: bytes, v: dict) -> bytes:

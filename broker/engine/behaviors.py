@@ -315,7 +315,30 @@ def activate_job(
     activated["deadline"] = ctx.now + timeout
     activated["recurringTime"] = -1
     activated["variables"] = visible_variables(ctx, job["elementInstanceKey"], fetch or None)
+    if job.get("jobKind") == "TASK_LISTENER":
+        activated["userTask"] = _listened_user_task(ctx, job["elementInstanceKey"])
     return activated
+
+
+def _listened_user_task(ctx: ProcessingContext, element_instance_key: int) -> dict[str, Any]:
+    """What a task listener's worker is told of its user task: the task as the transition would leave it."""
+    key = ctx.state.user_tasks.for_element(element_instance_key)
+    entry = ctx.state.user_tasks.get(key) if key is not None else None
+    if entry is None:
+        return {}
+    task = entry["transition"]["value"] if entry["transition"] is not None else entry["value"]
+    return {
+        "action": task.get("action", ""),
+        "assignee": task.get("assignee", ""),
+        "candidateGroups": list(task.get("candidateGroupsList") or []),
+        "candidateUsers": list(task.get("candidateUsersList") or []),
+        "changedAttributes": list(task.get("changedAttributes") or []),
+        "dueDate": task.get("dueDate", ""),
+        "followUpDate": task.get("followUpDate", ""),
+        "formKey": task.get("formKey", -1),
+        "priority": task.get("priority", 50),
+        "userTaskKey": task["userTaskKey"],
+    }
 
 
 def cancel_job(ctx: ProcessingContext, instance: ElementInstance) -> None:
@@ -363,110 +386,29 @@ def activate_element(
     return ctx.instance_command(PI.ACTIVATE_ELEMENT, key if key is not None else ctx.keys.next_key(), value)
 
 
-# -- BPMN errors ---------------------------------------------------------------------------------------------
-
-
-def find_error_catch(
-    ctx: ProcessingContext, process: bpmn.Process, start: ElementInstance, error_code: str
-) -> tuple[ElementInstance, bpmn.Element] | None:
-    """The nearest catch of a BPMN error: (element instance whose scope catches it, catching event).
-
-    The catching event is a boundary event (attached to that instance) or the error start event of an event
-    sub-process inside that instance.
-    """
-    return find_catch(ctx, process, start, bpmn.ERROR, error_code)
-
-
-def find_escalation_catch(
-    ctx: ProcessingContext, process: bpmn.Process, start: ElementInstance, code: str
-) -> tuple[ElementInstance, bpmn.Element] | None:
-    """Like :func:`find_error_catch`, for escalations (boundary events may be non-interrupting here)."""
-    return find_catch(ctx, process, start, bpmn.ESCALATION, code)
-
-
-def _catch_code(element: bpmn.Element, event_type: str) -> str | None:
-    if event_type == bpmn.ERROR:
-        return element.error.error_code if element.error else None
-    return element.escalation_code
-
-
-def _best_catch(candidates: list[bpmn.Element], event_type: str, code: str) -> bpmn.Element | None:
-    """An exact code match wins over a catch-all (no code) at the same level."""
-    catch_all = None
-    for candidate in candidates:
-        if candidate.event_type != event_type:
-            continue
-        candidate_code = _catch_code(candidate, event_type)
-        if candidate_code is None:
-            catch_all = catch_all or candidate
-        elif candidate_code == code:
-            return candidate
-    return catch_all
-
-
-def find_catch(
-    ctx: ProcessingContext, process: bpmn.Process, start: ElementInstance, event_type: str, code: str
-) -> tuple[ElementInstance, bpmn.Element] | None:
-    """Search the throwing instance and then its flow scopes outwards for an error or escalation catch.
-
-    At each level the event sub-processes inside the scope come first (they are nearer), then the boundary events of
-    the instance itself. An event sub-process never catches what is thrown inside itself or its siblings. Past the
-    root of a process instance started by a call activity, the search goes on at that call activity (in the calling
-    process: the catching instance may belong to another process than ``process``).
-    """
-    inst: ElementInstance | None = start
-    came_from_event_sub_process = False
-    definition_key = start.value.process_definition_key
-    while inst is not None:
-        if inst.value.process_definition_key != definition_key:
-            definition_key = inst.value.process_definition_key
-            process = services(ctx).models.get(definition_key)
-        element_id = inst.value.element_id
-        parent_key = inst.value.flow_scope_key
-        if parent_key <= 0:  # the process itself: go on at the call activity that started it, if any
-            parent_key = inst.value.parent_element_instance_key
-        parent = ctx.state.elements.get(parent_key) if parent_key > 0 else None
-        # an instance of a multi-instance activity shares its element with the body around it: the boundary events
-        # belong to the body, the event sub-processes (of a sub-process) to the instance
-        is_body = inst.value.bpmn_element_type == bpmn.MULTI_INSTANCE_BODY
-        in_body = parent is not None and parent.value.bpmn_element_type == bpmn.MULTI_INSTANCE_BODY
-        if not came_from_event_sub_process and not is_body:
-            starts = [
-                s
-                for esp in process.event_sub_processes_of(element_id)
-                for s in process.children_of(esp.id)
-                if s.element_type == bpmn.START_EVENT
-            ]
-            found = _best_catch(starts, event_type, code)
-            if found is not None:
-                return inst, found
-        if element_id in process.elements and not in_body:
-            found = _best_catch(list(process.boundary_events_of(element_id)), event_type, code)
-            if found is not None:
-                return inst, found
-        came_from_event_sub_process = inst.value.bpmn_element_type == bpmn.EVENT_SUB_PROCESS
-        inst = parent
-    return None
-
-
 def trigger_boundary(
     ctx: ProcessingContext, attached: ElementInstance, boundary: bpmn.Element, variables: dict
 ) -> None:
-    """An interrupting catch fires: a boundary event once ``attached`` has terminated, or an event sub-process of
-    the scope ``attached`` once its other children have terminated."""
-    v = attached.value
+    """An interrupting boundary event fires: it starts once ``attached`` has terminated."""
     trigger = event_trigger(ctx, attached, boundary, variables)
     ctx.event(ValueType.PROCESS_EVENT, ProcessEventIntent.TRIGGERING, ctx.keys.next_key(), trigger)
-    if boundary.element_type == bpmn.BOUNDARY_EVENT:
-        ctx.follow_up(ValueType.PROCESS_INSTANCE, PI.TERMINATE_ELEMENT, attached.key, v.to_dict())
-        return
-    children = ctx.state.elements.children(attached.key)
+    ctx.follow_up(ValueType.PROCESS_INSTANCE, PI.TERMINATE_ELEMENT, attached.key, attached.value.to_dict())
+
+
+def trigger_event_sub_process(
+    ctx: ProcessingContext, scope: ElementInstance, start: bpmn.Element, variables: dict
+) -> None:
+    """The start event of an interrupting event sub-process of ``scope`` fires: the event sub-process starts once
+    the scope's other children have terminated."""
+    trigger = event_trigger(ctx, scope, start, variables)
+    ctx.event(ValueType.PROCESS_EVENT, ProcessEventIntent.TRIGGERING, ctx.keys.next_key(), trigger)
+    children = ctx.state.elements.children(scope.key)
     for child_key in children:
         child = ctx.state.elements.get(child_key)
         if child is not None and child.state != PI.ELEMENT_TERMINATING:
             ctx.follow_up(ValueType.PROCESS_INSTANCE, PI.TERMINATE_ELEMENT, child_key, child.value.to_dict())
     if not children:
-        start_event_sub_process(ctx, attached, boundary, trigger, interrupting=True)
+        start_event_sub_process(ctx, scope, start, trigger, interrupting=True)
 
 
 def start_event_sub_process(

@@ -27,7 +27,6 @@ from broker.protocol.enums import (
     DecisionRequirementsIntent,
     FormIntent,
     RejectionType,
-    ResourceDeletionIntent,
     ValueType,
 )
 from broker.protocol.record import Record
@@ -352,38 +351,16 @@ def evaluate_command(ctx: ProcessingContext, cmd: Record) -> None:
 # -- deletion ------------------------------------------------------------------------------------------------
 
 
-def delete_resource(ctx: ProcessingContext, cmd: Record) -> None:
-    """RESOURCE_DELETION DELETE (DeleteResource): a DRG with all its decisions, or a form.
+def delete_drg(ctx: ProcessingContext, drg: dict) -> None:
+    """DECISION DELETED for each decision of the DRG, then DECISION_REQUIREMENTS DELETED."""
+    key = drg["decisionRequirementsKey"]
+    for stored in ctx.state.decisions.of_drg(key):
+        ctx.event(ValueType.DECISION, DecisionIntent.DELETED, stored["decisionKey"], stored)
+    ctx.event(ValueType.DECISION_REQUIREMENTS, DecisionRequirementsIntent.DELETED, key, _without_resource(drg))
 
-    The deletion is distributed to the other partitions like the deployment was; there, a resource already gone is
-    not an error. Deleting process definitions is not supported.
-    """
-    v = cmd.value
-    key = v.get("resourceKey", cmd.key)
-    distributed = bool(v.get("distributedFrom"))
-    drg = ctx.state.decision_requirements.get(key) if isinstance(key, int) and key > 0 else None
-    form = ctx.state.forms.get(key) if drg is None and isinstance(key, int) and key > 0 else None
-    if drg is not None:
-        for stored in ctx.state.decisions.of_drg(key):
-            ctx.event(ValueType.DECISION, DecisionIntent.DELETED, stored["decisionKey"], stored)
-        ctx.event(ValueType.DECISION_REQUIREMENTS, DecisionRequirementsIntent.DELETED, key, _without_resource(drg))
-    elif form is not None:
-        ctx.event(ValueType.FORM, FormIntent.DELETED, key, _without_resource(form))
-    elif not distributed:
-        if isinstance(key, int) and key > 0 and ctx.state.processes.get(key) is not None:
-            ctx.reject(
-                RejectionType.INVALID_ARGUMENT,
-                f"Expected to delete resource with key `{key}`, but deleting process definitions is not supported",
-            )
-        else:
-            ctx.reject(RejectionType.NOT_FOUND, f"Expected to delete resource but no resource found with key `{key}`")
-        return
-    value = {"resourceKey": key, "tenantId": TENANT}
-    rec = ctx.event(ValueType.RESOURCE_DELETION, ResourceDeletionIntent.DELETED, key, value)
-    ctx.respond(rec)
-    if not distributed:
-        command = {**value, "distributedFrom": ctx.partition_id}
-        b.distribute(ctx, key, ValueType.RESOURCE_DELETION, ResourceDeletionIntent.DELETE, command)
+
+def delete_form(ctx: ProcessingContext, form: dict) -> None:
+    ctx.event(ValueType.FORM, FormIntent.DELETED, form["formKey"], _without_resource(form))
 
 
 def _without_resource(stored: dict) -> dict:

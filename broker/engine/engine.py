@@ -10,7 +10,7 @@ from collections.abc import Callable
 
 from broker import feel
 from broker.engine import decision_processors as decisions
-from broker.engine import events, signals
+from broker.engine import events, resource_deletion, signals, user_tasks
 from broker.engine import instance_processors as instances
 from broker.engine import job_processors as jobs
 from broker.engine import message_processors as messages
@@ -37,6 +37,7 @@ from broker.protocol.enums import (
     ResourceDeletionIntent,
     SignalIntent,
     TimerIntent,
+    UserTaskIntent,
     ValueType,
     VariableDocumentIntent,
 )
@@ -85,6 +86,7 @@ class Engine:
             (ValueType.PROCESS_INSTANCE, pi.ACTIVATE_ELEMENT): elements.activate,
             (ValueType.PROCESS_INSTANCE, pi.COMPLETE_ELEMENT): elements.complete,
             (ValueType.PROCESS_INSTANCE, pi.TERMINATE_ELEMENT): elements.terminate,
+            (ValueType.PROCESS_INSTANCE, pi.COMPLETE_EXECUTION_LISTENER): elements.complete_execution_listener,
             (ValueType.VARIABLE_DOCUMENT, VariableDocumentIntent.UPDATE): instances.update_variables,
             (ValueType.JOB_BATCH, JobBatchIntent.ACTIVATE): jobs.activate_batch,
             (ValueType.JOB, JobIntent.COMPLETE): jobs.complete,
@@ -109,7 +111,13 @@ class Engine:
             (ValueType.PROCESS_MESSAGE_SUBSCRIPTION, pms.DELETE): messages.process_subscription_deleted,
             (ValueType.SIGNAL, SignalIntent.BROADCAST): signals.broadcast_command,
             (ValueType.DECISION_EVALUATION, DecisionEvaluationIntent.EVALUATE): decisions.evaluate_command,
-            (ValueType.RESOURCE_DELETION, ResourceDeletionIntent.DELETE): decisions.delete_resource,
+            (ValueType.RESOURCE_DELETION, ResourceDeletionIntent.DELETE): resource_deletion.delete_resource,
+            (ValueType.USER_TASK, UserTaskIntent.ASSIGN): user_tasks.assign,
+            (ValueType.USER_TASK, UserTaskIntent.CLAIM): user_tasks.claim,
+            (ValueType.USER_TASK, UserTaskIntent.UPDATE): user_tasks.update,
+            (ValueType.USER_TASK, UserTaskIntent.COMPLETE): user_tasks.complete,
+            (ValueType.USER_TASK, UserTaskIntent.COMPLETE_TASK_LISTENER): user_tasks.complete_task_listener,
+            (ValueType.USER_TASK, UserTaskIntent.DENY_TASK_LISTENER): user_tasks.deny_task_listener,
         }
 
     def apply_event(self, state: PartitionState, record: Record) -> None:

@@ -6,6 +6,10 @@ the start events of its event sub-processes. Subscriptions belong to the element
 closed when it completes or terminates. Firing a subscription completes the catch element, completes the gateway
 towards the winning event, activates a boundary event (interrupting ones first terminate the activity they are
 attached to) or starts an event sub-process (interrupting ones first terminate the scope's other children).
+
+Errors and escalations are not subscribed to: :func:`find_catch` searches the scopes outwards for the event that
+catches one, asking each element kind's processor how its instances take part (a multi-instance body shares its
+element with its instances; an event sub-process hides its siblings).
 """
 
 from __future__ import annotations
@@ -375,3 +379,90 @@ def open_start_timers(ctx: ProcessingContext, process: bpmn.Process, definition_
         if isinstance(plan, str):
             continue  # deployment validated the syntax; a date in the past etc. simply never fires
         create_timer(ctx, plan, start.id, definition_key, -1, -1)
+
+
+# -- BPMN errors ---------------------------------------------------------------------------------------------
+
+
+def find_error_catch(
+    ctx: ProcessingContext, process: bpmn.Process, start: ElementInstance, error_code: str
+) -> tuple[ElementInstance, bpmn.Element] | None:
+    """The nearest catch of a BPMN error: (element instance whose scope catches it, catching event).
+
+    The catching event is a boundary event (attached to that instance) or the error start event of an event
+    sub-process inside that instance.
+    """
+    return find_catch(ctx, process, start, bpmn.ERROR, error_code)
+
+
+def find_escalation_catch(
+    ctx: ProcessingContext, process: bpmn.Process, start: ElementInstance, code: str
+) -> tuple[ElementInstance, bpmn.Element] | None:
+    """Like :func:`find_error_catch`, for escalations (boundary events may be non-interrupting here)."""
+    return find_catch(ctx, process, start, bpmn.ESCALATION, code)
+
+
+def _catch_code(element: bpmn.Element, event_type: str) -> str | None:
+    if event_type == bpmn.ERROR:
+        return element.error.error_code if element.error else None
+    return element.escalation_code
+
+
+def _best_catch(candidates: list[bpmn.Element], event_type: str, code: str) -> bpmn.Element | None:
+    """An exact code match wins over a catch-all (no code) at the same level."""
+    catch_all = None
+    for candidate in candidates:
+        if candidate.event_type != event_type:
+            continue
+        candidate_code = _catch_code(candidate, event_type)
+        if candidate_code is None:
+            catch_all = catch_all or candidate
+        elif candidate_code == code:
+            return candidate
+    return catch_all
+
+
+def find_catch(
+    ctx: ProcessingContext, process: bpmn.Process, start: ElementInstance, event_type: str, code: str
+) -> tuple[ElementInstance, bpmn.Element] | None:
+    """Search the throwing instance and then its flow scopes outwards for an error or escalation catch.
+
+    At each level the event sub-processes inside the scope come first (they are nearer), then the boundary events of
+    the instance itself. An event sub-process never catches what is thrown inside itself or its siblings. Past the
+    root of a process instance started by a call activity, the search goes on at that call activity (in the calling
+    process: the catching instance may belong to another process than ``process``).
+    """
+    inst: ElementInstance | None = start
+    came_from_event_sub_process = False
+    definition_key = start.value.process_definition_key
+    while inst is not None:
+        if inst.value.process_definition_key != definition_key:
+            definition_key = inst.value.process_definition_key
+            process = b.services(ctx).models.get(definition_key)
+        element_id = inst.value.element_id
+        parent_key = inst.value.flow_scope_key
+        if parent_key <= 0:  # the process itself: go on at the call activity that started it, if any
+            parent_key = inst.value.parent_element_instance_key
+        parent = ctx.state.elements.get(parent_key) if parent_key > 0 else None
+        # an instance of a multi-instance activity shares its element with the body around it: the boundary events
+        # belong to the body, the event sub-processes (of a sub-process) to the instance
+        processor = registry.processor_of(inst.value)
+        is_body = processor.contains_its_own_element
+        in_body = parent is not None and registry.processor_of(parent.value).contains_its_own_element
+        if not came_from_event_sub_process and not is_body:
+            starts = [
+                s
+                for esp in process.event_sub_processes_of(element_id)
+                for s in process.children_of(esp.id)
+                if s.element_type == bpmn.START_EVENT
+            ]
+            found = _best_catch(starts, event_type, code)
+            if found is not None:
+                return inst, found
+        if element_id in process.elements and not in_body:
+            found = _best_catch(list(process.boundary_events_of(element_id)), event_type, code)
+            if found is not None:
+                return inst, found
+        came_from_event_sub_process = processor.hides_sibling_event_sub_processes
+        inst = parent
+    return None

@@ -189,7 +189,7 @@ def deploy(ctx: ProcessingContext, cmd: Record) -> None:
         key = ctx.keys.next_key()
         stored = {
             "bpmnProcessId": process.id,
-            "version": (latest["version"] + 1) if latest else 1,
+            "version": ctx.state.processes.next_version(process.id),
             "processDefinitionKey": key,
             "resourceName": name,
             "checksum": checksum,
@@ -203,7 +203,7 @@ def deploy(ctx: ProcessingContext, cmd: Record) -> None:
         if latest is not None:
             events.close_start_timers_of(ctx, latest["processDefinitionKey"])
         events.open_start_timers(ctx, process, key)
-        _replace_message_starts(ctx, process, key)
+        replace_message_starts(ctx, process, key)
         signals.replace_start_subscriptions(ctx, process, key)
         created.append(stored)
         metadata.append(_metadata(stored, duplicate=False))
@@ -246,7 +246,7 @@ def _deploy_distributed(ctx: ProcessingContext, cmd: Record) -> None:
             ctx.event(ValueType.PROCESS, ProcessIntent.CREATED, stored["processDefinitionKey"], stored)
             if latest is None or latest["version"] < stored["version"]:
                 process = b.services(ctx).models.get(stored["processDefinitionKey"])
-                _replace_message_starts(ctx, process, stored["processDefinitionKey"])
+                replace_message_starts(ctx, process, stored["processDefinitionKey"])
         metadata.append(_metadata(stored, duplicate=False))
     extra: dict[str, list] = {"decisionRequirementsMetadata": [], "decisionsMetadata": [], "formMetadata": []}
     decisions.deploy_distributed(ctx, cmd.value, extra)
@@ -279,15 +279,20 @@ def _deploy_distributed(ctx: ProcessingContext, cmd: Record) -> None:
     ctx.respond(ctx.event(ValueType.DEPLOYMENT, DeploymentIntent.CREATED, key, value))
 
 
-def _replace_message_starts(ctx: ProcessingContext, process: bpmn.Process, definition_key: int) -> None:
-    """The latest version's message start events are the ones that listen: older versions' subscriptions go."""
-    for old in ctx.state.message_starts.for_process(process.id):
+def close_message_starts(ctx: ProcessingContext, process_id: str) -> None:
+    """Every message start subscription of ``process_id`` (those of its listening version) goes."""
+    for old in ctx.state.message_starts.for_process(process_id):
         ctx.event(
             ValueType.MESSAGE_START_EVENT_SUBSCRIPTION,
             MessageStartEventSubscriptionIntent.DELETED,
             old["processDefinitionKey"],
             old,
         )
+
+
+def replace_message_starts(ctx: ProcessingContext, process: bpmn.Process, definition_key: int) -> None:
+    """The latest version's message start events are the ones that listen: older versions' subscriptions go."""
+    close_message_starts(ctx, process.id)
     for start_id in process.start_event_ids:
         start = process.element(start_id)
         if start.message is None:

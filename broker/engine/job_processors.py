@@ -11,12 +11,14 @@ import json
 from typing import Any
 
 from broker.engine import behaviors as b
-from broker.engine import events
+from broker.engine import events, user_tasks
 from broker.engine.context import ProcessingContext
+from broker.engine.elements import ad_hoc_sub_process, execution_listeners
 from broker.protocol.enums import (
     IncidentIntent,
     JobBatchIntent,
     JobIntent,
+    JobKind,
     ProcessInstanceIntent,
     RejectionType,
     ValueType,
@@ -68,6 +70,14 @@ def _job_or_reject(ctx: ProcessingContext, cmd: Record, action: str, allowed: tu
 
 
 _ACTIVE = (JobState.ACTIVATABLE, JobState.ACTIVATED)
+
+# The incident a job out of retries raises, by job kind (as Zeebe's); JOB_NO_RETRIES for the others.
+_NO_RETRIES = {
+    JobKind.EXECUTION_LISTENER: "EXECUTION_LISTENER_NO_RETRIES",
+    JobKind.TASK_LISTENER: "TASK_LISTENER_NO_RETRIES",
+}
+# The job kinds a worker may throw a BPMN error from (as Zeebe's).
+_MAY_THROW_ERRORS = frozenset({JobKind.BPMN_ELEMENT, JobKind.AD_HOC_SUB_PROCESS})
 
 
 def activation_request(
@@ -157,12 +167,27 @@ def complete(ctx: ProcessingContext, cmd: Record) -> None:
     if job is None:
         return
     value = dict(job["value"])
+    if value.get("jobKind") == ad_hoc_sub_process.JOB_KIND:  # the worker's result decides what follows
+        ad_hoc_sub_process.complete_job(ctx, cmd.key, value, cmd.value)
+        return
     variables = cmd.value.get("variables") or {}
+    if value.get("jobKind") == JobKind.TASK_LISTENER:
+        _complete_task_listener(ctx, cmd, value, variables)
+        return
     value["variables"] = variables
     rec = ctx.event(ValueType.JOB, JobIntent.COMPLETED, cmd.key, value)
     ctx.respond(rec)
     inst = ctx.state.elements.get(value["elementInstanceKey"])
     if inst is None:
+        return
+    if value.get("jobKind") == JobKind.EXECUTION_LISTENER:
+        execution_listeners.take_variables(ctx, inst, value, variables)
+        ctx.follow_up(
+            ValueType.PROCESS_INSTANCE,
+            ProcessInstanceIntent.COMPLETE_EXECUTION_LISTENER,
+            inst.key,
+            inst.value.to_dict(),
+        )
         return
     process = b.services(ctx).models.get(value["processDefinitionKey"])
     element = process.element(value["elementId"])
@@ -172,6 +197,29 @@ def complete(ctx: ProcessingContext, cmd: Record) -> None:
         else:
             b.merge_document(ctx, inst.key, variables)
     ctx.follow_up(ValueType.PROCESS_INSTANCE, ProcessInstanceIntent.COMPLETE_ELEMENT, inst.key, inst.value.to_dict())
+
+
+def _complete_task_listener(ctx: ProcessingContext, cmd: Record, value: dict, variables: dict) -> None:
+    """A task listener's job: no variables; its result may deny the user task's change or correct the task."""
+    if variables:
+        ctx.reject(
+            RejectionType.INVALID_ARGUMENT,
+            f"Expected to complete task listener job with key '{cmd.key}' without variables, but variables were "
+            "given: a task listener changes its user task through the job result's corrections, not variables",
+        )
+        return
+    result = cmd.value.get("result") or {}
+    problem = user_tasks.listener_result_problem(ctx, value, result)
+    if problem:
+        ctx.reject(
+            RejectionType.INVALID_ARGUMENT,
+            f"Expected to complete task listener job with key '{cmd.key}', but {problem}",
+        )
+        return
+    value.update(variables={}, result=result)
+    rec = ctx.event(ValueType.JOB, JobIntent.COMPLETED, cmd.key, value)
+    ctx.respond(rec)
+    user_tasks.listener_completed(ctx, value, result)
 
 
 def fail(ctx: ProcessingContext, cmd: Record) -> None:
@@ -205,12 +253,21 @@ def fail(ctx: ProcessingContext, cmd: Record) -> None:
             b.job_became_activatable(ctx, cmd.key, value)
     elif inst is not None:
         message = value["errorMessage"] or "No more retries left."
-        b.raise_incident(ctx, inst, "JOB_NO_RETRIES", message, job_key=cmd.key)
+        error_type = _NO_RETRIES.get(value.get("jobKind", JobKind.BPMN_ELEMENT), "JOB_NO_RETRIES")
+        b.raise_incident(ctx, inst, error_type, message, job_key=cmd.key)
 
 
 def throw_error(ctx: ProcessingContext, cmd: Record) -> None:
     job = _job_or_reject(ctx, cmd, "throw an error for", _ACTIVE)
     if job is None:
+        return
+    kind = job["value"].get("jobKind", JobKind.BPMN_ELEMENT)
+    if kind not in _MAY_THROW_ERRORS:  # a listener runs while its element is not active: nothing could catch it
+        ctx.reject(
+            RejectionType.INVALID_STATE,
+            f"Cannot throw BPMN error from {kind} job with key '{cmd.key}', type '{job['value']['type']}' and "
+            f"processInstanceKey '{job['value']['processInstanceKey']}'",
+        )
         return
     v = cmd.value
     code = v.get("errorCode", "")
@@ -223,7 +280,7 @@ def throw_error(ctx: ProcessingContext, cmd: Record) -> None:
     if inst is None:
         return
     process = b.services(ctx).models.get(value["processDefinitionKey"])
-    catch = b.find_error_catch(ctx, process, inst, code)
+    catch = events.find_error_catch(ctx, process, inst, code)
     if catch is None:
         b.raise_incident(ctx, inst, "UNHANDLED_ERROR_EVENT", b.unhandled_error_message(code, message), job_key=cmd.key)
         return
@@ -335,6 +392,8 @@ def resolve_incident(ctx: ProcessingContext, cmd: Record) -> None:
         return
     inst = ctx.state.elements.get(incident["elementInstanceKey"])
     if inst is None:
+        return
+    if user_tasks.resume(ctx, inst):
         return
     pi = ProcessInstanceIntent
     if inst.state == pi.ELEMENT_ACTIVATING:

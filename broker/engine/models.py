@@ -42,5 +42,9 @@ class ModelCache:
             self._models[key] = process
         return process
 
+    def remove(self, key: int) -> None:
+        """Forget a deleted definition's model."""
+        self._models.pop(key, None)
+
     def clear(self) -> None:
         self._models.clear()

@@ -452,6 +452,48 @@ class MessageCorrelationIntent(IntEnum):
     NOT_CORRELATED = 3
 
 
+class UserTaskIntent(IntEnum):
+    """Lifecycle of a native (``zeebe:userTask``) user task and the commands on it.
+
+    A command moves the task into a transition (ASSIGNING, CLAIMING, UPDATING, COMPLETING, CANCELING, CREATING) that
+    ends once the task listeners of that event type completed: with the event that finishes it (ASSIGNED, UPDATED…),
+    or, when a listener denies it, with ASSIGNMENT_DENIED, UPDATE_DENIED or COMPLETION_DENIED. CREATE and CANCEL are
+    written by the engine alone; COMPLETE_TASK_LISTENER and DENY_TASK_LISTENER follow a listener job's completion.
+    """
+
+    CREATING = 0
+    CREATED = 1
+    COMPLETE = 2
+    COMPLETING = 3
+    COMPLETED = 4
+    CANCELING = 5
+    CANCELED = 6
+    ASSIGN = 7
+    ASSIGNING = 8
+    ASSIGNED = 9
+    CLAIM = 10
+    UPDATE = 11
+    UPDATING = 12
+    UPDATED = 13
+    MIGRATED = 14
+    COMPLETE_TASK_LISTENER = 15
+    DENY_TASK_LISTENER = 16
+    COMPLETION_DENIED = 17
+    CORRECTED = 18
+    ASSIGNMENT_DENIED = 19
+    CLAIMING = 20
+    UPDATE_DENIED = 21
+    CREATE = 22
+    CANCEL = 23
+
+
+class AsyncRequestIntent(IntEnum):
+    """A client request whose answer waits for later processing (a user task command waiting for its listeners)."""
+
+    RECEIVED = 0
+    PROCESSED = 1
+
+
 # --------------------------------------------------------------------------------------------------
 # Lookup tables
 # --------------------------------------------------------------------------------------------------
@@ -491,10 +533,12 @@ INTENTS: Final[Mapping[ValueType, type[IntEnum]]] = MappingProxyType(
         ValueType.PROCESS_INSTANCE_MIGRATION: ProcessInstanceMigrationIntent,
         ValueType.COMPENSATION_SUBSCRIPTION: CompensationSubscriptionIntent,
         ValueType.MESSAGE_CORRELATION: MessageCorrelationIntent,
+        ValueType.USER_TASK: UserTaskIntent,
+        ValueType.ASYNC_REQUEST: AsyncRequestIntent,
     }
 )
 """The intent enum of each value type Weir knows intents for. Value types absent here (identity,
-batch operations, user tasks, scaling…) have no intents in Weir yet."""
+batch operations, scaling…) have no intents in Weir yet."""
 
 
 def _events(*members: IntEnum) -> frozenset[IntEnum]:
@@ -592,6 +636,16 @@ EVENTS: Final[Mapping[type[IntEnum], frozenset[IntEnum]]] = MappingProxyType(
         MessageBatchIntent: _events(),
         CompensationSubscriptionIntent: _events(*CompensationSubscriptionIntent),
         MessageCorrelationIntent: _events(MessageCorrelationIntent.CORRELATED, MessageCorrelationIntent.NOT_CORRELATED),
+        UserTaskIntent: _events(
+            *(
+                member
+                for member in UserTaskIntent
+                if member.name
+                not in ("COMPLETE", "ASSIGN", "CLAIM", "UPDATE", "COMPLETE_TASK_LISTENER", "DENY_TASK_LISTENER")
+                and member.name not in ("CREATE", "CANCEL")
+            )
+        ),
+        AsyncRequestIntent: _events(*AsyncRequestIntent),
     }
 )
 """For each intent enum, the members that are events; every other member is a command."""
@@ -725,3 +779,25 @@ class BpmnEventType(StrEnum):
     TERMINATE = "TERMINATE"
     TIMER = "TIMER"
     COMPENSATION = "COMPENSATION"
+
+
+class JobKind(StrEnum):
+    """What a job is for (the JOB record's ``jobKind``): the element's own work, or one of its listeners."""
+
+    BPMN_ELEMENT = "BPMN_ELEMENT"
+    EXECUTION_LISTENER = "EXECUTION_LISTENER"
+    TASK_LISTENER = "TASK_LISTENER"
+    AD_HOC_SUB_PROCESS = "AD_HOC_SUB_PROCESS"
+
+
+class JobListenerEventType(StrEnum):
+    """When a listener job runs (the JOB record's ``jobListenerEventType``); UNSPECIFIED for other jobs."""
+
+    UNSPECIFIED = "UNSPECIFIED"
+    START = "START"
+    END = "END"
+    CREATING = "CREATING"
+    ASSIGNING = "ASSIGNING"
+    UPDATING = "UPDATING"
+    COMPLETING = "COMPLETING"
+    CANCELING = "CANCELING"

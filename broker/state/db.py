@@ -24,6 +24,8 @@ SUB_DATABASES = (
     "processes",
     "process_versions",
     "process_bindings",
+    "process_highest_versions",
+    "process_running_instances",
     "element_instances",
     "element_children",
     "variables",
@@ -65,6 +67,9 @@ SUB_DATABASES = (
     "decision_requirements_versions",
     "forms",
     "form_versions",
+    "user_tasks",
+    "user_tasks_by_element",
+    "async_requests",
 )
 
 DEFAULT_MAP_SIZE = 64 << 30
@@ -105,8 +110,13 @@ class StateDb:
         )
         self.dbs: dict[str, Any] = {}
         with self.env.begin(write=True) as txn:
+            existing = {name for name in SUB_DATABASES if txn.get(name.encode()) is not None}
             for name in SUB_DATABASES:
                 self.dbs[name] = self.env.open_db(name.encode(), txn=txn)
+            if existing:  # state written by an older Weir: fill the indexes it did not keep yet
+                for name, backfill in _BACKFILLS.items():
+                    if name not in existing:
+                        backfill(txn, self.dbs)
 
     def begin(self, *, write: bool = False, parent: lmdb.Transaction | None = None) -> lmdb.Transaction:
         return self.env.begin(write=write, parent=parent)
@@ -121,6 +131,23 @@ class StateDb:
             for name, db in self.dbs.items():
                 out[name] = list(txn.cursor(db=db).iternext())
         return out
+
+
+def _count_running_instances(txn: lmdb.Transaction, dbs: dict[str, Any]) -> None:
+    """``process_running_instances`` from the process instances a state already holds (their root element
+    instances), so that a definition with instances started before the index existed still cannot be deleted."""
+    counts: dict[int, int] = {}
+    for _, raw in txn.cursor(db=dbs["element_instances"]).iternext():
+        value = unpack(raw)["value"]
+        if value.get("flowScopeKey", -1) <= 0:
+            key = value["processDefinitionKey"]
+            counts[key] = counts.get(key, 0) + 1
+    for key, n in counts.items():
+        txn.put(u64(key), u64(n), db=dbs["process_running_instances"])
+
+
+# Sub-databases added after states were first written, with how to fill each from what such a state holds.
+_BACKFILLS: dict[str, Any] = {"process_running_instances": _count_running_instances}
 
 
 def prefix_scan(txn: lmdb.Transaction, db: Any, prefix: bytes) -> Iterator[tuple[bytes, bytes]]:

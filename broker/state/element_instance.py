@@ -17,6 +17,8 @@ class ElementInstance(NamedTuple):
     - ``activated_children`` / ``completed_children`` / ``terminated_children``: how many children it has had
       (flow scopes only; a multi-instance body counts its instances with them, and numbers its loop with the first).
     - ``called_child_key``: for a call activity, the process instance it started (kept after that ended), or -1.
+    - ``listener_index``: how many execution listener jobs of the current event type (start while activating, end
+      while completing) were created; the next one to run, or where the element's own behaviour goes on.
 
     Frozen: a change is a new instance (the ``with_*`` / ``after_*`` methods) written back through the repository,
     so no caller can change what another one holds. The methods build the copy directly: appliers make one for
@@ -34,6 +36,7 @@ class ElementInstance(NamedTuple):
     completed_children: int = 0
     terminated_children: int = 0
     called_child_key: int = -1
+    listener_index: int = 0
 
     def _copy(
         self,
@@ -48,7 +51,19 @@ class ElementInstance(NamedTuple):
     ) -> ElementInstance:
         return _new(
             ElementInstance,
-            (self.key, state, self.value, children, flows, job_key, activated, completed, terminated, called),
+            (
+                self.key,
+                state,
+                self.value,
+                children,
+                flows,
+                job_key,
+                activated,
+                completed,
+                terminated,
+                called,
+                self.listener_index,
+            ),
         )
 
     def with_state(self, state: int) -> ElementInstance:
@@ -100,6 +115,21 @@ class ElementInstance(NamedTuple):
             key,
         )
 
+    def with_listener_index(self, index: int) -> ElementInstance:
+        return ElementInstance(
+            self.key,
+            self.state,
+            self.value,
+            self.children,
+            self.flows,
+            self.job_key,
+            self.activated_children,
+            self.completed_children,
+            self.terminated_children,
+            self.called_child_key,
+            index,
+        )
+
     def after_child_activated(self, flows_consumed: int) -> ElementInstance:
         """A child is ACTIVATING: one more child, the sequence flows its activation consumed gone."""
         return self._copy(
@@ -142,6 +172,7 @@ class ElementInstance(NamedTuple):
                 get("completedChildren", 0),
                 get("terminatedChildren", 0),
                 get("calledChildKey", -1),
+                get("listenerIndex", 0),
             ),
         )
 
@@ -160,6 +191,8 @@ class ElementInstance(NamedTuple):
             d["terminatedChildren"] = self.terminated_children
         if self.called_child_key > 0:  # only call activities have one: other instances are stored as before
             d["calledChildKey"] = self.called_child_key
+        if self.listener_index:  # only elements with execution listeners count them
+            d["listenerIndex"] = self.listener_index
         return d
 
 

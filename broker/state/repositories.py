@@ -162,12 +162,19 @@ class Bindings:
 
 class ProcessState(_Repository):
     """Deployed process definitions, by key, by (process id, version), and for call activities' bindings by
-    (process id, version tag) (the latest version carrying the tag) and (process id, deployment key)."""
+    (process id, version tag) (the latest version carrying the tag) and (process id, deployment key).
+
+    Also kept: the highest version each process id ever had (as in Zeebe, a version is never given twice, even after
+    its definition was deleted) and how many process instances of each definition run (a definition with running
+    instances cannot be deleted).
+    """
 
     def __init__(self, sdb: StateDb) -> None:
         super().__init__(sdb, "processes")
         self._versions = sdb.dbs["process_versions"]
         self._bindings = Bindings(self, sdb.dbs["process_bindings"], "bpmnProcessId")
+        self._highest = sdb.dbs["process_highest_versions"]
+        self._running = sdb.dbs["process_running_instances"]
 
     def with_version_tag(self, process_id: str, version_tag: str) -> dict[str, Any] | None:
         """The latest version of ``process_id`` deployed with ``version_tag``."""
@@ -210,11 +217,61 @@ class ProcessState(_Repository):
             return None
         return found
 
+    def version_before(self, process_id: str, version: int) -> dict[str, Any] | None:
+        """The highest stored version of ``process_id`` below ``version`` (deleted versions leave gaps)."""
+        cur = self.txn.cursor(db=self._versions)
+        prefix = _text(process_id) + b"\0"
+        if cur.set_range(prefix + max(version, 0).to_bytes(4, "big")):
+            if not cur.prev():
+                return None
+        elif not cur.last():
+            return None
+        k = cur.key()
+        if not k.startswith(prefix) or len(k) != len(prefix) + 4:
+            return None
+        found = self.get(read_u64(cur.value()))
+        return found if found is not None and found["bpmnProcessId"] == process_id else None
+
+    def next_version(self, process_id: str) -> int:
+        """The version a new deployment of ``process_id`` gets: one above any it ever had."""
+        latest = self.latest(process_id)
+        return max(self._highest_version(process_id), latest["version"] if latest is not None else 0) + 1
+
+    def _highest_version(self, process_id: str) -> int:
+        v = self.txn.get(_text(process_id), db=self._highest)
+        highest = unpack(v) if v else None
+        return highest[1] if highest is not None and highest[0] == process_id else 0
+
     def put(self, process: dict[str, Any]) -> None:
-        key = process["processDefinitionKey"]
+        key, process_id = process["processDefinitionKey"], process["bpmnProcessId"]
         self.txn.put(u64(key), pack(process), db=self._db)
-        self.txn.put(self._version_key(process["bpmnProcessId"], process["version"]), u64(key), db=self._versions)
+        self.txn.put(self._version_key(process_id, process["version"]), u64(key), db=self._versions)
         self._bindings.add(key, process)
+        if process["version"] > self._highest_version(process_id):
+            self.txn.put(_text(process_id), pack([process_id, process["version"]]), db=self._highest)
+
+    def remove(self, process: dict[str, Any]) -> None:
+        """Forget a deleted definition; its version stays taken."""
+        key = process["processDefinitionKey"]
+        self.txn.delete(u64(key), db=self._db)
+        index = self._version_key(process["bpmnProcessId"], process["version"])
+        v = self.txn.get(index, db=self._versions)
+        if v is not None and read_u64(v) == key:
+            self.txn.delete(index, db=self._versions)
+        self._bindings.remove(key, process)
+        self.txn.delete(u64(key), db=self._running)
+
+    def running_instances(self, key: int) -> int:
+        """How many process instances of definition ``key`` run on this partition (called ones included)."""
+        v = self.txn.get(u64(key), db=self._running)
+        return read_u64(v) if v else 0
+
+    def count_instance(self, key: int, delta: int) -> None:
+        n = self.running_instances(key) + delta
+        if n > 0:
+            self.txn.put(u64(key), u64(n), db=self._running)
+        else:
+            self.txn.delete(u64(key), db=self._running)
 
 
 _ABSENT: Any = object()
@@ -448,6 +505,46 @@ class KeyedBlobState(_Repository):
 
     def remove(self, key: int) -> None:
         self.txn.delete(u64(key), db=self._db)
+
+
+class UserTaskState(_Repository):
+    """Native user tasks by key, findable by their element instance.
+
+    An entry is ``{"state": lifecycle state, "value": the task as last settled, "transition": None or {"value": what
+    the transition moves it to (with listener corrections; at creation, with the modelled assignee, assigned once the
+    task is created), "listener": how many of the transition's listeners completed}}``.
+    """
+
+    CREATING = "CREATING"
+    CREATED = "CREATED"
+    ASSIGNING = "ASSIGNING"
+    CLAIMING = "CLAIMING"
+    UPDATING = "UPDATING"
+    COMPLETING = "COMPLETING"
+    CANCELING = "CANCELING"
+
+    def __init__(self, sdb: StateDb) -> None:
+        super().__init__(sdb, "user_tasks")
+        self._by_element = sdb.dbs["user_tasks_by_element"]
+
+    def get(self, key: int) -> dict[str, Any] | None:
+        v = self.txn.get(u64(key), db=self._db)
+        return unpack(v) if v else None
+
+    def for_element(self, element_instance_key: int) -> int | None:
+        v = self.txn.get(u64(element_instance_key), db=self._by_element)
+        return read_u64(v) if v else None
+
+    def put(self, key: int, entry: dict[str, Any]) -> None:
+        self.txn.put(u64(key), pack(entry), db=self._db)
+        self.txn.put(u64(entry["value"]["elementInstanceKey"]), u64(key), db=self._by_element)
+
+    def remove(self, key: int) -> None:
+        entry = self.get(key)
+        if entry is None:
+            return
+        self.txn.delete(u64(key), db=self._db)
+        self.txn.delete(u64(entry["value"]["elementInstanceKey"]), db=self._by_element)
 
 
 class SignalReceiptState(_Repository):
@@ -908,6 +1005,9 @@ class PartitionState:
         self.decisions = DecisionState(sdb)
         self.decision_requirements = DecisionRequirementsState(sdb)
         self.forms = FormState(sdb)
+        self.user_tasks = UserTaskState(sdb)
+        # client requests answered later, by the scope (element instance) they wait on
+        self.async_requests = KeyedBlobState(sdb, "async_requests")
         self._repos: tuple[_Repository, ...] = (
             self.meta,
             self.processes,
@@ -931,6 +1031,8 @@ class PartitionState:
             self.decisions,
             self.decision_requirements,
             self.forms,
+            self.user_tasks,
+            self.async_requests,
         )
         self.txn: lmdb.Transaction | None = None
 

@@ -847,7 +847,17 @@ class Partition:
                 pending = self.state.distributions.pending()
             finally:
                 self.state.distributions.txn = None  # type: ignore[assignment]
+        # a deletion follows the deployments made before it to each partition: delivered first, it would find
+        # nothing to delete there, and the deployment arriving next would bring the resource back
+        oldest_deployment: dict[int, int] = {}
         for key, partition_id, value in pending:
+            if value["valueType"] == ValueType.DEPLOYMENT.name:
+                oldest_deployment[partition_id] = min(key, oldest_deployment.get(partition_id, key))
+        for key, partition_id, value in pending:
+            if value["valueType"] == ValueType.RESOURCE_DELETION.name and key > oldest_deployment.get(
+                partition_id, key
+            ):
+                continue
             if (key, partition_id) not in self._distributing:
                 self._distributing.add((key, partition_id))
                 task = asyncio.get_running_loop().create_task(self._distribute(key, partition_id, value))
@@ -866,6 +876,18 @@ class Partition:
                 "partition %d: distribution %d to partition %d failed: %r", self.partition_id, key, partition_id, e
             )
             await asyncio.sleep(0.5)
+            return
+        if reply.record_type == RecordType.COMMAND_REJECTION and reply.rejection_type == RejectionType.INVALID_STATE:
+            # the target cannot take it yet (a process definition to delete still has instances running there):
+            # delivered again until it can
+            self._log.debug(
+                "partition %d: partition %d cannot take distribution %d yet: %s",
+                self.partition_id,
+                partition_id,
+                key,
+                reply.rejection_reason,
+            )
+            await asyncio.sleep(1.0)
             return
         if reply.record_type == RecordType.COMMAND_REJECTION:
             self._log.error(

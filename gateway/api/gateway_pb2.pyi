@@ -46,7 +46,35 @@ class ActivateJobsResponse(_message.Message):
     def __init__(self, jobs: _Optional[_Iterable[_Union[ActivatedJob, _Mapping]]] = ...) -> None: ...
 
 class ActivatedJob(_message.Message):
-    __slots__ = ("key", "type", "processInstanceKey", "bpmnProcessId", "processDefinitionVersion", "processDefinitionKey", "elementId", "elementInstanceKey", "customHeaders", "worker", "retries", "deadline", "variables", "tenantId")
+    __slots__ = ("key", "type", "processInstanceKey", "bpmnProcessId", "processDefinitionVersion", "processDefinitionKey", "elementId", "elementInstanceKey", "customHeaders", "worker", "retries", "deadline", "variables", "tenantId", "userTask", "kind", "listenerEventType")
+    class JobKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+        __slots__ = ()
+        BPMN_ELEMENT: _ClassVar[ActivatedJob.JobKind]
+        EXECUTION_LISTENER: _ClassVar[ActivatedJob.JobKind]
+        TASK_LISTENER: _ClassVar[ActivatedJob.JobKind]
+        AD_HOC_SUB_PROCESS: _ClassVar[ActivatedJob.JobKind]
+    BPMN_ELEMENT: ActivatedJob.JobKind
+    EXECUTION_LISTENER: ActivatedJob.JobKind
+    TASK_LISTENER: ActivatedJob.JobKind
+    AD_HOC_SUB_PROCESS: ActivatedJob.JobKind
+    class ListenerEventType(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+        __slots__ = ()
+        ASSIGNING: _ClassVar[ActivatedJob.ListenerEventType]
+        CANCELING: _ClassVar[ActivatedJob.ListenerEventType]
+        COMPLETING: _ClassVar[ActivatedJob.ListenerEventType]
+        CREATING: _ClassVar[ActivatedJob.ListenerEventType]
+        END: _ClassVar[ActivatedJob.ListenerEventType]
+        START: _ClassVar[ActivatedJob.ListenerEventType]
+        UNSPECIFIED: _ClassVar[ActivatedJob.ListenerEventType]
+        UPDATING: _ClassVar[ActivatedJob.ListenerEventType]
+    ASSIGNING: ActivatedJob.ListenerEventType
+    CANCELING: ActivatedJob.ListenerEventType
+    COMPLETING: ActivatedJob.ListenerEventType
+    CREATING: ActivatedJob.ListenerEventType
+    END: ActivatedJob.ListenerEventType
+    START: ActivatedJob.ListenerEventType
+    UNSPECIFIED: ActivatedJob.ListenerEventType
+    UPDATING: ActivatedJob.ListenerEventType
     KEY_FIELD_NUMBER: _ClassVar[int]
     TYPE_FIELD_NUMBER: _ClassVar[int]
     PROCESSINSTANCEKEY_FIELD_NUMBER: _ClassVar[int]
@@ -61,6 +89,9 @@ class ActivatedJob(_message.Message):
     DEADLINE_FIELD_NUMBER: _ClassVar[int]
     VARIABLES_FIELD_NUMBER: _ClassVar[int]
     TENANTID_FIELD_NUMBER: _ClassVar[int]
+    USERTASK_FIELD_NUMBER: _ClassVar[int]
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    LISTENEREVENTTYPE_FIELD_NUMBER: _ClassVar[int]
     key: int
     type: str
     processInstanceKey: int
@@ -75,7 +106,34 @@ class ActivatedJob(_message.Message):
     deadline: int
     variables: str
     tenantId: str
-    def __init__(self, key: _Optional[int] = ..., type: _Optional[str] = ..., processInstanceKey: _Optional[int] = ..., bpmnProcessId: _Optional[str] = ..., processDefinitionVersion: _Optional[int] = ..., processDefinitionKey: _Optional[int] = ..., elementId: _Optional[str] = ..., elementInstanceKey: _Optional[int] = ..., customHeaders: _Optional[str] = ..., worker: _Optional[str] = ..., retries: _Optional[int] = ..., deadline: _Optional[int] = ..., variables: _Optional[str] = ..., tenantId: _Optional[str] = ...) -> None: ...
+    userTask: UserTaskProperties
+    kind: ActivatedJob.JobKind
+    listenerEventType: ActivatedJob.ListenerEventType
+    def __init__(self, key: _Optional[int] = ..., type: _Optional[str] = ..., processInstanceKey: _Optional[int] = ..., bpmnProcessId: _Optional[str] = ..., processDefinitionVersion: _Optional[int] = ..., processDefinitionKey: _Optional[int] = ..., elementId: _Optional[str] = ..., elementInstanceKey: _Optional[int] = ..., customHeaders: _Optional[str] = ..., worker: _Optional[str] = ..., retries: _Optional[int] = ..., deadline: _Optional[int] = ..., variables: _Optional[str] = ..., tenantId: _Optional[str] = ..., userTask: _Optional[_Union[UserTaskProperties, _Mapping]] = ..., kind: _Optional[_Union[ActivatedJob.JobKind, str]] = ..., listenerEventType: _Optional[_Union[ActivatedJob.ListenerEventType, str]] = ...) -> None: ...
+
+class UserTaskProperties(_message.Message):
+    __slots__ = ("action", "assignee", "candidateGroups", "candidateUsers", "changedAttributes", "dueDate", "followUpDate", "formKey", "priority", "userTaskKey")
+    ACTION_FIELD_NUMBER: _ClassVar[int]
+    ASSIGNEE_FIELD_NUMBER: _ClassVar[int]
+    CANDIDATEGROUPS_FIELD_NUMBER: _ClassVar[int]
+    CANDIDATEUSERS_FIELD_NUMBER: _ClassVar[int]
+    CHANGEDATTRIBUTES_FIELD_NUMBER: _ClassVar[int]
+    DUEDATE_FIELD_NUMBER: _ClassVar[int]
+    FOLLOWUPDATE_FIELD_NUMBER: _ClassVar[int]
+    FORMKEY_FIELD_NUMBER: _ClassVar[int]
+    PRIORITY_FIELD_NUMBER: _ClassVar[int]
+    USERTASKKEY_FIELD_NUMBER: _ClassVar[int]
+    action: str
+    assignee: str
+    candidateGroups: _containers.RepeatedScalarFieldContainer[str]
+    candidateUsers: _containers.RepeatedScalarFieldContainer[str]
+    changedAttributes: _containers.RepeatedScalarFieldContainer[str]
+    dueDate: str
+    followUpDate: str
+    formKey: int
+    priority: int
+    userTaskKey: int
+    def __init__(self, action: _Optional[str] = ..., assignee: _Optional[str] = ..., candidateGroups: _Optional[_Iterable[str]] = ..., candidateUsers: _Optional[_Iterable[str]] = ..., changedAttributes: _Optional[_Iterable[str]] = ..., dueDate: _Optional[str] = ..., followUpDate: _Optional[str] = ..., formKey: _Optional[int] = ..., priority: _Optional[int] = ..., userTaskKey: _Optional[int] = ...) -> None: ...
 
 class CancelProcessInstanceRequest(_message.Message):
     __slots__ = ("processInstanceKey", "operationReference")
@@ -90,12 +148,62 @@ class CancelProcessInstanceResponse(_message.Message):
     def __init__(self) -> None: ...
 
 class CompleteJobRequest(_message.Message):
-    __slots__ = ("jobKey", "variables")
+    __slots__ = ("jobKey", "variables", "result")
     JOBKEY_FIELD_NUMBER: _ClassVar[int]
     VARIABLES_FIELD_NUMBER: _ClassVar[int]
+    RESULT_FIELD_NUMBER: _ClassVar[int]
     jobKey: int
     variables: str
-    def __init__(self, jobKey: _Optional[int] = ..., variables: _Optional[str] = ...) -> None: ...
+    result: JobResult
+    def __init__(self, jobKey: _Optional[int] = ..., variables: _Optional[str] = ..., result: _Optional[_Union[JobResult, _Mapping]] = ...) -> None: ...
+
+class JobResult(_message.Message):
+    __slots__ = ("denied", "corrections", "deniedReason", "type", "activateElements", "isCompletionConditionFulfilled", "isCancelRemainingInstances")
+    DENIED_FIELD_NUMBER: _ClassVar[int]
+    CORRECTIONS_FIELD_NUMBER: _ClassVar[int]
+    DENIEDREASON_FIELD_NUMBER: _ClassVar[int]
+    TYPE_FIELD_NUMBER: _ClassVar[int]
+    ACTIVATEELEMENTS_FIELD_NUMBER: _ClassVar[int]
+    ISCOMPLETIONCONDITIONFULFILLED_FIELD_NUMBER: _ClassVar[int]
+    ISCANCELREMAININGINSTANCES_FIELD_NUMBER: _ClassVar[int]
+    denied: bool
+    corrections: JobResultCorrections
+    deniedReason: str
+    type: str
+    activateElements: _containers.RepeatedCompositeFieldContainer[JobResultActivateElement]
+    isCompletionConditionFulfilled: bool
+    isCancelRemainingInstances: bool
+    def __init__(self, denied: _Optional[bool] = ..., corrections: _Optional[_Union[JobResultCorrections, _Mapping]] = ..., deniedReason: _Optional[str] = ..., type: _Optional[str] = ..., activateElements: _Optional[_Iterable[_Union[JobResultActivateElement, _Mapping]]] = ..., isCompletionConditionFulfilled: _Optional[bool] = ..., isCancelRemainingInstances: _Optional[bool] = ...) -> None: ...
+
+class JobResultCorrections(_message.Message):
+    __slots__ = ("assignee", "dueDate", "followUpDate", "candidateUsers", "candidateGroups", "priority")
+    ASSIGNEE_FIELD_NUMBER: _ClassVar[int]
+    DUEDATE_FIELD_NUMBER: _ClassVar[int]
+    FOLLOWUPDATE_FIELD_NUMBER: _ClassVar[int]
+    CANDIDATEUSERS_FIELD_NUMBER: _ClassVar[int]
+    CANDIDATEGROUPS_FIELD_NUMBER: _ClassVar[int]
+    PRIORITY_FIELD_NUMBER: _ClassVar[int]
+    assignee: str
+    dueDate: str
+    followUpDate: str
+    candidateUsers: StringList
+    candidateGroups: StringList
+    priority: int
+    def __init__(self, assignee: _Optional[str] = ..., dueDate: _Optional[str] = ..., followUpDate: _Optional[str] = ..., candidateUsers: _Optional[_Union[StringList, _Mapping]] = ..., candidateGroups: _Optional[_Union[StringList, _Mapping]] = ..., priority: _Optional[int] = ...) -> None: ...
+
+class JobResultActivateElement(_message.Message):
+    __slots__ = ("elementId", "variables")
+    ELEMENTID_FIELD_NUMBER: _ClassVar[int]
+    VARIABLES_FIELD_NUMBER: _ClassVar[int]
+    elementId: str
+    variables: str
+    def __init__(self, elementId: _Optional[str] = ..., variables: _Optional[str] = ...) -> None: ...
+
+class StringList(_message.Message):
+    __slots__ = ("values",)
+    VALUES_FIELD_NUMBER: _ClassVar[int]
+    values: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, values: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class CompleteJobResponse(_message.Message):
     __slots__ = ()

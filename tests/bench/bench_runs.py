@@ -34,6 +34,7 @@ FIELDS = (
     ("backpressureRejections", "rejected"),
     ("errors", "errors"),
     ("brokerPeakRssMb", "RSS_MiB"),
+    ("brokerCpuMsPerInstance", "cpu_ms/inst"),
 )
 
 

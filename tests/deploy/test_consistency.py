@@ -144,7 +144,7 @@ def test_gateway_ports_probes_and_service_agree_with_the_config(rendering: str, 
     config = config_of(pod, tmp_path)["gateway"]
     c = container(m.gateway, "gateway")
     ports = container_ports(c)
-    assert ports == {"grpc": config["port"], "monitoring": config["monitoringPort"]}
+    assert ports == {"grpc": config["port"], "http": config["rest"]["port"], "monitoring": config["monitoringPort"]}
     for probe, path in (
         ("startupProbe", "/startup"),
         ("readinessProbe", "/ready"),
@@ -159,6 +159,7 @@ def test_gateway_ports_probes_and_service_agree_with_the_config(rendering: str, 
     assert not labels_match(service["spec"]["selector"], broker_labels)
     assert {p["name"]: p["port"] for p in service["spec"]["ports"]} == {
         "grpc": config["port"],
+        "http": config["rest"]["port"],
         "monitoring": config["monitoringPort"],
     }
     for p in service["spec"]["ports"]:
@@ -384,9 +385,10 @@ def test_network_policy_lets_only_gateways_and_brokers_reach_the_command_api_and
     assert broker_ports(stranger) == set()
     assert broker_ports(elsewhere) == set()
     assert broker_ports(Peer({"app.kubernetes.io/name": "prometheus"}, namespace, namespace_labels)) == set()
-    assert gateway_ports(PROMETHEUS) == {gateway_config["port"], gateway_config["monitoringPort"]}
+    client_ports = {gateway_config["port"], gateway_config["rest"]["port"]}
+    assert gateway_ports(PROMETHEUS) == client_ports | {gateway_config["monitoringPort"]}
     for source in (stranger, elsewhere, in_weir(m.broker_set)):
-        assert gateway_ports(source) == {gateway_config["port"]}
+        assert gateway_ports(source) == client_ports
 
 
 @renderings

@@ -24,10 +24,13 @@ from broker.protocol.enums import (
     ProcessInstanceCreationIntent,
     ProcessInstanceIntent,
     RecordType,
+    UserTaskIntent,
     ValueType,
     VariableDocumentIntent,
 )
 from broker.protocol.record import Record
+from broker.state.db import unpack
+from broker.state.repositories import PartitionState
 from broker.stream.partition import Partition, PartitionConfig
 from tests.harness import BPMN
 
@@ -60,6 +63,18 @@ class PartitionDriver:
                     return
             await asyncio.sleep(0.001)
         raise AssertionError(f"partition still has {self.partition.backlog} commands waiting")
+
+    def user_task_key(self, process_instance_key: int) -> int:
+        """The key of the process instance's user task, read from the partition's state."""
+        assert self.partition.db is not None
+        view = PartitionState(self.partition.db)
+        with self.partition.db.begin() as txn:
+            view.bind(txn)
+            for _, raw in view.iter_all("user_tasks"):
+                task = unpack(raw)["value"]
+                if task["processInstanceKey"] == process_instance_key:
+                    return int(task["userTaskKey"])
+        raise AssertionError(f"no user task for instance {process_instance_key}")
 
     async def deploy(self, *names: str) -> Record:
         resources = [{"resourceName": n, "resource": (BPMN / n).read_bytes()} for n in names]
@@ -130,9 +145,41 @@ async def run_scenario(directory: Path, *, instances: int = 3) -> list[Record]:
             value = {"decisionId": "discount", "decisionKey": -1, "variables": variables, "tenantId": TENANT}
             await d.send(ValueType.DECISION_EVALUATION, DecisionEvaluationIntent.EVALUATE, value)
         await d.settle()
+        await _user_tasks(d)
     finally:
         await partition.close(snapshot=False)
     return list(read_log(directory / "log"))
+
+
+async def _user_tasks(d: PartitionDriver) -> None:
+    """Native user tasks: created, assigned, updated, completed; task listeners approving, correcting, denying."""
+    await d.deploy("user-task-native.bpmn", "user-task-listeners.bpmn")
+    native = await d.create("user-task-native", {"reviewers": ["ann"], "due": "2030-01-01T00:00:00Z"})
+    await d.settle()
+    key = d.user_task_key(native.value["processInstanceKey"])
+    await d.send(ValueType.USER_TASK, UserTaskIntent.ASSIGN, {"assignee": "ann", "action": ""}, key)
+    update = {"changedAttributes": ["priority"], "priority": 10, "action": ""}
+    await d.send(ValueType.USER_TASK, UserTaskIntent.UPDATE, update, key)
+    await d.send(ValueType.USER_TASK, UserTaskIntent.COMPLETE, {"variables": {"ok": True}, "action": ""}, key)
+    listened = await d.create("user-task-listeners", {"owner": "zoe"})
+    await d.settle()
+    for job_type, result in (
+        ("tl-creating", {}),
+        ("tl-assigning", {"correctedAttributes": ["assignee"], "corrections": {"assignee": "max"}}),
+    ):
+        for job in await d.activate(job_type):
+            await d.send(ValueType.JOB, JobIntent.COMPLETE, {"variables": {}, "result": result}, job)
+        await d.settle()
+    key = d.user_task_key(listened.value["processInstanceKey"])
+    completion = asyncio.ensure_future(
+        d.send(ValueType.USER_TASK, UserTaskIntent.COMPLETE, {"variables": {}, "action": ""}, key)
+    )
+    await d.settle()
+    for job in await d.activate("tl-completing"):
+        await d.send(ValueType.JOB, JobIntent.COMPLETE, {"variables": {}, "result": {"denied": True}}, job)
+    await completion
+    await d.send(ValueType.PROCESS_INSTANCE, ProcessInstanceIntent.CANCEL, {}, listened.value["processInstanceKey"])
+    await d.settle()
 
 
 def read_log(log_directory: Path, from_position: int = 1) -> Iterator[Record]:

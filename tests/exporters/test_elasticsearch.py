@@ -100,6 +100,13 @@ async def test_documents_land_in_zeebe_indices_with_ids_routing_and_aliases(
     assert {h["_source"]["value"]["decisionId"] for h in decisions} == {"customer_level", "discount"}
     assert [h["_source"]["value"]["formId"] for h in noida.search("docs-form")] == ["exported-form"]
     assert len(noida.search("docs-decision-requirements")) == 1
+    user_tasks = noida.search("docs-user-task", {"term": {"value.elementId": "approve"}})
+    assert {h["_index"] for h in user_tasks} == {f"docs_user-task_{VERSION}_{DAY}"}
+    assert [h["_source"]["intent"] for h in user_tasks] == [
+        "CREATING", "CREATED", "ASSIGNING", "ASSIGNED", "UPDATING", "UPDATED", "COMPLETING", "COMPLETED",
+    ]  # fmt: skip
+    denied = noida.search("docs-user-task", {"term": {"intent": "COMPLETION_DENIED"}})
+    assert len(denied) == 1 and denied[0]["_source"]["value"]["assignee"] == "max"  # corrected by a listener
 
 
 async def test_templates_are_installed_with_strict_mappings(noida: NoidaServer, records: list[Record]) -> None:

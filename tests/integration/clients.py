@@ -5,8 +5,12 @@ never see each other's jobs. Incident keys are not returned by any RPC: ``open_i
 operator reading an exporter would, from the (stopped) broker's partition log.
 """
 
+import functools
 import json
 import re
+import subprocess
+import sys
+import tempfile
 import time
 import uuid
 from collections.abc import Iterator
@@ -15,6 +19,7 @@ from typing import Any
 
 import grpc
 import pytest
+from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 from pyzeebe.proto import gateway_pb2 as pb
 from pyzeebe.proto import gateway_pb2_grpc
 
@@ -25,6 +30,7 @@ from broker.protocol.record import Record
 from tests.harness import BPMN, WeirProcess
 
 Stub = gateway_pb2_grpc.GatewayStub
+REPO_ROOT = Path(__file__).resolve().parents[2]
 
 # -- helpers -------------------------------------------------------------------
 
@@ -54,8 +60,9 @@ class Deployed:
 
 
 def unique_copy(fixture: str, suffix: str) -> tuple[bytes, dict[str, str], dict[str, str]]:
-    """The fixture's XML with every process id, static called process id and static job type suffixed, plus the
-    old → new name maps (a called process deployed from another fixture with the same suffix matches)."""
+    """The fixture's XML with every process id, static called process id and static job type (execution listeners'
+    included) suffixed, plus the old → new name maps (a called process deployed from another fixture with the same
+    suffix matches)."""
     text = (BPMN / fixture).read_text()
     process_ids: dict[str, str] = {}
     job_types: dict[str, str] = {}
@@ -78,6 +85,7 @@ def unique_copy(fixture: str, suffix: str) -> tuple[bytes, dict[str, str], dict[
     text = re.sub(r'(<bpmn:process id=")([^"]+)"', rename_process, text)
     text = re.sub(r'(<zeebe:calledElement processId=")([^"]+)"', rename_called, text)
     text = re.sub(r'(<zeebe:taskDefinition type=")([^"]+)"', rename_type, text)
+    text = re.sub(r'(<zeebe:executionListener eventType="\w+" type=")([^"]+)"', rename_type, text)
     for old, new in process_ids.items():  # the diagram refers to the process by id
         text = text.replace(f'bpmnElement="{old}"', f'bpmnElement="{new}"')
     return text.encode(), process_ids, job_types
@@ -209,3 +217,61 @@ def incidents_after_restart(w: WeirProcess, process_instance_key: int) -> list[R
     found = [r for r in open_incidents(w) if r.value["processInstanceKey"] == process_instance_key]
     w.start()
     return found
+
+
+# -- Zeebe 8.8 fields pyzeebe 4.7 predates ---------------------------------------------------------------------
+
+
+@functools.cache
+def weir_message(name: str) -> Any:
+    """A message class of Weir's own gateway.proto (e.g. CompleteJobRequest with its job result), from a private
+    descriptor pool: pyzeebe's stubs own ``gateway_protocol`` in the default pool of the test process."""
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "gateway.pb"
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "grpc_tools.protoc",
+                f"--proto_path={REPO_ROOT / 'proto'}",
+                f"--descriptor_set_out={out}",
+                "gateway.proto",
+            ],
+            check=True,
+            timeout=60,
+        )
+        (file,) = descriptor_pb2.FileDescriptorSet.FromString(out.read_bytes()).file
+    pool = _weir_pool(file.SerializeToString())
+    return message_factory.GetMessageClass(pool.FindMessageTypeByName(f"gateway_protocol.{name}"))
+
+
+@functools.cache
+def _weir_pool(file: bytes) -> descriptor_pool.DescriptorPool:
+    pool = descriptor_pool.DescriptorPool()
+    pool.Add(descriptor_pb2.FileDescriptorProto.FromString(file))
+    return pool
+
+
+def complete_with_result(channel: grpc.Channel, job_key: int, result: dict[str, Any], **variables: Any) -> None:
+    """CompleteJob with a job result (``result`` holds JobResult's fields, activateElements as dicts)."""
+    request = weir_message("CompleteJobRequest")(jobKey=job_key, variables=json.dumps(variables))
+    activate = result.pop("activateElements", [])
+    request.result.SetInParent()
+    for field, value in result.items():
+        setattr(request.result, field, value)
+    for item in activate:
+        request.result.activateElements.add(
+            elementId=item["elementId"], variables=json.dumps(item.get("variables", {}))
+        )
+    call = channel.unary_unary(
+        "/gateway_protocol.Gateway/CompleteJob",
+        request_serializer=lambda message: message.SerializeToString(),
+        response_deserializer=lambda data: data,
+    )
+    call(request, timeout=10)
+
+
+def job_kind(job: pb.ActivatedJob) -> str:
+    """ActivatedJob.kind (field 16, unknown to pyzeebe's message but kept with it), by name."""
+    ours = weir_message("ActivatedJob").FromString(job.SerializeToString())
+    return ours.JobKind.Name(ours.kind)

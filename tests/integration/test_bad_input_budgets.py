@@ -471,6 +471,8 @@ def separate_gateway(node: WeirProcess, tmp_path: Path) -> Iterator[str]:
             f"127.0.0.1:{node.command_port}",
             "--gateway-port",
             str(gateway_port),
+            "--rest-port",
+            "0",
             "--monitoring-port",
             str(monitoring_port),
         ],

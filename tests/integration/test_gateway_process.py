@@ -48,8 +48,9 @@ def broker(tmp_path: Path) -> Iterator[tuple[int, int]]:
 
 
 @pytest.fixture
-def split(tmp_path: Path, broker: tuple[int, int]) -> Iterator[str]:
-    command_port, gateway_port = broker[0], free_port()
+def split(tmp_path: Path, broker: tuple[int, int]) -> Iterator[tuple[str, str]]:
+    """A ``weir gateway`` in front of ``broker``: (gRPC address, REST API base URL)."""
+    command_port, gateway_port, rest_port = broker[0], free_port(), free_port()
     gw_monitoring = free_port()
     gateway = Proc(
         [
@@ -58,6 +59,8 @@ def split(tmp_path: Path, broker: tuple[int, int]) -> Iterator[str]:
             f"127.0.0.1:{command_port}",
             "--gateway-port",
             str(gateway_port),
+            "--rest-port",
+            str(rest_port),
             "--monitoring-port",
             str(gw_monitoring),
         ],
@@ -71,14 +74,14 @@ def split(tmp_path: Path, broker: tuple[int, int]) -> Iterator[str]:
 
     try:
         eventually(ready, timeout=30, what="the gateway to know the partition leader")
-        yield f"127.0.0.1:{gateway_port}"
+        yield f"127.0.0.1:{gateway_port}", f"http://127.0.0.1:{rest_port}"
     finally:
         gateway.stop()
 
 
-def test_workflow_through_a_separate_gateway(split: str) -> None:
+def test_workflow_through_a_separate_gateway(split: tuple[str, str]) -> None:
     async def scenario() -> tuple[dict, int]:
-        channel = create_insecure_channel(grpc_address=split)
+        channel = create_insecure_channel(grpc_address=split[0])
         client = ZeebeClient(channel)
         topology = await client.topology()
         await client.deploy_resource(str(BPMN / "one-task.bpmn"))
@@ -99,6 +102,33 @@ def test_workflow_through_a_separate_gateway(split: str) -> None:
     variables, partitions = asyncio.run(scenario())
     assert variables == {"n": 5, "seen": 5}
     assert partitions == 1
+
+
+def test_rest_api_through_a_separate_gateway(split: tuple[str, str]) -> None:
+    """The standalone gateway serves the REST API too; without gateway.history.url its searches say so."""
+    import aiohttp
+
+    async def scenario() -> None:
+        async with aiohttp.ClientSession(base_url=split[1]) as http:
+            async with http.get("/v2/topology") as r:
+                assert r.status == 200 and (await r.json())["brokers"][0]["partitions"][0]["role"] == "leader"
+            form = aiohttp.FormData()
+            form.add_field("resources", (BPMN / "one-task.bpmn").read_bytes(), filename="one-task.bpmn")
+            async with http.post("/v2/deployments", data=form) as r:
+                assert r.status == 200
+            async with http.post("/v2/process-instances", json={"processDefinitionId": "one-task"}) as r:
+                created = await r.json()
+            activation = {"type": "test", "timeout": 10_000, "maxJobsToActivate": 1, "requestTimeout": 10_000}
+            async with http.post("/v2/jobs/activation", json=activation) as r:
+                [job] = (await r.json())["jobs"]
+            assert job["processInstanceKey"] == created["processInstanceKey"]
+            async with http.post(f"/v2/jobs/{job['jobKey']}/completion", json={}) as r:
+                assert r.status == 204
+            async with http.post("/v2/process-instances/search", json={}) as r:
+                problem = await r.json(content_type=None)
+                assert r.status == 503 and "gateway.history.url" in problem["detail"], problem
+
+    asyncio.run(scenario())
 
 
 def test_the_command_stream_answers_a_batch_by_id_and_survives_garbage(broker: tuple[int, int]) -> None:

@@ -431,3 +431,53 @@ def test_the_gateway_bounds_concurrent_streams_per_connection(tmp_path: Path) ->
         poller.join()
     finally:
         w.stop()
+
+
+# -- the REST API: the same TLS and credentials ------------------------------------------------------------------
+
+
+def _rest(
+    weir: WeirProcess, certs: Certificates, path: str, *, method: str = "GET", authorization: str | None = None
+) -> tuple[int, dict, dict]:
+    """(status, JSON body, headers) of one HTTPS call to the REST API, trusting the test CA."""
+    import ssl
+
+    import aiohttp
+
+    async def go() -> tuple[int, dict, dict]:
+        context = ssl.create_default_context(cafile=str(certs.ca))
+        headers = {"Authorization": authorization} if authorization else {}
+        async with aiohttp.ClientSession() as session:
+            url = f"https://127.0.0.1:{weir.rest_port}{path}"
+            async with session.request(method, url, headers=headers, ssl=context) as response:
+                return response.status, await response.json(content_type=None), dict(response.headers)
+
+    return asyncio.run(go())
+
+
+def test_rest_api_requires_credentials_over_tls(secured: WeirProcess, certs: Certificates) -> None:
+    status, body, headers = _rest(secured, certs, "/v2/topology")
+    assert status == 401 and body["title"] == "UNAUTHORIZED" and "requires credentials" in body["detail"]
+    assert headers["Content-Type"].startswith("application/problem+json")
+    assert "Bearer" in headers["WWW-Authenticate"] and "Basic" in headers["WWW-Authenticate"]
+    wrong = "Basic " + base64.b64encode(f"{USER}:wrong".encode()).decode()
+    assert _rest(secured, certs, "/v2/topology", authorization=wrong)[0] == 401
+    garbage = _rest(secured, certs, "/v2/process-instances/1/cancellation", method="POST", authorization="Bearer x.y")
+    assert garbage[0] == 401, "a bad token is refused before the request is looked at"
+    # The OpenAPI document is open, and says how to authenticate.
+    status, doc, _ = _rest(secured, certs, "/v2/openapi.json")
+    assert status == 200 and set(doc["components"]["securitySchemes"]) == {"basicAuth", "bearerAuth"}
+
+
+def test_rest_api_accepts_basic_credentials_and_bearer_tokens(
+    secured: WeirProcess, certs: Certificates, issuer: TokenIssuer
+) -> None:
+    basic = "Basic " + base64.b64encode(f"{USER}:{PASSWORD}".encode()).decode()
+    status, topology, _ = _rest(secured, certs, "/v2/topology", authorization=basic)
+    assert status == 200 and topology["partitionsCount"] == 1
+    bearer = "Bearer " + issuer.token(audience=AUDIENCE)
+    status, topology, _ = _rest(secured, certs, "/v2/topology", authorization=bearer)
+    assert status == 200 and topology["brokers"][0]["partitions"][0]["role"] == "leader"
+    expired = "Bearer " + issuer.token(audience=AUDIENCE, lifetime_s=-120)
+    status, body, _ = _rest(secured, certs, "/v2/topology", authorization=expired)
+    assert status == 401 and "expired" in body["detail"]

@@ -123,10 +123,14 @@ def test_output_collection_and_element_come_together() -> None:
     )
 
 
-def test_the_job_worker_implementation_is_refused_naming_the_element() -> None:
-    ext = '<zeebe:taskDefinition type="agent"/>'
-    (problem,) = problems_of(model('<bpmn:task id="a"/>', extensions=ext))
-    assert problem.startswith("'tools': Ad-hoc sub-processes implemented by a job worker")
+def test_the_job_worker_implementation_reads_the_task_definition() -> None:
+    ext = '<zeebe:taskDefinition type="agent" retries="5"/><zeebe:adHoc outputCollection="rs" outputElement="=r"/>'
+    element = parse(model('<bpmn:task id="a"/>', extensions=ext)).element("tools")
+    assert element.job is not None and (element.job.type, element.job.retries) == ("agent", "5")
+    assert element.ad_hoc is not None and element.ad_hoc.output_collection == "rs"
+    assert parse(model('<bpmn:task id="a"/>')).element("tools").job is None
+    (problem,) = problems_of(model('<bpmn:task id="a"/>', extensions='<zeebe:taskDefinition type=""/>'))
+    assert problem == "'tools': zeebe:taskDefinition: Attribute 'type' must be present and not empty"
 
 
 def test_event_sub_processes_stay_children_of_the_ad_hoc_sub_process() -> None:

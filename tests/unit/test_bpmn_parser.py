@@ -20,6 +20,7 @@ from broker.engine.bpmn import (
     resource_checksum,
     supported_kinds,
 )
+from broker.engine.bpmn import model as bpmn_model
 from broker.engine.elements import SUPPORTED_KINDS
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "bpmn"
@@ -204,6 +205,65 @@ def test_user_task_is_a_job_with_zeebe_headers() -> None:
     assert review.user_task is not None
     assert review.user_task.candidate_users == "=approvers"  # evaluated when the job is created
     assert not review.user_task.native
+
+
+def test_native_user_task_reads_listeners_priority_headers_and_form() -> None:
+    review = only(load("user-task-listeners.bpmn")).element("review")
+    assert review.job is None and review.user_task is not None and review.user_task.native
+    listeners = [(listener.event_type, listener.type, listener.retries) for listener in review.user_task.listeners]
+    assert listeners == [
+        ("creating", "tl-creating", "3"),
+        ("assigning", "tl-assigning", "3"),
+        ("updating", "tl-updating", "3"),
+        ("completing", "tl-completing", "2"),
+        ("completing", "tl-completing-audit", "3"),
+        ("canceling", "tl-canceling", "3"),
+    ]
+    approve = only(load("user-task-native.bpmn")).element("approve")
+    assert approve.user_task is not None and approve.user_task.priority == "70"
+    assert approve.user_task.headers == (("department", "sales"),)
+    feel = only(load("user-task-listener-feel.bpmn")).element("check")
+    assert feel.user_task is not None and feel.user_task.form_id == "=formId"
+    assert [listener.event_type for listener in feel.user_task.listeners] == ["creating", "assigning"]  # older names
+
+
+def native_user_task(extensions: str, *, native: bool = True) -> bytes:
+    marker = "<zeebe:userTask/>" if native else ""
+    return process_xml(
+        f'<bpmn:startEvent id="s"/>{flow("f1", "s", "ut")}'
+        f'<bpmn:userTask id="ut"><bpmn:extensionElements>{marker}{extensions}</bpmn:extensionElements></bpmn:userTask>'
+        f'{flow("f2", "ut", "e")}<bpmn:endEvent id="e"/>'
+    )
+
+
+@pytest.mark.parametrize(
+    ("extensions", "native", "reason"),
+    [
+        (
+            '<zeebe:taskListeners><zeebe:taskListener eventType="finishing" type="t"/></zeebe:taskListeners>',
+            True,
+            "zeebe:taskListener: Attribute 'eventType' must be one of 'creating', 'assigning', 'updating', "
+            "'completing', 'canceling', but was 'finishing'",
+        ),
+        (
+            '<zeebe:taskListeners><zeebe:taskListener eventType="completing" type=" "/></zeebe:taskListeners>',
+            True,
+            "zeebe:taskListener: Attribute 'type' must be present and not empty",
+        ),
+        (
+            '<zeebe:taskListeners><zeebe:taskListener eventType="completing" type="t"/></zeebe:taskListeners>',
+            False,
+            "Task listeners are only supported for Camunda user tasks ('zeebe:userTask')",
+        ),
+        (
+            '<zeebe:priorityDefinition priority="101"/>',
+            True,
+            "zeebe:priorityDefinition: Priority must be a number between 0 and 100, but was '101'",
+        ),
+    ],
+)
+def test_native_user_task_attributes_are_validated(extensions: str, native: bool, reason: str) -> None:
+    assert f"'ut': {reason}" in problems_of(native_user_task(extensions, native=native))
 
 
 def test_model_is_immutable() -> None:
@@ -1108,3 +1168,84 @@ def test_compensation_start_events_of_event_sub_processes_are_not_supported_yet(
     )
     problems = problems_of(process_xml(linear() + esp), supported=supported_kinds(SUPPORTED_KINDS))
     assert problems == ("'esp-start': Elements of kind 'compensation start event' are not supported yet",)
+
+
+# --- execution listeners ---------------------------------------------------------------------------
+
+
+def listeners(*items: tuple[str | None, str, str | None]) -> str:
+    """A ``zeebe:executionListeners`` block of (eventType, type, retries) listeners (None: attribute left out)."""
+    nodes = []
+    for event_type, job_type, retries in items:
+        attributes = f'type="{job_type}"'
+        if event_type is not None:
+            attributes = f'eventType="{event_type}" ' + attributes
+        if retries is not None:
+            attributes += f' retries="{retries}"'
+        nodes.append(f"<zeebe:executionListener {attributes}/>")
+    return f"<zeebe:executionListeners>{''.join(nodes)}</zeebe:executionListeners>"
+
+
+def test_execution_listeners_are_read_by_event_type_in_document_order() -> None:
+    task = (
+        '<bpmn:serviceTask id="m0"><bpmn:extensionElements><zeebe:taskDefinition type="work"/>'
+        + listeners(("start", "a", "5"), ("end", "z", None), (None, "b", None), ("start", "=&quot;c&quot; + x", "=n"))
+        + "</bpmn:extensionElements></bpmn:serviceTask>"
+    )
+    process_listeners = f"<bpmn:extensionElements>{listeners(('end', 'bye', None))}</bpmn:extensionElements>"
+    process = only(parse_bpmn(process_xml(process_listeners + linear(task)), "l.bpmn"))
+    ExecutionListener = bpmn_model.ExecutionListener
+    assert process.element("m0").start_listeners == (
+        ExecutionListener("start", "a", "5"),
+        ExecutionListener("start", "b", "3"),  # eventType start and retries 3 by default, as in Zeebe
+        ExecutionListener("start", '="c" + x', "=n"),
+    )
+    assert process.element("m0").end_listeners == (ExecutionListener("end", "z", "3"),)
+    assert process.start_listeners == ()
+    assert process.end_listeners == (ExecutionListener("end", "bye", "3"),)
+    assert process.uses_execution_listeners
+
+
+def test_a_model_without_listeners_says_so() -> None:
+    assert not only(load("one-task.bpmn")).uses_execution_listeners
+
+
+def test_listener_expressions_are_checked_and_attributes_required() -> None:
+    task = (
+        '<bpmn:serviceTask id="m0"><bpmn:extensionElements><zeebe:taskDefinition type="work"/>'
+        + listeners(("start", "=bad(", None), ("sometimes", "x", None), ("end", "", None))
+        + "</bpmn:extensionElements></bpmn:serviceTask>"
+    )
+    problems = problems_of(process_xml(linear(task)), check_expression=lambda text: "no" if "(" in text else None)
+    assert problems == (
+        "'m0': zeebe:executionListener: Attribute 'eventType' must be one of [start, end], not 'sometimes'",
+        "'m0': zeebe:executionListener: Attribute 'type' must be present and not empty",
+        "'m0': zeebe:executionListener type: no",
+    )
+
+
+@pytest.mark.parametrize(
+    ("element", "event_type", "reason"),
+    [
+        ('<bpmn:intermediateThrowEvent id="m0">{}</bpmn:intermediateThrowEvent>', "start", None),
+        ('<bpmn:intermediateThrowEvent id="m0">{}</bpmn:intermediateThrowEvent>', "end", None),
+        ('<bpmn:exclusiveGateway id="m0">{}</bpmn:exclusiveGateway>', "start", None),
+        (
+            '<bpmn:exclusiveGateway id="m0">{}</bpmn:exclusiveGateway>',
+            "end",
+            "Execution listeners of type 'end' are not supported by gateway element",
+        ),
+        (
+            '<bpmn:eventBasedGateway id="m0">{}</bpmn:eventBasedGateway>',
+            "end",
+            "Execution listeners of type 'end' are not supported by gateway element",
+        ),
+    ],
+)
+def test_which_listeners_an_element_may_have(element: str, event_type: str, reason: str | None) -> None:
+    block = f"<bpmn:extensionElements>{listeners((event_type, 'l', None))}</bpmn:extensionElements>"
+    data = process_xml(linear(element.format(block)))
+    if reason is None:
+        parse_bpmn(data, "l.bpmn")
+    else:
+        assert f"'m0': {reason}" in problems_of(data)

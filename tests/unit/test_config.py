@@ -14,6 +14,7 @@ def test_defaults() -> None:
     assert cfg["gateway"]["port"] == 26500
     assert cfg["broker"]["ports"]["monitoring"] == 9600
     assert cfg["broker"]["cluster"]["partitionsCount"] == 1
+    assert cfg["gateway"]["rest"]["port"] == 8080 and cfg["gateway"]["history"]["url"] == ""
 
 
 def test_file_then_environment(tmp_path: Path) -> None:
@@ -52,6 +53,9 @@ def test_lists_booleans_and_exporters_from_environment() -> None:
         ({"WEIR_BROKER_PORTS_COMMAND": "70000"}, "broker.ports.command"),
         ({"WEIR_LOGGING_FORMAT": "xml"}, "logging.format"),
         ({"WEIR_BROKER_EMBEDDED_GATEWAY": "maybe"}, "broker.embeddedGateway"),
+        ({"WEIR_GATEWAY_REST_PORT": "70000"}, "gateway.rest.port"),
+        ({"WEIR_GATEWAY_REST_PORT": "-2"}, "gateway.rest.port"),
+        ({"WEIR_GATEWAY_HISTORY_URL": "mysql://db/weir"}, "gateway.history.url"),
     ],
 )
 def test_bad_values_name_the_key(env: dict[str, str], key: str) -> None:

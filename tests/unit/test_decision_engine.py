@@ -261,9 +261,6 @@ async def test_deleting_a_drg_and_a_form(tmp_path: Path) -> None:
     again = await d.send(ValueType.RESOURCE_DELETION, ResourceDeletionIntent.DELETE, {"resourceKey": form_key})
     assert again.rejection_type == RejectionType.NOT_FOUND
     assert again.rejection_reason == f"Expected to delete resource but no resource found with key `{form_key}`"
-    process = accepted(await d.deploy("one-task.bpmn")).value["processesMetadata"][0]["processDefinitionKey"]
-    refused = await d.send(ValueType.RESOURCE_DELETION, ResourceDeletionIntent.DELETE, {"resourceKey": process})
-    assert refused.rejection_type == RejectionType.INVALID_ARGUMENT
     await d.close()
     directory = tmp_path / "p" / "1"
     deleted_decisions = [r for r in _records(directory, ValueType.DECISION) if r.intent == 1]

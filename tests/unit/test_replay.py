@@ -29,6 +29,7 @@ from broker.protocol.enums import (
     ProcessInstanceIntent,
     RecordType,
     SignalIntent,
+    UserTaskIntent,
     ValueType,
     VariableDocumentIntent,
 )
@@ -95,11 +96,16 @@ FIXTURES = [
     "compensation-subprocess.bpmn",
     "compensation-multi-instance.bpmn",
     "compensation-event-subprocess.bpmn",
+    "execution-listeners.bpmn",
+    "execution-listeners-scopes.bpmn",
+    "user-task-native.bpmn",
+    "user-task-listeners.bpmn",
+    "user-task-listener-feel.bpmn",
 ]
 # Processes that only start through events (deployed too, never created directly).
 EVENT_STARTED = ["events/signal-start.bpmn"]
-# Decisions the business rule tasks call (deployed with the processes).
-DECISIONS = ["../dmn/discount.dmn", "../dmn/greeting.dmn"]
+# Decisions the business rule tasks call and forms user tasks link (deployed with the processes).
+DECISIONS = ["../dmn/discount.dmn", "../dmn/greeting.dmn", "../forms/approval-form.form"]
 # Deployed in the middle of a run: a process a call activity was missing, and newer versions of a called process.
 DEPLOYED_LATER = ["call-missing-child.bpmn", "call-binding-child-v1b.bpmn", "call-binding-child-v2.bpmn"]
 
@@ -139,9 +145,19 @@ START_VARIABLES: dict[str, dict[str, Any]] = {
     "compensation-end-event": {"skipB": False},
     "compensation-subprocess": {"tripNo": 1},
     "compensation-multi-instance": {"items": ["x", "y"]},
+    "execution-listeners": {"order": {"id": 1}, "retries": 2, "stage": "two", "path": "sub"},
+    "user-task-native": {"reviewers": ["ann"], "due": "2031-01-01T00:00:00Z"},
+    "user-task-listeners": {"owner": "zoe"},
+    "user-task-listener-feel": {"formId": "approval-form", "creatingType": "tl-creating", "assigningType": None},
 }
 JOB_TYPES = [
     "test",
+    "tl-creating",
+    "tl-assigning",
+    "tl-updating",
+    "tl-completing",
+    "tl-completing-audit",
+    "tl-canceling",
     "ah-a",
     "ah-b",
     "ah-c",
@@ -256,6 +272,27 @@ JOB_TYPES = [
     "esp-reserve",
     "esp-ship",
     "esp-release",
+    "el-process-start",
+    "el-process-end",
+    "el-started",
+    "el-task-start",
+    "el-two",
+    "el-work",
+    "el-task-end",
+    "el-too-late",
+    "el-route",
+    "el-sub-start",
+    "el-sub-end-event",
+    "el-sub-end",
+    "els-call-start",
+    "els-call-end",
+    "els-callee-start",
+    "els-callee-work",
+    "els-callee-end",
+    "els-tools-start",
+    "els-tool",
+    "els-tool-end",
+    "els-tools-end",
 ]
 SIGNALS = ["wake-up", "ping", "abort", "go", "recall"]
 ERROR_CODES = ["PAYMENT_FAILED", "ORDER_REJECTED", "OOPS", "UNKNOWN", "payment-failed", "abort"]
@@ -279,6 +316,8 @@ class Driver:
         self.config = config or PartitionConfig(checker_interval_s=0.005)
         self.clock = FakeClock()
         self.partition: Partition | None = None
+        # commands whose answer comes later (user task commands waiting for their task listeners)
+        self.pending: list[asyncio.Future[Record]] = []
 
     def open(self) -> Partition:
         self.partition = Partition(self.directory, self.config, clock=self.clock)
@@ -289,6 +328,10 @@ class Driver:
     async def close(self, *, snapshot: bool = True) -> None:
         assert self.partition is not None
         await self.partition.close(snapshot=snapshot)
+        for waiting in self.pending:  # never answered: the partition stopped first
+            waiting.cancel()
+        await asyncio.gather(*self.pending, return_exceptions=True)
+        self.pending.clear()
         self.partition = None
 
     async def send(self, value_type: ValueType, intent: int, value: dict, key: int = -1) -> Record:
@@ -348,6 +391,17 @@ class Driver:
         value = {"errorCode": code, "errorMessage": "declined", "variables": {"reason": code}}
         return await self.send(ValueType.JOB, JobIntent.THROW_ERROR, value, job_key)
 
+    async def complete_listener(self, job_key: int, rng: random.Random) -> Record:
+        """Complete a task listener's job: approve, correct or deny (some of these are not allowed, by design)."""
+        result = rng.choice(
+            [
+                {},
+                {"denied": True, "deniedReason": "no"},
+                {"correctedAttributes": ["assignee", "priority"], "corrections": {"assignee": "max", "priority": 5}},
+            ]
+        )
+        return await self.send(ValueType.JOB, JobIntent.COMPLETE, {"variables": {}, "result": result}, job_key)
+
     async def update_retries(self, job_key: int, retries: int) -> Record:
         return await self.send(ValueType.JOB, JobIntent.UPDATE_RETRIES, {"retries": retries}, job_key)
 
@@ -402,7 +456,8 @@ async def check_restart_recovers(driver: Driver, live: StateDump, *, from_scratc
 
 def check_called_instances_are_linked(driver: Driver) -> None:
     """With nothing left to process: a call activity that waits (or terminates) has its called instance, a called
-    instance has the call activity that points to it, and a call activity still activating has an incident."""
+    instance has the call activity that points to it, and a call activity still activating has an incident or waits
+    for its start execution listener's job."""
     instances = driver.read(
         lambda s: [ElementInstance.from_dict(unpack(v)) for _, v in s.iter_all("element_instances")]
     )
@@ -414,7 +469,8 @@ def check_called_instances_are_linked(driver: Driver) -> None:
             if inst.state in (ProcessInstanceIntent.ELEMENT_ACTIVATED, ProcessInstanceIntent.ELEMENT_TERMINATING):
                 assert inst.called_child_key in by_key, f"call activity {inst.key} waits for no instance"
             elif inst.state == ProcessInstanceIntent.ELEMENT_ACTIVATING:
-                assert inst.key in with_incident, f"call activity {inst.key} is stuck activating"
+                waits = inst.key in with_incident or inst.job_key > 0
+                assert waits, f"call activity {inst.key} is stuck activating"
         if v.bpmn_element_type == "PROCESS" and v.parent_element_instance_key > 0:
             caller = by_key.get(v.parent_element_instance_key)
             assert caller is not None and caller.called_child_key == inst.key, f"called instance {inst.key} orphaned"
@@ -683,6 +739,78 @@ async def test_compensation_replays_to_the_live_state(tmp_path: Path) -> None:
     await check_restart_recovers(d, live, from_scratch=True)
 
 
+async def test_execution_listeners_replay_to_the_live_state(tmp_path: Path) -> None:
+    """Start and end listeners run to the end, a listener out of retries and a bad listener type raise incidents
+    that resolve, a boundary timer interrupts the task, an instance is cancelled while a listener runs, and a stray
+    COMPLETE_EXECUTION_LISTENER is refused; nothing is left behind."""
+    d = Driver(tmp_path / "p" / "1")
+    d.open()
+    accepted(await d.deploy("execution-listeners.bpmn"))
+
+    async def run(job_type: str, variables: dict | None = None) -> None:
+        await d.settle()
+        (job,) = await d.activate(job_type)
+        accepted(await d.complete(job, variables))
+
+    happy = {"order": {"id": 1}, "retries": 1, "stage": "two", "path": "sub"}
+    accepted(await d.create("execution-listeners", happy))
+    for job_type in ("el-process-start", "el-started", "el-task-start", "el-two", "el-work", "el-task-end"):
+        await run(job_type, {"result": 1, "seen": job_type})
+    for job_type in ("el-route", "el-sub-start", "el-sub-end-event", "el-sub-end", "el-process-end"):
+        await run(job_type)
+
+    troubled = accepted(await d.create("execution-listeners", {**happy, "stage": None}))
+    troubled_key = troubled.value["processInstanceKey"]
+    await run("el-process-start")
+    await run("el-started")
+    await d.settle()
+    (listener,) = await d.activate("el-task-start")
+    task_key = d.read(lambda s: s.jobs.get(listener)["value"]["elementInstanceKey"])
+    stray = await d.send(ValueType.PROCESS_INSTANCE, ProcessInstanceIntent.COMPLETE_EXECUTION_LISTENER, {}, task_key)
+    assert stray.record_type == RecordType.COMMAND_REJECTION
+    assert "to have completed" in stray.rejection_reason, "its listener job still runs"
+    accepted(await d.fail(listener, retries=0))
+    await d.settle()
+    ((incident_key, incident),) = d.incidents()
+    assert incident["errorType"] == "EXECUTION_LISTENER_NO_RETRIES"
+    accepted(await d.update_retries(listener, 1))
+    accepted(await d.resolve(incident_key))
+    await run("el-task-start")
+    await d.settle()
+    ((incident_key, incident),) = d.incidents()
+    assert incident["errorType"] == "EXTRACT_VALUE_ERROR"  # the second listener's type is null
+    accepted(await d.set_variables(troubled_key, {"stage": "two"}))
+    accepted(await d.resolve(incident_key))
+    await run("el-task-start")  # every start listener runs again
+    await run("el-two")
+    await d.settle()
+    assert await d.activate("el-work")
+    d.clock.now += 70_000  # the boundary timer (opened after the start listeners) interrupts the task
+    for _ in range(500):  # the due-timer checker writes the trigger on its own
+        await d.settle()
+        too_late = await d.activate("el-too-late")
+        if too_late:
+            break
+        await asyncio.sleep(0.01)
+    accepted(await d.complete(too_late[0]))
+    await run("el-process-end")
+
+    cancelled = accepted(await d.create("execution-listeners", happy)).value["processInstanceKey"]
+    await run("el-process-start")
+    await d.settle()
+    assert await d.activate("el-started")
+    accepted(await d.cancel(cancelled))
+    await d.settle()
+
+    assert not d.incidents()
+    assert d.read(lambda s: list(s.iter_all("element_instances"))) == []
+    assert d.read(lambda s: list(s.iter_all("jobs"))) == []
+    await d.close()
+
+    live = check_replay_equals_live(d.directory, tmp_path)
+    await check_restart_recovers(d, live, from_scratch=True)
+
+
 class _Route:
     """Delivers what a partition sends to the other partition (a two-partition cluster without a network)."""
 
@@ -752,6 +880,36 @@ STEPS = int(os.environ.get("WEIR_REPLAY_STEPS", "240"))
 BATCH = 40
 
 
+async def _user_task_command(d: Driver, rng: random.Random) -> None:
+    """A user task command on a task that exists (or on none), with arguments good and bad."""
+    from broker.state.db import unpack
+
+    keys = d.read(lambda s: [unpack(v)["value"]["userTaskKey"] for _, v in s.iter_all("user_tasks")])
+    if len(keys) < 3 and rng.random() < 0.5:
+        pid = rng.choice(["user-task-native", "user-task-listeners"])
+        await d.create(pid, START_VARIABLES[pid])
+        return
+    if rng.random() < 0.4:  # a task listener's turn
+        for job in await d.activate(rng.choice([t for t in JOB_TYPES if t.startswith("tl-")]), 1):
+            await d.complete_listener(job, rng)
+        return
+    key = rng.choice(keys) if keys and rng.random() < 0.9 else rng.randint(1, 1 << 40)
+    intent, value = rng.choice(
+        [
+            (UserTaskIntent.ASSIGN, {"assignee": rng.choice(["ann", "bob", ""]), "action": ""}),
+            (UserTaskIntent.CLAIM, {"assignee": rng.choice(["ann", "bob", ""])}),
+            (
+                UserTaskIntent.UPDATE,
+                {"changedAttributes": ["priority", "dueDate"], "priority": rng.choice([10, 99, 200]), "dueDate": ""},
+            ),
+            (UserTaskIntent.COMPLETE, {"variables": {"decision": rng.choice(["yes", "no"])}}),
+        ]
+    )
+    task = asyncio.ensure_future(d.send(ValueType.USER_TASK, intent, value, key))
+    await asyncio.wait([task], timeout=0.05)  # with listeners, the answer waits for them: do not wait here
+    d.pending.append(task)
+
+
 async def _random_step(d: Driver, rng: random.Random, known: dict[str, set[int]]) -> None:
     action = rng.choices(
         [
@@ -768,8 +926,9 @@ async def _random_step(d: Driver, rng: random.Random, known: dict[str, set[int]]
             "signal",
             "deploy",
             "bogus",
+            "user-task",
         ],
-        weights=[6, 5, 6, 2, 2, 1, 2, 2, 2, 2, 2, 1, 1],
+        weights=[6, 5, 6, 2, 2, 1, 2, 2, 2, 2, 2, 1, 1, 3],
     )[0]
     if action in ("complete", "fail", "throw") and not known["jobs"]:
         action = "activate"
@@ -802,16 +961,25 @@ async def _random_step(d: Driver, rng: random.Random, known: dict[str, set[int]]
             variables["skipB"] = rng.choice([True, False])
         if pid == "compensation-multi-instance":
             variables["items"] = rng.choice([[], ["x"], ["x", "y", "z"]])
+        if pid == "execution-listeners":
+            variables["stage"] = rng.choice(["two", "two", None])  # None: the listener's FEEL type fails
+            variables["path"] = rng.choice(["sub", "direct"])
         if pid == "call-activity-feel":
             variables["childId"] = rng.choice(["call-activity-child", "call-chain-leaf", "call-missing-child", 7])
         rec = await d.create(pid, variables)
         if rec.record_type == RecordType.EVENT:
             known["instances"].add(rec.value["processInstanceKey"])
     elif action == "activate":
-        known["jobs"].update(await d.activate(rng.choice(JOB_TYPES), rng.randint(1, 3), rng.choice([1000, 60_000])))
+        job_type = rng.choice(JOB_TYPES)
+        activated = await d.activate(job_type, rng.randint(1, 3), rng.choice([1000, 60_000]))
+        known["jobs"].update(activated)
+        if job_type.startswith("tl-"):
+            known["listener_jobs"].update(activated)
     elif action in ("complete", "fail", "throw"):
         job = rng.choice(sorted(known["jobs"]))
-        if action == "complete":
+        if action == "complete" and job in known["listener_jobs"]:
+            rec = await d.complete_listener(job, rng)
+        elif action == "complete":
             rec = await d.complete(job, {"reservation": {"id": "r", "items": [1]}, "step": rng.randint(0, 9)})
         elif action == "fail":
             rec = await d.fail(job, retries=rng.choice([0, 1, 2]), backoff=rng.choice([0, 0, 500]))
@@ -846,6 +1014,8 @@ async def _random_step(d: Driver, rng: random.Random, known: dict[str, set[int]]
         await d.send(ValueType.SIGNAL, SignalIntent.BROADCAST, value)
     elif action == "deploy":
         await d.deploy(rng.choice(DEPLOYED_LATER))
+    elif action == "user-task":
+        await _user_task_command(d, rng)
     else:
         await d.complete(rng.randint(1, 1 << 40))
 
@@ -859,7 +1029,7 @@ async def test_random_command_sequences_replay_to_the_live_state(tmp_path: Path)
     d = Driver(tmp_path / "p" / "1", config)
     d.open()
     accepted(await d.deploy(*FIXTURES, *EVENT_STARTED, *DECISIONS))
-    known: dict[str, set[int]] = {"instances": set(), "jobs": set()}
+    known: dict[str, set[int]] = {"instances": set(), "jobs": set(), "listener_jobs": set()}
     for step in range(STEPS):
         await _random_step(d, rng, known)
         if (step + 1) % BATCH == 0:
@@ -895,6 +1065,8 @@ def test_the_random_scenario_deploys_every_element_kind_the_engine_runs() -> Non
                     kinds.add("SCRIPT_TASK:ENGINE")
                 if element.called_decision is not None:
                     kinds.add("BUSINESS_RULE_TASK:ENGINE")
+                if element.user_task is not None and element.user_task.native:
+                    kinds.add("USER_TASK:ENGINE")
     assert SUPPORTED_KINDS - kinds <= {"SEND_TASK", "BUSINESS_RULE_TASK"}
 
 

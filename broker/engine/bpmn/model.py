@@ -109,6 +109,9 @@ USER_TASK_HEADER_DUE_DATE: Final = "io.camunda.zeebe:dueDate"
 USER_TASK_HEADER_FOLLOW_UP_DATE: Final = "io.camunda.zeebe:followUpDate"
 USER_TASK_HEADER_FORM_KEY: Final = "io.camunda.zeebe:formKey"
 DEFAULT_JOB_RETRIES: Final = "3"
+# The moments a ``zeebe:executionListener`` runs at (its ``eventType``).
+LISTENER_START: Final = "start"
+LISTENER_END: Final = "end"
 
 
 _K = TypeVar("_K")
@@ -148,6 +151,41 @@ class JobDefinition:
     headers: tuple[tuple[str, str], ...] = ()
 
 
+TASK_LISTENER_EVENT_TYPES: Final = ("creating", "assigning", "updating", "completing", "canceling")
+"""The event types of task listeners, in Zeebe 8.8's names."""
+
+# Names of earlier Zeebe releases, still read: each means the 8.8 event type it maps to.
+TASK_LISTENER_EVENT_ALIASES: Final = {
+    "create": "creating",
+    "assignment": "assigning",
+    "update": "updating",
+    "complete": "completing",
+    "cancel": "canceling",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class TaskListener:
+    """A ``zeebe:taskListener``: a job of ``type`` run (and awaited) when the user task enters ``event_type``.
+
+    ``type`` and ``retries`` may be FEEL expressions, like a task definition's.
+    """
+
+    event_type: str
+    type: str
+    retries: str = DEFAULT_JOB_RETRIES
+
+
+@dataclass(frozen=True, slots=True)
+class ExecutionListener:
+    """One ``zeebe:executionListener``: a job of ``type`` (with ``retries``; both may be FEEL expressions) that a
+    worker completes before the element's own behaviour (``start``) or before it leaves (``end``)."""
+
+    event_type: str
+    type: str
+    retries: str = DEFAULT_JOB_RETRIES
+
+
 @dataclass(frozen=True, slots=True)
 class UserTaskDefinition:
     """Assignment, schedule and form of a user task, kept as written.
@@ -167,6 +205,9 @@ class UserTaskDefinition:
     form_key: str | None = None
     form_id: str | None = None
     external_reference: str | None = None
+    priority: str | None = None
+    listeners: tuple[TaskListener, ...] = ()
+    headers: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -333,6 +374,9 @@ class Element:
     compensation_handler_id: str | None = None
     activity_ref: str | None = None
     properties: tuple[tuple[str, str], ...] = ()
+    # ``zeebe:executionListeners`` by event type, each in document order (the order they run in).
+    start_listeners: tuple[ExecutionListener, ...] = ()
+    end_listeners: tuple[ExecutionListener, ...] = ()
 
     @property
     def is_join(self) -> bool:
@@ -362,6 +406,7 @@ class Process:
     - ``start_event_ids``: all process-level start events, in document order.
     - ``version_tag``: the process's ``zeebe:versionTag`` (what call activities with a ``versionTag`` binding
       look for), or None.
+    - ``start_listeners`` / ``end_listeners``: the execution listeners of the process itself.
     """
 
     id: str
@@ -376,6 +421,10 @@ class Process:
     _inclusive_joins: cabc.Mapping[str, tuple[str, ...]] = field(default_factory=_frozen_mapping, repr=False)
     # Whether any element compensates or is compensated: instances of other processes skip that bookkeeping.
     uses_compensation: bool = False
+    start_listeners: tuple[ExecutionListener, ...] = ()
+    end_listeners: tuple[ExecutionListener, ...] = ()
+    # Whether the process or any element has execution listeners: instances of other processes skip the lookup.
+    uses_execution_listeners: bool = False
     # What the engine derives from the model once instead of for every instance (e.g. the events each element waits
     # for, see ``lifecycle.subscription_targets``): filled on first use; the model itself never changes.
     derived: dict[Any, Any] = field(default_factory=dict, compare=False, repr=False)
@@ -389,6 +438,8 @@ class Process:
         flows: cabc.Iterable[SequenceFlow],
         is_executable: bool = True,
         version_tag: str | None = None,
+        start_listeners: tuple[ExecutionListener, ...] = (),
+        end_listeners: tuple[ExecutionListener, ...] = (),
     ) -> Process:
         """Assemble a process from its parts, deriving start events and the scope index."""
         element_map = {element.id: element for element in elements}
@@ -410,6 +461,10 @@ class Process:
             version_tag=version_tag,
             _children=_frozen_mapping({scope: tuple(ids) for scope, ids in children.items()}),
             uses_compensation=any(e.event_type == COMPENSATION or e.is_for_compensation for e in element_map.values()),
+            start_listeners=start_listeners,
+            end_listeners=end_listeners,
+            uses_execution_listeners=bool(start_listeners or end_listeners)
+            or any(e.start_listeners or e.end_listeners for e in element_map.values()),
             _inclusive_joins=_frozen_mapping(
                 {
                     scope: joins

@@ -111,6 +111,9 @@ class ExpressionSite:
     mandatory: bool = False
 
 
+_ExecutionListeners = tuple[m.ExecutionListener, ...]
+
+
 class _TooManyFlowElements(Exception):
     """Stops reading once a resource holds more flow elements than allowed."""
 
@@ -273,8 +276,12 @@ class _DefinitionsReader:
         flows: list[m.SequenceFlow] = []
         self._associations = []
         self._read_scope(node, process_id, elements, flows)
-        version_tag = self._read_version_tag(process_id, _ZeebeExtensions(node.find(f"{_B}extensionElements")))
-        return _wire(process_id, node.get("name"), elements, flows, self.problems, version_tag, self._associations)
+        zeebe = _ZeebeExtensions(node.find(f"{_B}extensionElements"))
+        version_tag = self._read_version_tag(process_id, zeebe)
+        listeners = self._read_execution_listeners(process_id, zeebe)
+        return _wire(
+            process_id, node.get("name"), elements, flows, self.problems, version_tag, self._associations, listeners
+        )
 
     def _read_version_tag(self, process_id: str, zeebe: _ZeebeExtensions) -> str | None:
         tags = zeebe.all("versionTag")
@@ -402,10 +409,17 @@ class _DefinitionsReader:
         elif local == "adHocSubProcess":
             fields["element_type"] = m.AD_HOC_SUB_PROCESS
             fields["ad_hoc"] = self._read_ad_hoc(node, element_id, zeebe)
+            # with a task definition a job worker decides what to activate and when it is done (Zeebe 8.8)
+            fields["job"] = self._read_job(element_id, zeebe, required=False)
         else:  # callActivity
             fields["element_type"] = m.CALL_ACTIVITY
             fields["called_element"] = self._read_called_element(element_id, zeebe)
 
+        listeners = self._read_execution_listeners(element_id, zeebe)
+        if listeners[0] or listeners[1]:
+            fields["start_listeners"], fields["end_listeners"] = self._allowed_execution_listeners(
+                element_id, fields, listeners
+            )
         if fields["element_type"] in _ACTIVITY_TYPES:
             fields["is_for_compensation"] = _bool_attr(node, "isForCompensation", False)
             loop = node.find(f"{_B}multiInstanceLoopCharacteristics")
@@ -414,6 +428,73 @@ class _DefinitionsReader:
             elif node.find(f"{_B}standardLoopCharacteristics") is not None:
                 self._problem(element_id, "Standard loop characteristics are not supported")
         return m.Element(**fields)  # type: ignore[arg-type]
+
+    def _read_execution_listeners(
+        self, element_id: str, zeebe: _ZeebeExtensions
+    ) -> tuple[_ExecutionListeners, _ExecutionListeners]:
+        """``zeebe:executionListeners``: the start and the end listeners, each in document order."""
+        blocks = zeebe.all("executionListeners")
+        if len(blocks) > 1:
+            self._problem(element_id, "Must have at most one 'zeebe:executionListeners' extension element")
+        start: list[m.ExecutionListener] = []
+        end: list[m.ExecutionListener] = []
+        for block in blocks[:1]:
+            for node in block.iterfind(f"{_Z}executionListener"):
+                event_type = node.get("eventType", m.LISTENER_START).strip()
+                job_type = node.get("type", "").strip()
+                retries = node.get("retries", m.DEFAULT_JOB_RETRIES).strip()
+                if event_type not in (m.LISTENER_START, m.LISTENER_END):
+                    reason = (
+                        "zeebe:executionListener: Attribute 'eventType' must be one of [start, end], "
+                        f"not '{event_type}'"
+                    )
+                    self._problem(element_id, reason)
+                    continue
+                if not job_type:
+                    self._problem(element_id, "zeebe:executionListener: Attribute 'type' must be present and not empty")
+                    continue
+                if not retries:
+                    reason = "zeebe:executionListener: Attribute 'retries' must be present and not empty"
+                    self._problem(element_id, reason)
+                    continue
+                self._expression(element_id, "zeebe:executionListener type", job_type)
+                self._expression(element_id, "zeebe:executionListener retries", retries)
+                (start if event_type == m.LISTENER_START else end).append(
+                    m.ExecutionListener(event_type, job_type, retries)
+                )
+        for listeners in (start, end):
+            counts = Counter(listener.type for listener in listeners)
+            for job_type, count in counts.items():
+                if count > 1:
+                    reason = (
+                        f"Found '{count}' duplicates based on eventType[{listeners[0].event_type}] and "
+                        f"type[{job_type}], these combinations should be unique."
+                    )
+                    self._problem(element_id, reason)
+        return tuple(start), tuple(end)
+
+    def _allowed_execution_listeners(
+        self, element_id: str, fields: dict[str, object], listeners: tuple[_ExecutionListeners, _ExecutionListeners]
+    ) -> tuple[_ExecutionListeners, _ExecutionListeners]:
+        """The listeners an element kind can run, as Zeebe's validation allows them; a problem for the others."""
+        start, end = listeners
+        element_type, event_type = fields["element_type"], fields.get("event_type", m.UNSPECIFIED)
+        reason = None
+        if element_type == m.BOUNDARY_EVENT and event_type == m.COMPENSATION:
+            reason = "Execution listeners of type 'start' and 'end' are not supported by [compensation] boundary events"
+        elif start and element_type == m.START_EVENT:
+            reason = "Execution listeners of type 'start' are not supported by start events"
+        elif start and element_type == m.BOUNDARY_EVENT:
+            reason = "Execution listeners of type 'start' are not supported by boundary events"
+        elif end and element_type in _GATEWAY_TYPES.values():
+            reason = "Execution listeners of type 'end' are not supported by gateway element"
+        elif end and element_type == m.END_EVENT and event_type == m.ERROR:
+            reason = "Execution listeners of type 'end' are not supported by [error] end events"
+        elif end and element_type == m.INTERMEDIATE_THROW_EVENT and event_type == m.ESCALATION:
+            reason = "Execution listeners of type 'end' are not supported by [escalation] intermediate throw events"
+        if reason is not None:
+            self._problem(element_id, reason)
+        return start, end
 
     def _read_io_mappings(
         self, element_id: str, zeebe: _ZeebeExtensions
@@ -516,7 +597,16 @@ class _DefinitionsReader:
             form_key=attr(form, "formKey", "zeebe:formDefinition formKey"),
             form_id=attr(form, "formId", "zeebe:formDefinition formId"),
             external_reference=attr(form, "externalReference", "zeebe:formDefinition externalReference"),
+            priority=attr(zeebe.first("priorityDefinition"), "priority", "zeebe:priorityDefinition priority"),
+            listeners=self._read_task_listeners(element_id, zeebe),
+            headers=self._read_headers(element_id, zeebe) if zeebe.first("userTask") is not None else (),
         )
+        static_priority = user_task.priority is not None and not user_task.priority.startswith("=")
+        if static_priority and not _is_priority(user_task.priority):
+            reason = "zeebe:priorityDefinition: Priority must be a number between 0 and 100, but was "
+            self._problem(element_id, f"{reason}'{user_task.priority}'")
+        if user_task.listeners and not user_task.native:
+            self._problem(element_id, "Task listeners are only supported for Camunda user tasks ('zeebe:userTask')")
         if form is not None and sum(v is not None for v in (user_task.form_key, user_task.form_id)) > 1:
             self._problem(element_id, "zeebe:formDefinition: Exactly one of 'formKey' or 'formId' must be set")
         fields: dict[str, object] = {"user_task": user_task}
@@ -524,6 +614,29 @@ class _DefinitionsReader:
             headers = _user_task_headers(user_task) + self._read_headers(element_id, zeebe)
             fields["job"] = m.JobDefinition(m.USER_TASK_JOB_TYPE, m.DEFAULT_JOB_RETRIES, headers)
         return fields
+
+    def _read_task_listeners(self, element_id: str, zeebe: _ZeebeExtensions) -> tuple[m.TaskListener, ...]:
+        listeners: list[m.TaskListener] = []
+        for block in zeebe.all("taskListeners"):
+            for node in block.iterfind(f"{_Z}taskListener"):
+                written = node.get("eventType", "").strip()
+                event_type = m.TASK_LISTENER_EVENT_ALIASES.get(written, written)
+                job_type = node.get("type", "").strip()
+                retries = (node.get("retries") or "").strip() or m.DEFAULT_JOB_RETRIES
+                if event_type not in m.TASK_LISTENER_EVENT_TYPES:
+                    allowed = ", ".join(f"'{t}'" for t in m.TASK_LISTENER_EVENT_TYPES)
+                    self._problem(
+                        element_id,
+                        f"zeebe:taskListener: Attribute 'eventType' must be one of {allowed}, but was '{written}'",
+                    )
+                    continue
+                if not job_type:
+                    self._problem(element_id, "zeebe:taskListener: Attribute 'type' must be present and not empty")
+                    continue
+                self._expression(element_id, "zeebe:taskListener type", job_type)
+                self._expression(element_id, "zeebe:taskListener retries", retries)
+                listeners.append(m.TaskListener(event_type, job_type, retries))
+        return tuple(listeners)
 
     def _read_script(self, element_id: str, script: XmlElement) -> m.ScriptDefinition | None:
         expression = script.get("expression", "").strip()
@@ -582,9 +695,6 @@ class _DefinitionsReader:
     def _read_ad_hoc(self, node: XmlElement, element_id: str, zeebe: _ZeebeExtensions) -> m.AdHoc:
         """``zeebe:adHoc`` and the completion attributes of an ad-hoc sub-process (``ordering`` is not read: as in
         Zeebe, the elements named by the collection all start at once)."""
-        if zeebe.all("taskDefinition"):
-            reason = "Ad-hoc sub-processes implemented by a job worker ('zeebe:taskDefinition') are not supported"
-            self._problem(element_id, reason)
         ad_hocs = zeebe.all("adHoc")
         if len(ad_hocs) > 1:
             self._problem(element_id, "Must have at most one 'zeebe:adHoc' extension element")
@@ -890,6 +1000,10 @@ class _ZeebeExtensions:
         )
 
 
+def _is_priority(text: str | None) -> bool:
+    return text is not None and text.lstrip("-").isdigit() and 0 <= int(text) <= 100
+
+
 def _user_task_headers(user_task: m.UserTaskDefinition) -> tuple[tuple[str, str], ...]:
     """The headers Zeebe puts on a job-worker user task's job for static (non-FEEL) values."""
 
@@ -928,6 +1042,7 @@ def _wire(
     problems: list[Problem],
     version_tag: str | None = None,
     associations: list[tuple[str, str]] | None = None,
+    listeners: tuple[_ExecutionListeners, _ExecutionListeners] = ((), ()),
 ) -> m.Process:
     """Connect flows and boundary events to the elements they belong to, and compensation boundary events to the
     handlers they are associated with (in either direction); note dangling references."""
@@ -965,4 +1080,12 @@ def _wire(
         )
         for element in by_id.values()
     ]
-    return m.Process.build(id=process_id, name=name, elements=wired, flows=flows, version_tag=version_tag)
+    return m.Process.build(
+        id=process_id,
+        name=name,
+        elements=wired,
+        flows=flows,
+        version_tag=version_tag,
+        start_listeners=listeners[0],
+        end_listeners=listeners[1],
+    )

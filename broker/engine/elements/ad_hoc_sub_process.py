@@ -18,6 +18,18 @@ event (Zeebe's BPMN-implemented ad-hoc sub-process).
   refused), else once nothing inside is active (judged again, with the condition, when the next path ends).
 - Output mappings apply on completion; without them no local variable reaches the flow scope, except the output
   collection. Boundary events, event sub-processes and termination are those of any flow scope.
+
+With a ``zeebe:taskDefinition`` a job worker decides instead (Zeebe 8.8's job-worker implementation, used by AI
+agents); ``activeElementsCollection`` and ``completionCondition`` are not read:
+
+- On activation (after input mappings and the output collection) a job of kind ``AD_HOC_SUB_PROCESS`` is created
+  for the sub-process. The worker completes it with a result (:func:`complete_job`): inner elements to activate,
+  each in an inner instance of its own with the given variables local to it, and whether the completion condition
+  is fulfilled — then the sub-process completes, at once when ``isCancelRemainingInstances`` (terminating what
+  still runs inside) or else once nothing inside is active (it is COMPLETING meanwhile). The job's variables are
+  merged from the sub-process up, as for any job.
+- Each time an inner path ends (after the output collection is updated) the job is created anew (a job still
+  waiting for a worker is CANCELED first), so the worker can decide again.
 """
 
 from __future__ import annotations
@@ -30,11 +42,13 @@ from broker.engine.bpmn import model as bpmn
 from broker.engine.context import ProcessingContext
 from broker.engine.elements import lifecycle as lc
 from broker.engine.elements.base import ContainerProcessor
+from broker.engine.elements.job_task import create_job
 from broker.engine.expressions import ExpressionFailure
-from broker.protocol.enums import ProcessInstanceIntent, ValueType
+from broker.protocol.enums import JobIntent, ProcessInstanceIntent, RejectionType, ValueType
 from broker.state.element_instance import ElementInstance
 
 PI = ProcessInstanceIntent
+JOB_KIND = "AD_HOC_SUB_PROCESS"
 # Memo key (per processing round): whether the completion condition held when a path ended in the sub-process.
 _CONDITION_HELD = "ad-hoc completion condition held"
 # Inner elements a collection may not name: they start through an event or end a path, never on their own.
@@ -49,6 +63,13 @@ class AdHocSubProcessProcessor(ContainerProcessor):
     ) -> None:
         assert element is not None and element.ad_hoc is not None
         if not lc.apply_inputs(ctx, element, inst):
+            return
+        if element.job is not None:
+            if not lc.subscribe(ctx, process, element, inst):
+                return
+            if element.ad_hoc.output_collection:
+                b.set_local_variable(ctx, inst.key, element.ad_hoc.output_collection, [], instance=inst)
+            create_job(ctx, element, inst, kind=JOB_KIND)
             return
         chosen = _elements_to_activate(ctx, process, element, inst)
         if isinstance(chosen, ExpressionFailure):
@@ -69,9 +90,12 @@ class AdHocSubProcessProcessor(ContainerProcessor):
         output, then evaluate the completion condition. Nothing is written before both succeeded, so resolving an
         incident judges the path once more; the answer is kept for :meth:`on_child_completed`, which runs in the
         same step once the child is gone."""
-        if scope.state != PI.ELEMENT_ACTIVATED:
-            return True
+        element = process.element(scope.value.element_id)
         ad_hoc = _ad_hoc(process, scope)
+        # a job worker's fulfilled condition lets what runs finish: their paths still add to the output collection
+        collecting = scope.state == PI.ELEMENT_COMPLETING and element.job is not None
+        if scope.state != PI.ELEMENT_ACTIVATED and not collecting:
+            return True
         evaluator = b.services(ctx).expressions
         collected: dict[str, Any] = {}
         if ad_hoc.output_collection and ad_hoc.output_element:
@@ -82,7 +106,7 @@ class AdHocSubProcessProcessor(ContainerProcessor):
             found = ctx.state.variables.get_local(scope.key, ad_hoc.output_collection)
             items = list(found[1]) if found is not None and isinstance(found[1], list) else []
             collected[ad_hoc.output_collection] = [*items, value]
-        if ad_hoc.completion_condition:
+        if ad_hoc.completion_condition and element.job is None:
             context = {**b.visible_variables(ctx, scope.key), **collected}
             held = evaluator.evaluate_condition(ad_hoc.completion_condition, context, ctx.now)
             if isinstance(held, ExpressionFailure):
@@ -100,6 +124,12 @@ class AdHocSubProcessProcessor(ContainerProcessor):
         if scope.state == PI.ELEMENT_COMPLETING:
             if scope.children == 0:
                 lc.complete(ctx, process, process.element(scope.value.element_id), scope)
+            return
+        element = process.element(scope.value.element_id)
+        if element.job is not None:
+            if scope.state == PI.ELEMENT_ACTIVATED:  # the worker decides again
+                b.cancel_job(ctx, scope)
+                create_job(ctx, element, scope, kind=JOB_KIND)
             return
         ad_hoc = _ad_hoc(process, scope)
         if ad_hoc.completion_condition is None or scope.state != PI.ELEMENT_ACTIVATED:
@@ -160,18 +190,93 @@ class AdHocInnerInstanceProcessor(ContainerProcessor):
 
 
 def activate_in_inner_instance(
-    ctx: ProcessingContext, element: bpmn.Element, inst: ElementInstance, target: bpmn.Element
+    ctx: ProcessingContext,
+    element: bpmn.Element,
+    inst: ElementInstance,
+    target: bpmn.Element,
+    variables: dict[str, Any] | None = None,
 ) -> None:
-    """Create an inner instance of the ad-hoc sub-process ``inst`` (ACTIVATING, ACTIVATED) and activate ``target``
-    in it."""
+    """Create an inner instance of the ad-hoc sub-process ``inst`` (ACTIVATING, ACTIVATED), with ``variables``
+    local to it, and activate ``target`` in it."""
     inner_id = element.id + bpmn.AD_HOC_INNER_INSTANCE_SUFFIX
     inner_key = ctx.keys.next_key()
     value = inst.value.for_element(inner_id, bpmn.AD_HOC_SUB_PROCESS_INNER_INSTANCE, bpmn.UNSPECIFIED, inst.key)
     ctx.event(ValueType.PROCESS_INSTANCE, PI.ELEMENT_ACTIVATING, inner_key, value.to_dict())
     inner = ctx.state.elements.get(inner_key)
     assert inner is not None
+    if variables:
+        b.set_local_document(ctx, inner_key, variables, inner)
     inner = lc.activated(ctx, inner)
     b.activate_element(ctx, target, inner.value, inner.key)
+
+
+# -- the job-worker implementation ----------------------------------------------------------------------------
+
+
+def complete_job(ctx: ProcessingContext, job_key: int, job: dict[str, Any], command: dict[str, Any]) -> None:
+    """JOB COMPLETE for the job of a job-worker ad-hoc sub-process: act on the worker's result.
+
+    Refused (and nothing written) when the sub-process is no longer active, when the result names an element the
+    sub-process cannot activate (NOT_FOUND), or when it both activates elements and fulfils the completion
+    condition (INVALID_ARGUMENT), as in Zeebe.
+    """
+    inst = ctx.state.elements.get(job["elementInstanceKey"])
+    if inst is None or inst.state != PI.ELEMENT_ACTIVATED:
+        ctx.reject(
+            RejectionType.INVALID_STATE,
+            f"Expected to complete job with key '{job_key}', but the ad-hoc sub-process "
+            f"'{job['elementId']}' it belongs to is not active any more",
+        )
+        return
+    process = b.services(ctx).models.get(job["processDefinitionKey"])
+    element = process.element(job["elementId"])
+    result = command.get("result") or {}
+    activate = list(result.get("activateElements") or [])
+    fulfilled = bool(result.get("isCompletionConditionFulfilled"))
+    candidates = activatable_elements(process, element)
+    unknown = [item.get("elementId", "") for item in activate if item.get("elementId") not in candidates]
+    if unknown:
+        ctx.reject(
+            RejectionType.NOT_FOUND,
+            f"Expected to activate activities for ad-hoc sub-process with key '{inst.key}', but the given elements "
+            f"[{', '.join(unknown)}] do not exist.",
+        )
+        return
+    if activate and fulfilled:
+        ctx.reject(
+            RejectionType.INVALID_ARGUMENT,
+            "Expected to complete ad-hoc sub-process job, but the job result contains elements to be activated "
+            f"while the completion condition is fulfilled (job key '{job_key}'). When the completion condition is "
+            "fulfilled, no further element activations are allowed. Either remove the elements to be activated "
+            "from the job result, or set the completion condition to not fulfilled.",
+        )
+        return
+    variables = command.get("variables") or {}
+    completed = {**job, "variables": variables}
+    if result:
+        completed["result"] = result
+    ctx.respond(ctx.event(ValueType.JOB, JobIntent.COMPLETED, job_key, completed))
+    b.merge_document(ctx, inst.key, variables)
+    for item in activate:
+        activate_in_inner_instance(ctx, element, inst, candidates[item["elementId"]], item.get("variables"))
+    if fulfilled:
+        _condition_fulfilled(ctx, process, element, inst.key, cancel=bool(result.get("isCancelRemainingInstances")))
+
+
+def _condition_fulfilled(
+    ctx: ProcessingContext, process: bpmn.Process, element: bpmn.Element, key: int, *, cancel: bool
+) -> None:
+    """The worker says the sub-process is done: it completes now, or once what runs inside has ended (terminated
+    when ``cancel``)."""
+    scope = ctx.state.elements.get(key)
+    assert scope is not None
+    if scope.children == 0 and scope.flows == 0:
+        ctx.follow_up(ValueType.PROCESS_INSTANCE, PI.COMPLETE_ELEMENT, scope.key, scope.value.to_dict())
+        return
+    scope = lc.transition(ctx, scope, PI.ELEMENT_COMPLETING)
+    events.close_subscriptions(ctx, scope)
+    if cancel:
+        lc.terminate_children(ctx, scope.key)
 
 
 def _ad_hoc(process: bpmn.Process, inst: ElementInstance) -> bpmn.AdHoc:

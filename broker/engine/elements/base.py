@@ -29,6 +29,17 @@ class ElementProcessor:
     # An ad-hoc sub-process: :meth:`before_child_completed` also runs for each child that ends a path (completes
     # without outgoing flows).
     hears_ending_paths = False
+    # Token counting (the appliers keep how many sequence flows are in flight in each scope):
+    # - ``started_by_flow``: its activation consumes the flows that reached it (one, or the arrived ones of a join);
+    #   False for what an event or its scope starts (start and boundary events, processes, event sub-processes).
+    # - ``reached_by_link``: its activation consumes the token its link throw event left in flight.
+    # - ``leaves_by_link``: completing, it leaves a token in flight for the link catch event it continues at.
+    started_by_flow = True
+    reached_by_link = False
+    leaves_by_link = False
+    # An event sub-process: an error or escalation thrown inside it is not caught by the event sub-processes of its
+    # flow scope (itself and its siblings), only further out.
+    hides_sibling_event_sub_processes = False
 
     def event_targets(self, process: bpmn.Process, element: bpmn.Element | None) -> list[bpmn.Element]:
         """The events an instance of this element subscribes to while active. Default: its boundary events."""
@@ -192,7 +203,7 @@ class ContainerProcessor(ElementProcessor):
             return
         if target.interrupts:
             events.close_event_sub_process_subscriptions(ctx, process, inst)
-            b.trigger_boundary(ctx, inst, target, variables)
+            b.trigger_event_sub_process(ctx, inst, target, variables)
         else:
             trigger = b.event_trigger(ctx, inst, target, variables)
             b.start_event_sub_process(ctx, inst, target, trigger, interrupting=False)

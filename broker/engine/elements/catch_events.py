@@ -28,6 +28,8 @@ class _HandsOnItsEventVariables(ElementProcessor):
 class TriggeredEventProcessor(_HandsOnItsEventVariables):
     """Start and boundary events: their event has already happened when they are activated."""
 
+    started_by_flow = False
+
     def on_activate(
         self, ctx: ProcessingContext, process: bpmn.Process, element: bpmn.Element | None, inst: ElementInstance
     ) -> None:

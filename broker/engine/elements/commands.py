@@ -1,4 +1,5 @@
-"""The element lifecycle commands: ACTIVATE_ELEMENT, COMPLETE_ELEMENT and TERMINATE_ELEMENT.
+"""The element lifecycle commands: ACTIVATE_ELEMENT, COMPLETE_ELEMENT, COMPLETE_EXECUTION_LISTENER and
+TERMINATE_ELEMENT.
 
 Each command is checked against the instance's state, then handed to the processor of the element's kind. Elements
 that do not wait (events without triggers, gateways, pass-through tasks) go through their whole lifecycle while one
@@ -99,6 +100,30 @@ def complete(ctx: ProcessingContext, cmd: Record) -> None:
         return
     process = lc.process_of(ctx, inst)
     registry.processor_of(inst.value).on_complete(ctx, process, lc.element_of(process, inst), inst)
+
+
+def complete_execution_listener(ctx: ProcessingContext, cmd: Record) -> None:
+    """A listener job completed: the element's step runs again, and the next listener or the element goes on."""
+    inst = ctx.state.elements.get(cmd.key)
+    if inst is None or inst.state not in (PI.ELEMENT_ACTIVATING, PI.ELEMENT_COMPLETING):
+        ctx.reject(
+            RejectionType.INVALID_STATE,
+            f"Expected element '{cmd.key}' to be activating or completing to continue after an execution listener",
+        )
+        return
+    if inst.job_key > 0 or inst.listener_index == 0:  # a listener job still runs, or none ran
+        ctx.reject(
+            RejectionType.INVALID_STATE,
+            f"Expected an execution listener job of element '{cmd.key}' to have completed, but none has",
+        )
+        return
+    process = lc.process_of(ctx, inst)
+    processor = registry.processor_of(inst.value)
+    element = lc.element_of(process, inst)
+    if inst.state == PI.ELEMENT_ACTIVATING:
+        processor.on_activate(ctx, process, element, inst)
+    else:
+        processor.on_complete(ctx, process, element, inst)
 
 
 def terminate(ctx: ProcessingContext, cmd: Record) -> None:

@@ -28,3 +28,5 @@ class CompensationThrowProcessor(ElementProcessor):
 class CompensationBoundaryProcessor(ElementProcessor):
     """A compensation boundary event is never waited for: compensation writes its whole lifecycle at once, before
     its handler starts (see :func:`.compensation.throw`). Activated any other way, it passes through."""
+
+    started_by_flow = False

@@ -19,8 +19,10 @@ from broker.engine.context import ProcessingContext
 from broker.engine.elements import lifecycle as lc
 from broker.engine.elements.base import ElementProcessor
 from broker.engine.expressions import ExpressionFailure, type_name
-from broker.protocol.enums import JobIntent, ValueType
+from broker.protocol.enums import JobIntent, ProcessInstanceIntent, ValueType
 from broker.state.element_instance import ElementInstance
+
+PI = ProcessInstanceIntent
 
 
 class JobTaskProcessor(ElementProcessor):
@@ -32,39 +34,45 @@ class JobTaskProcessor(ElementProcessor):
             create_job(ctx, element, inst)
 
 
-def create_job(ctx: ProcessingContext, element: bpmn.Element, inst: ElementInstance) -> None:
-    """Evaluate the job's type and retries, write JOB CREATED and wait (ACTIVATED); an incident on a bad value."""
-    job_def = element.job
-    assert job_def is not None
-    job_type = b.evaluate(ctx, job_def.type, inst.key)
-    if isinstance(job_type, ExpressionFailure) or not isinstance(job_type, str) or not job_type:
-        reason = (
-            job_type.message
-            if isinstance(job_type, ExpressionFailure)
-            else (
-                f"Expected result of the expression '{job_def.type}' to be 'STRING', but was "
-                f"'{b.describe_type(job_type)}'."
-            )
+def type_and_retries(
+    ctx: ProcessingContext, type_source: str, retries_source: str, scope_key: int
+) -> tuple[str, int] | ExpressionFailure:
+    """A job's type (a non-empty string) and retries (a number), static or FEEL, evaluated in ``scope_key``."""
+    job_type = b.evaluate(ctx, type_source, scope_key)
+    if isinstance(job_type, ExpressionFailure):
+        return job_type
+    if not isinstance(job_type, str) or not job_type:
+        return ExpressionFailure(
+            f"Expected result of the expression '{type_source}' to be 'STRING', but was '{b.describe_type(job_type)}'."
         )
-        b.raise_incident(ctx, inst, "EXTRACT_VALUE_ERROR", reason)
-        return
-    retries: Any = b.evaluate(ctx, job_def.retries, inst.key)
+    retries: Any = b.evaluate(ctx, retries_source, scope_key)
     if isinstance(retries, str):
         try:
             retries = int(retries)
         except ValueError:
-            retries = ExpressionFailure(f"Expected retries '{job_def.retries}' to be a number")
-    if isinstance(retries, ExpressionFailure) or not isinstance(retries, int | float) or isinstance(retries, bool):
-        reason = (
-            retries.message
-            if isinstance(retries, ExpressionFailure)
-            else (
-                f"Expected result of the expression '{job_def.retries}' to be 'NUMBER', but was "
-                f"'{b.describe_type(retries)}'."
-            )
+            return ExpressionFailure(f"Expected retries '{retries_source}' to be a number")
+    if isinstance(retries, ExpressionFailure):
+        return retries
+    if not isinstance(retries, int | float) or isinstance(retries, bool):
+        return ExpressionFailure(
+            f"Expected result of the expression '{retries_source}' to be 'NUMBER', but was "
+            f"'{b.describe_type(retries)}'."
         )
-        b.raise_incident(ctx, inst, "EXTRACT_VALUE_ERROR", reason)
+    return job_type, int(retries)
+
+
+def create_job(
+    ctx: ProcessingContext, element: bpmn.Element, inst: ElementInstance, *, kind: str = "BPMN_ELEMENT"
+) -> None:
+    """Evaluate the job's type and retries, write JOB CREATED and wait (ACTIVATED, unless it already is); an
+    incident on a bad value. ``kind``: Zeebe's job kind (a job-worker ad-hoc sub-process's is AD_HOC_SUB_PROCESS)."""
+    job_def = element.job
+    assert job_def is not None
+    evaluated = type_and_retries(ctx, job_def.type, job_def.retries, inst.key)
+    if isinstance(evaluated, ExpressionFailure):
+        b.raise_incident(ctx, inst, "EXTRACT_VALUE_ERROR", evaluated.message)
         return
+    job_type, retries = evaluated
     headers = user_task_headers(ctx, element, inst.key)
     if isinstance(headers, ExpressionFailure):
         b.raise_incident(ctx, inst, "EXTRACT_VALUE_ERROR", headers.message)
@@ -74,7 +82,7 @@ def create_job(ctx: ProcessingContext, element: bpmn.Element, inst: ElementInsta
     job = {
         "type": job_type,
         "worker": "",
-        "retries": int(retries),
+        "retries": retries,
         "retryBackoff": 0,
         "recurringTime": -1,
         "deadline": -1,
@@ -90,10 +98,11 @@ def create_job(ctx: ProcessingContext, element: bpmn.Element, inst: ElementInsta
         "processDefinitionVersion": v.version,
         "processDefinitionKey": v.process_definition_key,
         "tenantId": b.TENANT,
-        "jobKind": "BPMN_ELEMENT",
+        "jobKind": kind,
     }
     ctx.event(ValueType.JOB, JobIntent.CREATED, job_key, job)
-    lc.activated(ctx, inst)
+    if inst.state != PI.ELEMENT_ACTIVATED:
+        lc.activated(ctx, inst)
     b.job_became_activatable(ctx, job_key, job)
 
 
@@ -105,12 +114,12 @@ def user_task_headers(
     if task is None or task.native:
         return {}
     attributes: tuple[tuple[str | None, str, Callable[[str, Any], str | ExpressionFailure | None]], ...] = (
-        (task.assignee, bpmn.USER_TASK_HEADER_ASSIGNEE, _as_string),
-        (task.candidate_groups, bpmn.USER_TASK_HEADER_CANDIDATE_GROUPS, _as_string_list),
-        (task.candidate_users, bpmn.USER_TASK_HEADER_CANDIDATE_USERS, _as_string_list),
-        (task.due_date, bpmn.USER_TASK_HEADER_DUE_DATE, _as_date_time),
-        (task.follow_up_date, bpmn.USER_TASK_HEADER_FOLLOW_UP_DATE, _as_date_time),
-        (task.form_key, bpmn.USER_TASK_HEADER_FORM_KEY, _as_string),
+        (task.assignee, bpmn.USER_TASK_HEADER_ASSIGNEE, as_string),
+        (task.candidate_groups, bpmn.USER_TASK_HEADER_CANDIDATE_GROUPS, as_string_list),
+        (task.candidate_users, bpmn.USER_TASK_HEADER_CANDIDATE_USERS, as_string_list),
+        (task.due_date, bpmn.USER_TASK_HEADER_DUE_DATE, as_date_time),
+        (task.follow_up_date, bpmn.USER_TASK_HEADER_FOLLOW_UP_DATE, as_date_time),
+        (task.form_key, bpmn.USER_TASK_HEADER_FORM_KEY, as_string),
     )
     headers: dict[str, str] = {}
     context: dict[str, Any] | None = None
@@ -130,24 +139,24 @@ def user_task_headers(
     return headers
 
 
-def _expected(source: str, expected: str, value: Any) -> ExpressionFailure:
+def expected(source: str, expected: str, value: Any) -> ExpressionFailure:
     return ExpressionFailure(
         f"Expected result of the expression '{source}' to be '{expected}', but was '{type_name(value)}'."
     )
 
 
-def _as_string(source: str, value: Any) -> str | ExpressionFailure | None:
+def as_string(source: str, value: Any) -> str | ExpressionFailure | None:
     if value is None or isinstance(value, str):
         return value
-    return _expected(source, "STRING", value)
+    return expected(source, "STRING", value)
 
 
-def _as_string_list(source: str, value: Any) -> str | ExpressionFailure | None:
+def as_string_list(source: str, value: Any) -> str | ExpressionFailure | None:
     """A list of strings, as the JSON array text Tasklist reads."""
     if value is None:
         return None
     if not isinstance(value, list):
-        return _expected(source, "ARRAY", value)
+        return expected(source, "ARRAY", value)
     for item in value:
         if not isinstance(item, str):
             return ExpressionFailure(
@@ -157,7 +166,7 @@ def _as_string_list(source: str, value: Any) -> str | ExpressionFailure | None:
     return json.dumps(value, separators=(",", ":"))
 
 
-def _as_date_time(source: str, value: Any) -> str | ExpressionFailure | None:
+def as_date_time(source: str, value: Any) -> str | ExpressionFailure | None:
     """A date and time with an offset or zone (a FEEL date and time, or an ISO-8601 string), in ISO-8601."""
     if value is None:
         return None

@@ -8,16 +8,19 @@ element or to the enclosing scope's container hooks.
 
 from __future__ import annotations
 
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 from broker.engine import behaviors as b
 from broker.engine import events
 from broker.engine.bpmn import model as bpmn
 from broker.engine.context import ProcessingContext
-from broker.engine.elements import compensation, registry
+from broker.engine.elements import compensation, execution_listeners, registry
 from broker.protocol.enums import ProcessEventIntent, ProcessInstanceIntent, ValueType
 from broker.protocol.record import Record
 from broker.state.element_instance import ElementInstance
+
+if TYPE_CHECKING:
+    from broker.engine.elements.base import ElementProcessor
 
 PI = ProcessInstanceIntent
 
@@ -76,11 +79,13 @@ def take_event_variables(ctx: ProcessingContext, inst: ElementInstance) -> dict 
 
 
 def apply_inputs(ctx: ProcessingContext, element: bpmn.Element, inst: ElementInstance) -> bool:
-    failure = b.apply_input_mappings(ctx, element, inst)
-    if failure is not None:
-        b.raise_incident(ctx, inst, "IO_MAPPING_ERROR", failure.message)
-        return False
-    return True
+    """Input mappings, then the element's start execution listeners, one job at a time (False while one runs)."""
+    if inst.listener_index == 0:  # past the first start listener, the mappings were applied
+        failure = b.apply_input_mappings(ctx, element, inst)
+        if failure is not None:
+            b.raise_incident(ctx, inst, "IO_MAPPING_ERROR", failure.message)
+            return False
+    return not element.start_listeners or execution_listeners.run_next(ctx, element.start_listeners, inst)
 
 
 def subscribe(
@@ -141,10 +146,12 @@ def complete(
     flows: tuple[bpmn.SequenceFlow, ...] | None = None,
     trigger: dict | None = None,
 ) -> None:
-    """COMPLETING (closing subscriptions), output mappings, COMPLETED, then the kind's ``on_completed``.
+    """COMPLETING (closing subscriptions), output mappings, end execution listeners, COMPLETED, then the kind's
+    ``on_completed``.
 
     ``flows``: the outgoing flows to take (default: all). ``trigger``: the event an event-based gateway received;
-    it moves to the winning catch event. A failing output mapping leaves the instance COMPLETING with an incident.
+    it moves to the winning catch event. A failing output mapping leaves the instance COMPLETING with an incident;
+    so does each end listener while its job runs (COMPLETE_EXECUTION_LISTENER comes back here).
     """
     processor = registry.processor_of(inst.value)
     if inst.state != PI.ELEMENT_COMPLETING:
@@ -152,16 +159,16 @@ def complete(
         own = element if element is not None else element_of(process, inst)  # a body may come without one
         if subscription_targets(process, own, processor):
             events.close_subscriptions(ctx, inst)
+        if inst.listener_index:  # as the COMPLETING applier did: the end listeners count from the first
+            inst = inst.with_listener_index(0)
     body = body_of(ctx, inst)
-    if element is not None and element.output_mappings:
-        failure = b.apply_output_mappings(ctx, element, inst)
-        if failure is not None:
-            b.raise_incident(ctx, inst, "IO_MAPPING_ERROR", failure.message)
+    # past the first end listener, the mappings were applied
+    if element is not None and inst.listener_index == 0 and not _apply_outputs(ctx, processor, element, inst):
+        return
+    if process.uses_execution_listeners:
+        end_listeners = execution_listeners.of(process, inst, bpmn.LISTENER_END)
+        if end_listeners and not execution_listeners.run_next(ctx, end_listeners, inst):
             return
-    elif element is not None:
-        document = processor.variables_without_output_mappings(ctx, element, inst)
-        if document and inst.value.flow_scope_key > 0:
-            b.merge_document(ctx, inst.value.flow_scope_key, document)
     if body is not None and not registry.processor_of(body.value).before_child_completed(ctx, process, body, inst):
         return
     if body is None and not _path_may_end(ctx, process, inst):
@@ -172,6 +179,22 @@ def complete(
     if compensation.is_handler(inst.value):
         compensation.handler_completed(ctx, inst)
     processor.on_completed(ctx, process, element, inst, flows, trigger)
+
+
+def _apply_outputs(
+    ctx: ProcessingContext, processor: ElementProcessor, element: bpmn.Element, inst: ElementInstance
+) -> bool:
+    """Output mappings, or what reaches the flow scope without them; False after raising an incident."""
+    if element.output_mappings:
+        failure = b.apply_output_mappings(ctx, element, inst)
+        if failure is not None:
+            b.raise_incident(ctx, inst, "IO_MAPPING_ERROR", failure.message)
+            return False
+        return True
+    document = processor.variables_without_output_mappings(ctx, element, inst)
+    if document and inst.value.flow_scope_key > 0:
+        b.merge_document(ctx, inst.value.flow_scope_key, document)
+    return True
 
 
 def _path_may_end(ctx: ProcessingContext, process: bpmn.Process, inst: ElementInstance) -> bool:

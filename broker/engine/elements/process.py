@@ -8,7 +8,7 @@ from __future__ import annotations
 from broker.engine import behaviors as b
 from broker.engine.bpmn import model as bpmn
 from broker.engine.context import ProcessingContext
-from broker.engine.elements import call_activity
+from broker.engine.elements import call_activity, execution_listeners
 from broker.engine.elements import lifecycle as lc
 from broker.engine.elements.base import ContainerProcessor
 from broker.protocol.enums import (
@@ -24,11 +24,15 @@ from broker.state.element_instance import ElementInstance
 
 
 class ProcessProcessor(ContainerProcessor):
+    started_by_flow = False
+
     def on_activate(
         self, ctx: ProcessingContext, process: bpmn.Process, element: bpmn.Element | None, inst: ElementInstance
     ) -> None:
-        if inst.value.parent_element_instance_key > 0:
+        if inst.listener_index == 0 and inst.value.parent_element_instance_key > 0:  # not again after a listener
             call_activity.child_activating(ctx, inst)
+        if process.start_listeners and not execution_listeners.run_next(ctx, process.start_listeners, inst):
+            return
         if not lc.subscribe(ctx, process, None, inst):
             return
         inst = lc.activated(ctx, inst)
@@ -52,7 +56,7 @@ class ProcessProcessor(ContainerProcessor):
         if awaiting is not None:
             variables = b.visible_variables(ctx, inst.key, awaiting.get("fetchVariables") or None)
         lc.complete(ctx, process, None, inst)
-        if awaiting is not None:
+        if awaiting is not None and ctx.state.elements.get(inst.key) is None:  # not while an end listener runs
             _send_result(ctx, inst.value, awaiting, variables or {})
 
     def before_completed(

@@ -38,6 +38,7 @@ from broker.engine.elements.throw_events import (
     SignalThrowProcessor,
     TerminateEndEventProcessor,
 )
+from broker.engine.elements.user_task import UserTaskProcessor
 from broker.protocol.values import ProcessInstanceValue
 
 _PASS_THROUGH = ElementProcessor()
@@ -57,7 +58,7 @@ PROCESSORS: Final[dict[str, ElementProcessor]] = {
     m.SEND_TASK: _JOB,
     m.SCRIPT_TASK: ScriptTaskProcessor(),
     m.BUSINESS_RULE_TASK: BusinessRuleTaskProcessor(),
-    m.USER_TASK: _JOB,
+    m.USER_TASK: UserTaskProcessor(),
     m.RECEIVE_TASK: ReceiveTaskProcessor(),
     # gateways
     m.EXCLUSIVE_GATEWAY: ExclusiveGatewayProcessor(),
@@ -107,9 +108,9 @@ PROCESSORS: Final[dict[str, ElementProcessor]] = {
     f"{m.END_EVENT}:{m.COMPENSATION}": _COMPENSATION,
 }
 
-# Tasks whose processor also runs the engine-evaluated form (``zeebe:script`` or ``zeebe:calledDecision`` instead of
-# a job worker).
-ENGINE_FORMS: Final = frozenset({f"{m.SCRIPT_TASK}:ENGINE", f"{m.BUSINESS_RULE_TASK}:ENGINE"})
+# Tasks whose processor also runs the engine-evaluated form (``zeebe:script``, ``zeebe:calledDecision`` or
+# ``zeebe:userTask`` instead of a job worker).
+ENGINE_FORMS: Final = frozenset({f"{m.SCRIPT_TASK}:ENGINE", f"{m.BUSINESS_RULE_TASK}:ENGINE", f"{m.USER_TASK}:ENGINE"})
 
 # What deployment accepts: every kind with a processor (the process itself is not an element of a model).
 SUPPORTED_KINDS: Final = (frozenset(PROCESSORS) - {m.PROCESS}) | ENGINE_FORMS

@@ -29,6 +29,9 @@ class SubProcessProcessor(ContainerProcessor):
 class EventSubProcessProcessor(ContainerProcessor):
     """Starts only through its start event's trigger, at that start event."""
 
+    started_by_flow = False
+    hides_sibling_event_sub_processes = True
+
     def on_activate(
         self, ctx: ProcessingContext, process: bpmn.Process, element: bpmn.Element | None, inst: ElementInstance
     ) -> None:

@@ -52,7 +52,7 @@ class ErrorEndEventProcessor(ElementProcessor):
             b.raise_incident(ctx, inst, "EXTRACT_VALUE_ERROR", code.message)
             return
         code = str(code)
-        catch = b.find_error_catch(ctx, process, inst, code)
+        catch = events.find_error_catch(ctx, process, inst, code)
         if catch is None:
             b.raise_incident(ctx, inst, "UNHANDLED_ERROR_EVENT", b.unhandled_error_message(code, ""))
             return
@@ -76,7 +76,7 @@ class EscalationThrowProcessor(ElementProcessor):
             b.raise_incident(ctx, inst, "EXTRACT_VALUE_ERROR", code.message)
             return
         code = str(code)
-        catch = b.find_escalation_catch(ctx, process, inst, code)
+        catch = events.find_escalation_catch(ctx, process, inst, code)
         v = inst.value
         value = {
             "processInstanceKey": v.process_instance_key,
@@ -125,6 +125,8 @@ class SignalThrowProcessor(ElementProcessor):
 class LinkThrowEventProcessor(ElementProcessor):
     """Continues at the link catch event of the same name in its scope, without a sequence flow."""
 
+    leaves_by_link = True
+
     def on_completed(
         self,
         ctx: ProcessingContext,
@@ -143,6 +145,8 @@ class LinkThrowEventProcessor(ElementProcessor):
 
 class LinkCatchEventProcessor(ElementProcessor):
     """Entered from its link throw event: nothing to wait for."""
+
+    reached_by_link = True
 
     def variables_without_output_mappings(
         self, ctx: ProcessingContext, element: bpmn.Element, inst: ElementInstance

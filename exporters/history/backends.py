@@ -1,0 +1,265 @@
+"""Where history is written: SQLite (a file, one broker) or PostgreSQL (shared by a cluster's brokers).
+
+Both speak the same SQL; a backend only knows how to connect, its placeholder and how a transaction is run. Every
+write of a batch happens in one transaction together with the partition's exported position, so after a crash the
+database holds either the whole batch and its position or neither: records up to that position are skipped when
+they are offered again, and the history never holds a record twice.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sqlite3
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+from exporters.history import schema
+from exporters.history.rows import Batch
+
+# Rows per INSERT statement: one statement runs in one go (the sqlite3 module releases and retakes the GIL per
+# statement step, so row-by-row executemany would contend with the event loop for the GIL on every row).
+_ROWS_PER_STATEMENT = 100
+_MIGRATION_LOCK = 0x5745_4952  # PostgreSQL advisory lock id held while migrating ("WEIR")
+
+
+class HistoryUrlError(ValueError):
+    """A history database URL that names no supported database."""
+
+
+def sqlite_path(url: str) -> Path | None:
+    """The file of a ``sqlite:///abs/path`` URL (None for another scheme)."""
+    if not url.startswith("sqlite:"):
+        return None
+    path = url[len("sqlite:") :]
+    if path.startswith("///"):
+        path = path[2:]
+    elif path.startswith("//"):
+        raise HistoryUrlError(f"{url!r}: expected sqlite:///absolute/path or sqlite:relative/path")
+    if not path:
+        raise HistoryUrlError(f"{url!r}: the SQLite URL names no file")
+    return Path(path)
+
+
+def check_url(url: str) -> None:
+    """Raise `HistoryUrlError` unless ``url`` is a SQLite or PostgreSQL URL."""
+    if sqlite_path(url) is not None:
+        return
+    if urlsplit(url).scheme not in ("postgresql", "postgres"):
+        raise HistoryUrlError(f"{url!r}: expected sqlite:///path/history.db or postgresql://user@host:port/db")
+
+
+def upsert_sql(table: schema.Table, placeholder: str, rows: int = 1) -> str:
+    """Insert ``rows`` rows or, where a key exists, set the columns a row knows (None keeps the stored value).
+
+    Rows of one statement must have distinct keys (a batch merges changes per key, so they do).
+    """
+    columns = ", ".join(table.columns)
+    one = "(" + ", ".join(placeholder for _ in table.columns) + ")"
+    values = ", ".join(one for _ in range(rows))
+    updates = ", ".join(f"{c} = COALESCE(excluded.{c}, {table.name}.{c})" for c in table.columns if c != table.key)
+    return f"INSERT INTO {table.name} ({columns}) VALUES {values} ON CONFLICT ({table.key}) DO UPDATE SET {updates}"
+
+
+_INSTANCE_INCIDENT_FLAG = (
+    "UPDATE process_instances SET has_incident = CASE WHEN EXISTS (SELECT 1 FROM incidents i WHERE "
+    "i.process_instance_key = process_instances.process_instance_key AND i.state = 'ACTIVE') THEN 1 ELSE 0 END "
+    "WHERE process_instance_key = {p}"
+)
+_ELEMENT_INCIDENT_KEY = (
+    "UPDATE element_instances SET incident_key = (SELECT MAX(i.incident_key) FROM incidents i WHERE "
+    "i.element_instance_key = element_instances.element_instance_key AND i.state = 'ACTIVE') "
+    "WHERE element_instance_key = {p}"
+)
+_FINISHED = "SELECT process_instance_key FROM process_instances WHERE end_date < {p}"
+_INSTANCE_CHILDREN = ("element_instances", "variables", "incidents", "jobs", "user_tasks")
+
+
+class Backend:
+    """The SQL both databases share; subclasses connect and run transactions."""
+
+    placeholder = "?"
+    key_type = "BIGINT PRIMARY KEY"
+
+    def __init__(self) -> None:
+        self._upserts: dict[tuple[str, int], str] = {}
+        p = self.placeholder
+        self._position_sql = (
+            f"INSERT INTO exported_positions (partition_id, position) VALUES ({p}, {p}) "
+            "ON CONFLICT (partition_id) DO UPDATE SET position = excluded.position"
+        )
+
+    def _upsert(self, table: schema.Table, rows: int) -> str:
+        sql = self._upserts.get((table.name, rows))
+        if sql is None:
+            sql = self._upserts[(table.name, rows)] = upsert_sql(table, self.placeholder, rows)
+        return sql
+
+    # -- what subclasses provide ---------------------------------------------------------------------------------
+
+    def connect(self) -> None:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        raise NotImplementedError
+
+    @contextlib.contextmanager
+    def transaction(self) -> Iterator[Any]:
+        """A cursor inside one transaction: committed on exit, rolled back on an exception."""
+        raise NotImplementedError
+        yield
+
+    def _lock_for_migration(self, cursor: Any) -> None:
+        """Keep other brokers from migrating the same database at the same time."""
+
+    # -- shared ----------------------------------------------------------------------------------------------
+
+    def migrate(self, now_ms: int) -> list[int]:
+        """Apply the migrations the database lacks, in order; returns the versions applied."""
+        applied: list[int] = []
+        with self.transaction() as cursor:
+            self._lock_for_migration(cursor)
+            cursor.execute(schema.SCHEMA_VERSION_TABLE)
+            cursor.execute("SELECT version FROM schema_version")
+            done = {row[0] for row in cursor.fetchall()}
+            for migration in schema.MIGRATIONS:
+                if migration.version in done:
+                    continue
+                for statement in migration.statements:
+                    cursor.execute(statement.replace("{KEY}", self.key_type))
+                p = self.placeholder
+                cursor.execute(
+                    f"INSERT INTO schema_version (version, description, applied_at) VALUES ({p}, {p}, {p})",
+                    (migration.version, migration.description, now_ms),
+                )
+                applied.append(migration.version)
+        return applied
+
+    def schema_versions(self) -> list[int]:
+        with self.transaction() as cursor:
+            cursor.execute("SELECT version FROM schema_version ORDER BY version")
+            return [row[0] for row in cursor.fetchall()]
+
+    def exported_position(self, partition_id: int) -> int:
+        """The last position written for ``partition_id`` (0: none)."""
+        with self.transaction() as cursor:
+            p = self.placeholder
+            cursor.execute(f"SELECT position FROM exported_positions WHERE partition_id = {p}", (partition_id,))
+            row = cursor.fetchone()
+            return int(row[0]) if row else 0
+
+    def write(self, batch: Batch, partition_id: int) -> None:
+        """Write a batch's rows and its last position in one transaction."""
+        with self.transaction() as cursor:
+            for table in schema.TABLES:
+                rows = list(batch.rows[table.name].values())
+                columns = table.columns
+                for start in range(0, len(rows), _ROWS_PER_STATEMENT):
+                    chunk = rows[start : start + _ROWS_PER_STATEMENT]
+                    cursor.execute(self._upsert(table, len(chunk)), [row.get(c) for row in chunk for c in columns])
+                    time.sleep(0)  # let the event loop take the GIL between statements
+            p = self.placeholder
+            if batch.incident_instances:
+                sql = _INSTANCE_INCIDENT_FLAG.format(p=p)
+                cursor.executemany(sql, [(k,) for k in sorted(batch.incident_instances)])
+            if batch.incident_elements:
+                sql = _ELEMENT_INCIDENT_KEY.format(p=p)
+                cursor.executemany(sql, [(k,) for k in sorted(batch.incident_elements)])
+            cursor.execute(self._position_sql, (partition_id, batch.last_position))
+
+    def purge(self, cutoff_ms: int) -> int:
+        """Remove instances that ended before ``cutoff_ms`` (with all their rows) and older decision instances."""
+        p = self.placeholder
+        removed = 0
+        with self.transaction() as cursor:
+            finished = _FINISHED.format(p=p)
+            for table in _INSTANCE_CHILDREN:
+                cursor.execute(f"DELETE FROM {table} WHERE process_instance_key IN ({finished})", (cutoff_ms,))
+            cursor.execute(f"DELETE FROM process_instances WHERE end_date < {p}", (cutoff_ms,))
+            removed += max(0, cursor.rowcount)
+            cursor.execute(f"DELETE FROM decision_instances WHERE evaluation_date < {p}", (cutoff_ms,))
+            removed += max(0, cursor.rowcount)
+        return removed
+
+
+class SqliteBackend(Backend):
+    """A SQLite file in WAL mode: readers (the gateway) never wait for the writer."""
+
+    placeholder = "?"
+    key_type = "INTEGER PRIMARY KEY"
+
+    def __init__(self, path: Path) -> None:
+        super().__init__()
+        self.path = path
+        self._connection: sqlite3.Connection | None = None
+
+    def connect(self) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        connection = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False, timeout=30)
+        connection.execute("PRAGMA journal_mode=WAL")
+        # WAL with synchronous=NORMAL survives a killed process; only a power loss may drop the last batches,
+        # which are then exported again (the position is in the same transaction).
+        connection.execute("PRAGMA synchronous=NORMAL")
+        connection.execute("PRAGMA cache_size=-32000")  # 32 MB: the indexes' working set stays in memory
+        self._connection = connection
+
+    def close(self) -> None:
+        if self._connection is not None:
+            self._connection.close()
+            self._connection = None
+
+    @contextlib.contextmanager
+    def transaction(self) -> Iterator[sqlite3.Cursor]:
+        assert self._connection is not None, "not connected"
+        cursor = self._connection.cursor()
+        cursor.execute("BEGIN IMMEDIATE")
+        try:
+            yield cursor
+        except BaseException:
+            cursor.execute("ROLLBACK")
+            raise
+        cursor.execute("COMMIT")
+
+
+class PostgresBackend(Backend):
+    """A PostgreSQL database (psycopg 3), shared by every broker of a cluster."""
+
+    placeholder = "%s"
+    key_type = "BIGINT PRIMARY KEY"
+
+    def __init__(self, url: str, connect_timeout_s: float = 5.0) -> None:
+        super().__init__()
+        self.url = url
+        self.connect_timeout_s = connect_timeout_s
+        self._connection: Any = None
+
+    def connect(self) -> None:
+        import psycopg
+
+        self._connection = psycopg.connect(
+            self.url, autocommit=True, connect_timeout=max(1, int(self.connect_timeout_s))
+        )
+
+    def close(self) -> None:
+        if self._connection is not None:
+            with contextlib.suppress(Exception):
+                self._connection.close()
+            self._connection = None
+
+    @contextlib.contextmanager
+    def transaction(self) -> Iterator[Any]:
+        assert self._connection is not None, "not connected"
+        with self._connection.transaction(), self._connection.cursor() as cursor:
+            yield cursor
+
+    def _lock_for_migration(self, cursor: Any) -> None:
+        cursor.execute("SELECT pg_advisory_xact_lock(%s)", (_MIGRATION_LOCK,))
+
+
+def open_backend(url: str) -> Backend:
+    """The backend for a history URL (not yet connected)."""
+    check_url(url)
+    path = sqlite_path(url)
+    return SqliteBackend(path) if path is not None else PostgresBackend(url)

@@ -1,0 +1,290 @@
+"""The searchable entities of the history: each v2 field, the SQL expression behind it and how its values convert.
+
+Field names and shapes follow the Camunda 8.8 Orchestration Cluster REST API (``/v2/<entity>/search``): keys are
+strings, dates ISO-8601 text, flags booleans, states the v2 enums.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+# How a field's values are stored, filtered and rendered.
+KEY = "key"  # BIGINT; a string in JSON ("2251799813685249")
+INT = "int"
+STR = "str"
+DATE = "date"  # epoch ms; ISO-8601 text in JSON
+BOOL = "bool"  # 0/1
+JSON_LIST = "json-list"  # JSON array text; filtered by membership
+JSON_OBJECT = "json-object"
+
+
+@dataclass(frozen=True, slots=True)
+class Field:
+    name: str
+    sql: str
+    kind: str
+    filterable: bool = True
+    sortable: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class Entity:
+    name: str
+    source: str  # FROM clause (with joins)
+    key: Field  # the unique field; the last sort criterion so paging is stable
+    fields: tuple[Field, ...]
+    filter_only: tuple[Field, ...] = ()  # filter fields that are not part of an item
+
+    @property
+    def item_fields(self) -> tuple[Field, ...]:
+        return self.fields
+
+    def field(self, name: str) -> Field | None:
+        for f in (*self.fields, *self.filter_only):
+            if f.name == name:
+                return f
+        return None
+
+    def filter_names(self) -> list[str]:
+        return sorted(f.name for f in (*self.fields, *self.filter_only) if f.filterable)
+
+    def sort_names(self) -> list[str]:
+        return sorted(f.name for f in self.fields if f.sortable)
+
+
+def _f(name: str, sql: str, kind: str, **kw: Any) -> Field:
+    return Field(name, sql, kind, **kw)
+
+
+_PD = "process_definitions"
+PROCESS_DEFINITIONS = Entity(
+    "process-definitions",
+    f"{_PD} d",
+    _f("processDefinitionKey", "d.process_definition_key", KEY),
+    (
+        _f("processDefinitionKey", "d.process_definition_key", KEY),
+        _f("processDefinitionId", "d.process_definition_id", STR),
+        _f("name", "d.name", STR),
+        _f("resourceName", "d.resource_name", STR),
+        _f("version", "d.version", INT),
+        _f("versionTag", "d.version_tag", STR),
+        _f("tenantId", "d.tenant_id", STR),
+        _f("hasStartForm", "0", BOOL, filterable=False, sortable=False),
+    ),
+)
+
+_PI_SOURCE = f"process_instances p LEFT JOIN {_PD} pd ON pd.process_definition_key = p.process_definition_key"
+PROCESS_INSTANCES = Entity(
+    "process-instances",
+    _PI_SOURCE,
+    _f("processInstanceKey", "p.process_instance_key", KEY),
+    (
+        _f("processInstanceKey", "p.process_instance_key", KEY),
+        _f("processDefinitionId", "p.process_definition_id", STR),
+        _f("processDefinitionName", "pd.name", STR),
+        _f("processDefinitionVersion", "p.process_definition_version", INT),
+        _f("processDefinitionVersionTag", "pd.version_tag", STR),
+        _f("processDefinitionKey", "p.process_definition_key", KEY),
+        _f("parentProcessInstanceKey", "p.parent_process_instance_key", KEY),
+        _f("parentElementInstanceKey", "p.parent_element_instance_key", KEY),
+        _f("startDate", "p.start_date", DATE),
+        _f("endDate", "p.end_date", DATE),
+        _f("state", "p.state", STR),
+        _f("hasIncident", "p.has_incident", BOOL),
+        _f("tenantId", "p.tenant_id", STR),
+    ),
+)
+
+ELEMENT_INSTANCES = Entity(
+    "element-instances",
+    "element_instances e",
+    _f("elementInstanceKey", "e.element_instance_key", KEY),
+    (
+        _f("elementInstanceKey", "e.element_instance_key", KEY),
+        _f("processInstanceKey", "e.process_instance_key", KEY),
+        _f("processDefinitionKey", "e.process_definition_key", KEY),
+        _f("processDefinitionId", "e.process_definition_id", STR),
+        _f("elementId", "e.element_id", STR),
+        _f("elementName", "e.element_id", STR, filterable=False, sortable=False),
+        _f("type", "e.type", STR),
+        _f("state", "e.state", STR),
+        _f("startDate", "e.start_date", DATE),
+        _f("endDate", "e.end_date", DATE),
+        _f("hasIncident", "CASE WHEN e.incident_key IS NULL THEN 0 ELSE 1 END", BOOL),
+        _f("incidentKey", "e.incident_key", KEY),
+        _f("tenantId", "e.tenant_id", STR),
+    ),
+    filter_only=(
+        _f("flowScopeKey", "e.flow_scope_key", KEY, sortable=False),
+        # Camunda 8.8's name for it: the immediate children of a process instance or of a containing element
+        _f("elementInstanceScopeKey", "e.flow_scope_key", KEY, sortable=False),
+    ),
+)
+
+VARIABLES = Entity(
+    "variables",
+    "variables v",
+    _f("variableKey", "v.variable_key", KEY),
+    (
+        _f("variableKey", "v.variable_key", KEY),
+        _f("name", "v.name", STR),
+        _f("value", "v.value", STR),
+        _f("isTruncated", "0", BOOL, filterable=False, sortable=False),
+        _f("scopeKey", "v.scope_key", KEY),
+        _f("processInstanceKey", "v.process_instance_key", KEY),
+        _f("tenantId", "v.tenant_id", STR),
+    ),
+)
+
+INCIDENTS = Entity(
+    "incidents",
+    "incidents i",
+    _f("incidentKey", "i.incident_key", KEY),
+    (
+        _f("incidentKey", "i.incident_key", KEY),
+        _f("processDefinitionId", "i.process_definition_id", STR),
+        _f("processDefinitionKey", "i.process_definition_key", KEY),
+        _f("processInstanceKey", "i.process_instance_key", KEY),
+        _f("errorType", "i.error_type", STR),
+        _f("errorMessage", "i.error_message", STR),
+        _f("elementId", "i.element_id", STR),
+        _f("elementInstanceKey", "i.element_instance_key", KEY),
+        _f("creationTime", "i.creation_time", DATE),
+        _f("state", "i.state", STR),
+        _f("jobKey", "i.job_key", KEY),
+        _f("tenantId", "i.tenant_id", STR),
+    ),
+)
+
+JOBS = Entity(
+    "jobs",
+    "jobs j",
+    _f("jobKey", "j.job_key", KEY),
+    (
+        _f("jobKey", "j.job_key", KEY),
+        _f("type", "j.type", STR),
+        _f("worker", "j.worker", STR),
+        _f("state", "j.state", STR),
+        _f("kind", "j.kind", STR),
+        _f("listenerEventType", "j.listener_event_type", STR),
+        _f("retries", "j.retries", INT),
+        _f("errorMessage", "j.error_message", STR),
+        _f("errorCode", "j.error_code", STR),
+        _f("deadline", "j.deadline", DATE),
+        _f("endTime", "j.end_time", DATE),
+        _f("creationTime", "j.creation_time", DATE),
+        _f("customHeaders", "j.custom_headers", JSON_OBJECT, filterable=False, sortable=False),
+        _f("hasFailedWithRetriesLeft", "COALESCE(j.has_failed_with_retries_left, 0)", BOOL),
+        _f("elementId", "j.element_id", STR),
+        _f("elementInstanceKey", "j.element_instance_key", KEY),
+        _f("processInstanceKey", "j.process_instance_key", KEY),
+        _f("processDefinitionKey", "j.process_definition_key", KEY),
+        _f("processDefinitionId", "j.process_definition_id", STR),
+        _f("tenantId", "j.tenant_id", STR),
+    ),
+)
+
+_UT_SOURCE = f"user_tasks t LEFT JOIN {_PD} td ON td.process_definition_key = t.process_definition_key"
+USER_TASKS = Entity(
+    "user-tasks",
+    _UT_SOURCE,
+    _f("userTaskKey", "t.user_task_key", KEY),
+    (
+        _f("userTaskKey", "t.user_task_key", KEY),
+        _f("name", "t.element_id", STR, filterable=False, sortable=False),
+        _f("state", "t.state", STR),
+        _f("assignee", "NULLIF(t.assignee, '')", STR),
+        _f("elementId", "t.element_id", STR),
+        _f("candidateGroups", "t.candidate_groups", JSON_LIST, filterable=False, sortable=False),
+        _f("candidateUsers", "t.candidate_users", JSON_LIST, filterable=False, sortable=False),
+        _f("processDefinitionId", "t.process_definition_id", STR),
+        _f("processName", "td.name", STR, filterable=False),
+        _f("creationDate", "t.creation_date", DATE),
+        _f("completionDate", "t.completion_date", DATE),
+        _f("followUpDate", "t.follow_up_date", STR),
+        _f("dueDate", "t.due_date", STR),
+        _f("tenantId", "t.tenant_id", STR),
+        _f("externalFormReference", "t.external_form_reference", STR, filterable=False),
+        _f("processDefinitionVersion", "t.process_definition_version", INT),
+        _f("customHeaders", "t.custom_headers", JSON_OBJECT, filterable=False, sortable=False),
+        _f("priority", "t.priority", INT),
+        _f("elementInstanceKey", "t.element_instance_key", KEY),
+        _f("processInstanceKey", "t.process_instance_key", KEY),
+        _f("processDefinitionKey", "t.process_definition_key", KEY),
+        _f("formKey", "t.form_key", KEY),
+    ),
+    filter_only=(
+        # One of the task's candidates: matched against the stored JSON array.
+        _f("candidateGroup", "t.candidate_groups", JSON_LIST, sortable=False),
+        _f("candidateUser", "t.candidate_users", JSON_LIST, sortable=False),
+    ),
+)
+
+DECISION_INSTANCES = Entity(
+    "decision-instances",
+    "decision_instances di",
+    _f("decisionEvaluationInstanceKey", "di.decision_evaluation_instance_key", STR),
+    (
+        _f("decisionEvaluationInstanceKey", "di.decision_evaluation_instance_key", STR),
+        _f("decisionEvaluationKey", "di.decision_evaluation_key", KEY),
+        _f("state", "di.state", STR),
+        _f("evaluationDate", "di.evaluation_date", DATE),
+        _f("evaluationFailure", "di.evaluation_failure", STR),
+        _f("decisionDefinitionKey", "di.decision_definition_key", KEY),
+        _f("decisionDefinitionId", "di.decision_definition_id", STR),
+        _f("decisionDefinitionName", "di.decision_definition_name", STR),
+        _f("decisionDefinitionVersion", "di.decision_definition_version", INT),
+        _f("decisionDefinitionType", "di.decision_definition_type", STR),
+        _f("rootDecisionDefinitionKey", "di.root_decision_definition_key", KEY),
+        _f("result", "di.result", STR),
+        _f("processDefinitionKey", "di.process_definition_key", KEY),
+        _f("processInstanceKey", "di.process_instance_key", KEY),
+        _f("elementInstanceKey", "di.element_instance_key", KEY),
+        _f("tenantId", "di.tenant_id", STR),
+    ),
+)
+
+ENTITIES: dict[str, Entity] = {
+    e.name: e
+    for e in (
+        PROCESS_DEFINITIONS,
+        PROCESS_INSTANCES,
+        ELEMENT_INSTANCES,
+        VARIABLES,
+        INCIDENTS,
+        JOBS,
+        USER_TASKS,
+        DECISION_INSTANCES,
+    )
+}
+
+
+def iso_date(ms: int) -> str:
+    """Epoch milliseconds as ISO-8601 UTC text with milliseconds (``2026-01-31T09:30:00.000Z``)."""
+    text = datetime.fromtimestamp(ms / 1000, UTC).isoformat(timespec="milliseconds")
+    return text.replace("+00:00", "Z")
+
+
+def render(field: Field, value: Any) -> Any:
+    """A stored value in the v2 JSON shape of its field."""
+    if value is None:
+        return [] if field.kind == JSON_LIST else None
+    kind = field.kind
+    if kind == KEY:
+        return str(value)
+    if kind == DATE:
+        return iso_date(int(value))
+    if kind == BOOL:
+        return bool(value)
+    if kind in (JSON_LIST, JSON_OBJECT):
+        return json.loads(value)
+    if kind == INT:
+        return int(value)
+    return value
+
+
+def item(entity: Entity, row: tuple[Any, ...]) -> dict[str, Any]:
+    return {f.name: render(f, v) for f, v in zip(entity.item_fields, row, strict=True)}

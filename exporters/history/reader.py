@@ -1,0 +1,271 @@
+"""Reading the history: the searches of the REST API (``/v2/<entity>/search``) and single items by key.
+
+    reader = open_reader("sqlite:///var/weir/history.db")   # or "postgresql://user@host:5432/weir"
+    result = await reader.search("process-instances", {"filter": {"state": "ACTIVE"}, "page": {"limit": 20}})
+    # {"items": [...], "page": {"totalItems": 3, "startCursor": "...", "endCursor": "..."}}
+
+Reads never block the caller's event loop: SQLite queries run in a worker thread, PostgreSQL through psycopg's
+async connection. The schema is created on first use when the exporter has not done it yet, so a gateway may
+start before any broker has exported. A request the history cannot answer raises `InvalidQuery` (a client error).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+import threading
+from typing import Any
+
+import defusedxml.ElementTree as ET
+
+from exporters.history import entities, query
+from exporters.history.backends import Backend, PostgresBackend, SqliteBackend, check_url, sqlite_path
+from exporters.history.entities import Entity
+from exporters.history.query import InvalidQuery, encode_cursor
+
+__all__ = ["ENTITIES", "HistoryReader", "InvalidQuery", "open_reader"]
+
+ENTITIES = tuple(entities.ENTITIES)
+# Items whose name is the BPMN element's (the id when the element has no name, as Operate shows it).
+_NAME_FIELDS = {"element-instances": "elementName", "user-tasks": "name"}
+_NAME_CACHE_SIZE = 1000
+
+
+def element_names(xml: str | None) -> dict[str, str]:
+    """Element id → name of every named element in a BPMN document."""
+    if not xml:
+        return {}
+    try:
+        root = ET.fromstring(xml)
+    except (ET.ParseError, ValueError):
+        return {}
+    return {e.get("id", ""): e.get("name", "") for e in root.iter() if e.get("id") and e.get("name")}
+
+
+_CLOCK_UNUSED = 0  # migration timestamps from a reader: it has no clock of its own to offer
+
+
+class HistoryReader:
+    """Searches and lookups over the history tables (SQLite or PostgreSQL)."""
+
+    placeholder = "?"
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self._schema_ready = False
+        self._names: dict[int, dict[str, str]] = {}  # process definition key → element id → name
+
+    # -- the contract ------------------------------------------------------------------------------------------
+
+    async def search(self, entity: str, request: dict[str, Any] | None) -> dict[str, Any]:
+        """Answer a v2 search request for ``entity`` (see `exporters.history.query` for what it accepts)."""
+        definition = _entity(entity)
+        q = query.build(definition, request)
+        columns = ", ".join(f.sql for f in definition.item_fields)
+        where = self._marks(q.where)
+        count_sql = f"SELECT COUNT(*) FROM {definition.source} WHERE {where}"
+        select_sql = (
+            f"SELECT {columns} FROM {definition.source} WHERE {where} ORDER BY {q.order_by} "
+            f"LIMIT {int(q.limit)} OFFSET {int(q.offset)}"
+        )
+        total_rows, rows = await self._fetch_pair(count_sql, select_sql, q.params)
+        items = await self._named([entities.item(definition, row) for row in rows], definition)
+        return {
+            "items": items,
+            "page": {
+                "totalItems": int(total_rows[0][0]),
+                "startCursor": encode_cursor(q.offset) if items else None,
+                "endCursor": encode_cursor(q.offset + len(items) - 1) if items else None,
+            },
+        }
+
+    async def get(self, entity: str, key: str) -> dict[str, Any] | None:
+        """One item by its key (None when the history has none)."""
+        definition = _entity(entity)
+        try:
+            value = query.key_value(definition.key, key, definition.key.name)
+        except InvalidQuery:
+            return None
+        columns = ", ".join(f.sql for f in definition.item_fields)
+        sql = f"SELECT {columns} FROM {definition.source} WHERE {definition.key.sql} = {self.placeholder}"
+        rows = await self._fetch(sql, [value])
+        return (await self._named([entities.item(definition, rows[0])], definition))[0] if rows else None
+
+    async def process_definition_xml(self, key: str) -> str | None:
+        """The BPMN XML of a process definition (None when unknown)."""
+        if not isinstance(key, str | int) or not str(key).isdigit():
+            return None
+        sql = f"SELECT bpmn_xml FROM process_definitions WHERE process_definition_key = {self.placeholder}"
+        rows = await self._fetch(sql, [int(key)])
+        return rows[0][0] if rows else None
+
+    async def close(self) -> None:
+        raise NotImplementedError
+
+    # -- element names from the BPMN ---------------------------------------------------------------------------
+
+    async def _named(self, items: list[dict[str, Any]], definition: Entity) -> list[dict[str, Any]]:
+        """Fill element names (records carry ids only) from the process definitions' BPMN, parsed once each."""
+        field = _NAME_FIELDS.get(definition.name)
+        if field is None or not items:
+            return items
+        wanted = {int(i["processDefinitionKey"]) for i in items if i.get("processDefinitionKey")}
+        missing = sorted(wanted - self._names.keys())
+        if missing:
+            marks = ", ".join(self.placeholder for _ in missing)
+            sql = (
+                "SELECT process_definition_key, bpmn_xml FROM process_definitions "
+                f"WHERE process_definition_key IN ({marks})"
+            )
+            if len(self._names) > _NAME_CACHE_SIZE:
+                self._names.clear()
+            for key, xml in await self._fetch(sql, missing):
+                self._names[int(key)] = element_names(xml)
+        for item in items:
+            names = self._names.get(int(item["processDefinitionKey"] or 0), {})
+            item[field] = names.get(item["elementId"]) or item["elementId"]
+        return items
+
+    # -- per database --------------------------------------------------------------------------------------------
+
+    def _marks(self, sql: str) -> str:
+        return sql if self.placeholder == "?" else sql.replace("%", "%%").replace("?", self.placeholder)
+
+    async def _fetch(self, sql: str, params: list[Any]) -> list[tuple[Any, ...]]:
+        raise NotImplementedError
+
+    async def _fetch_pair(
+        self, first: str, second: str, params: list[Any]
+    ) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
+        return await self._fetch(first, params), await self._fetch(second, params)
+
+    async def _ensure_schema(self, backend: Backend) -> None:
+        if self._schema_ready:
+            return
+
+        def migrate() -> None:
+            backend.connect()
+            try:
+                backend.migrate(_CLOCK_UNUSED)
+            finally:
+                backend.close()
+
+        await asyncio.to_thread(migrate)
+        self._schema_ready = True
+
+
+class SqliteHistoryReader(HistoryReader):
+    """Reads a SQLite history file from a worker thread (WAL: the exporter's writes never block it)."""
+
+    def __init__(self, url: str) -> None:
+        super().__init__(url)
+        path = sqlite_path(url)
+        assert path is not None
+        self.path = path
+        self._connection: sqlite3.Connection | None = None
+        self._lock = threading.Lock()
+
+    async def _fetch(self, sql: str, params: list[Any]) -> list[tuple[Any, ...]]:
+        await self._ensure_schema(SqliteBackend(self.path))
+        return (await asyncio.to_thread(self._run, [(sql, params)]))[0]
+
+    async def _fetch_pair(
+        self, first: str, second: str, params: list[Any]
+    ) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
+        await self._ensure_schema(SqliteBackend(self.path))
+        a, b = await asyncio.to_thread(self._run, [(first, params), (second, params)])
+        return a, b
+
+    def _run(self, statements: list[tuple[str, list[Any]]]) -> list[list[tuple[Any, ...]]]:
+        with self._lock:
+            if self._connection is None:
+                self._connection = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+                self._connection.execute("PRAGMA busy_timeout=10000")
+            connection = self._connection
+            connection.execute("BEGIN")  # one snapshot for the count and the page
+            try:
+                return [connection.execute(sql, params).fetchall() for sql, params in statements]
+            finally:
+                connection.execute("COMMIT")
+
+    async def close(self) -> None:
+        def close() -> None:
+            with self._lock:
+                if self._connection is not None:
+                    self._connection.close()
+                    self._connection = None
+
+        await asyncio.to_thread(close)
+
+
+class PostgresHistoryReader(HistoryReader):
+    """Reads a PostgreSQL history through one async connection (reconnected when the server was restarted)."""
+
+    placeholder = "%s"
+
+    def __init__(self, url: str) -> None:
+        super().__init__(url)
+        self._connection: Any = None
+        self._lock = asyncio.Lock()
+
+    async def _connect(self) -> Any:
+        import psycopg
+
+        if self._connection is None or self._connection.closed:
+            self._connection = await psycopg.AsyncConnection.connect(self.url, autocommit=True, connect_timeout=5)
+        return self._connection
+
+    async def _fetch(self, sql: str, params: list[Any]) -> list[tuple[Any, ...]]:
+        return (await self._run([(sql, params)]))[0]
+
+    async def _fetch_pair(
+        self, first: str, second: str, params: list[Any]
+    ) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
+        a, b = await self._run([(first, params), (second, params)])
+        return a, b
+
+    async def _run(self, statements: list[tuple[str, list[Any]]]) -> list[list[tuple[Any, ...]]]:
+        import psycopg
+
+        await self._ensure_schema(PostgresBackend(self.url))
+        async with self._lock:
+            for attempt in (1, 2):
+                connection = await self._connect()
+                try:
+                    results = []
+                    async with connection.transaction(), connection.cursor() as cursor:
+                        for sql, params in statements:
+                            await cursor.execute(sql, params)
+                            results.append(await cursor.fetchall())
+                    return results
+                except psycopg.OperationalError:
+                    await self._drop()
+                    if attempt == 2:
+                        raise
+            raise AssertionError("unreachable")
+
+    async def _drop(self) -> None:
+        if self._connection is not None:
+            try:
+                await self._connection.close()
+            finally:
+                self._connection = None
+
+    async def close(self) -> None:
+        async with self._lock:
+            await self._drop()
+
+
+def open_reader(url: str) -> HistoryReader:
+    """A reader of the history at ``url`` (``sqlite:///abs/path/history.db`` or ``postgresql://…``)."""
+    check_url(url)
+    if sqlite_path(url) is not None:
+        return SqliteHistoryReader(url)
+    return PostgresHistoryReader(url)
+
+
+def _entity(name: str) -> Entity:
+    definition = entities.ENTITIES.get(name)
+    if definition is None:
+        raise InvalidQuery(f"unknown entity {name!r}; searchable: {', '.join(entities.ENTITIES)}")
+    return definition

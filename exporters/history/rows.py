@@ -1,0 +1,380 @@
+"""Records → history rows: what each exported event changes in the history tables.
+
+A `Batch` gathers the changes of many records before they are written in one transaction. Changes to the same row
+within a batch are merged (an element's ACTIVATING…COMPLETED become one row write), and a change only sets the
+columns it knows: a column left None keeps what the database holds. Flags derived from other rows (an instance
+"has an incident") are recomputed after the batch's rows are written.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+import defusedxml.ElementTree as ET
+
+from broker.protocol.enums import RecordType, ValueType
+from broker.protocol.record import Record
+from exporters.history import schema
+
+Row = dict[str, Any]
+
+# The v2 user task state after each event: a task back from assigning or updating is CREATED again.
+_USER_TASK_STATES = {
+    "CREATING": "CREATING",
+    "CREATED": "CREATED",
+    "ASSIGNING": "ASSIGNING",
+    "CLAIMING": "ASSIGNING",
+    "ASSIGNED": "CREATED",
+    "UPDATING": "UPDATING",
+    "UPDATED": "CREATED",
+    "CORRECTED": "CREATED",
+    "COMPLETION_DENIED": "CREATED",
+    "ASSIGNMENT_DENIED": "CREATED",
+    "UPDATE_DENIED": "CREATED",
+    "COMPLETING": "COMPLETING",
+    "COMPLETED": "COMPLETED",
+    "CANCELING": "CANCELING",
+    "CANCELED": "CANCELED",
+}
+# Job events that are not a v2 job state of their own.
+_JOB_STATES = {"RECURRED_AFTER_BACKOFF": "CREATED", "YIELDED": "CREATED", "TIMED_OUT": "TIMED_OUT"}
+_JOB_FINAL = {"COMPLETED", "CANCELED", "ERROR_THROWN"}
+_ELEMENT_END = {"ELEMENT_COMPLETED": "COMPLETED", "ELEMENT_TERMINATED": "TERMINATED"}
+_NOT_ELEMENTS = {"PROCESS", "SEQUENCE_FLOW", "UNSPECIFIED"}
+
+HISTORY_VALUE_TYPES = frozenset(
+    {
+        ValueType.PROCESS,
+        ValueType.PROCESS_INSTANCE,
+        ValueType.VARIABLE,
+        ValueType.INCIDENT,
+        ValueType.JOB,
+        ValueType.JOB_BATCH,
+        ValueType.USER_TASK,
+        ValueType.DECISION_EVALUATION,
+    }
+)
+
+
+# The events each value type contributes to the history (None: all of them); the rest change no row.
+_KEPT_EVENTS: dict[ValueType, frozenset[str] | None] = {
+    ValueType.PROCESS: frozenset({"CREATED"}),
+    ValueType.PROCESS_INSTANCE: frozenset({"ELEMENT_ACTIVATING", "ELEMENT_COMPLETED", "ELEMENT_TERMINATED"}),
+    ValueType.VARIABLE: frozenset({"CREATED", "UPDATED", "MIGRATED"}),
+    ValueType.INCIDENT: frozenset({"CREATED", "RESOLVED"}),
+    ValueType.JOB: None,
+    ValueType.JOB_BATCH: frozenset({"ACTIVATED"}),
+    ValueType.USER_TASK: None,
+    ValueType.DECISION_EVALUATION: frozenset({"EVALUATED", "FAILED"}),
+}
+_NAMES: dict[tuple[int, int], str] = {}
+_KEPT: dict[tuple[int, int, int], bool] = {}
+
+
+def intent_name(record: Record) -> str:
+    """The record's intent name (cached per value type and code: records are many, intents few)."""
+    code = (record.value_type, record.intent)
+    name = _NAMES.get(code)
+    if name is None:
+        name = _NAMES[code] = record.intent_enum.name
+    return name
+
+
+def changes_history(record: Record) -> bool:
+    """Whether the record changes a history row (most lifecycle events, e.g. ELEMENT_ACTIVATED, do not)."""
+    code = (record.record_type, record.value_type, record.intent)
+    kept = _KEPT.get(code)
+    if kept is None:
+        if record.record_type != RecordType.EVENT or record.value_type not in _KEPT_EVENTS:
+            kept = False
+        else:
+            events = _KEPT_EVENTS[ValueType(record.value_type)]
+            kept = events is None or intent_name(record) in events
+        _KEPT[code] = kept
+    return kept
+
+
+def _key(value: Mapping[str, Any], name: str) -> int | None:
+    key = value.get(name)
+    return key if isinstance(key, int) and key > 0 else None
+
+
+def _text(value: Any) -> str | None:
+    return value if isinstance(value, str) and value else None
+
+
+class Batch:
+    """The merged row changes of consecutive records, and the last position they cover."""
+
+    def __init__(self) -> None:
+        self.rows: dict[str, dict[Any, Row]] = {t.name: {} for t in schema.TABLES}
+        self.incident_instances: set[int] = set()  # process instances whose incident flag is recomputed
+        self.incident_elements: set[int] = set()  # element instances whose incident key is recomputed
+        self.first_position = 0
+        self.last_position = 0
+        self.records = 0
+
+    def __len__(self) -> int:
+        return self.records
+
+    def _set(self, table: schema.Table, key: Any, row: Row) -> None:
+        rows = self.rows[table.name]
+        current = rows.get(key)
+        if current is None:
+            row[table.key] = key
+            rows[key] = row
+        else:
+            current.update((k, v) for k, v in row.items() if v is not None)
+
+    def add(self, record: Record) -> None:
+        """Fold one record's changes into the batch (records must come in position order)."""
+        if not self.first_position:
+            self.first_position = record.position
+        self.last_position = record.position
+        self.records += 1
+        if record.record_type != RecordType.EVENT:
+            return
+        handler = _HANDLERS.get(record.value_type)
+        if handler is not None:
+            handler(self, record, intent_name(record))
+
+    # -- one handler per value type ----------------------------------------------------------------------------
+
+    def _process(self, record: Record, intent: str) -> None:
+        if intent != "CREATED":
+            return
+        v = record.value
+        xml = _xml_text(v.get("resource"))
+        self._set(
+            schema.PROCESS_DEFINITIONS,
+            record.key,
+            {
+                "process_definition_id": v.get("bpmnProcessId"),
+                "name": _process_name(xml, v.get("bpmnProcessId")),
+                "version": v.get("version"),
+                "version_tag": _text(v.get("versionTag")),
+                "resource_name": v.get("resourceName"),
+                "tenant_id": v.get("tenantId"),
+                "deployment_key": _key(v, "deploymentKey"),
+                "bpmn_xml": xml,
+            },
+        )
+
+    def _process_instance(self, record: Record, intent: str) -> None:
+        v = record.value
+        element_type = v.get("bpmnElementType")
+        if element_type == "PROCESS":
+            if intent == "ELEMENT_ACTIVATING":
+                row: Row = {
+                    "process_definition_key": _key(v, "processDefinitionKey"),
+                    "process_definition_id": v.get("bpmnProcessId"),
+                    "process_definition_version": v.get("version"),
+                    "state": "ACTIVE",
+                    "start_date": record.timestamp,
+                    "parent_process_instance_key": _key(v, "parentProcessInstanceKey"),
+                    "parent_element_instance_key": _key(v, "parentElementInstanceKey"),
+                    "has_incident": 0,
+                    "tenant_id": v.get("tenantId"),
+                    "partition_id": record.partition_id,
+                }
+                self._set(schema.PROCESS_INSTANCES, record.key, row)
+            elif intent in _ELEMENT_END:
+                end = {"state": _ELEMENT_END[intent], "end_date": record.timestamp}
+                self._set(schema.PROCESS_INSTANCES, record.key, end)
+            return
+        if element_type in _NOT_ELEMENTS:
+            return
+        if intent == "ELEMENT_ACTIVATING":
+            row = {
+                "process_instance_key": _key(v, "processInstanceKey"),
+                "process_definition_key": _key(v, "processDefinitionKey"),
+                "process_definition_id": v.get("bpmnProcessId"),
+                "flow_scope_key": _key(v, "flowScopeKey"),
+                "element_id": v.get("elementId"),
+                "type": element_type,
+                "state": "ACTIVE",
+                "start_date": record.timestamp,
+                "tenant_id": v.get("tenantId"),
+            }
+            self._set(schema.ELEMENT_INSTANCES, record.key, row)
+        elif intent in _ELEMENT_END:
+            self._set(
+                schema.ELEMENT_INSTANCES, record.key, {"state": _ELEMENT_END[intent], "end_date": record.timestamp}
+            )
+
+    def _variable(self, record: Record, intent: str) -> None:
+        if intent not in ("CREATED", "UPDATED", "MIGRATED"):
+            return
+        v = record.value
+        row: Row = {
+            "name": v.get("name"),
+            "scope_key": _key(v, "scopeKey"),
+            "process_instance_key": _key(v, "processInstanceKey"),
+            "process_definition_key": _key(v, "processDefinitionKey"),
+            "tenant_id": v.get("tenantId"),
+        }
+        if "value" in v:
+            row["value"] = json.dumps(v["value"], separators=(",", ":"), ensure_ascii=False)
+        self._set(schema.VARIABLES, record.key, row)
+
+    def _incident(self, record: Record, intent: str) -> None:
+        v = record.value
+        if intent == "CREATED":
+            row: Row = {
+                "process_instance_key": _key(v, "processInstanceKey"),
+                "process_definition_key": _key(v, "processDefinitionKey"),
+                "process_definition_id": v.get("bpmnProcessId"),
+                "element_id": v.get("elementId"),
+                "element_instance_key": _key(v, "elementInstanceKey"),
+                "job_key": _key(v, "jobKey"),
+                "error_type": v.get("errorType"),
+                "error_message": v.get("errorMessage"),
+                "state": "ACTIVE",
+                "creation_time": record.timestamp,
+                "tenant_id": v.get("tenantId"),
+            }
+        elif intent == "RESOLVED":
+            row = {"state": "RESOLVED", "end_time": record.timestamp}
+        else:
+            return
+        self._set(schema.INCIDENTS, record.key, row)
+        if (pi := _key(v, "processInstanceKey")) is not None:
+            self.incident_instances.add(pi)
+        if (element := _key(v, "elementInstanceKey")) is not None:
+            self.incident_elements.add(element)
+
+    def _job(self, record: Record, intent: str) -> None:
+        self._job_row(record.key, record.value, _JOB_STATES.get(intent, intent), record.timestamp, intent)
+
+    def _job_row(self, key: int, v: Mapping[str, Any], state: str | None, timestamp: int, intent: str) -> None:
+        retries = v.get("retries")
+        row: Row = {
+            "type": v.get("type"),
+            "worker": _text(v.get("worker")),
+            "state": state,
+            "kind": v.get("jobKind"),
+            "listener_event_type": v.get("jobListenerEventType"),
+            "retries": retries,
+            "error_message": _text(v.get("errorMessage")),
+            "error_code": _text(v.get("errorCode")),
+            "deadline": v.get("deadline") if isinstance(v.get("deadline"), int) and v["deadline"] > 0 else None,
+            "custom_headers": json.dumps(v["customHeaders"]) if v.get("customHeaders") else None,
+            "element_id": v.get("elementId"),
+            "element_instance_key": _key(v, "elementInstanceKey"),
+            "process_instance_key": _key(v, "processInstanceKey"),
+            "process_definition_key": _key(v, "processDefinitionKey"),
+            "process_definition_id": v.get("bpmnProcessId"),
+            "tenant_id": v.get("tenantId"),
+        }
+        if intent == "CREATED":
+            row["creation_time"] = timestamp
+        elif intent == "FAILED":
+            row["has_failed_with_retries_left"] = 1 if isinstance(retries, int) and retries > 0 else 0
+        if intent in _JOB_FINAL:
+            row["end_time"] = timestamp
+        self._set(schema.JOBS, key, row)
+
+    def _job_batch(self, record: Record, intent: str) -> None:
+        if intent != "ACTIVATED":
+            return
+        v = record.value
+        for key, job in zip(v.get("jobKeys") or (), v.get("jobs") or (), strict=False):
+            if isinstance(job, Mapping):
+                self._job_row(key, job, None, record.timestamp, intent)
+
+    def _user_task(self, record: Record, intent: str) -> None:
+        state = _USER_TASK_STATES.get(intent)
+        if state is None:
+            return
+        v = record.value
+        key = _key(v, "userTaskKey") or record.key
+        row: Row = {
+            "element_id": v.get("elementId"),
+            "element_instance_key": _key(v, "elementInstanceKey"),
+            "process_instance_key": _key(v, "processInstanceKey"),
+            "process_definition_key": _key(v, "processDefinitionKey"),
+            "process_definition_id": v.get("bpmnProcessId"),
+            "process_definition_version": v.get("processDefinitionVersion"),
+            "state": state,
+            "candidate_groups": _json_list(v.get("candidateGroupsList")),
+            "candidate_users": _json_list(v.get("candidateUsersList")),
+            "due_date": _text(v.get("dueDate")),
+            "follow_up_date": _text(v.get("followUpDate")),
+            "form_key": _key(v, "formKey"),
+            "external_form_reference": _text(v.get("externalFormReference")),
+            "custom_headers": json.dumps(v["customHeaders"]) if v.get("customHeaders") else None,
+            "priority": v.get("priority"),
+            "tenant_id": v.get("tenantId"),
+        }
+        if "assignee" in v:
+            row["assignee"] = v.get("assignee") or ""  # "" once unassigned: a set value, not an unknown one
+        if intent == "CREATED":
+            row["creation_date"] = _key(v, "creationTimestamp") or record.timestamp
+        elif intent in ("COMPLETED", "CANCELED"):
+            row["completion_date"] = record.timestamp
+        self._set(schema.USER_TASKS, key, row)
+
+    def _decision_evaluation(self, record: Record, intent: str) -> None:
+        if intent not in ("EVALUATED", "FAILED"):
+            return
+        v = record.value
+        evaluated = [d for d in v.get("evaluatedDecisions") or () if isinstance(d, Mapping)]
+        failed_id = v.get("failedDecisionId") or (evaluated[-1].get("decisionId") if evaluated else None)
+        for index, decision in enumerate(evaluated, start=1):
+            failed = intent == "FAILED" and decision.get("decisionId") == failed_id
+            row: Row = {
+                "decision_evaluation_key": record.key,
+                "state": "FAILED" if failed else "EVALUATED",
+                "evaluation_date": record.timestamp,
+                "evaluation_failure": _text(v.get("evaluationFailureMessage")) if failed else None,
+                "decision_definition_key": _key(decision, "decisionKey"),
+                "decision_definition_id": decision.get("decisionId"),
+                "decision_definition_name": decision.get("decisionName"),
+                "decision_definition_version": decision.get("decisionVersion"),
+                "decision_definition_type": decision.get("decisionType"),
+                "root_decision_definition_key": _key(v, "decisionKey"),
+                "result": decision.get("decisionOutput"),
+                "process_definition_key": _key(v, "processDefinitionKey"),
+                "process_instance_key": _key(v, "processInstanceKey"),
+                "element_instance_key": _key(v, "elementInstanceKey"),
+                "tenant_id": decision.get("tenantId") or v.get("tenantId"),
+            }
+            self._set(schema.DECISION_INSTANCES, f"{record.key}-{index}", row)
+
+
+_HANDLERS = {
+    ValueType.PROCESS: Batch._process,
+    ValueType.PROCESS_INSTANCE: Batch._process_instance,
+    ValueType.VARIABLE: Batch._variable,
+    ValueType.INCIDENT: Batch._incident,
+    ValueType.JOB: Batch._job,
+    ValueType.JOB_BATCH: Batch._job_batch,
+    ValueType.USER_TASK: Batch._user_task,
+    ValueType.DECISION_EVALUATION: Batch._decision_evaluation,
+}
+
+
+def _json_list(items: Any) -> str | None:
+    return json.dumps(list(items)) if isinstance(items, list | tuple) else None
+
+
+def _xml_text(resource: Any) -> str | None:
+    if isinstance(resource, bytes | bytearray | memoryview):
+        return bytes(resource).decode("utf-8", errors="replace")
+    return resource if isinstance(resource, str) else None
+
+
+def _process_name(xml: str | None, process_id: Any) -> str | None:
+    """The ``name`` of the process with ``process_id`` in the BPMN XML (None when it has none)."""
+    if not xml:
+        return None
+    try:
+        root = ET.fromstring(xml)
+    except (ET.ParseError, ValueError):  # ValueError: defusedxml refused entities or a DTD
+        return None
+    for element in root.iter():
+        if element.tag.rsplit("}", 1)[-1] == "process" and element.get("id") == process_id:
+            return element.get("name") or None
+    return None

@@ -1,0 +1,259 @@
+"""The history schema: tables, their columns, and the versioned migrations that create and evolve them.
+
+Migrations are ordered steps; `schema_version` records each step applied, so opening a database applies only the
+steps it lacks (an empty database gets them all, an up-to-date one none). Column types are written once for both
+SQLite and PostgreSQL: ``{KEY}`` is the row key of tables keyed by a Zeebe key (SQLite: the rowid itself).
+Dates are epoch milliseconds (BIGINT); booleans are 0/1; JSON values are text.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class Table:
+    """A history table: its name, key column and every column (the key first) in insert order."""
+
+    name: str
+    key: str
+    columns: tuple[str, ...]
+
+
+PROCESS_DEFINITIONS = Table(
+    "process_definitions",
+    "process_definition_key",
+    (
+        "process_definition_key",
+        "process_definition_id",
+        "name",
+        "version",
+        "version_tag",
+        "resource_name",
+        "tenant_id",
+        "deployment_key",
+        "bpmn_xml",
+    ),
+)
+PROCESS_INSTANCES = Table(
+    "process_instances",
+    "process_instance_key",
+    (
+        "process_instance_key",
+        "process_definition_key",
+        "process_definition_id",
+        "process_definition_version",
+        "state",
+        "start_date",
+        "end_date",
+        "parent_process_instance_key",
+        "parent_element_instance_key",
+        "has_incident",
+        "tenant_id",
+        "partition_id",
+    ),
+)
+ELEMENT_INSTANCES = Table(
+    "element_instances",
+    "element_instance_key",
+    (
+        "element_instance_key",
+        "process_instance_key",
+        "process_definition_key",
+        "process_definition_id",
+        "flow_scope_key",
+        "element_id",
+        "type",
+        "state",
+        "start_date",
+        "end_date",
+        "incident_key",
+        "tenant_id",
+    ),
+)
+VARIABLES = Table(
+    "variables",
+    "variable_key",
+    ("variable_key", "name", "value", "scope_key", "process_instance_key", "process_definition_key", "tenant_id"),
+)
+INCIDENTS = Table(
+    "incidents",
+    "incident_key",
+    (
+        "incident_key",
+        "process_instance_key",
+        "process_definition_key",
+        "process_definition_id",
+        "element_id",
+        "element_instance_key",
+        "job_key",
+        "error_type",
+        "error_message",
+        "state",
+        "creation_time",
+        "end_time",
+        "tenant_id",
+    ),
+)
+JOBS = Table(
+    "jobs",
+    "job_key",
+    (
+        "job_key",
+        "type",
+        "worker",
+        "state",
+        "kind",
+        "listener_event_type",
+        "retries",
+        "error_message",
+        "error_code",
+        "deadline",
+        "custom_headers",
+        "element_id",
+        "element_instance_key",
+        "process_instance_key",
+        "process_definition_key",
+        "process_definition_id",
+        "has_failed_with_retries_left",
+        "creation_time",
+        "end_time",
+        "tenant_id",
+    ),
+)
+USER_TASKS = Table(
+    "user_tasks",
+    "user_task_key",
+    (
+        "user_task_key",
+        "element_id",
+        "element_instance_key",
+        "process_instance_key",
+        "process_definition_key",
+        "process_definition_id",
+        "process_definition_version",
+        "state",
+        "assignee",
+        "candidate_groups",
+        "candidate_users",
+        "due_date",
+        "follow_up_date",
+        "form_key",
+        "external_form_reference",
+        "custom_headers",
+        "priority",
+        "creation_date",
+        "completion_date",
+        "tenant_id",
+    ),
+)
+DECISION_INSTANCES = Table(
+    "decision_instances",
+    "decision_evaluation_instance_key",
+    (
+        "decision_evaluation_instance_key",
+        "decision_evaluation_key",
+        "state",
+        "evaluation_date",
+        "evaluation_failure",
+        "decision_definition_key",
+        "decision_definition_id",
+        "decision_definition_name",
+        "decision_definition_version",
+        "decision_definition_type",
+        "root_decision_definition_key",
+        "result",
+        "process_definition_key",
+        "process_instance_key",
+        "element_instance_key",
+        "tenant_id",
+    ),
+)
+
+TABLES: tuple[Table, ...] = (
+    PROCESS_DEFINITIONS,
+    PROCESS_INSTANCES,
+    ELEMENT_INSTANCES,
+    VARIABLES,
+    INCIDENTS,
+    JOBS,
+    USER_TASKS,
+    DECISION_INSTANCES,
+)
+TABLES_BY_NAME = {t.name: t for t in TABLES}
+
+_TEXT_COLUMNS = {
+    "process_definition_id",
+    "name",
+    "version_tag",
+    "resource_name",
+    "tenant_id",
+    "bpmn_xml",
+    "state",
+    "element_id",
+    "type",
+    "value",
+    "error_type",
+    "error_message",
+    "worker",
+    "kind",
+    "listener_event_type",
+    "error_code",
+    "custom_headers",
+    "assignee",
+    "candidate_groups",
+    "candidate_users",
+    "due_date",  # ISO-8601 text, as the user task carries it
+    "follow_up_date",
+    "external_form_reference",
+    "decision_evaluation_instance_key",
+    "evaluation_failure",
+    "decision_definition_id",
+    "decision_definition_name",
+    "decision_definition_type",
+    "result",
+}
+
+
+def _create_table(table: Table) -> str:
+    columns = []
+    for column in table.columns:
+        if column == table.key:
+            kind = "TEXT PRIMARY KEY" if column in _TEXT_COLUMNS else "{KEY}"
+        else:
+            kind = "TEXT" if column in _TEXT_COLUMNS else "BIGINT"
+        columns.append(f"{column} {kind}")
+    return f"CREATE TABLE {table.name} ({', '.join(columns)})"
+
+
+@dataclass(frozen=True, slots=True)
+class Migration:
+    version: int
+    description: str
+    statements: tuple[str, ...]
+
+
+MIGRATIONS: tuple[Migration, ...] = (
+    Migration(
+        1,
+        "history tables, their lookup indexes and the exported position per partition",
+        (
+            *(_create_table(t) for t in TABLES),
+            "CREATE TABLE exported_positions (partition_id BIGINT PRIMARY KEY, position BIGINT NOT NULL)",
+            # Only the lookups every view needs: an instance's elements, variables, incidents, jobs and tasks
+            # (every index is written per row; retention scans instances once an hour instead of indexing end dates).
+            "CREATE INDEX element_instances_by_instance ON element_instances (process_instance_key)",
+            "CREATE INDEX variables_by_instance ON variables (process_instance_key)",
+            "CREATE INDEX incidents_by_instance ON incidents (process_instance_key)",
+            "CREATE INDEX incidents_by_element ON incidents (element_instance_key)",
+            "CREATE INDEX jobs_by_instance ON jobs (process_instance_key)",
+            "CREATE INDEX user_tasks_by_instance ON user_tasks (process_instance_key)",
+        ),
+    ),
+)
+
+SCHEMA_VERSION_TABLE = (
+    "CREATE TABLE IF NOT EXISTS schema_version (version BIGINT PRIMARY KEY, description TEXT NOT NULL, "
+    "applied_at BIGINT NOT NULL)"
+)
+LATEST_VERSION = MIGRATIONS[-1].version

@@ -1,0 +1,101 @@
+"""The OpenAPI 3.1 document of the REST API, served at ``GET /v2/openapi.json``, generated from the endpoint
+declarations the server routes: it describes exactly what this gateway implements."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from gateway.rest import problems
+from gateway.rest.endpoints import Endpoint, key_param
+
+#: Problem statuses any endpoint may answer: bad input, missing credentials, an internal error, no broker.
+COMMON_ERRORS = (400, 401, 500, 503)
+_REASONS = {
+    400: "The request is invalid (the detail names the field)",
+    401: "Credentials are missing or invalid",
+    404: "Nothing has this key",
+    409: "The target is not in a state that allows this",
+    500: "An internal error",
+    501: "Not implemented",
+    503: "No broker can take the request now (unavailable, or overloaded: title RESOURCE_EXHAUSTED)",
+    504: "The broker did not answer in time",
+}
+
+
+def document(endpoints: list[Endpoint], *, version: str, auth_methods: list[str]) -> dict[str, Any]:
+    paths: dict[str, dict[str, Any]] = {}
+    for endpoint in endpoints:
+        paths.setdefault(endpoint.path, {})[endpoint.method.lower()] = _operation(endpoint, auth_methods)
+    schemes: dict[str, Any] = {}
+    if "basic" in auth_methods:
+        schemes["basicAuth"] = {"type": "http", "scheme": "basic"}
+    if "oauth" in auth_methods:
+        schemes["bearerAuth"] = {"type": "http", "scheme": "bearer", "bearerFormat": "JWT"}
+    doc: dict[str, Any] = {
+        "openapi": "3.1.0",
+        "info": {
+            "title": "Weir REST API",
+            "version": version,
+            "description": "The part of the Camunda 8.8 Orchestration Cluster REST API (v2) that Weir implements. "
+            "Keys are 64-bit integers written as strings of digits. Errors are RFC 9457 problem details.",
+        },
+        "paths": paths,
+        "components": {"schemas": {"ProblemDetail": problems.SCHEMA}, "securitySchemes": schemes},
+    }
+    if schemes:
+        doc["security"] = [{name: []} for name in schemes]
+    return doc
+
+
+def _operation(endpoint: Endpoint, auth_methods: list[str]) -> dict[str, Any]:
+    operation: dict[str, Any] = {
+        "summary": endpoint.summary,
+        "tags": [endpoint.tag],
+        "operationId": _operation_id(endpoint),
+    }
+    if endpoint.description:
+        operation["description"] = endpoint.description
+    params = [key_param(name, f"The {_words(name)}") for name in re.findall(r"{(\w+)}", endpoint.path)]
+    if params:
+        operation["parameters"] = params
+    if endpoint.body is not None:
+        operation["requestBody"] = {
+            "required": not endpoint.body_optional,
+            "content": {"application/json": {"schema": endpoint.body.openapi()}},
+        }
+    elif endpoint.raw_body is not None:
+        operation["requestBody"] = {"required": False, "content": {"application/json": {"schema": endpoint.raw_body}}}
+    elif endpoint.multipart is not None:
+        operation["requestBody"] = {
+            "required": True,
+            "content": {"multipart/form-data": {"schema": endpoint.multipart}},
+        }
+    responses: dict[str, Any] = {}
+    for status, (description, schema) in endpoint.responses.items():
+        if schema is None:
+            responses[str(status)] = {"description": description}
+        else:
+            responses[str(status)] = {
+                "description": description,
+                "content": {endpoint.content_type: {"schema": schema}},
+            }
+    errors = set(COMMON_ERRORS) | set(endpoint.errors)
+    if not auth_methods:
+        errors.discard(401)
+    for status in sorted(errors):
+        responses[str(status)] = {
+            "description": _REASONS[status],
+            "content": {problems.CONTENT_TYPE: {"schema": {"$ref": "#/components/schemas/ProblemDetail"}}},
+        }
+    operation["responses"] = responses
+    return operation
+
+
+def _operation_id(endpoint: Endpoint) -> str:
+    words = re.sub(r"{\w+}", "", endpoint.path).replace("/v2/", "").replace("-", "/").split("/")
+    return endpoint.method.lower() + "".join(w.capitalize() for w in words if w)
+
+
+def _words(camel: str) -> str:
+    return re.sub(r"(?<!^)(?=[A-Z])", " ", camel).lower()

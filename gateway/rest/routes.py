@@ -1,0 +1,914 @@
+"""REST endpoints that send commands (Camunda 8.8 Orchestration Cluster API, v2): each reads and checks its body,
+calls the transport-neutral :class:`GatewayCommands` and renders the record it returns in the v2 shape."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from aiohttp import BodyPartReader, web
+from aiohttp.http_exceptions import HttpProcessingError
+
+from gateway.commands import TENANT, GatewayCommands, check_tenant, check_tenants, check_variables, invalid
+from gateway.job_results import job_result
+from gateway.rest.endpoints import ANY_OBJECT, INTEGER, KEY, STRING, Endpoint, obj
+from gateway.rest.schema import Body, Field, parse_key
+
+TENANT_FIELD = Field("string", "The tenant; only <default> (multi-tenancy is disabled)")
+VARIABLES_FIELD = Field("object", "Variables as a JSON object")
+OPERATION_REFERENCE = Field(
+    "integer", "A reference echoed by Camunda for batch tracking; accepted and ignored", minimum=1
+)
+
+
+async def read_json(request: web.Request, body: Body, *, optional: bool = False) -> dict[str, Any]:
+    """The request's JSON body checked against ``body``; an empty body reads as {} when ``optional``."""
+    raw = await request.read()
+    if not raw.strip():
+        if optional:
+            return {}
+        invalid("Expected a JSON object as the request body, but the body is empty")
+    try:
+        value = json.loads(raw, parse_constant=_no_constant)
+    except (ValueError, RecursionError) as e:
+        invalid(f"Expected the request body to be JSON, but it is not valid JSON: {e}")
+    return body.read(value)
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"'{name}' is not a JSON value")
+
+
+def path_key(request: web.Request, name: str) -> int:
+    return parse_key(name, request.match_info[name])
+
+
+def json_response(value: Any, status: int = 200) -> web.Response:
+    return web.Response(status=status, text=json.dumps(value, ensure_ascii=False), content_type="application/json")
+
+
+def no_content() -> web.Response:
+    return web.Response(status=204)
+
+
+def _key(value: int) -> str:
+    return str(value)
+
+
+# -- response schemas ----------------------------------------------------------------------------------------------
+
+PROCESS_DEFINITION_DEPLOYMENT = obj(
+    {
+        "processDefinitionId": STRING,
+        "processDefinitionVersion": INTEGER,
+        "resourceName": STRING,
+        "tenantId": STRING,
+        "processDefinitionKey": KEY,
+    }
+)
+DECISION_DEFINITION_DEPLOYMENT = obj(
+    {
+        "decisionDefinitionId": STRING,
+        "version": INTEGER,
+        "name": STRING,
+        "tenantId": STRING,
+        "decisionRequirementsId": STRING,
+        "decisionDefinitionKey": KEY,
+        "decisionRequirementsKey": KEY,
+    }
+)
+DECISION_REQUIREMENTS_DEPLOYMENT = obj(
+    {
+        "decisionRequirementsId": STRING,
+        "version": INTEGER,
+        "decisionRequirementsName": STRING,
+        "tenantId": STRING,
+        "resourceName": STRING,
+        "decisionRequirementsKey": KEY,
+    }
+)
+FORM_DEPLOYMENT = obj(
+    {"formId": STRING, "version": INTEGER, "resourceName": STRING, "tenantId": STRING, "formKey": KEY}
+)
+DEPLOYMENT_RESPONSE = obj(
+    {
+        "deploymentKey": KEY,
+        "tenantId": STRING,
+        "deployments": {
+            "type": "array",
+            "items": obj(
+                {
+                    "processDefinition": PROCESS_DEFINITION_DEPLOYMENT,
+                    "decisionDefinition": DECISION_DEFINITION_DEPLOYMENT,
+                    "decisionRequirements": DECISION_REQUIREMENTS_DEPLOYMENT,
+                    "form": FORM_DEPLOYMENT,
+                },
+                "One deployed resource: exactly one of the properties is set",
+            ),
+        },
+    },
+    required=["deploymentKey", "tenantId", "deployments"],
+)
+TOPOLOGY_RESPONSE = obj(
+    {
+        "brokers": {
+            "type": "array",
+            "items": obj(
+                {
+                    "nodeId": INTEGER,
+                    "host": STRING,
+                    "port": INTEGER,
+                    "version": STRING,
+                    "partitions": {
+                        "type": "array",
+                        "items": obj(
+                            {
+                                "partitionId": INTEGER,
+                                "role": {"type": "string", "enum": ["leader", "follower", "inactive"]},
+                                "health": {"type": "string", "enum": ["healthy", "unhealthy", "dead"]},
+                            }
+                        ),
+                    },
+                }
+            ),
+        },
+        "clusterSize": INTEGER,
+        "partitionsCount": INTEGER,
+        "replicationFactor": INTEGER,
+        "gatewayVersion": STRING,
+    },
+    required=["brokers", "clusterSize", "partitionsCount", "replicationFactor", "gatewayVersion"],
+)
+CREATE_INSTANCE_RESPONSE = obj(
+    {
+        "processDefinitionId": STRING,
+        "processDefinitionVersion": INTEGER,
+        "tenantId": STRING,
+        "variables": {**ANY_OBJECT, "description": "The instance's variables at completion (awaitCompletion only)"},
+        "processDefinitionKey": KEY,
+        "processInstanceKey": KEY,
+    },
+    required=[
+        "processDefinitionId",
+        "processDefinitionVersion",
+        "tenantId",
+        "processDefinitionKey",
+        "processInstanceKey",
+    ],
+)
+ACTIVATED_JOB = obj(
+    {
+        "jobKey": KEY,
+        "type": STRING,
+        "processDefinitionId": STRING,
+        "processDefinitionVersion": INTEGER,
+        "processDefinitionKey": KEY,
+        "processInstanceKey": KEY,
+        "elementId": STRING,
+        "elementInstanceKey": KEY,
+        "customHeaders": ANY_OBJECT,
+        "worker": STRING,
+        "retries": INTEGER,
+        "deadline": {**INTEGER, "description": "When the job times out, epoch milliseconds"},
+        "variables": ANY_OBJECT,
+        "tenantId": STRING,
+        "kind": {"type": "string", "description": "BPMN_ELEMENT, or TASK_LISTENER for a user task's listener"},
+        "listenerEventType": STRING,
+        "userTask": {**ANY_OBJECT, "description": "A task listener's user task: its attributes and action"},
+    }
+)
+ACTIVATION_RESPONSE = obj({"jobs": {"type": "array", "items": ACTIVATED_JOB}}, required=["jobs"])
+EVALUATED_DECISION = obj(
+    {
+        "decisionDefinitionId": STRING,
+        "decisionDefinitionName": STRING,
+        "decisionDefinitionVersion": INTEGER,
+        "decisionDefinitionType": STRING,
+        "decisionDefinitionKey": KEY,
+        "output": STRING,
+        "tenantId": STRING,
+        "matchedRules": {
+            "type": "array",
+            "items": obj(
+                {
+                    "ruleId": STRING,
+                    "ruleIndex": INTEGER,
+                    "evaluatedOutputs": {
+                        "type": "array",
+                        "items": obj({"outputId": STRING, "outputName": STRING, "outputValue": STRING}),
+                    },
+                }
+            ),
+        },
+        "evaluatedInputs": {
+            "type": "array",
+            "items": obj({"inputId": STRING, "inputName": STRING, "inputValue": STRING}),
+        },
+    }
+)
+EVALUATION_RESPONSE = obj(
+    {
+        "decisionDefinitionId": STRING,
+        "decisionDefinitionKey": KEY,
+        "decisionDefinitionName": STRING,
+        "decisionDefinitionVersion": INTEGER,
+        "decisionRequirementsId": STRING,
+        "decisionRequirementsKey": KEY,
+        "output": {"type": "string", "description": "The decision's output as a JSON document"},
+        "failedDecisionDefinitionId": STRING,
+        "failureMessage": STRING,
+        "tenantId": STRING,
+        "decisionInstanceKey": KEY,
+        "decisionEvaluationKey": KEY,
+        "evaluatedDecisions": {"type": "array", "items": EVALUATED_DECISION},
+    }
+)
+
+# -- request bodies ------------------------------------------------------------------------------------------------
+
+CREATE_INSTANCE = Body(
+    {
+        "processDefinitionId": Field("string", "The BPMN process id; with processDefinitionVersion, or its latest"),
+        "processDefinitionVersion": Field("integer", "The version (-1: the latest)", minimum=-1),
+        "processDefinitionKey": Field("key", "The process definition key (instead of the id and version)"),
+        "variables": VARIABLES_FIELD,
+        "tenantId": TENANT_FIELD,
+        "operationReference": OPERATION_REFERENCE,
+        "awaitCompletion": Field("boolean", "Answer when the instance completes, with its variables"),
+        "fetchVariables": Field("strings", "With awaitCompletion: the variables to return (all when empty)"),
+        "requestTimeout": Field("integer", "With awaitCompletion: milliseconds to wait (0: the gateway's default)"),
+    },
+    "Either processDefinitionId (and optionally processDefinitionVersion) or processDefinitionKey.",
+)
+OPERATION_ONLY = Body({"operationReference": OPERATION_REFERENCE})
+ACTIVATE_JOBS = Body(
+    {
+        "type": Field("string", "The job type", required=True, min_length=1),
+        "worker": Field("string", "The worker's name, recorded on the jobs"),
+        "timeout": Field(
+            "integer", "Milliseconds the jobs stay exclusively with this worker", required=True, minimum=1
+        ),
+        "maxJobsToActivate": Field("integer", "At most this many jobs", required=True, minimum=1),
+        "fetchVariable": Field("strings", "The variables to fetch (all when empty)"),
+        "requestTimeout": Field(
+            "integer", "Milliseconds to long-poll for jobs (0: the gateway's default, negative: no waiting)"
+        ),
+        "tenantIds": Field("strings", "Tenants to activate jobs of; only <default>"),
+    }
+)
+COMPLETE_JOB = Body(
+    {
+        "variables": VARIABLES_FIELD,
+        "result": Field(
+            "nested",
+            "What the worker decided: a task listener denies the user task's transition or corrects its attributes "
+            "(type userTask); a job-worker ad-hoc sub-process's worker chooses the elements to activate (type "
+            "adHocSubProcess)",
+            body=Body(
+                {
+                    "type": Field("string", "userTask (the default) or adHocSubProcess"),
+                    "denied": Field("boolean", "Deny the transition the listener was called for"),
+                    "deniedReason": Field("string", "Why it was denied"),
+                    "corrections": Field(
+                        "nested",
+                        "New values of the task's attributes",
+                        body=Body(
+                            {
+                                "assignee": Field("string", "The assignee"),
+                                "dueDate": Field("string", "The due date (ISO 8601)"),
+                                "followUpDate": Field("string", "The follow-up date (ISO 8601)"),
+                                "candidateUsers": Field("strings", "The candidate users"),
+                                "candidateGroups": Field("strings", "The candidate groups"),
+                                "priority": Field("integer", "The priority, 0 to 100", minimum=0),
+                            }
+                        ),
+                    ),
+                    "activateElements": Field(
+                        "nested-list",
+                        "Ad-hoc sub-process: the inner elements to activate",
+                        body=Body(
+                            {
+                                "elementId": Field("string", "The inner element", required=True, min_length=1),
+                                "variables": Field("object", "Variables local to this activation"),
+                            }
+                        ),
+                    ),
+                    "isCompletionConditionFulfilled": Field(
+                        "boolean", "Ad-hoc sub-process: complete it once what still runs inside has ended"
+                    ),
+                    "isCancelRemainingInstances": Field(
+                        "boolean", "Ad-hoc sub-process: terminate what still runs inside and complete at once"
+                    ),
+                }
+            ),
+        ),
+    }
+)
+FAIL_JOB = Body(
+    {
+        "retries": Field("integer", "Retries left; 0 raises an incident", minimum=0),
+        "errorMessage": Field("string", "Why the job failed"),
+        "retryBackOff": Field("integer", "Milliseconds before the job may be activated again"),
+        "variables": Field("object", "Variables set on the job's element (local)"),
+    }
+)
+THROW_ERROR = Body(
+    {
+        "errorCode": Field("string", "The BPMN error code an error event catches", required=True, min_length=1),
+        "errorMessage": Field("string", "A message for the incident when nothing catches the error"),
+        "variables": Field("object", "Variables for the catching error event"),
+    }
+)
+UPDATE_JOB = Body(
+    {
+        "changeset": Field(
+            "nested",
+            "The fields to change",
+            required=True,
+            body=Body(
+                {
+                    "retries": Field("integer", "The new retries", minimum=1),
+                    "timeout": Field("integer", "New timeout in milliseconds, from now", minimum=1),
+                }
+            ),
+        ),
+        "operationReference": OPERATION_REFERENCE,
+    }
+)
+PUBLISH_MESSAGE = Body(
+    {
+        "name": Field("string", "The message name", required=True, min_length=1),
+        "correlationKey": Field("string", "The correlation key (empty for message start events)"),
+        "timeToLive": Field("integer", "Milliseconds the message waits to be correlated", minimum=0),
+        "messageId": Field("string", "A unique id: a second message with the same id is rejected while buffered"),
+        "variables": VARIABLES_FIELD,
+        "tenantId": TENANT_FIELD,
+    }
+)
+BROADCAST_SIGNAL = Body(
+    {
+        "signalName": Field("string", "The signal name", required=True, min_length=1),
+        "variables": VARIABLES_FIELD,
+        "tenantId": TENANT_FIELD,
+    }
+)
+EVALUATE_DECISION = Body(
+    {
+        "decisionDefinitionId": Field("string", "The decision id (its latest version)"),
+        "decisionDefinitionKey": Field("key", "The decision definition key"),
+        "variables": VARIABLES_FIELD,
+        "tenantId": TENANT_FIELD,
+    },
+    "Either decisionDefinitionId or decisionDefinitionKey.",
+)
+SET_VARIABLES = Body(
+    {
+        "variables": Field("object", "The variables to set", required=True),
+        "local": Field("boolean", "Set them on this scope only, instead of where they are defined"),
+        "operationReference": OPERATION_REFERENCE,
+    }
+)
+
+
+class CommandRoutes:
+    """The command endpoints over one :class:`GatewayCommands`."""
+
+    def __init__(self, commands: GatewayCommands, *, gateway_version: str, max_resource_bytes: int) -> None:
+        self.commands = commands
+        self.gateway_version = gateway_version
+        self.max_resource_bytes = max_resource_bytes
+
+    # -- cluster ---------------------------------------------------------------------------------------------
+
+    async def topology(self, request: web.Request) -> web.Response:
+        topo = self.commands.topology()
+        brokers = [
+            {
+                "nodeId": b.node_id,
+                "host": b.host,
+                "port": b.port,
+                "version": b.version,
+                "partitions": [
+                    {
+                        "partitionId": p.partition_id,
+                        "role": p.role.lower(),
+                        "health": "healthy" if p.healthy else "unhealthy",
+                    }
+                    for p in b.partitions
+                ],
+            }
+            for b in topo.brokers
+        ]
+        return json_response(
+            {
+                "brokers": brokers,
+                "clusterSize": topo.cluster_size,
+                "partitionsCount": topo.partitions_count,
+                "replicationFactor": topo.replication_factor,
+                "gatewayVersion": self.gateway_version,
+            }
+        )
+
+    # -- resources -------------------------------------------------------------------------------------------
+
+    async def deploy(self, request: web.Request) -> web.Response:
+        if not request.content_type.startswith("multipart/"):
+            invalid(
+                f"Expected a multipart/form-data body with the files as 'resources' parts, but the content type is "
+                f"'{request.content_type}'"
+            )
+        resources: list[tuple[str, bytes]] = []
+        total = 0
+        try:
+            reader = await request.multipart()
+            while (part := await reader.next()) is not None:
+                if not isinstance(part, BodyPartReader):
+                    invalid("Expected flat form parts, but got a nested multipart part")
+                if part.name == "tenantId":
+                    check_tenant((await part.text()).strip())
+                    continue
+                if part.name != "resources":
+                    invalid(f"Unknown form part '{part.name}'; the parts are: resources, tenantId")
+                content = await part.read()
+                total += len(content)
+                if total > self.max_resource_bytes:
+                    invalid(
+                        f"Expected the resources to take at most {self.max_resource_bytes} bytes, but they take more"
+                    )
+                name = part.filename or ""
+                if not name:
+                    invalid("Expected every 'resources' part to have a file name (Content-Disposition filename)")
+                resources.append((name, bytes(content)))
+        except (ValueError, AssertionError, HttpProcessingError) as e:
+            invalid(f"Expected a valid multipart/form-data body, but it is not: {e}")
+        rec = await self.commands.deploy(resources)
+        value = rec.value
+        deployments: list[dict[str, Any]] = [
+            {
+                "processDefinition": {
+                    "processDefinitionId": m["bpmnProcessId"],
+                    "processDefinitionVersion": m["version"],
+                    "resourceName": m["resourceName"],
+                    "tenantId": TENANT,
+                    "processDefinitionKey": _key(m["processDefinitionKey"]),
+                }
+            }
+            for m in value["processesMetadata"]
+        ]
+        deployments += [
+            {
+                "decisionDefinition": {
+                    "decisionDefinitionId": m["decisionId"],
+                    "version": m["version"],
+                    "name": m["decisionName"],
+                    "tenantId": TENANT,
+                    "decisionRequirementsId": m["decisionRequirementsId"],
+                    "decisionDefinitionKey": _key(m["decisionKey"]),
+                    "decisionRequirementsKey": _key(m["decisionRequirementsKey"]),
+                }
+            }
+            for m in value.get("decisionsMetadata") or []
+        ]
+        deployments += [
+            {
+                "decisionRequirements": {
+                    "decisionRequirementsId": m["decisionRequirementsId"],
+                    "version": m["decisionRequirementsVersion"],
+                    "decisionRequirementsName": m["decisionRequirementsName"],
+                    "tenantId": TENANT,
+                    "resourceName": m["resourceName"],
+                    "decisionRequirementsKey": _key(m["decisionRequirementsKey"]),
+                }
+            }
+            for m in value.get("decisionRequirementsMetadata") or []
+        ]
+        deployments += [
+            {
+                "form": {
+                    "formId": m["formId"],
+                    "version": m["version"],
+                    "resourceName": m["resourceName"],
+                    "tenantId": TENANT,
+                    "formKey": _key(m["formKey"]),
+                }
+            }
+            for m in value.get("formMetadata") or []
+        ]
+        return json_response({"deploymentKey": _key(rec.key), "tenantId": TENANT, "deployments": deployments})
+
+    async def delete_resource(self, request: web.Request) -> web.Response:
+        await read_json(request, OPERATION_ONLY, optional=True)
+        key = path_key(request, "resourceKey")
+        await self.commands.delete_resource(key)
+        return json_response({"resourceKey": _key(key)})
+
+    # -- process instances -----------------------------------------------------------------------------------
+
+    async def create_process_instance(self, request: web.Request) -> web.Response:
+        body = await read_json(request, CREATE_INSTANCE)
+        check_tenant(body.get("tenantId", ""))
+        if "processDefinitionKey" in body and "processDefinitionId" in body:
+            invalid("Expected either 'processDefinitionId' or 'processDefinitionKey', but both given")
+        if "processDefinitionKey" not in body and not body.get("processDefinitionId"):
+            invalid("Expected either 'processDefinitionId' or 'processDefinitionKey', but none given")
+        await_completion = body.get("awaitCompletion", False)
+        if not await_completion and ("fetchVariables" in body or "requestTimeout" in body):
+            invalid("'fetchVariables' and 'requestTimeout' apply with 'awaitCompletion': true only")
+        rec = await self.commands.create_process_instance(
+            body.get("processDefinitionId", ""),
+            body.get("processDefinitionVersion", -1),
+            body.get("processDefinitionKey", -1),
+            check_variables(body.get("variables")),
+            await_result=await_completion,
+            fetch_variables=body.get("fetchVariables"),
+            request_timeout_ms=body.get("requestTimeout", 0),
+        )
+        v = rec.value
+        response = {
+            "processDefinitionId": v["bpmnProcessId"],
+            "processDefinitionVersion": v["version"],
+            "tenantId": TENANT,
+            "processDefinitionKey": _key(v["processDefinitionKey"]),
+            "processInstanceKey": _key(v["processInstanceKey"]),
+        }
+        if await_completion:
+            response["variables"] = v.get("variables") or {}
+        return json_response(response)
+
+    async def cancel_process_instance(self, request: web.Request) -> web.Response:
+        await read_json(request, OPERATION_ONLY, optional=True)
+        await self.commands.cancel_process_instance(path_key(request, "processInstanceKey"))
+        return no_content()
+
+    async def set_variables(self, request: web.Request) -> web.Response:
+        key = path_key(request, "elementInstanceKey")
+        body = await read_json(request, SET_VARIABLES)
+        variables = check_variables(body["variables"])
+        await self.commands.set_variables(key, variables, local=body.get("local", False))
+        return no_content()
+
+    async def resolve_incident(self, request: web.Request) -> web.Response:
+        await read_json(request, OPERATION_ONLY, optional=True)
+        await self.commands.resolve_incident(path_key(request, "incidentKey"))
+        return no_content()
+
+    # -- jobs ------------------------------------------------------------------------------------------------
+
+    async def activate_jobs(self, request: web.Request) -> web.StreamResponse:
+        body = await read_json(request, ACTIVATE_JOBS)
+        check_tenants(body.get("tenantIds", []))
+        activated: list[tuple[int, dict]] = []
+        batches = self.commands.activate_jobs(
+            body["type"],
+            body.get("worker"),
+            body["timeout"],
+            body["maxJobsToActivate"],
+            body.get("fetchVariable", []),
+            body.get("requestTimeout", 0),
+        )
+        try:
+            async for batch in batches:
+                activated.extend(batch)
+        except BaseException:
+            if activated:  # the request failed or was cancelled after some jobs were activated for it
+                self.commands.give_back(activated)
+            raise
+        response = json_response({"jobs": [_activated_job(k, j) for k, j in activated]})
+        try:
+            await response.prepare(request)
+            await response.write_eof()
+        except (ConnectionError, RuntimeError):  # the client went away: its jobs go back at once
+            if activated:
+                self.commands.give_back(activated)
+            raise
+        return response
+
+    async def complete_job(self, request: web.Request) -> web.Response:
+        key = path_key(request, "jobKey")
+        body = await read_json(request, COMPLETE_JOB, optional=True)
+        result = None
+        if "result" in body:
+            given = body["result"]
+            result = job_result(
+                given.get("type", "userTask"),
+                denied=given.get("denied", False),
+                denied_reason=given.get("deniedReason", ""),
+                corrections=given.get("corrections", {}),
+                activate_elements=[
+                    (item["elementId"], check_variables(item.get("variables")))
+                    for item in given.get("activateElements", [])
+                ],
+                completion_condition_fulfilled=given.get("isCompletionConditionFulfilled", False),
+                cancel_remaining_instances=given.get("isCancelRemainingInstances", False),
+            )
+        await self.commands.complete_job(key, check_variables(body.get("variables")), result=result)
+        return no_content()
+
+    async def fail_job(self, request: web.Request) -> web.Response:
+        key = path_key(request, "jobKey")
+        body = await read_json(request, FAIL_JOB, optional=True)
+        await self.commands.fail_job(
+            key,
+            body.get("retries", 0),
+            body.get("errorMessage", ""),
+            body.get("retryBackOff", 0),
+            check_variables(body.get("variables")),
+        )
+        return no_content()
+
+    async def throw_error(self, request: web.Request) -> web.Response:
+        key = path_key(request, "jobKey")
+        body = await read_json(request, THROW_ERROR)
+        await self.commands.throw_error(
+            key, body["errorCode"], body.get("errorMessage", ""), check_variables(body.get("variables"))
+        )
+        return no_content()
+
+    async def update_job(self, request: web.Request) -> web.Response:
+        key = path_key(request, "jobKey")
+        changeset = (await read_json(request, UPDATE_JOB))["changeset"]
+        if not changeset:
+            invalid("Expected 'changeset' to change at least one of 'retries' and 'timeout', but it is empty")
+        if "retries" in changeset:
+            await self.commands.update_job_retries(key, changeset["retries"])
+        if "timeout" in changeset:
+            await self.commands.update_job_timeout(key, changeset["timeout"])
+        return no_content()
+
+    # -- messages, signals, decisions ------------------------------------------------------------------------
+
+    async def publish_message(self, request: web.Request) -> web.Response:
+        body = await read_json(request, PUBLISH_MESSAGE)
+        check_tenant(body.get("tenantId", ""))
+        rec = await self.commands.publish_message(
+            body["name"],
+            body.get("correlationKey", ""),
+            body.get("timeToLive", 0),
+            body.get("messageId", ""),
+            check_variables(body.get("variables")),
+        )
+        return json_response({"tenantId": TENANT, "messageKey": _key(rec.key)})
+
+    async def broadcast_signal(self, request: web.Request) -> web.Response:
+        body = await read_json(request, BROADCAST_SIGNAL)
+        check_tenant(body.get("tenantId", ""))
+        rec = await self.commands.broadcast_signal(body["signalName"], check_variables(body.get("variables")))
+        return json_response({"tenantId": TENANT, "signalKey": _key(rec.key)})
+
+    async def evaluate_decision(self, request: web.Request) -> web.Response:
+        body = await read_json(request, EVALUATE_DECISION)
+        check_tenant(body.get("tenantId", ""))
+        if "decisionDefinitionId" in body and "decisionDefinitionKey" in body:
+            invalid("Expected either 'decisionDefinitionId' or 'decisionDefinitionKey', but both given")
+        rec = await self.commands.evaluate_decision(
+            body.get("decisionDefinitionId", ""),
+            body.get("decisionDefinitionKey", -1),
+            check_variables(body.get("variables")),
+        )
+        v = rec.value
+        return json_response(
+            {
+                "decisionDefinitionId": v["decisionId"],
+                "decisionDefinitionKey": _key(v["decisionKey"]),
+                "decisionDefinitionName": v["decisionName"],
+                "decisionDefinitionVersion": v["decisionVersion"],
+                "decisionRequirementsId": v["decisionRequirementsId"],
+                "decisionRequirementsKey": _key(v["decisionRequirementsKey"]),
+                "output": v["decisionOutput"],
+                "failedDecisionDefinitionId": v["failedDecisionId"],
+                "failureMessage": v["evaluationFailureMessage"],
+                "tenantId": TENANT,
+                "decisionInstanceKey": _key(rec.key),
+                "decisionEvaluationKey": _key(rec.key),
+                "evaluatedDecisions": [_evaluated_decision(d) for d in v["evaluatedDecisions"]],
+            }
+        )
+
+    # -- the registry ----------------------------------------------------------------------------------------
+
+    def endpoints(self) -> list[Endpoint]:
+        none = (204, ("Done", None))
+        return [
+            Endpoint(
+                "GET",
+                "/v2/topology",
+                "The cluster's brokers and their partitions",
+                self.topology,
+                "Cluster",
+                responses={200: ("The topology", TOPOLOGY_RESPONSE)},
+            ),
+            Endpoint(
+                "POST",
+                "/v2/deployments",
+                "Deploy BPMN, DMN and form resources",
+                self.deploy,
+                "Resource",
+                multipart={
+                    "type": "object",
+                    "properties": {
+                        "resources": {"type": "array", "items": {"type": "string", "format": "binary"}},
+                        "tenantId": {"type": "string"},
+                    },
+                    "required": ["resources"],
+                },
+                responses={200: ("The deployed resources", DEPLOYMENT_RESPONSE)},
+            ),
+            Endpoint(
+                "POST",
+                "/v2/resources/{resourceKey}/deletion",
+                "Delete a decision requirements graph (with its decisions) or a form",
+                self.delete_resource,
+                "Resource",
+                body=OPERATION_ONLY,
+                body_optional=True,
+                responses={200: ("Deleted", obj({"resourceKey": KEY}, required=["resourceKey"]))},
+                errors=(404,),
+            ),
+            Endpoint(
+                "POST",
+                "/v2/process-instances",
+                "Create a process instance (optionally awaiting its completion)",
+                self.create_process_instance,
+                "Process instance",
+                body=CREATE_INSTANCE,
+                responses={200: ("The created instance", CREATE_INSTANCE_RESPONSE)},
+                errors=(404, 504),
+            ),
+            Endpoint(
+                "POST",
+                "/v2/process-instances/{processInstanceKey}/cancellation",
+                "Cancel a process instance",
+                self.cancel_process_instance,
+                "Process instance",
+                body=OPERATION_ONLY,
+                body_optional=True,
+                responses=dict([none]),
+                errors=(404, 409),
+            ),
+            Endpoint(
+                "PUT",
+                "/v2/element-instances/{elementInstanceKey}/variables",
+                "Set variables on an element instance's scope",
+                self.set_variables,
+                "Element instance",
+                body=SET_VARIABLES,
+                responses=dict([none]),
+                errors=(404, 409),
+            ),
+            Endpoint(
+                "POST",
+                "/v2/incidents/{incidentKey}/resolution",
+                "Resolve an incident",
+                self.resolve_incident,
+                "Incident",
+                body=OPERATION_ONLY,
+                body_optional=True,
+                responses=dict([none]),
+                errors=(404, 409),
+            ),
+            Endpoint(
+                "POST",
+                "/v2/jobs/activation",
+                "Activate jobs of a type (long-polling until some exist or requestTimeout passes)",
+                self.activate_jobs,
+                "Job",
+                body=ACTIVATE_JOBS,
+                responses={200: ("The activated jobs (possibly none)", ACTIVATION_RESPONSE)},
+            ),
+            Endpoint(
+                "POST",
+                "/v2/jobs/{jobKey}/completion",
+                "Complete a job",
+                self.complete_job,
+                "Job",
+                body=COMPLETE_JOB,
+                body_optional=True,
+                responses=dict([none]),
+                errors=(404, 409),
+            ),
+            Endpoint(
+                "POST",
+                "/v2/jobs/{jobKey}/failure",
+                "Fail a job (with retries left it is activated again, with none it raises an incident)",
+                self.fail_job,
+                "Job",
+                body=FAIL_JOB,
+                body_optional=True,
+                responses=dict([none]),
+                errors=(404, 409),
+            ),
+            Endpoint(
+                "POST",
+                "/v2/jobs/{jobKey}/error",
+                "Throw a BPMN error from a job",
+                self.throw_error,
+                "Job",
+                body=THROW_ERROR,
+                responses=dict([none]),
+                errors=(404, 409),
+            ),
+            Endpoint(
+                "PATCH",
+                "/v2/jobs/{jobKey}",
+                "Change a job's retries and/or timeout",
+                self.update_job,
+                "Job",
+                body=UPDATE_JOB,
+                responses=dict([none]),
+                errors=(404, 409),
+            ),
+            Endpoint(
+                "POST",
+                "/v2/messages/publication",
+                "Publish a message (it waits timeToLive milliseconds to be correlated)",
+                self.publish_message,
+                "Message",
+                body=PUBLISH_MESSAGE,
+                responses={
+                    200: (
+                        "The published message",
+                        obj({"tenantId": STRING, "messageKey": KEY}, required=["messageKey"]),
+                    )
+                },
+                errors=(409,),
+            ),
+            Endpoint(
+                "POST",
+                "/v2/signals/broadcast",
+                "Broadcast a signal",
+                self.broadcast_signal,
+                "Signal",
+                body=BROADCAST_SIGNAL,
+                responses={
+                    200: ("The broadcast signal", obj({"tenantId": STRING, "signalKey": KEY}, required=["signalKey"]))
+                },
+            ),
+            Endpoint(
+                "POST",
+                "/v2/decision-definitions/evaluation",
+                "Evaluate a decision",
+                self.evaluate_decision,
+                "Decision definition",
+                body=EVALUATE_DECISION,
+                responses={
+                    200: ("The evaluation (a failed evaluation says why in failureMessage)", EVALUATION_RESPONSE)
+                },
+                errors=(404,),
+            ),
+        ]
+
+
+def _activated_job(key: int, job: dict) -> dict[str, Any]:
+    rendered = {
+        "jobKey": _key(key),
+        "type": job["type"],
+        "processDefinitionId": job["bpmnProcessId"],
+        "processDefinitionVersion": job["processDefinitionVersion"],
+        "processDefinitionKey": _key(job["processDefinitionKey"]),
+        "processInstanceKey": _key(job["processInstanceKey"]),
+        "elementId": job["elementId"],
+        "elementInstanceKey": _key(job["elementInstanceKey"]),
+        "customHeaders": job.get("customHeaders") or {},
+        "worker": job.get("worker", ""),
+        "retries": job["retries"],
+        "deadline": job["deadline"],
+        "variables": job.get("variables") or {},
+        "tenantId": TENANT,
+        "kind": job.get("jobKind") or "BPMN_ELEMENT",
+        "listenerEventType": job.get("jobListenerEventType") or "UNSPECIFIED",
+    }
+    if job.get("userTask"):
+        task = job["userTask"]
+        rendered["userTask"] = {
+            **task,
+            "userTaskKey": _key(task["userTaskKey"]),
+            "formKey": _key(task["formKey"]) if isinstance(task.get("formKey"), int) and task["formKey"] > 0 else None,
+        }
+    return rendered
+
+
+def _evaluated_decision(d: dict) -> dict[str, Any]:
+    return {
+        "decisionDefinitionId": d["decisionId"],
+        "decisionDefinitionName": d["decisionName"],
+        "decisionDefinitionVersion": d["decisionVersion"],
+        "decisionDefinitionType": d["decisionType"],
+        "decisionDefinitionKey": _key(d["decisionKey"]),
+        "output": d["decisionOutput"],
+        "tenantId": TENANT,
+        "matchedRules": [
+            {
+                "ruleId": r["ruleId"],
+                "ruleIndex": r["ruleIndex"],
+                "evaluatedOutputs": [
+                    {"outputId": o["outputId"], "outputName": o["outputName"], "outputValue": o["outputValue"]}
+                    for o in r["evaluatedOutputs"]
+                ],
+            }
+            for r in d["matchedRules"]
+        ],
+        "evaluatedInputs": [
+            {"inputId": i["inputId"], "inputName": i["inputName"], "inputValue": i["inputValue"]}
+            for i in d["evaluatedInputs"]
+        ],
+    }

@@ -1,0 +1,188 @@
+"""Search endpoints of the REST API, answered from the history store (exporters/history): what ran and what is
+running, with filters, sort and cursor paging as in Camunda's v2 search requests.
+
+The gateway opens the store read-only through ``exporters.history.reader.open_reader(url)``; without a store (no
+URL configured) every search endpoint answers 503 naming the setting to add.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import Any
+
+from aiohttp import web
+
+from exporters.history.reader import InvalidQuery
+from gateway.commands import CommandError, ErrorCode, fail, invalid
+from gateway.rest.endpoints import ANY_OBJECT, INTEGER, Endpoint, obj
+from gateway.rest.routes import json_response
+from gateway.rest.schema import parse_key
+
+log = logging.getLogger("weir.gateway.rest")
+
+#: Entity (path segment) → (the path parameter naming its key, a human name, the OpenAPI tag).
+ENTITIES: dict[str, tuple[str, str, str]] = {
+    "process-definitions": ("processDefinitionKey", "process definition", "Process definition"),
+    "process-instances": ("processInstanceKey", "process instance", "Process instance"),
+    "element-instances": ("elementInstanceKey", "element instance", "Element instance"),
+    "variables": ("variableKey", "variable", "Variable"),
+    "incidents": ("incidentKey", "incident", "Incident"),
+    "jobs": ("jobKey", "job", "Job"),
+    "user-tasks": ("userTaskKey", "user task", "User task"),
+    "decision-instances": ("decisionInstanceKey", "decision instance", "Decision instance"),
+}
+
+SEARCH_REQUEST: dict[str, Any] = {
+    "type": "object",
+    "description": "A v2 search query: filter (fields of the entity), sort ([{field, order}]) and page "
+    "({limit, after | before | from}).",
+    "properties": {
+        "filter": ANY_OBJECT,
+        "sort": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "properties": {"field": {"type": "string"}, "order": {"type": "string", "enum": ["ASC", "DESC"]}},
+                "required": ["field"],
+            },
+        },
+        "page": {
+            "type": "object",
+            "properties": {
+                "limit": {"type": "integer", "minimum": 1, "maximum": 10000},
+                "from": {"type": "integer", "minimum": 0},
+                "after": {"type": "string"},
+                "before": {"type": "string"},
+            },
+        },
+    },
+}
+SEARCH_RESPONSE = obj(
+    {
+        "items": {"type": "array", "items": ANY_OBJECT},
+        "page": obj(
+            {
+                "totalItems": INTEGER,
+                "startCursor": {"type": ["string", "null"]},
+                "endCursor": {"type": ["string", "null"]},
+            }
+        ),
+    },
+    required=["items", "page"],
+)
+
+
+class SearchRoutes:
+    """Search and get-by-key endpoints over a history reader (None: no store configured)."""
+
+    def __init__(self, history_url: str | None, *, setting: str) -> None:
+        self.history_url = history_url
+        self.setting = setting
+        self._reader: Any = None
+
+    async def close(self) -> None:
+        if self._reader is not None:
+            await self._reader.close()
+            self._reader = None
+
+    def _open(self) -> Any:
+        if self._reader is not None:
+            return self._reader
+        if not self.history_url:
+            fail(
+                ErrorCode.UNAVAILABLE,
+                f"Searching needs the history store, and this gateway has none: set {self.setting} "
+                "(sqlite:///path/history.db or postgresql://…) to the history exporter's database",
+            )
+        from exporters.history.reader import open_reader
+
+        try:
+            self._reader = open_reader(self.history_url)
+        except Exception as e:
+            fail(ErrorCode.UNAVAILABLE, f"Cannot open the history store {self.setting}: {e}")
+        return self._reader
+
+    async def _call(self, method: str, *args: Any) -> Any:
+        reader = self._open()
+        try:
+            return await getattr(reader, method)(*args)
+        except CommandError:
+            raise
+        except InvalidQuery as e:
+            invalid(str(e))
+        except Exception as e:
+            log.exception("history store %s failed", method)
+            fail(ErrorCode.UNAVAILABLE, f"The history store could not answer: {e}")
+
+    def _search_handler(self, entity: str) -> Any:
+        async def search(request: web.Request) -> web.Response:
+            raw = await request.read()
+            try:
+                query = json.loads(raw) if raw.strip() else {}
+            except ValueError as e:
+                invalid(f"Expected the request body to be JSON, but it is not valid JSON: {e}")
+            if not isinstance(query, dict):
+                invalid("Expected the search query to be a JSON object")
+            return json_response(await self._call("search", entity, query))
+
+        return search
+
+    def _get_handler(self, entity: str) -> Any:
+        param, noun, _ = ENTITIES[entity]
+
+        async def get(request: web.Request) -> web.Response:
+            key = parse_key(param, request.match_info[param])
+            found = await self._call("get", entity, str(key))
+            if found is None:
+                fail(ErrorCode.NOT_FOUND, f"Expected to find the {noun} with key '{key}', but it is not in the history")
+            return json_response(found)
+
+        return get
+
+    async def process_definition_xml(self, request: web.Request) -> web.Response:
+        key = parse_key("processDefinitionKey", request.match_info["processDefinitionKey"])
+        xml = await self._call("process_definition_xml", str(key))
+        if xml is None:
+            fail(ErrorCode.NOT_FOUND, f"Expected to find the process definition with key '{key}', but it is not known")
+        return web.Response(text=xml, content_type="text/xml")
+
+    def endpoints(self) -> list[Endpoint]:
+        found: list[Endpoint] = []
+        for entity, (param, noun, tag) in ENTITIES.items():
+            found.append(
+                Endpoint(
+                    "POST",
+                    f"/v2/{entity}/search",
+                    f"Search {noun}s in the history",
+                    self._search_handler(entity),
+                    tag,
+                    responses={200: (f"The matching {noun}s", SEARCH_RESPONSE)},
+                    description=f"Answered from the history store; {SEARCH_REQUEST['description']}",
+                    raw_body=SEARCH_REQUEST,
+                )
+            )
+            found.append(
+                Endpoint(
+                    "GET",
+                    f"/v2/{entity}/{{{param}}}",
+                    f"Get a {noun} from the history",
+                    self._get_handler(entity),
+                    tag,
+                    responses={200: (f"The {noun}", ANY_OBJECT)},
+                    errors=(404,),
+                )
+            )
+        found.append(
+            Endpoint(
+                "GET",
+                "/v2/process-definitions/{processDefinitionKey}/xml",
+                "The BPMN XML of a process definition",
+                self.process_definition_xml,
+                "Process definition",
+                responses={200: ("The BPMN XML", {"type": "string"})},
+                errors=(404,),
+                content_type="text/xml",
+            )
+        )
+        return found

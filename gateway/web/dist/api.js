@@ -1,0 +1,78 @@
+// The REST API v2 of the gateway serving this page, with the credentials the user entered (kept for the session).
+
+const STORAGE_KEY = "weir.auth";
+
+export function loadAuth() {
+  try {
+    return { scheme: "none", ...JSON.parse(sessionStorage.getItem(STORAGE_KEY) || "{}") };
+  } catch {
+    return { scheme: "none" };
+  }
+}
+
+export function saveAuth(auth) {
+  sessionStorage.setItem(STORAGE_KEY, JSON.stringify(auth));
+}
+
+/** Who claims tasks: the basic-auth user, else the name the user gave. */
+export function currentUser() {
+  const auth = loadAuth();
+  return (auth.scheme === "basic" ? auth.user : auth.me) || "";
+}
+
+function authorization(auth) {
+  if (auth.scheme === "basic" && auth.user) return "Basic " + btoa(`${auth.user}:${auth.password || ""}`);
+  if (auth.scheme === "bearer" && auth.token) return "Bearer " + auth.token;
+  return null;
+}
+
+/** An error the API answered, with its problem detail (RFC 9457) when there is one. */
+export class ApiError extends Error {
+  constructor(status, problem, path) {
+    super(problem?.detail || problem?.title || `${path} answered ${status}`);
+    this.status = status;
+    this.problem = problem;
+  }
+}
+
+export async function call(method, path, body, { accept = "application/json" } = {}) {
+  // marked as a script's call: the gateway then answers a missing credential without a challenge, so the browser
+  // leaves asking for it to the page's sign-in form
+  const headers = { accept, "x-requested-with": "XMLHttpRequest" };
+  const auth = authorization(loadAuth());
+  if (auth) headers.authorization = auth;
+  if (body !== undefined) headers["content-type"] = "application/json";
+  const response = await fetch(path, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
+  const text = await response.text();
+  if (!response.ok) {
+    let problem = null;
+    try {
+      problem = JSON.parse(text);
+    } catch {
+      problem = { detail: text || response.statusText };
+    }
+    throw new ApiError(response.status, problem, path);
+  }
+  if (accept !== "application/json") return text;
+  return text ? JSON.parse(text) : null;
+}
+
+/** Every item of a search (cursor paging), up to `max`. */
+export async function search(entity, filter = {}, { sort, max = 1000 } = {}) {
+  const items = [];
+  let after;
+  while (items.length < max) {
+    const page = { limit: Math.min(100, max - items.length), ...(after ? { after } : {}) };
+    const result = await call("POST", `/v2/${entity}/search`, { filter, page, ...(sort ? { sort } : {}) });
+    items.push(...(result.items || []));
+    after = result.page?.endCursor;
+    if (!after || !result.items?.length || items.length >= (result.page?.totalItems ?? Infinity)) break;
+  }
+  return items;
+}
+
+export const get = (path) => call("GET", path);
+export const post = (path, body = {}) => call("POST", path, body);
+export const patch = (path, body) => call("PATCH", path, body);
+export const processXml = (definitionKey) =>
+  call("GET", `/v2/process-definitions/${definitionKey}/xml`, undefined, { accept: "text/xml" });

@@ -1,0 +1,242 @@
+"""The history exporter through the exporter director, on the records of a real partition, in SQLite and PostgreSQL.
+
+- the history matches the log: every instance, element, variable, incident, job and decision, as the log left it;
+- offered again after a restart (acknowledgement lost), nothing is duplicated or regresses;
+- a PostgreSQL outage stalls the writer, back-pressure holds further records, and the history catches up after;
+- migrations: an empty database gets every step, a re-opened one none, an older one only the new steps;
+- retention removes what ended more than retentionDays ago, keeps what runs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from broker.protocol.enums import UserTaskIntent as UT
+from broker.protocol.enums import ValueType
+from broker.protocol.record import Record
+from broker.stream.partition import Partition, PartitionConfig
+from exporters import ExporterConfigurationError, ExporterDirector
+from exporters.history import schema
+from exporters.history.backends import open_backend
+from exporters.history.exporter import HistoryExporter
+from tests.exporters.conftest import fresh_database
+from tests.exporters.history_check import assert_history_matches, query
+from tests.exporters.memory import RecordLog
+from tests.exporters.scenario import FixedClock, PartitionDriver, read_log, run_scenario
+from tests.exporters.test_director import eventually
+from tests.postgres_server import PostgresServer
+
+HISTORY = "exporters.history.HistoryExporter"
+
+
+@pytest.fixture(scope="module")
+def records(tmp_path_factory: pytest.TempPathFactory) -> list[Record]:
+    return asyncio.run(run_scenario(tmp_path_factory.mktemp("partition"), instances=4))
+
+
+def record_log(records: list[Record]) -> RecordLog:
+    log = RecordLog()
+    log.append(records)
+    return log
+
+
+def director(log: RecordLog, url: str, positions: dict[str, int] | None = None, **args: Any) -> ExporterDirector:
+    args.setdefault("retentionDays", 0)  # the scenario's records are from 2023: no retention unless a test wants it
+    return ExporterDirector(
+        1,
+        {"history": {"className": HISTORY, "args": {"url": url, **args}}},
+        read_records=log.read_records,
+        positions=positions or {},
+        retry_initial_s=0.01,
+        retry_max_s=0.2,
+    )
+
+
+async def export_all(
+    log: RecordLog, url: str, through: int, positions: dict[str, int] | None = None, **args: Any
+) -> int:
+    d = director(log, url, positions, **args)
+    await d.start()
+    d.notify_committed(through)
+    try:
+        await eventually(lambda: d.positions()["history"] >= through, timeout=20, what=f"position {through} acked")
+    finally:
+        await d.close()
+    return d.positions()["history"]
+
+
+async def test_the_history_matches_the_log(history_url: str, records: list[Record]) -> None:
+    last = records[-1].position
+    assert await export_all(record_log(records), history_url, last) == last
+    expected = assert_history_matches(history_url, records)
+    assert len(expected.instances) >= 5 and len(expected.incidents) == 1 and expected.decisions
+    assert expected.user_tasks and expected.workers
+    assert query(history_url, "SELECT position FROM exported_positions") == [(last,)]
+    (xml,) = query(history_url, "SELECT bpmn_xml FROM process_definitions")[0]
+    assert xml.startswith("<?xml") and 'id="one-task"' in xml
+
+
+async def test_records_offered_again_after_a_restart_are_neither_duplicated_nor_regress(
+    history_url: str, records: list[Record]
+) -> None:
+    log = record_log(records)
+    middle = records[len(records) // 2].position
+    await export_all(log, history_url, middle)
+    last = records[-1].position
+    # The acknowledgement was lost (a crash before the broker persisted it): everything is offered again.
+    assert await export_all(log, history_url, last, positions={"history": 0}) == last
+    assert_history_matches(history_url, records)
+    await export_all(log, history_url, last, positions={"history": 3})
+    assert_history_matches(history_url, records)
+    assert query(history_url, "SELECT position FROM exported_positions") == [(last,)]
+
+
+async def test_a_postgresql_outage_holds_the_exporter_back_and_loses_nothing(
+    own_postgres: PostgresServer, records: list[Record]
+) -> None:
+    url = fresh_database(own_postgres)
+    log = record_log(records)
+    first = records[10].position
+    last = records[-1].position
+    d = director(log, url, queueSize=8, batchSize=4, retryMaxDelay=0.2, flushDelay=0.01)
+    await d.start()
+    d.notify_committed(first)
+    await eventually(lambda: d.positions()["history"] >= first, timeout=20, what="first records acked")
+    exporter = d.containers["history"].exporter
+    assert isinstance(exporter, HistoryExporter)
+    own_postgres.stop()
+    d.notify_committed(last)
+    # The writer holds one batch, the queue fills up, and export waits: the director offers nothing more.
+    await eventually(lambda: exporter._handoff.full(), timeout=10, what="the queue to fill up")
+    await asyncio.sleep(0.5)
+    acked = d.positions()["history"]
+    assert acked < last and len(exporter._handoff.items) == 8
+    offered = d.containers["history"]._last_offered
+    assert offered < last, "back-pressure: records stay in the log, not in memory"
+    await asyncio.to_thread(own_postgres.start)
+    try:
+        await eventually(lambda: d.positions()["history"] >= last, timeout=30, what="caught up after the outage")
+    finally:
+        await d.close()
+    assert_history_matches(url, records)
+
+
+async def test_migrations_run_once_and_only_the_missing_steps(
+    history_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    backend = open_backend(history_url)
+    backend.connect()
+    try:
+        assert backend.migrate(1) == [1], "an empty database gets every step"
+        assert backend.migrate(2) == [], "re-opening applies nothing"
+        step = schema.Migration(2, "a later step", ("ALTER TABLE jobs ADD COLUMN deadline_note TEXT",))
+        monkeypatch.setattr(schema, "MIGRATIONS", (*schema.MIGRATIONS, step))
+        assert backend.migrate(3) == [2], "an older database gets only the new step"
+        assert backend.migrate(4) == []
+        assert backend.schema_versions() == [1, 2]
+    finally:
+        backend.close()
+    assert query(history_url, "SELECT deadline_note FROM jobs") == []
+
+
+async def test_retention_removes_what_ended_before_the_cutoff_and_keeps_what_runs(
+    tmp_path: Path, records: list[Record]
+) -> None:
+    url = f"sqlite:///{tmp_path / 'history.db'}"
+    last = records[-1].position
+    # The scenario's records are from 2023: with one day of retention every ended instance is old.
+    await export_all(record_log(records), url, last, retentionDays=1, retentionCheckInterval=0.05)
+    d = director(record_log(records), url, {"history": last}, retentionDays=1, retentionCheckInterval=0.05)
+    await d.start()
+    d.notify_committed(last)
+    await eventually(
+        lambda: not query(url, "SELECT 1 FROM process_instances WHERE end_date IS NOT NULL"),
+        timeout=10,
+        what="ended instances removed",
+    )
+    await d.close()
+    remaining = query(url, "SELECT process_instance_key, state FROM process_instances")
+    assert remaining and {s for _, s in remaining} == {"ACTIVE"}
+    kept = {k for k, _ in remaining}
+    for table in ("element_instances", "variables", "incidents", "jobs"):
+        owners = {k for (k,) in query(url, f"SELECT DISTINCT process_instance_key FROM {table}")}
+        assert owners <= kept, f"{table} of removed instances are gone"
+    assert query(url, "SELECT COUNT(*) FROM incidents") == [(1,)], "the running instance keeps its incident"
+    assert query(url, "SELECT COUNT(*) FROM decision_instances") == [(0,)]
+    definitions = len({r.key for r in records if r.value_type == ValueType.PROCESS and r.is_event})
+    assert query(url, "SELECT COUNT(*) FROM process_definitions") == [(definitions,)], "definitions are kept"
+
+
+async def run_user_tasks(directory: Path) -> list[Record]:
+    """Native user tasks: one created, assigned, updated and completed; one left open with its candidates."""
+    partition = Partition(directory, PartitionConfig(checker_interval_s=0.01), clock=FixedClock())
+    partition.open()
+    partition.start()
+    try:
+        d = PartitionDriver(partition)
+        await d.deploy("user-task-native.bpmn")
+        for reviewers in (["ann", "bob"], ["cid"]):
+            await d.create("user-task-native", {"reviewers": reviewers, "due": "2026-12-24T12:00:00Z"})
+        await d.settle()
+        created = [
+            r.key
+            for r in read_log(directory / "log")
+            if r.value_type == ValueType.USER_TASK and r.is_event and r.intent == UT.CREATED
+        ]
+        first = created[0]
+        await d.send(ValueType.USER_TASK, UT.ASSIGN, {"assignee": "ann"}, first)
+        change = {"changedAttributes": ["priority"], "priority": 90}
+        await d.send(ValueType.USER_TASK, UT.UPDATE, change, first)
+        await d.send(ValueType.USER_TASK, UT.COMPLETE, {"variables": {"approved": True}}, first)
+        await d.settle()
+    finally:
+        await partition.close(snapshot=False)
+    return list(read_log(directory / "log"))
+
+
+async def test_native_user_tasks_become_user_task_rows(history_url: str, tmp_path: Path) -> None:
+    records = await run_user_tasks(tmp_path / "partition")
+    await export_all(record_log(records), history_url, records[-1].position)
+    expected = assert_history_matches(history_url, records)
+    assert sorted(expected.user_tasks.values()) == [("COMPLETED", "ann"), ("CREATED", "")]
+    sql = (
+        "SELECT state, assignee, candidate_groups, candidate_users, due_date, follow_up_date, priority, "
+        "external_form_reference, custom_headers, creation_date, completion_date FROM user_tasks ORDER BY user_task_key"
+    )
+    done, open_task = query(history_url, sql)
+    assert done[:2] == ("COMPLETED", "ann") and done[6] == 90 and done[10] is not None
+    assert open_task == (
+        "CREATED",
+        "",
+        '["sales", "ops"]',
+        '["cid"]',
+        "2026-12-24T12:00:00+00:00",  # as the engine evaluated it
+        "2030-01-01T10:00:00+01:00",
+        70,
+        "https://forms.example/approve",
+        '{"department": "sales"}',
+        1_700_000_000_000,
+        None,
+    )
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        ({}, "url: required"),
+        ({"url": "mysql://x"}, "expected sqlite:///path/history.db or postgresql://"),
+        ({"url": "sqlite:///x.db", "retention": 3}, "unknown configuration key(s) retention"),
+        ({"url": "sqlite:///x.db", "queueSize": 0}, "queueSize: expected a number of at least 1"),
+        ({"url": "sqlite:///x.db", "retentionDays": "soon"}, "retentionDays: expected a number"),
+    ],
+)
+def test_a_bad_configuration_names_the_key(args: dict[str, Any], message: str) -> None:
+    with pytest.raises(ExporterConfigurationError, match="exporter 'history'") as info:
+        ExporterDirector(
+            1, {"history": {"className": HISTORY, "args": args}}, read_records=RecordLog().read_records, positions={}
+        )
+    assert message in str(info.value)

@@ -1,0 +1,205 @@
+"""The history reader: v2 searches (filters, advanced operators, sort, cursor paging), lookups by key and clear
+errors for requests it cannot answer, over SQLite and PostgreSQL histories of a real partition's records."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+import pytest
+
+from broker.protocol.record import Record
+from exporters.history.reader import HistoryReader, InvalidQuery, open_reader
+from tests.exporters.history_check import expected_history
+from tests.exporters.scenario import run_scenario
+from tests.exporters.test_history_exporter import export_all, record_log
+
+
+@pytest.fixture(scope="module")
+def records(tmp_path_factory: pytest.TempPathFactory) -> list[Record]:
+    return asyncio.run(run_scenario(tmp_path_factory.mktemp("partition"), instances=4))
+
+
+@pytest.fixture
+async def reader(history_url: str, records: list[Record]) -> Any:
+    await export_all(record_log(records), history_url, records[-1].position)
+    r = open_reader(history_url)
+    try:
+        yield r
+    finally:
+        await r.close()
+
+
+async def keys(reader: HistoryReader, entity: str, request: dict[str, Any], key: str) -> list[str]:
+    return [item[key] for item in (await reader.search(entity, request))["items"]]
+
+
+async def test_items_have_the_v2_shapes(reader: HistoryReader, records: list[Record]) -> None:
+    expected = expected_history(records)
+    result = await reader.search("process-instances", {})
+    assert result["page"]["totalItems"] == len(expected.instances) == len(result["items"])
+    item = next(i for i in result["items"] if i["state"] == "COMPLETED")
+    assert set(item) >= {
+        "processInstanceKey",
+        "processDefinitionId",
+        "processDefinitionName",
+        "startDate",
+        "hasIncident",
+    }
+    assert isinstance(item["processInstanceKey"], str) and item["processInstanceKey"].isdigit()
+    assert item["startDate"] == "2023-11-14T22:13:20.000Z" and item["endDate"] == item["startDate"]
+    assert item["processDefinitionName"] == "One task" and item["parentProcessInstanceKey"] is None
+    assert {i["state"] for i in result["items"]} == {"ACTIVE", "COMPLETED", "TERMINATED"}
+
+    incident = (await reader.search("incidents", {}))["items"][0]
+    assert incident["errorType"] == "JOB_NO_RETRIES" and incident["state"] == "ACTIVE"
+    assert incident["jobKey"].isdigit() and incident["errorMessage"] == "boom"
+    flagged = await reader.get("process-instances", incident["processInstanceKey"])
+    assert flagged is not None and flagged["hasIncident"] is True and flagged["state"] == "ACTIVE"
+    element = await reader.get("element-instances", incident["elementInstanceKey"])
+    assert element is not None and element["incidentKey"] == incident["incidentKey"] and element["hasIncident"]
+    assert element["type"] == "SERVICE_TASK" and element["state"] == "ACTIVE" and element["endDate"] is None
+
+    variable = (await reader.search("variables", {"filter": {"name": "order"}, "page": {"limit": 1}}))["items"][0]
+    assert json.loads(variable["value"]) == {"id": "o-0", "lines": [1, 2]} and variable["isTruncated"] is False
+
+    job = (await reader.search("jobs", {"filter": {"state": "FAILED"}}))["items"][0]
+    assert job["retries"] == 0 and job["worker"] == "exporter-test" and job["kind"] == "BPMN_ELEMENT"
+
+    decisions = await reader.search("decision-instances", {"sort": [{"field": "decisionEvaluationInstanceKey"}]})
+    first = decisions["items"][0]
+    assert first["decisionEvaluationInstanceKey"].endswith("-1") and first["decisionDefinitionType"] == "DECISION_TABLE"
+    assert {i["state"] for i in decisions["items"]} == {"EVALUATED", "FAILED"}
+
+    definition = (await reader.search("process-definitions", {}))["items"][0]
+    assert definition["processDefinitionId"] == "one-task" and definition["version"] == 1
+    xml = await reader.process_definition_xml(definition["processDefinitionKey"])
+    assert xml is not None and "<bpmn:process" in xml
+    assert await reader.process_definition_xml("1") is None
+    assert await reader.get("process-instances", "12345") is None
+    assert await reader.get("process-instances", "not-a-key") is None
+    tasks = (await reader.search("user-tasks", {"sort": [{"field": "userTaskKey"}]}))["items"]
+    assert [(t["state"], t["assignee"] or "") for t in tasks] == [
+        expected.user_tasks[k] for k in sorted(expected.user_tasks)
+    ]
+    native = tasks[0]
+    assert native["elementId"] == "approve" and native["candidateGroups"] == ["sales", "ops"]
+    assert native["name"] == "Approve the order", "the element's name from the BPMN"
+    element = await reader.get("element-instances", native["elementInstanceKey"])
+    assert element is not None and element["elementName"] == "Approve the order"
+    assert native["candidateUsers"] == ["ann"] and native["customHeaders"] == {"department": "sales"}
+    assert native["processDefinitionId"] == "user-task-native" and native["creationDate"].endswith("Z")
+    by_group = {"filter": {"candidateGroup": "ops", "state": "COMPLETED"}}
+    assert [t["userTaskKey"] for t in (await reader.search("user-tasks", by_group))["items"]] == [native["userTaskKey"]]
+
+
+async def test_filters(reader: HistoryReader, records: list[Record]) -> None:
+    expected = expected_history(records)
+    active = sorted(str(k) for k, s in expected.instances.items() if s == "ACTIVE")
+    pi = "process-instances"
+    assert sorted(await keys(reader, pi, {"filter": {"state": "ACTIVE"}}, "processInstanceKey")) == active
+    assert sorted(await keys(reader, pi, {"filter": {"state": {"$eq": "ACTIVE"}}}, "processInstanceKey")) == active
+    assert sorted(await keys(reader, pi, {"filter": {"endDate": {"$exists": False}}}, "processInstanceKey")) == active
+    others = await keys(reader, pi, {"filter": {"state": {"$neq": "ACTIVE"}}}, "processInstanceKey")
+    assert len(others) == len(expected.instances) - len(active)
+    chosen = sorted(str(k) for k in expected.instances)[:2]
+    assert (
+        sorted(await keys(reader, pi, {"filter": {"processInstanceKey": {"$in": chosen}}}, "processInstanceKey"))
+        == chosen
+    )
+    assert await keys(reader, pi, {"filter": {"processInstanceKey": chosen[0]}}, "processInstanceKey") == chosen[:1]
+    assert len(await keys(reader, pi, {"filter": {"hasIncident": True}}, "processInstanceKey")) == 1
+    assert await keys(reader, pi, {"filter": {"startDate": {"$gt": "2023-11-14T22:13:20Z"}}}, "state") == []
+    dated = {"startDate": {"$gte": "2023-11-14T22:13:20.000Z", "$lt": "2023-11-14T22:13:21+00:00"}}
+    assert len(await keys(reader, pi, {"filter": dated}, "state")) == len(expected.instances)
+    assert len(await keys(reader, pi, {"filter": {"processDefinitionName": {"$like": "One*"}}}, "state")) == 5
+    assert await keys(reader, pi, {"filter": {"processDefinitionId": {"$like": "one?tas"}}}, "state") == []
+    alternatives = {"$or": [{"state": "TERMINATED"}, {"hasIncident": True}]}
+    assert sorted(await keys(reader, pi, {"filter": alternatives}, "state")) == ["ACTIVE", "TERMINATED"]
+    by_variable = {"variables": [{"name": "i", "value": "2"}]}
+    (with_two,) = await keys(reader, pi, {"filter": by_variable}, "processInstanceKey")
+    assert (
+        json.loads(
+            (await reader.search("variables", {"filter": {"processInstanceKey": with_two, "name": "order"}}))["items"][
+                0
+            ]["value"]
+        )["id"]
+        == "o-2"
+    )
+    names = await keys(reader, "variables", {"filter": {"name": {"$like": "or*"}}}, "name")
+    assert names and set(names) == {"order"}
+    assert await keys(reader, "variables", {"filter": {"name": {"$in": ["late", "x"]}}}, "name") in (
+        ["late", "x"],
+        ["x", "late"],
+    )
+    elements = await keys(
+        reader, "element-instances", {"filter": {"type": "SERVICE_TASK", "state": "TERMINATED"}}, "elementId"
+    )
+    assert elements == ["task"]
+    jobs = await keys(reader, "jobs", {"filter": {"retries": {"$lt": 1}}}, "state")
+    assert jobs == ["FAILED"]
+
+
+async def test_sort_and_cursor_paging(reader: HistoryReader, records: list[Record]) -> None:
+    expected = expected_history(records)
+    ordered = sorted(expected.variables)
+    descending = await keys(reader, "variables", {"sort": [{"field": "variableKey", "order": "DESC"}]}, "variableKey")
+    assert descending == [str(k) for k in reversed(ordered)]
+    by_name = await keys(
+        reader, "variables", {"sort": [{"field": "name"}, {"field": "variableKey", "order": "DESC"}]}, "name"
+    )
+    assert by_name == sorted(by_name)
+
+    first = await reader.search("variables", {"page": {"limit": 3}})
+    assert [i["variableKey"] for i in first["items"]] == [str(k) for k in ordered[:3]]
+    assert first["page"]["totalItems"] == len(ordered)
+    second = await reader.search("variables", {"page": {"limit": 3, "after": first["page"]["endCursor"]}})
+    assert [i["variableKey"] for i in second["items"]] == [str(k) for k in ordered[3:6]]
+    back = await reader.search("variables", {"page": {"limit": 3, "before": second["page"]["startCursor"]}})
+    assert back["items"] == first["items"]
+    skipped = await reader.search("variables", {"page": {"limit": 2, "from": 4}})
+    assert [i["variableKey"] for i in skipped["items"]] == [str(k) for k in ordered[4:6]]
+    empty = await reader.search("variables", {"filter": {"name": "nothing"}})
+    assert empty == {"items": [], "page": {"totalItems": 0, "startCursor": None, "endCursor": None}}
+
+
+@pytest.mark.parametrize(
+    ("entity", "request_", "message"),
+    [
+        (
+            "process-instances",
+            {"filter": {"colour": "red"}},
+            "filter.colour: unknown filter field for process-instances; allowed: $or, endDate",
+        ),
+        (
+            "variables",
+            {"sort": [{"field": "colour"}]},
+            "sort[0].field: unknown sort field 'colour' for variables; allowed: name, processInstanceKey",
+        ),
+        ("variables", {"sort": [{"field": "name", "order": "UP"}]}, "sort[0].order: expected ASC or DESC"),
+        (
+            "variables",
+            {"filter": {"name": {"$gt": "a"}}},
+            "unknown operator '$gt'; allowed: $eq, $neq, $exists, $in, $notIn, $like",
+        ),
+        ("variables", {"filter": {"variableKey": "abc"}}, "filter.variableKey: expected a key"),
+        (
+            "process-instances",
+            {"filter": {"startDate": "yesterday"}},
+            "filter.startDate: expected an ISO-8601 date-time",
+        ),
+        ("process-instances", {"filter": {"hasIncident": "yes"}}, "filter.hasIncident: expected true or false"),
+        ("variables", {"page": {"limit": 0}}, "page.limit: expected an integer from 1 to 10000"),
+        ("variables", {"page": {"after": "garbage"}}, "page.after: not a cursor of this search"),
+        ("variables", {"page": {"from": 1, "after": "x"}}, "page: from and after cannot be combined"),
+        ("variables", {"query": {}}, "unknown search request field(s) query; allowed: filter, page, sort"),
+        ("instances", {}, "unknown entity 'instances'; searchable: process-definitions, process-instances"),
+    ],
+)
+async def test_requests_it_cannot_answer_raise_invalid_query(
+    reader: HistoryReader, entity: str, request_: dict[str, Any], message: str
+) -> None:
+    with pytest.raises(InvalidQuery) as info:
+        await reader.search(entity, request_)
+    assert message in str(info.value)

@@ -1,0 +1,126 @@
+// Drives the web view in headless Chromium (Debian's chromium through playwright-core) and prints what it saw as JSON.
+//
+//   node drive.mjs SCENARIO.json
+//
+// The scenario names the page's base URL, the folder for screenshots, and steps:
+//   {"open": "#/instance/KEY"}                       load a page and wait until it is drawn
+//   {"diagram": true}                                wait for the diagram; report each element's markers
+//   {"screenshot": "name"}                           save name.png in the artifacts folder
+//   {"click": "CSS selector"}                        click, then wait for the page to redraw
+//   {"fill": "CSS selector", "text": "..."}          type into a field
+//   {"auth": {"scheme": "basic", "user": "...", "password": "..."}}   enter credentials in the sign-in form
+//   {"texts": "CSS selector"}                        report the text of every match
+//   {"block": "URL glob"}                            answer requests for it with 404 from now on
+//   {"api": {"method": "POST", "path": "/v2/…", "body": {}}}   call the REST API beside the page (status reported)
+//   {"waitFor": "CSS selector"}                      wait until the page shows it, without reloading
+//   {"gone": "CSS selector"}                         wait until the page no longer shows it
+// Playwright-core comes from .cache/browser (make browser); no browser is downloaded.
+
+import { createRequire } from "node:module";
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import path from "node:path";
+
+const scenario = JSON.parse(readFileSync(process.argv[2], "utf8"));
+const require = createRequire(path.join(scenario.modules, "noop.js"));
+const { chromium } = require("playwright-core");
+
+const CHROMIUM_ARGS = [
+  "--headless",
+  "--no-sandbox",
+  "--disable-gpu",
+  "--disable-quic",
+  "--no-first-run",
+  "--disable-background-networking",
+  "--disable-component-update",
+  "--disable-sync",
+];
+
+const userDataDir = mkdtempSync(path.join(tmpdir(), "weir-chromium-"));
+const report = { steps: [], console: [] };
+const context = await chromium.launchPersistentContext(userDataDir, {
+  executablePath: scenario.executablePath || "/usr/bin/chromium",
+  args: CHROMIUM_ARGS,
+  headless: true,
+  viewport: { width: 1200, height: 900 },
+});
+
+const renders = (page) => page.evaluate(() => Number(document.getElementById("view").dataset.renders || 0));
+
+/** Waits until the page has drawn `hash` after the `before`-th drawing. */
+async function drawn(page, hash, before) {
+  await page.waitForFunction(
+    ([want, count]) => {
+      const view = document.getElementById("view").dataset;
+      return Number(view.renders || 0) > count && (!want || view.shown === want);
+    },
+    [hash, before],
+  );
+}
+
+try {
+  const page = context.pages()[0] || (await context.newPage());
+  page.on("console", (message) => report.console.push(`${message.type()}: ${message.text()}`));
+  page.on("pageerror", (error) => report.console.push(`pageerror: ${error.message}`));
+  page.setDefaultTimeout(scenario.timeoutMs || 30000); // generous: a loaded machine exports slowly
+  for (const step of scenario.steps) {
+    const seen = { step };
+    if (step.open !== undefined) {
+      const before = page.url().startsWith(scenario.base) ? await renders(page) : 0;
+      await page.goto(scenario.base + step.open);
+      await drawn(page, step.open, before);
+      seen.heading = await page.locator("#view h1").first().innerText();
+    } else if (step.diagram) {
+      await page.waitForSelector("#diagram[data-ready=true]");
+      seen.markers = await page.evaluate(() => {
+        const marks = {};
+        for (const node of document.querySelectorAll("#diagram .djs-element[data-element-id]")) {
+          const classes = [...node.classList].filter((c) => c.startsWith("weir-"));
+          if (classes.length) marks[node.dataset.elementId] = classes;
+        }
+        return marks;
+      });
+    } else if (step.screenshot) {
+      const file = path.join(scenario.artifacts, `${step.screenshot}.png`);
+      await page.screenshot({ path: file, fullPage: true });
+      seen.file = file;
+    } else if (step.click) {
+      // the page marks itself busy from the click until it has drawn the action's effect
+      await page.locator(step.click).first().click();
+      await page.waitForFunction(() => !document.getElementById("view").dataset.busy);
+      seen.notice = await page.locator("#notice").innerText();
+    } else if (step.fill) {
+      await page.locator(step.fill).first().fill(step.text);
+    } else if (step.auth) {
+      if (await page.locator("#auth").isHidden()) await page.click("#auth-toggle");
+      await page.selectOption("#auth select[name=scheme]", step.auth.scheme);
+      for (const [name, value] of Object.entries(step.auth)) {
+        if (name !== "scheme") await page.fill(`#auth input[name=${name}]`, value);
+      }
+      const before = await renders(page);
+      await page.click("#auth button[type=submit]");
+      await drawn(page, null, before);
+    } else if (step.texts) {
+      seen.texts = await page.locator(step.texts).allInnerTexts();
+    } else if (step.api) {
+      seen.status = await page.evaluate(async ({ method, path, body }) => {
+        const init = { method, headers: { "content-type": "application/json" }, body: JSON.stringify(body ?? {}) };
+        return (await fetch(path, init)).status;
+      }, step.api);
+    } else if (step.waitFor) {
+      await page.waitForSelector(step.waitFor);
+    } else if (step.gone) {
+      await page.waitForSelector(step.gone, { state: "detached" });
+    } else if (step.block) {
+      await page.route(step.block, (route) => route.fulfill({ status: 404, body: "" }));
+    }
+    report.steps.push(seen);
+  }
+} catch (error) {
+  report.error = String(error?.stack || error);
+} finally {
+  await context.close();
+  rmSync(userDataDir, { recursive: true, force: true });
+}
+process.stdout.write(JSON.stringify(report));
+process.exitCode = report.error ? 1 : 0;

@@ -1,0 +1,326 @@
+"""The web view in headless Chromium against a real ``weir start``: diagrams with live state, incident retry, task list.
+
+The browser is Debian's ``chromium`` driven by playwright-core (both installed by ``make browser``, part of
+``make test``); ``drive.mjs`` performs the clicks and reports what the page showed, and every effect is checked
+through the REST API afterwards. Screenshots are kept in tests/web/artifacts/.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import socket
+import subprocess
+import sys
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import grpc
+import pytest
+
+from client.inspect_cli import RestClient
+from tests.harness import REPO, WeirProcess, eventually
+from tests.integration.clients import Stub, activate_now, complete, create, deploy
+from tests.integration.clients import pb as gateway_pb
+
+DRIVER = Path(__file__).with_name("drive.mjs")
+ARTIFACTS = Path(__file__).with_name("artifacts")
+BROWSER_MODULES = REPO / ".cache" / "browser" / "node_modules"
+CHROMIUM = "/usr/bin/chromium"
+
+# the history store trails the engine (a loaded machine exports slowly): searches wait this long for it
+HISTORY_WAIT = 30.0
+
+
+class WebWeir:
+    """A ``weir start`` with its REST API (and so the web view) on a port of its own."""
+
+    def __init__(self, tmp: Path) -> None:
+        self.process = WeirProcess(tmp / "data")
+        self.base = self.process.rest_url + "/"
+        self.rest = RestClient(self.process.rest_url, "", timeout=10)
+
+    def one(self, entity: str, filter_: dict[str, Any]) -> dict[str, Any]:
+        (item,) = self.rest.search(entity, filter_)
+        return item
+
+
+@pytest.fixture(scope="module")
+def web(tmp_path_factory: pytest.TempPathFactory) -> Iterator[WebWeir]:
+    if not (shutil.which("node") and Path(CHROMIUM).exists() and (BROWSER_MODULES / "playwright-core").is_dir()):
+        pytest.fail("the browser test needs node, /usr/bin/chromium and playwright-core: run `make browser`")
+    w = WebWeir(tmp_path_factory.mktemp("web"))
+    w.process.start()
+    try:
+        yield w
+    finally:
+        w.process.stop()
+
+
+@pytest.fixture(scope="module")
+def stub(web: WebWeir) -> Iterator[Stub]:
+    channel = grpc.insecure_channel(web.process.address)
+    try:
+        yield Stub(channel)
+    finally:
+        channel.close()
+
+
+def drive(web: WebWeir, steps: list[dict[str, Any]], name: str) -> list[dict[str, Any]]:
+    """Runs the steps in a fresh Chromium profile; returns what each step saw (fails with the browser's console)."""
+    ARTIFACTS.mkdir(exist_ok=True)
+    scenario = {
+        "base": web.base,
+        "artifacts": str(ARTIFACTS),
+        "modules": str(BROWSER_MODULES),
+        "executablePath": CHROMIUM,
+        "steps": steps,
+    }
+    scenario_file = ARTIFACTS / f"{name}.json"
+    scenario_file.write_text(json.dumps(scenario))
+    out = subprocess.run(["node", str(DRIVER), str(scenario_file)], capture_output=True, text=True, timeout=120)
+    try:
+        report = json.loads(out.stdout)
+    except ValueError:
+        pytest.fail(f"the browser driver failed ({out.returncode}): {out.stderr[-3000:]}")
+    assert "error" not in report, f"{report['error']}\nbrowser console: {report['console']}"
+    print(f"screenshots in {ARTIFACTS}")
+    return list(report["steps"])
+
+
+def assert_no_error(notice: str) -> None:
+    """The page reported no failure (at most that the history had not caught up yet when it redrew)."""
+    assert notice == "" or notice.startswith("Done; the history has not caught up yet"), notice
+
+
+def test_instance_page_highlights_the_active_element_and_retries_an_incident(web: WebWeir, stub: Stub) -> None:
+    order = deploy(stub, "web-order.bpmn")
+    check_stock = order.type("check-stock")
+    failing = create(stub, order.pid(), {"orderId": 1})
+    (job,) = activate_now(stub, check_stock, 1)
+    stub.FailJob(gateway_pb.FailJobRequest(jobKey=job.key, retries=0, errorMessage="stock service unreachable"))
+    waiting = create(stub, order.pid(), {"orderId": 2})
+    incident = eventually(
+        lambda: web.rest.search("incidents", {"processInstanceKey": str(failing), "state": "ACTIVE"}),
+        timeout=HISTORY_WAIT,
+        what="the incident in the history",
+    )[0]
+    eventually(
+        lambda: web.rest.search("element-instances", {"processInstanceKey": str(waiting), "elementId": "check-stock"}),
+        timeout=HISTORY_WAIT,
+        what="the waiting instance in the history",
+    )
+
+    seen = drive(
+        web,
+        [
+            {"open": "#/processes"},
+            {"texts": "#view td a"},
+            {"open": f"#/process/{order.definition_key}"},
+            {"diagram": True},
+            {"texts": "#diagram .weir-badge"},
+            {"screenshot": "process"},
+            {"open": f"#/instance/{waiting}"},
+            {"diagram": True},
+            {"screenshot": "instance-waiting"},
+            {"open": f"#/instance/{failing}"},
+            {"diagram": True},
+            {"screenshot": "instance-incident"},
+            {"click": f"button.resolve[data-incident='{incident['incidentKey']}']"},
+            {"gone": "button.resolve"},  # the page no longer offers a retry
+            {"screenshot": "incident-resolved"},
+        ],
+        "incident",
+    )
+    assert "Order" in seen[1]["texts"]
+    # the process's diagram: one of its instances waits at 'Check stock', the other has an incident there
+    assert seen[3]["markers"] == {"check-stock": ["weir-incident"]}
+    assert seen[4]["texts"] == ["!"]
+    assert seen[6]["heading"].startswith("Order") and str(waiting) in seen[6]["heading"]
+    assert seen[7]["markers"]["check-stock"] == ["weir-active"]
+    assert seen[7]["markers"]["received"] == ["weir-completed"]
+    assert "ship" not in seen[7]["markers"]
+    assert seen[10]["markers"]["check-stock"] == ["weir-incident"]
+    assert_no_error(seen[12]["notice"])
+
+    # the page gave the job a retry and resolved the incident: the job is back, and its completion moves the instance on
+    assert web.rest.call("GET", f"/v2/incidents/{incident['incidentKey']}")["state"] == "RESOLVED"
+    (again,) = activate_now(stub, check_stock, 1)
+    assert again.key == job.key and again.processInstanceKey == failing
+    complete(stub, again.key)
+    ship = eventually(
+        lambda: web.rest.search("element-instances", {"processInstanceKey": str(failing), "elementId": "ship"}),
+        timeout=HISTORY_WAIT,
+        what="the instance to reach 'Ship order'",
+    )
+    assert ship[0]["state"] == "ACTIVE"
+
+
+def test_instance_page_follows_the_instance_live(web: WebWeir, stub: Stub) -> None:
+    order = deploy(stub, "web-order.bpmn")
+    key = create(stub, order.pid(), {"orderId": 3})
+    (job,) = activate_now(stub, order.type("check-stock"), 1)
+    eventually(
+        lambda: web.rest.search("element-instances", {"processInstanceKey": str(key), "elementId": "check-stock"}),
+        timeout=HISTORY_WAIT,
+        what="the instance in the history",
+    )
+    seen = drive(
+        web,
+        [
+            {"open": f"#/instance/{key}"},
+            {"diagram": True},
+            {"api": {"method": "POST", "path": f"/v2/jobs/{job.key}/completion", "body": {}}},
+            # the page fetches the instance again by itself: no reload, no click
+            {"waitFor": "#diagram[data-ready=true] .djs-element[data-element-id='ship'].weir-active"},
+            {"diagram": True},
+            {"screenshot": "instance-moved-on"},
+        ],
+        "live",
+    )
+    assert seen[1]["markers"]["check-stock"] == ["weir-active"]
+    assert seen[2]["status"] == 204
+    assert seen[4]["markers"]["check-stock"] == ["weir-completed"]
+    assert seen[4]["markers"]["ship"] == ["weir-active"]
+
+
+def test_task_list_claims_and_completes_a_user_task(web: WebWeir, stub: Stub) -> None:
+    approval = deploy(stub, "web-approval.bpmn")
+    instance = create(stub, approval.pid(), {"amount": 120})
+    task = eventually(
+        lambda: web.rest.search("user-tasks", {"processInstanceKey": str(instance), "state": "CREATED"}),
+        timeout=HISTORY_WAIT,
+        what="the user task in the history",
+    )[0]
+    key = task["userTaskKey"]
+
+    seen = drive(
+        web,
+        [
+            {"open": "#/tasks"},
+            {"auth": {"scheme": "none", "me": "ada"}},
+            {"click": f"button.claim[data-task='{key}']"},
+            {"click": f"button.unclaim[data-task='{key}']"},
+            {"waitFor": f"button.claim[data-task='{key}']"},
+            {"texts": f"button.claim[data-task='{key}']"},
+            {"click": f"button.claim[data-task='{key}']"},
+            {"waitFor": f"button.complete[data-task='{key}']"},
+            {"texts": "#view td"},
+            {"screenshot": "task-claimed"},
+            {"fill": f"input.task-variables[data-task='{key}']", "text": '{"approved": true}'},
+            {"click": f"button.complete[data-task='{key}']"},
+        ],
+        "tasks",
+    )
+    assert seen[5]["texts"] == ["Claim"]  # given back, the task can be claimed again
+    assert "ada" in seen[8]["texts"]
+    assert_no_error(seen[11]["notice"])
+
+    def completed() -> bool:
+        state = web.rest.call("GET", f"/v2/process-instances/{instance}")["state"]
+        return state == "COMPLETED"
+
+    eventually(completed, timeout=HISTORY_WAIT, what="the instance to complete after its task")
+    approved = web.one("variables", {"processInstanceKey": str(instance), "name": "approved"})
+    assert approved["value"] == "true"
+    assert web.rest.call("GET", f"/v2/user-tasks/{key}")["assignee"] == "ada"
+
+
+def test_without_the_diagram_viewer_the_page_says_how_to_install_it(web: WebWeir, stub: Stub) -> None:
+    order = deploy(stub, "web-order.bpmn")
+    eventually(
+        lambda: web.rest.search("process-definitions", {"processDefinitionId": order.pid()}),
+        timeout=HISTORY_WAIT,
+        what="the process",
+    )
+    key = order.definition_key
+    seen = drive(
+        web,
+        [{"block": "**/vendor/bpmn-viewer.js"}, {"open": f"#/process/{key}"}, {"texts": "#diagram .missing"}],
+        "no-viewer",
+    )
+    assert seen[1]["heading"] == "Order (version 1)"
+    (message,) = seen[2]["texts"]
+    assert "make web" in message and "gateway/web/dist/vendor/" in message
+
+
+def test_the_gateway_serves_the_pages_beside_the_api(web: WebWeir) -> None:
+    def get(path: str) -> tuple[int, str, bytes]:
+        request = urllib.request.Request(web.process.rest_url + path)
+        try:
+            with urllib.request.urlopen(request, timeout=10) as response:
+                return response.status, response.headers.get_content_type(), response.read()
+        except urllib.error.HTTPError as e:
+            return e.code, e.headers.get_content_type(), e.read()
+
+    status, kind, body = get("/")
+    assert (status, kind) == (200, "text/html") and b'<script type="module" src="app.js">' in body
+    assert get("/app.js")[:2] == (200, "application/javascript")
+    assert get("/nope.js")[0] == 404
+    # an unknown API path is still a problem detail, not a missing page
+    assert get("/v2/no-such-thing")[:2] == (404, "application/problem+json")
+    with socket.create_connection(("127.0.0.1", int(web.process.rest_url.rsplit(":", 1)[1])), timeout=10) as s:
+        s.sendall(b"GET /../../rest/server.py HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        answer = s.recv(65536)
+    assert answer.startswith(b"HTTP/1.1 404"), answer[:100]
+
+
+def test_sign_in_when_the_gateway_checks_credentials(tmp_path: Path) -> None:
+    """With basic auth on, the page asks for credentials; once given, it sends them with every call."""
+    from gateway.auth import hash_password
+
+    users = tmp_path / "users"
+    users.write_text(f"ada:{hash_password('lovelace')}\n")
+    w = WebWeir(tmp_path)
+    w.process.env = {
+        "WEIR_GATEWAY_SECURITY_AUTHENTICATION_METHODS": "basic",
+        "WEIR_GATEWAY_SECURITY_AUTHENTICATION_BASIC_USERS_FILE": str(users),
+    }
+    w.process.start()
+    try:
+        seen = drive(
+            w,
+            [
+                {"open": "#/instances"},
+                {"auth": {"scheme": "basic", "user": "ada", "password": "wrong"}},
+                {"texts": "#view h1, #view p.error"},
+                {"auth": {"scheme": "basic", "user": "ada", "password": "lovelace"}},
+                {"open": "#/tasks"},
+                {"texts": "#view p.meta, #auth-toggle"},
+            ],
+            "sign-in",
+        )
+        challenges = [challenge(w, scripted) for scripted in (False, True)]
+        # the inspection commands send the client commands' credentials to the REST API too
+        signed_in = weir_cli(w, "incidents", "--username", "ada", "--password", "lovelace")
+        anonymous = weir_cli(w, "incidents")
+    finally:
+        w.process.stop()
+    # a plain client is told how to authenticate; the page's own calls are not, so no browser dialog pops up
+    assert challenges == ['Basic realm="weir"', None]
+    assert (signed_in.returncode, signed_in.stdout) == (0, "No open incidents.\n"), signed_in.stderr
+    assert anonymous.returncode == 1 and "answered 401" in anonymous.stderr and "credentials" in anonymous.stderr
+    assert seen[0]["heading"] == "Sign in"
+    assert seen[2]["texts"][0] == "Sign in"
+    assert seen[4]["heading"] == "Open user tasks"
+    assert sorted(seen[5]["texts"]) == ["Claiming as ada.", "Signed in as ada"]
+
+
+def challenge(w: WebWeir, scripted: bool) -> str | None:
+    """The WWW-Authenticate header of a search without credentials."""
+    request = urllib.request.Request(w.process.rest_url + "/v2/process-instances/search", data=b"{}", method="POST")
+    request.add_header("content-type", "application/json")
+    if scripted:
+        request.add_header("x-requested-with", "XMLHttpRequest")
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        urllib.request.urlopen(request, timeout=10)
+    assert refused.value.code == 401
+    return refused.value.headers.get("WWW-Authenticate")
+
+
+def weir_cli(w: WebWeir, *args: str) -> subprocess.CompletedProcess[str]:
+    command = [sys.executable, "-m", "client.cli", *args, "--rest-address", w.process.rest_url]
+    return subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=60)
