@@ -181,7 +181,7 @@ class EventAppliers:
     # -- element instances -----------------------------------------------------------------------------------
 
     def _element_activating(self, state: PartitionState, r: Record) -> None:
-        v = ProcessInstanceValue.from_dict(r.value)
+        v = ProcessInstanceValue.of_record(r)
         state.elements.add(ElementInstance(r.key, PI.ELEMENT_ACTIVATING, v))
         parent_key = v.flow_scope_key
         if parent_key <= 0:

@@ -384,12 +384,7 @@ def activate_element(
         value = like.for_element(element.id, bpmn.MULTI_INSTANCE_BODY, event_type or bpmn.UNSPECIFIED, scope_key)
     else:
         value = like.for_element(element.id, element.element_type, event_type or element.event_type, scope_key)
-    return ctx.follow_up(
-        ValueType.PROCESS_INSTANCE,
-        PI.ACTIVATE_ELEMENT,
-        key if key is not None else ctx.keys.next_key(),
-        value.to_dict(),
-    )
+    return ctx.instance_command(PI.ACTIVATE_ELEMENT, key if key is not None else ctx.keys.next_key(), value)
 
 
 def trigger_boundary(

@@ -9,11 +9,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Final
 
-from broker.protocol.enums import RecordType, RejectionType, ValueType
+from broker.protocol.enums import ProcessInstanceIntent, RecordType, RejectionType, ValueType
 from broker.protocol.keys import KeyGenerator
 from broker.protocol.record import Record, RequestMetadata
+from broker.protocol.values import ProcessInstanceValue
 from broker.state.repositories import PartitionState
 
 
@@ -35,6 +36,8 @@ class SideEffects:
 
 
 EventApplier = Callable[[PartitionState, Record], None]
+
+_NO_REJECTION: Final = RejectionType.NULL_VAL
 
 DEFAULT_MAX_BATCH_BYTES = 4 * 1024 * 1024 - 64 * 1024
 """What the jobs of one activation may take, rendered: the default max message size less the response's framing."""
@@ -71,6 +74,9 @@ class ProcessingContext:
         # Set by the stream processor for one command: the element activation at hand exceeds the step budget of its
         # process instance and must stop with an incident carrying this message instead of running.
         self.over_step_budget: str | None = None
+        # The dict form of each process-instance value written this round: an element's lifecycle events all carry
+        # the same value, so they share one dict (record values are never changed once written).
+        self._value_dicts: dict[ProcessInstanceValue, dict] = {}
 
     # -- the command at hand ---------------------------------------------------------------------------------
 
@@ -83,16 +89,20 @@ class ProcessingContext:
     def _make(self, record_type: RecordType, value_type: ValueType, intent: int, key: int, value: dict) -> Record:
         cmd = self.command
         assert cmd is not None
+        # positional: a record is made for every event and command written, and keywords cost more to match
         rec = Record(
-            position=self.next_position,
-            key=key,
-            record_type=record_type,
-            value_type=value_type,
-            intent=int(intent),
-            timestamp=cmd.timestamp,
-            value=value,
-            source_position=cmd.position,
-            partition_id=self.partition_id,
+            self.next_position,
+            key,
+            record_type,
+            value_type,
+            int(intent),
+            cmd.timestamp,
+            value,
+            cmd.position,
+            _NO_REJECTION,
+            "",
+            None,
+            self.partition_id,
         )
         self.next_position += 1
         self.records.append(rec)
@@ -118,6 +128,31 @@ class ProcessingContext:
         rec = self._make(RecordType.COMMAND, value_type, intent, key, value)
         self.followups.append(rec)
         return rec
+
+    def instance_event(
+        self, intent: ProcessInstanceIntent, key: int, value: ProcessInstanceValue, as_dict: dict | None = None
+    ) -> Record:
+        """Write a PROCESS_INSTANCE event from its typed value (its applier reads that instead of decoding);
+        ``as_dict``: the value as a dict when the caller has it already (the command's)."""
+        rec = self._make(RecordType.EVENT, ValueType.PROCESS_INSTANCE, intent, key, self._dict_of(value, as_dict))
+        rec.typed = value
+        self._apply_event(self.state, rec)
+        return rec
+
+    def instance_command(self, intent: ProcessInstanceIntent, key: int, value: ProcessInstanceValue) -> Record:
+        """Write a PROCESS_INSTANCE follow-up command from its typed value (its processor reads that instead of
+        decoding)."""
+        rec = self._make(RecordType.COMMAND, ValueType.PROCESS_INSTANCE, intent, key, self._dict_of(value))
+        rec.typed = value
+        self.followups.append(rec)
+        return rec
+
+    def _dict_of(self, value: ProcessInstanceValue, as_dict: dict | None = None) -> dict:
+        if as_dict is None:
+            as_dict = self._value_dicts.get(value)
+            if as_dict is None:
+                as_dict = self._value_dicts[value] = value.to_dict()
+        return as_dict
 
     def reject(self, rejection_type: RejectionType, reason: str) -> Record:
         """Reject the current command; its requester (if any) gets the rejection as response."""

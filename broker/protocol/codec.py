@@ -56,13 +56,13 @@ def record_to_list(r: Record) -> list[Any]:
     return [
         r.position,
         r.key,
-        int(r.record_type),
-        int(r.value_type),
+        r.record_type,  # the enums are ints: msgpack writes them as such
+        r.value_type,
         r.intent,
         r.timestamp,
         r.source_position,
         r.value,
-        int(r.rejection_type),
+        r.rejection_type,
         r.rejection_reason,
         req.stream_id if req else -1,
         req.request_id if req else -1,

@@ -29,6 +29,10 @@ class Record:
 
     ``intent`` is stored as a plain int for speed; ``intent_enum`` resolves it to the value type's Intent enum.
     ``source_position`` is the position of the command that caused this record (-1 for client commands).
+    ``typed`` is the typed form of ``value`` (e.g. a :class:`~broker.protocol.values.ProcessInstanceValue`) when the
+    engine wrote the record from one, so that its processor and applier need not decode ``value`` again. It is never
+    encoded: a record read from the log has None, and decoding ``value`` gives an equal typed value, so replay applies
+    the same state.
     """
 
     position: int
@@ -43,6 +47,7 @@ class Record:
     rejection_reason: str = ""
     request: RequestMetadata | None = field(default=None)
     partition_id: int = 1
+    typed: Any = field(default=None, repr=False, compare=False)
 
     @property
     def intent_enum(self) -> Any:

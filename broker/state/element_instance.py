@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final, NamedTuple
 
 from broker.protocol.values import ProcessInstanceValue
 
 
-@dataclass(frozen=True, slots=True)
-class ElementInstance:
+class ElementInstance(NamedTuple):
     """What the engine keeps about an element instance while it runs.
 
     - ``state``: the last lifecycle intent (a ``ProcessInstanceIntent`` ELEMENT_* value).
@@ -24,7 +22,8 @@ class ElementInstance:
 
     Frozen: a change is a new instance (the ``with_*`` / ``after_*`` methods) written back through the repository,
     so no caller can change what another one holds. The methods build the copy directly: appliers make one for
-    almost every event, and :func:`dataclasses.replace` costs several times as much.
+    almost every event, and ``_replace`` costs several times as much. A named tuple for the reason given in
+    :mod:`broker.protocol.values`.
     """
 
     key: int
@@ -50,18 +49,21 @@ class ElementInstance:
         terminated: int,
         called: int,
     ) -> ElementInstance:
-        return ElementInstance(
-            self.key,
-            state,
-            self.value,
-            children,
-            flows,
-            job_key,
-            activated,
-            completed,
-            terminated,
-            called,
-            self.listener_index,
+        return _new(
+            ElementInstance,
+            (
+                self.key,
+                state,
+                self.value,
+                children,
+                flows,
+                job_key,
+                activated,
+                completed,
+                terminated,
+                called,
+                self.listener_index,
+            ),
         )
 
     def with_state(self, state: int) -> ElementInstance:
@@ -156,18 +158,22 @@ class ElementInstance:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> ElementInstance:
-        return cls(
-            key=d["key"],
-            state=d["state"],
-            value=ProcessInstanceValue.from_dict(d["value"]),
-            children=d.get("children", 0),
-            flows=d.get("flows", 0),
-            job_key=d.get("jobKey", -1),
-            activated_children=d.get("activatedChildren", 0),
-            completed_children=d.get("completedChildren", 0),
-            terminated_children=d.get("terminatedChildren", 0),
-            called_child_key=d.get("calledChildKey", -1),
-            listener_index=d.get("listenerIndex", 0),
+        get = d.get
+        return _new(
+            cls,
+            (
+                d["key"],
+                d["state"],
+                ProcessInstanceValue.from_dict(d["value"]),
+                get("children", 0),
+                get("flows", 0),
+                get("jobKey", -1),
+                get("activatedChildren", 0),
+                get("completedChildren", 0),
+                get("terminatedChildren", 0),
+                get("calledChildKey", -1),
+                get("listenerIndex", 0),
+            ),
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -188,3 +194,6 @@ class ElementInstance:
         if self.listener_index:  # only elements with execution listeners count them
             d["listenerIndex"] = self.listener_index
         return d
+
+
+_new: Final = tuple.__new__  # builds the tuple without the generated ``__new__`` (a Python function) in between

@@ -26,7 +26,7 @@ from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 import msgpack
 
@@ -71,6 +71,9 @@ Clock = Callable[[], int]
 
 # While the disk is full, snapshots that record exporter progress (and so compact the log) come at most this often.
 _DISK_FULL_SNAPSHOT_INTERVAL_S = 1.0
+
+# Every (value type, intent) pair a command may have: what :meth:`Partition.execute` accepts.
+_KNOWN_COMMANDS: Final = frozenset((value_type, int(intent)) for value_type, enum in INTENTS.items() for intent in enum)
 
 
 def wall_clock_ms() -> int:
@@ -356,12 +359,11 @@ class Partition:
         A value that could not be logged or shown as JSON raises :class:`InvalidDocumentError` before it is queued:
         caught later, while the round's block is encoded, it would fail every command of the round.
         """
-        intents = INTENTS.get(value_type)
         try:
-            if intents is None:
-                raise ValueError(value_type)
-            intents(int(intent))
-        except (ValueError, TypeError):  # would fail the round (and so the partition) where it is described
+            known = (value_type, int(intent)) in _KNOWN_COMMANDS
+        except (ValueError, TypeError):
+            known = False
+        if not known:  # would fail the round (and so the partition) where it is described
             raise InvalidDocumentError(
                 f"Expected a command of a known value type and intent, but got value type {value_type!r}, "
                 f"intent {intent!r}"
@@ -476,7 +478,7 @@ class Partition:
             state=self.state,
             keys=self.keys,
             partition_id=self.partition_id,
-            apply_event=self.engine.apply_event,
+            apply_event=self.engine.appliers.apply,  # what engine.apply_event calls, without the hop per event
             next_position=storage.last_position + 1,
         )
         now = self.clock()

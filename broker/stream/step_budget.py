@@ -30,6 +30,7 @@ from broker.protocol.record import Record
 DEFAULT_MAX_STEPS_PER_INSTANCE: Final = 10_000
 
 _ACTIVATE: Final = int(ProcessInstanceIntent.ACTIVATE_ELEMENT)
+_PROCESS_INSTANCE: Final = ValueType.PROCESS_INSTANCE
 
 
 class StepBudget:
@@ -49,19 +50,20 @@ class StepBudget:
         source = command.source_position
         root = self._root_of.get(source, source) if source >= 0 else command.position
         self._root_of[command.position] = root
-        if command.value_type != ValueType.PROCESS_INSTANCE or command.intent != _ACTIVATE:
+        if command.intent != _ACTIVATE or command.value_type != _PROCESS_INSTANCE:
             return None
-        if command.value.get("bpmnElementType") == "MULTI_INSTANCE_BODY":
+        value = command.value
+        if value.get("bpmnElementType") == "MULTI_INSTANCE_BODY":
             self._bodies[command.key] = root
-        elif self._bodies.get(command.value.get("flowScopeKey", -1)) == root:
+        elif self._bodies and self._bodies.get(value.get("flowScopeKey", -1)) == root:
             return None  # an instance its multi-instance body starts: a loop over a collection, not a cycle
-        instance = int(command.value.get("processInstanceKey", -1))
+        instance = int(value.get("processInstanceKey", -1))
         key = (root, instance)
         steps = self._steps.get(key, 0) + 1
         self._steps[key] = steps
         if self.limit <= 0 or steps <= self.limit:
             return None
-        element_id = command.value.get("elementId", "?")
+        element_id = value.get("elementId", "?")
         return (
             f"Process instance {instance} activated {self.limit} elements without reaching a wait state (the step "
             f"budget per instance, broker.maxStepsPerInstance = {self.limit}), so it was stopped at '{element_id}' "

@@ -14,7 +14,7 @@ from __future__ import annotations
 import collections.abc as cabc
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Final, Literal, TypeVar
+from typing import Any, Final, Literal, TypeVar
 
 # --- element and event types -------------------------------------------------------------------
 
@@ -427,6 +427,9 @@ class Process:
     end_listeners: tuple[ExecutionListener, ...] = ()
     # Whether the process or any element has execution listeners: instances of other processes skip the lookup.
     uses_execution_listeners: bool = False
+    # What the engine derives from the model once instead of for every instance (e.g. the events each element waits
+    # for, see ``lifecycle.subscription_targets``): filled on first use; the model itself never changes.
+    derived: dict[Any, Any] = field(default_factory=dict, compare=False, repr=False)
 
     @staticmethod
     def build(

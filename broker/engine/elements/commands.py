@@ -13,7 +13,7 @@ from broker.engine.bpmn import model as bpmn
 from broker.engine.context import ProcessingContext
 from broker.engine.elements import call_activity, compensation, registry
 from broker.engine.elements import lifecycle as lc
-from broker.protocol.enums import ProcessInstanceIntent, RejectionType, ValueType
+from broker.protocol.enums import ProcessInstanceIntent, RejectionType
 from broker.protocol.record import Record
 from broker.protocol.values import ProcessInstanceValue
 
@@ -25,7 +25,7 @@ STEP_BUDGET_INCIDENT = "UNKNOWN"
 
 
 def activate(ctx: ProcessingContext, cmd: Record) -> None:
-    v = ProcessInstanceValue.from_dict(cmd.value)
+    v = ProcessInstanceValue.of_record(cmd)
     process = b.services(ctx).models.get(v.process_definition_key)
     processor = registry.processor_of(v)
     inst = ctx.state.elements.get(cmd.key)
@@ -48,7 +48,7 @@ def activate(ctx: ProcessingContext, cmd: Record) -> None:
             if blocked is not None:
                 ctx.reject(RejectionType.INVALID_STATE, blocked)
                 return
-        ctx.event(ValueType.PROCESS_INSTANCE, PI.ELEMENT_ACTIVATING, cmd.key, cmd.value)
+        ctx.instance_event(PI.ELEMENT_ACTIVATING, cmd.key, v, cmd.value)
         inst = ctx.state.elements.get(cmd.key)
         assert inst is not None
         if compensation.is_handler(v):

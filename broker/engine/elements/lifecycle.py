@@ -52,7 +52,7 @@ def _write_transition(ctx: ProcessingContext, inst: ElementInstance, intent: PI)
         raise IllegalTransition(
             f"element instance {inst.key}: {PI(inst.state).name} → {PI(intent).name} is not a legal transition"
         )
-    record = ctx.event(ValueType.PROCESS_INSTANCE, intent, inst.key, inst.value.to_dict())
+    record = ctx.instance_event(intent, inst.key, inst.value)
     return inst.with_state(intent), record
 
 
@@ -93,7 +93,9 @@ def subscribe(
 ) -> bool:
     """Open the timer, message and signal subscriptions of the instance (its own, boundary and event sub-process
     events)."""
-    targets = registry.processor_of(inst.value).event_targets(process, element)
+    targets = subscription_targets(process, element, registry.processor_of(inst.value))
+    if not targets:
+        return True
     if element is not None and body_of(ctx, inst) is not None:  # the boundary events are the body's
         targets = [t for t in targets if t.attached_to_id != element.id]
     problem = events.open_subscriptions(ctx, targets, inst)
@@ -101,6 +103,22 @@ def subscribe(
         b.raise_incident(ctx, inst, "EXTRACT_VALUE_ERROR", problem)
         return False
     return True
+
+
+def subscription_targets(
+    process: bpmn.Process, element: bpmn.Element | None, processor: registry.ElementProcessor
+) -> tuple[bpmn.Element, ...]:
+    """The events an instance of ``element`` run by ``processor`` may open subscriptions for (timers, messages,
+    signals): none means it never owns one, so it has none to open or close. Derived once per element and kind."""
+    key = ("subscription_targets", element.id if element is not None else None, processor)
+    found = process.derived.get(key)
+    if found is None:
+        found = process.derived[key] = tuple(
+            t
+            for t in processor.event_targets(process, element)
+            if t.timer is not None or t.message is not None or t.signal_name is not None
+        )
+    return found
 
 
 def prepare(ctx: ProcessingContext, process: bpmn.Process, element: bpmn.Element, inst: ElementInstance) -> bool:
@@ -135,12 +153,14 @@ def complete(
     it moves to the winning catch event. A failing output mapping leaves the instance COMPLETING with an incident;
     so does each end listener while its job runs (COMPLETE_EXECUTION_LISTENER comes back here).
     """
+    processor = registry.processor_of(inst.value)
     if inst.state != PI.ELEMENT_COMPLETING:
         inst = transition(ctx, inst, PI.ELEMENT_COMPLETING)
-        events.close_subscriptions(ctx, inst)
+        own = element if element is not None else element_of(process, inst)  # a body may come without one
+        if subscription_targets(process, own, processor):
+            events.close_subscriptions(ctx, inst)
         if inst.listener_index:  # as the COMPLETING applier did: the end listeners count from the first
             inst = inst.with_listener_index(0)
-    processor = registry.processor_of(inst.value)
     body = body_of(ctx, inst)
     # past the first end listener, the mappings were applied
     if element is not None and inst.listener_index == 0 and not _apply_outputs(ctx, processor, element, inst):
@@ -236,12 +256,8 @@ def take_flow(
     """
     v = inst.value
     scope_key = v.flow_scope_key
-    ctx.event(
-        ValueType.PROCESS_INSTANCE,
-        PI.SEQUENCE_FLOW_TAKEN,
-        ctx.keys.next_key(),
-        v.for_element(flow.id, "SEQUENCE_FLOW", bpmn.UNSPECIFIED, scope_key).to_dict(),
-    )
+    flow_value = v.for_element(flow.id, "SEQUENCE_FLOW", bpmn.UNSPECIFIED, scope_key)
+    ctx.instance_event(PI.SEQUENCE_FLOW_TAKEN, ctx.keys.next_key(), flow_value)
     target = process.element(flow.target_id)
     if target.is_join and registry.processor_for(target).activation_blocked(ctx, target, scope_key) is not None:
         return
