@@ -152,6 +152,16 @@ async def correlate(d: Driver, name: str, key: str, variables: dict | None = Non
     return await d.send(ValueType.MESSAGE_CORRELATION, MessageCorrelationIntent.CORRELATE, value)
 
 
+async def subscribed(d: Driver, name: str, correlation_key: str) -> None:
+    """Wait until the message partition holds the subscription: it is opened by a command sent after the round that
+    activated the catch event, which an empty backlog does not yet show."""
+    for _ in range(500):
+        if d.read(lambda s: list(s.message_subscriptions.for_correlation(name, correlation_key))):
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError(f"no subscription for message '{name}' with correlation key '{correlation_key}'")
+
+
 async def test_correlate_answers_with_the_instance_that_took_the_message_and_buffers_nothing(tmp_path: Path) -> None:
     d = Driver(tmp_path / "p" / "1")
     d.open()
@@ -161,6 +171,7 @@ async def test_correlate_answers_with_the_instance_that_took_the_message_and_buf
     assert "'approved' and correlation key 'r-1', but none was found" in nothing.rejection_reason
     created = accepted(await d.create("message-catch", {"requestId": "r-1"}))
     await d.settle()
+    await subscribed(d, "approved", "r-1")
     answer = await correlate(d, "approved", "r-1", {"approvedBy": "ann"})
     assert answer.value_type == ValueType.MESSAGE_CORRELATION and answer.intent == MessageCorrelationIntent.CORRELATED
     assert answer.value["processInstanceKey"] == created.value["processInstanceKey"]

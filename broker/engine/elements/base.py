@@ -49,6 +49,9 @@ class ElementProcessor:
     keeps_compensation_inside = False
     drops_compensation_inside = False
     compensates_enclosing_scope = False
+    # A trigger stored on a scope that targets it ends the scope's flow (a terminate end event; the start event of an
+    # interrupting event sub-process about to start): what completes in the scope meanwhile goes nowhere.
+    ends_the_flow_of_its_scope = False
 
     def event_targets(self, process: bpmn.Process, element: bpmn.Element | None) -> list[bpmn.Element]:
         """The events an instance of this element subscribes to while active. Default: its boundary events."""

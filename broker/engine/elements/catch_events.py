@@ -39,6 +39,12 @@ class TriggeredEventProcessor(_HandsOnItsEventVariables):
             lc.pass_through(ctx, process, element, inst)
 
 
+class StartEventProcessor(TriggeredEventProcessor):
+    """A start event: of a process, a sub-process, or an event sub-process, whose trigger may end its scope's flow."""
+
+    ends_the_flow_of_its_scope = True
+
+
 class _WaitsForItsEvent(_HandsOnItsEventVariables):
     """An element that subscribes to its own event and completes when it occurs (with the event's variables)."""
 

@@ -84,7 +84,7 @@ def _interrupted(ctx: ProcessingContext, process: bpmn.Process, scope_key: int) 
     if trigger is None:
         return False
     target = process.elements.get(trigger["targetElementId"])
-    return target is not None and target.element_type in (bpmn.END_EVENT, bpmn.START_EVENT)
+    return target is not None and registry.processor_for(target).ends_the_flow_of_its_scope
 
 
 def complete(ctx: ProcessingContext, cmd: Record) -> None:

@@ -16,6 +16,7 @@ from broker.engine.elements.call_activity import CallActivityProcessor
 from broker.engine.elements.catch_events import (
     IntermediateCatchEventProcessor,
     ReceiveTaskProcessor,
+    StartEventProcessor,
     TriggeredEventProcessor,
 )
 from broker.engine.elements.compensation_events import CompensationBoundaryProcessor, CompensationThrowProcessor
@@ -43,6 +44,7 @@ from broker.protocol.values import ProcessInstanceValue
 
 _PASS_THROUGH = ElementProcessor()
 _TRIGGERED = TriggeredEventProcessor()
+_START = StartEventProcessor()
 _CATCH = IntermediateCatchEventProcessor()
 _JOB = JobTaskProcessor()
 _ESCALATION = EscalationThrowProcessor()
@@ -73,12 +75,12 @@ PROCESSORS: Final[dict[str, ElementProcessor]] = {
     m.AD_HOC_SUB_PROCESS_INNER_INSTANCE: AdHocInnerInstanceProcessor(),
     m.CALL_ACTIVITY: CallActivityProcessor(),
     # start events (error and escalation start events exist only in event sub-processes)
-    f"{m.START_EVENT}:{m.NONE}": _TRIGGERED,
-    f"{m.START_EVENT}:{m.TIMER}": _TRIGGERED,
-    f"{m.START_EVENT}:{m.MESSAGE}": _TRIGGERED,
-    f"{m.START_EVENT}:{m.SIGNAL}": _TRIGGERED,
-    f"{m.START_EVENT}:{m.ERROR}": _TRIGGERED,
-    f"{m.START_EVENT}:{m.ESCALATION}": _TRIGGERED,
+    f"{m.START_EVENT}:{m.NONE}": _START,
+    f"{m.START_EVENT}:{m.TIMER}": _START,
+    f"{m.START_EVENT}:{m.MESSAGE}": _START,
+    f"{m.START_EVENT}:{m.SIGNAL}": _START,
+    f"{m.START_EVENT}:{m.ERROR}": _START,
+    f"{m.START_EVENT}:{m.ESCALATION}": _START,
     # boundary events
     f"{m.BOUNDARY_EVENT}:{m.ERROR}": _TRIGGERED,
     f"{m.BOUNDARY_EVENT}:{m.TIMER}": _TRIGGERED,

@@ -21,6 +21,8 @@ from broker.state.element_instance import ElementInstance
 class TerminateEndEventProcessor(ElementProcessor):
     """Every other element of the scope terminates, then the scope completes."""
 
+    ends_the_flow_of_its_scope = True
+
     def on_activate(
         self, ctx: ProcessingContext, process: bpmn.Process, element: bpmn.Element | None, inst: ElementInstance
     ) -> None:
