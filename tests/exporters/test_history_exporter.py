@@ -336,3 +336,31 @@ async def test_a_row_the_database_rejects_is_skipped_counted_and_the_rest_writte
         if r.value_type == ValueType.PROCESS_INSTANCE and r.value.get("bpmnElementType") in ("PROCESS", "SEQUENCE_FLOW")
     }
     assert elements == len(expected), "every element row of the batch is written"
+
+
+async def test_a_missing_table_is_waited_out_not_skipped(history_url: str, records: list[Record]) -> None:
+    """A table gone (a schema or privilege fault, not the row's) holds the exporter back like an outage: nothing
+    is skipped, and once the table is back everything is written."""
+    backend = open_backend(history_url)
+    backend.connect()
+    try:
+        backend.migrate(1)
+        with backend.transaction() as cursor:
+            cursor.execute("ALTER TABLE jobs RENAME TO jobs_away")
+        before = skipped("jobs")
+        last = records[-1].position
+        d = director(record_log(records), history_url, retryMaxDelay=0.05, flushDelay=0.01)
+        await d.start()
+        d.notify_committed(last)
+        try:
+            await asyncio.sleep(1.0)
+            assert d.positions().get("history", 0) < last, "held back while the table is missing"
+            with backend.transaction() as cursor:
+                cursor.execute("ALTER TABLE jobs_away RENAME TO jobs")
+            await eventually(lambda: d.positions()["history"] >= last, timeout=20, what="caught up")
+        finally:
+            await d.close()
+    finally:
+        backend.close()
+    assert skipped("jobs") == before
+    assert_history_matches(history_url, records)
