@@ -129,6 +129,12 @@ def storable(text: str) -> str:
     return text
 
 
+def _make_storable(row: Row) -> None:
+    for column, value in row.items():
+        if isinstance(value, str):
+            row[column] = storable(value)
+
+
 def _text(value: Any) -> str | None:
     return value if isinstance(value, str) and value else None
 
@@ -150,9 +156,10 @@ class Batch:
         return self.records
 
     def _set(self, table: schema.Table, key: Any, row: Row) -> None:
-        for column, value in row.items():
-            if value.__class__ is str and ("\x00" in value or not value.isascii()):
-                row[column] = storable(value)
+        for value in row.values():
+            if value.__class__ is str and not (value.isascii() and "\x00" not in value):
+                _make_storable(row)
+                break
         self.row_positions[(table.name, key)] = self.last_position
         rows = self.rows[table.name]
         current = rows.get(key)
