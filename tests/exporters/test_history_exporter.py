@@ -26,6 +26,7 @@ from exporters import ExporterConfigurationError, ExporterDirector
 from exporters.history import schema
 from exporters.history.backends import open_backend
 from exporters.history.exporter import HistoryExporter
+from exporters.history.rows import storable
 from tests.exporters.conftest import fresh_database
 from tests.exporters.history_check import assert_history_matches, query
 from tests.exporters.memory import RecordLog
@@ -364,3 +365,10 @@ async def test_a_missing_table_is_waited_out_not_skipped(history_url: str, recor
         backend.close()
     assert skipped("jobs") == before
     assert_history_matches(history_url, records)
+
+
+def test_storable_text_replaces_only_what_no_database_takes() -> None:
+    assert storable("plain") == "plain"
+    assert storable("naïve ☃ 𝄞") == "naïve ☃ 𝄞"
+    assert storable("a\x00b\x00") == "a\ufffdb\ufffd"
+    assert storable("x\ud800y") == "x\ufffdy", "a lone surrogate UTF-8 cannot encode"
