@@ -125,7 +125,7 @@ def storable(text: str) -> str:
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:
-        text = text.encode("utf-8", "surrogatepass").decode("utf-8", "replace")
+        text = "".join("\ufffd" if "\ud800" <= c <= "\udfff" else c for c in text)
     return text
 
 
