@@ -4,6 +4,10 @@ Both speak the same SQL; a backend only knows how to connect, its placeholder an
 write of a batch happens in one transaction together with the partition's exported position, so after a crash the
 database holds either the whole batch and its position or neither: records up to that position are skipped when
 they are offered again, and the history never holds a record twice.
+
+When the database rejects a value (not the connection: `Backend.rejects_data`), the batch is written again row by
+row, each row behind a savepoint, still in one transaction with the position: the rejected rows are left out and
+returned (`RejectedRow`), every other row is written.
 """
 
 from __future__ import annotations
@@ -12,6 +16,7 @@ import contextlib
 import sqlite3
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -27,6 +32,16 @@ _MIGRATION_LOCK = 0x5745_4952  # PostgreSQL advisory lock id held while migratin
 
 class HistoryUrlError(ValueError):
     """A history database URL that names no supported database."""
+
+
+@dataclass(frozen=True, slots=True)
+class RejectedRow:
+    """A row the database refused to store, and why (its message)."""
+
+    table: str
+    key: Any
+    position: int
+    message: str
 
 
 def sqlite_path(url: str) -> Path | None:
@@ -114,6 +129,12 @@ class Backend:
     def _lock_for_migration(self, cursor: Any) -> None:
         """Keep other brokers from migrating the same database at the same time."""
 
+    def rejects_data(self, error: BaseException) -> bool:
+        """Whether ``error`` is the database (or its driver) refusing a value, not a lost connection or a fault of
+        the database itself: retrying the same row would fail forever."""
+        # Values Python's drivers cannot send: a string UTF-8 cannot encode, an integer wider than 64 bits (sqlite3).
+        return isinstance(error, UnicodeEncodeError | OverflowError)
+
     # -- shared ----------------------------------------------------------------------------------------------
 
     def migrate(self, now_ms: int) -> list[int]:
@@ -169,6 +190,38 @@ class Backend:
                 cursor.executemany(sql, [(k,) for k in sorted(batch.incident_elements)])
             cursor.execute(self._position_sql, (partition_id, batch.last_position))
 
+    def write_row_by_row(self, batch: Batch, partition_id: int) -> list[RejectedRow]:
+        """Write a batch as `write` does, one row at a time, leaving out the rows the database rejects (returned).
+
+        Each row has a savepoint of its own, so a rejected row undoes only itself; the rest and the position are
+        committed together. Any other error (the connection) aborts the whole transaction as in `write`.
+        """
+        rejected: list[RejectedRow] = []
+        with self.transaction() as cursor:
+            for table in schema.TABLES:
+                sql = self._upsert(table, 1)
+                for key, row in batch.rows[table.name].items():
+                    cursor.execute("SAVEPOINT history_row")
+                    try:
+                        cursor.execute(sql, [row.get(c) for c in table.columns])
+                    except Exception as e:
+                        if not self.rejects_data(e):
+                            raise
+                        cursor.execute("ROLLBACK TO SAVEPOINT history_row")
+                        position = batch.row_positions.get((table.name, key), batch.last_position)
+                        rejected.append(RejectedRow(table.name, key, position, str(e).strip()))
+                    cursor.execute("RELEASE SAVEPOINT history_row")
+                    time.sleep(0)
+            p = self.placeholder
+            if batch.incident_instances:
+                sql = _INSTANCE_INCIDENT_FLAG.format(p=p)
+                cursor.executemany(sql, [(k,) for k in sorted(batch.incident_instances)])
+            if batch.incident_elements:
+                sql = _ELEMENT_INCIDENT_KEY.format(p=p)
+                cursor.executemany(sql, [(k,) for k in sorted(batch.incident_elements)])
+            cursor.execute(self._position_sql, (partition_id, batch.last_position))
+        return rejected
+
     def purge(self, cutoff_ms: int) -> int:
         """Remove instances that ended before ``cutoff_ms`` (with all their rows) and older decision instances."""
         p = self.placeholder
@@ -222,6 +275,11 @@ class SqliteBackend(Backend):
             raise
         cursor.execute("COMMIT")
 
+    def rejects_data(self, error: BaseException) -> bool:
+        # "database is locked", a full disk, a missing table are OperationalError: waited out and retried.
+        data = (sqlite3.DataError, sqlite3.IntegrityError, sqlite3.ProgrammingError, sqlite3.InterfaceError)
+        return isinstance(error, data) or super().rejects_data(error)
+
 
 class PostgresBackend(Backend):
     """A PostgreSQL database (psycopg 3), shared by every broker of a cluster."""
@@ -256,6 +314,20 @@ class PostgresBackend(Backend):
 
     def _lock_for_migration(self, cursor: Any) -> None:
         cursor.execute("SELECT pg_advisory_xact_lock(%s)", (_MIGRATION_LOCK,))
+
+    def rejects_data(self, error: BaseException) -> bool:
+        import psycopg
+
+        if isinstance(error, psycopg.DataError | psycopg.IntegrityError):
+            return True  # SQLSTATE classes 22 and 23, and values psycopg refuses to send (a NUL in text)
+        sqlstate = getattr(error, "sqlstate", None) or ""
+        if isinstance(error, psycopg.ProgrammingError):
+            # Class 42 (an undefined table or column, a missing privilege) is the schema's or the role's fault,
+            # not the row's: it is retried until fixed rather than skipping every row.
+            return not sqlstate.startswith("42")
+        if sqlstate.startswith("54"):
+            return True  # program limit exceeded: e.g. an index row larger than a btree page allows
+        return super().rejects_data(error)
 
 
 def open_backend(url: str) -> Backend:

@@ -9,6 +9,9 @@ in one transaction, and only then acknowledges the position to the director. So:
 - a database outage stalls the writer, which retries with capped back-off; the queue fills up and ``export`` then
   waits for room (back-pressure on this exporter only, memory stays bounded) and the log is not compacted past the
   acknowledged position;
+- bad input never stops the partition: a value the database rejects (not a connection error) makes the writer write
+  that batch again row by row; the rejected rows are left out, logged as errors and counted
+  (``weir_history_rows_skipped_total``), everything else is written and the position acknowledged;
 - retention: instances that ended more than ``retentionDays`` ago are removed by the writer, checked every
   ``retentionCheckInterval`` seconds against the broker's clock (exporters may read the clock; the engine may not).
 """
@@ -48,6 +51,11 @@ WRITE_FAILURES = Counter(
     "weir_history_write_failures_total",
     "Failed history database writes and connections (each is retried; the exporter's position waits)",
     ["partition"],
+)
+ROWS_SKIPPED = Counter(
+    "weir_history_rows_skipped_total",
+    "History rows the database rejected as data and that were left out (see the ERROR log for each)",
+    ["partition", "table"],
 )
 # Records folded between two voluntary releases of the GIL: the writer is Python too, and an event loop waiting for
 # the GIL behind a busy thread would otherwise wait a whole switch interval each time.
@@ -222,7 +230,7 @@ class HistoryExporter(Exporter):
             batch, stopping = self._collect(max(0.0, next_purge - time.monotonic()) if self.retention_days else 1.0)
             if not len(batch):
                 continue
-            if not self._retry(backend, functools.partial(backend.write, batch, self.partition_id)):
+            if not self._retry(backend, functools.partial(self._write, backend, batch)):
                 return  # closing while the database was down: the records are offered again next time
             self.written_position = batch.last_position
             assert self._loop is not None
@@ -247,6 +255,31 @@ class HistoryExporter(Exporter):
             records = self._handoff.take(self.batch_size - len(batch), remaining)
         self._signal_room()
         return batch, False
+
+    def _write(self, backend: Backend, batch: Batch) -> None:
+        """Write the batch; when the database rejects a value in it, write it row by row without the rejected rows."""
+        try:
+            backend.write(batch, self.partition_id)
+            return
+        except Exception as e:
+            if not backend.rejects_data(e):
+                raise
+            self.log.warning(
+                "history database rejected a value in the records at positions %d..%d (%s); writing them row by row",
+                batch.first_position,
+                batch.last_position,
+                e,
+            )
+        for row in backend.write_row_by_row(batch, self.partition_id):
+            ROWS_SKIPPED.labels(str(self.partition_id), row.table).inc()
+            self.log.error(
+                "history row skipped: partition %d, position %d, key %s, table %s: the database rejected it: %s",
+                self.partition_id,
+                row.position,
+                row.key,
+                row.table,
+                row.message,
+            )
 
     def _signal_room(self) -> None:
         loop = self._loop

@@ -4,6 +4,10 @@ A `Batch` gathers the changes of many records before they are written in one tra
 within a batch are merged (an element's ACTIVATING…COMPLETED become one row write), and a change only sets the
 columns it knows: a column left None keeps what the database holds. Flags derived from other rows (an instance
 "has an incident") are recomputed after the batch's rows are written.
+
+Text that no database stores is made storable here, where a user would accept it: PostgreSQL refuses NUL in text,
+so a NUL (e.g. in a job's error message, a variable's name) becomes U+FFFD, and a lone surrogate (a JSON ``\\ud800``
+escape) that UTF-8 cannot encode becomes U+FFFD too.
 """
 
 from __future__ import annotations
@@ -112,6 +116,25 @@ def _key(value: Mapping[str, Any], name: str) -> int | None:
     return key if isinstance(key, int) and key > 0 else None
 
 
+def storable(text: str) -> str:
+    """``text`` as every history database stores it: NUL and unencodable surrogates become U+FFFD."""
+    if "\x00" in text:
+        text = text.replace("\x00", "\ufffd")
+    if text.isascii():
+        return text
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        text = "".join("\ufffd" if "\ud800" <= c <= "\udfff" else c for c in text)
+    return text
+
+
+def _make_storable(row: Row) -> None:
+    for column, value in row.items():
+        if isinstance(value, str):
+            row[column] = storable(value)
+
+
 def _text(value: Any) -> str | None:
     return value if isinstance(value, str) and value else None
 
@@ -126,11 +149,18 @@ class Batch:
         self.first_position = 0
         self.last_position = 0
         self.records = 0
+        # The last position that changed each row (table, key): named when the database rejects the row.
+        self.row_positions: dict[tuple[str, Any], int] = {}
 
     def __len__(self) -> int:
         return self.records
 
     def _set(self, table: schema.Table, key: Any, row: Row) -> None:
+        for value in row.values():
+            if value.__class__ is str and not (value.isascii() and "\x00" not in value):
+                _make_storable(row)
+                break
+        self.row_positions[(table.name, key)] = self.last_position
         rows = self.rows[table.name]
         current = rows.get(key)
         if current is None:

@@ -4,7 +4,9 @@
 - offered again after a restart (acknowledgement lost), nothing is duplicated or regresses;
 - a PostgreSQL outage stalls the writer, back-pressure holds further records, and the history catches up after;
 - migrations: an empty database gets every step, a re-opened one none, an older one only the new steps;
-- retention removes what ended more than retentionDays ago, keeps what runs.
+- retention removes what ended more than retentionDays ago, keeps what runs;
+- bad input never stops the history: text no database stores (NUL) is made storable, a row the database rejects
+  is left out, logged and counted, and every other row and later record is written.
 """
 
 from __future__ import annotations
@@ -14,15 +16,17 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from prometheus_client import REGISTRY
 
+from broker.protocol.enums import JobIntent, ValueType
 from broker.protocol.enums import UserTaskIntent as UT
-from broker.protocol.enums import ValueType
 from broker.protocol.record import Record
 from broker.stream.partition import Partition, PartitionConfig
 from exporters import ExporterConfigurationError, ExporterDirector
 from exporters.history import schema
 from exporters.history.backends import open_backend
 from exporters.history.exporter import HistoryExporter
+from exporters.history.rows import storable
 from tests.exporters.conftest import fresh_database
 from tests.exporters.history_check import assert_history_matches, query
 from tests.exporters.memory import RecordLog
@@ -240,3 +244,131 @@ def test_a_bad_configuration_names_the_key(args: dict[str, Any], message: str) -
             1, {"history": {"className": HISTORY, "args": args}}, read_records=RecordLog().read_records, positions={}
         )
     assert message in str(info.value)
+
+
+async def run_poison_input(directory: Path) -> list[Record]:
+    """An instance whose variables have a NUL and a 10 kB name, its job failed with a NUL and "poison" in the
+    message (an incident), then a later instance that completes."""
+    partition = Partition(directory, PartitionConfig(checker_interval_s=0.01), clock=FixedClock())
+    partition.open()
+    partition.start()
+    try:
+        d = PartitionDriver(partition)
+        await d.deploy("one-task.bpmn")
+        await d.create("one-task", {"nul\x00name": "a\x00b", "n" * 10_000: 1})
+        await d.settle()
+        (job,) = await d.activate("test")
+        value = {"retries": 0, "errorMessage": "poison\x00stock", "retryBackoff": 0, "variables": {}}
+        await d.send(ValueType.JOB, JobIntent.FAIL, value, job)
+        await d.create("one-task", {"later": True})
+        await d.settle()
+        (later_job,) = await d.activate("test")
+        await d.complete(later_job)
+        await d.settle()
+    finally:
+        await partition.close(snapshot=False)
+    return list(read_log(directory / "log"))
+
+
+def skipped(table: str) -> float:
+    return REGISTRY.get_sample_value("weir_history_rows_skipped_total", {"partition": "1", "table": table}) or 0.0
+
+
+async def test_nul_and_long_names_are_stored_and_the_history_goes_on(history_url: str, tmp_path: Path) -> None:
+    records = await run_poison_input(tmp_path / "partition")
+    before = skipped("incidents") + skipped("jobs") + skipped("variables")
+    last = records[-1].position
+    assert await export_all(record_log(records), history_url, last) == last
+    assert query(history_url, "SELECT position FROM exported_positions") == [(last,)]
+    names = {name for (name,) in query(history_url, "SELECT name FROM variables")}
+    assert {"nul\ufffdname", "n" * 10_000, "later"} <= names
+    assert query(history_url, "SELECT value FROM variables WHERE name = 'nul\ufffdname'") == [('"a\\u0000b"',)]
+    assert query(history_url, "SELECT error_message, state FROM incidents") == [("poison\ufffdstock", "ACTIVE")]
+    assert query(history_url, "SELECT error_message FROM jobs WHERE state = 'FAILED'") == [("poison\ufffdstock",)]
+    states = sorted(s for (s,) in query(history_url, "SELECT state FROM process_instances"))
+    assert states == ["ACTIVE", "COMPLETED"], "the later instance is in the history"
+    assert skipped("incidents") + skipped("jobs") + skipped("variables") == before, "nothing had to be left out"
+
+
+def reject_poison_incidents(url: str) -> None:
+    """Make the database itself refuse incidents whose message says "poison" (as it refuses any value it cannot
+    store): a CHECK constraint in PostgreSQL, a trigger in SQLite."""
+    backend = open_backend(url)
+    backend.connect()
+    try:
+        backend.migrate(1)
+        with backend.transaction() as cursor:
+            if url.startswith("sqlite"):
+                cursor.execute(
+                    "CREATE TRIGGER no_poison BEFORE INSERT ON incidents WHEN NEW.error_message LIKE '%poison%' "
+                    "BEGIN SELECT RAISE(ABORT, 'poison is not stored'); END"
+                )
+            else:
+                cursor.execute(
+                    "ALTER TABLE incidents ADD CONSTRAINT no_poison CHECK (error_message NOT LIKE '%poison%')"
+                )
+    finally:
+        backend.close()
+
+
+async def test_a_row_the_database_rejects_is_skipped_counted_and_the_rest_written(
+    history_url: str, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    records = await run_poison_input(tmp_path / "partition")
+    reject_poison_incidents(history_url)
+    before = skipped("incidents")
+    last = records[-1].position
+    # One batch for everything: the rejected row must not take the batch's other rows with it.
+    assert await export_all(record_log(records), history_url, last, flushDelay=0.5) == last
+    assert skipped("incidents") == before + 1
+    assert query(history_url, "SELECT COUNT(*) FROM incidents") == [(0,)]
+    incident = next(r for r in records if r.value_type == ValueType.INCIDENT and r.is_event)
+    (message,) = [r.getMessage() for r in caplog.records if "history row skipped" in r.getMessage()]
+    assert f"partition 1, position {incident.position}, key {incident.key}, table incidents" in message
+    assert "poison" in message, "the database's own message is logged"
+    assert query(history_url, "SELECT position FROM exported_positions") == [(last,)]
+    states = sorted(s for (s,) in query(history_url, "SELECT state FROM process_instances"))
+    assert states == ["ACTIVE", "COMPLETED"], "the later instance is in the history"
+    assert query(history_url, "SELECT error_message FROM jobs WHERE state = 'FAILED'") == [("poison\ufffdstock",)]
+    elements = query(history_url, "SELECT COUNT(*) FROM element_instances")[0][0]
+    expected = {r.key for r in records if r.value_type == ValueType.PROCESS_INSTANCE and r.is_event} - {
+        r.key
+        for r in records
+        if r.value_type == ValueType.PROCESS_INSTANCE and r.value.get("bpmnElementType") in ("PROCESS", "SEQUENCE_FLOW")
+    }
+    assert elements == len(expected), "every element row of the batch is written"
+
+
+async def test_a_missing_table_is_waited_out_not_skipped(history_url: str, records: list[Record]) -> None:
+    """A table gone (a schema or privilege fault, not the row's) holds the exporter back like an outage: nothing
+    is skipped, and once the table is back everything is written."""
+    backend = open_backend(history_url)
+    backend.connect()
+    try:
+        backend.migrate(1)
+        with backend.transaction() as cursor:
+            cursor.execute("ALTER TABLE jobs RENAME TO jobs_away")
+        before = skipped("jobs")
+        last = records[-1].position
+        d = director(record_log(records), history_url, retryMaxDelay=0.05, flushDelay=0.01)
+        await d.start()
+        d.notify_committed(last)
+        try:
+            await asyncio.sleep(1.0)
+            assert d.positions().get("history", 0) < last, "held back while the table is missing"
+            with backend.transaction() as cursor:
+                cursor.execute("ALTER TABLE jobs_away RENAME TO jobs")
+            await eventually(lambda: d.positions()["history"] >= last, timeout=20, what="caught up")
+        finally:
+            await d.close()
+    finally:
+        backend.close()
+    assert skipped("jobs") == before
+    assert_history_matches(history_url, records)
+
+
+def test_storable_text_replaces_only_what_no_database_takes() -> None:
+    assert storable("plain") == "plain"
+    assert storable("naïve ☃ 𝄞") == "naïve ☃ 𝄞"
+    assert storable("a\x00b\x00") == "a\ufffdb\ufffd"
+    assert storable("x\ud800y") == "x\ufffdy", "a lone surrogate UTF-8 cannot encode"

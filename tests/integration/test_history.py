@@ -180,3 +180,43 @@ def test_a_postgresql_history_waits_out_an_outage_and_loses_nothing(tmp_path: Pa
         channel.close()
         weir.kill()
         server.remove()
+
+
+def test_nul_and_long_names_from_clients_never_stop_a_postgresql_history(tmp_path: Path) -> None:
+    """What the gateway lets through and PostgreSQL refuses as text (NUL in a variable name, a worker, a FailJob
+    and ThrowError message) or might refuse as an indexed value (a 10 kB variable name) is stored, and the
+    history goes on to the instances after it."""
+    server = PostgresServer().start()
+    env = {"WEIR_BROKER_EXPORTERS_HISTORY_CLASSNAME": HISTORY, "WEIR_BROKER_EXPORTERS_HISTORY_ARGS_URL": server.url}
+    weir = WeirProcess(tmp_path / "data", env=env).start()
+    channel = grpc.insecure_channel(weir.address)
+    stub = Stub(channel)
+    try:
+        one_task = deploy(stub, "one-task.bpmn")
+        for _ in range(2):
+            create(stub, one_task.pid(), {"nul\u0000name": "a\u0000b", "n" * 10_000: 1})
+        failed, thrown = activate(stub, one_task.type("test"), 2, worker="w\x00rker")
+        stub.FailJob(pb.FailJobRequest(jobKey=failed.key, retries=0, errorMessage="no\x00stock"), timeout=10)
+        throw = pb.ThrowErrorRequest(jobKey=thrown.key, errorCode="e\x00code", errorMessage="bad\x00input")
+        stub.ThrowError(throw, timeout=10)
+        later = create(stub, one_task.pid(), {"later": True})
+        (job,) = activate(stub, one_task.type("test"), 1)
+        complete(stub, job.key)
+        wait_until_exported(weir)
+        assert not metric(weir, "weir_history_write_failures_total", partition="1")
+        assert weir.stop() == 0
+    finally:
+        channel.close()
+        weir.kill()
+    try:
+        names = {name for (name,) in server.query("SELECT name FROM variables")}
+        assert {"nul\ufffdname", "n" * 10_000, "later"} <= names
+        workers = {w for (w,) in server.query("SELECT worker FROM jobs WHERE worker IS NOT NULL")}
+        assert "w\ufffdrker" in workers
+        messages = sorted(m for (m,) in server.query("SELECT error_message FROM incidents"))
+        assert "no\ufffdstock" in messages and len(messages) == 2, messages
+        assert server.query(f"SELECT state FROM process_instances WHERE process_instance_key = {later}") == [
+            ("COMPLETED",)
+        ]
+    finally:
+        server.remove()
