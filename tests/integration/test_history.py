@@ -123,7 +123,11 @@ def test_weir_start_keeps_a_sqlite_history_that_survives_kill_9(tmp_path: Path) 
         channel.close()
         channel = grpc.insecure_channel(weir.address)  # a new channel: the old one backs off after refusals
         work.stub = Stub(channel)
-        work.round(3)
+        try:
+            work.round(3)
+        except grpc.RpcError as e:  # say whether the broker is still there, and what it logged
+            alive = weir.proc is not None and weir.proc.poll() is None
+            raise AssertionError(f"after the restart (broker alive: {alive}): {e}\n{weir.log()}") from e
         wait_until_exported(weir)
         assert weir.stop() == 0
     finally:
