@@ -17,11 +17,17 @@ from broker.engine import behaviors as b
 from broker.engine.bpmn import model as bpmn
 from broker.engine.context import ProcessingContext
 from broker.engine.elements import lifecycle as lc
-from broker.engine.elements.job_task import as_date_time, as_string, as_string_list, expected
+from broker.engine.elements.job_task import (
+    as_date_time,
+    as_string,
+    as_string_list,
+    expected,
+    type_and_retries,
+    write_job,
+)
 from broker.engine.expressions import ExpressionFailure
 from broker.protocol.enums import (
     AsyncRequestIntent,
-    JobIntent,
     ProcessInstanceIntent,
     RecordType,
     RejectionType,
@@ -237,47 +243,22 @@ def _create_listener_job(
     ctx: ProcessingContext, entry: dict[str, Any], listener: bpmn.TaskListener, inst: ElementInstance
 ) -> None:
     """A job of kind TASK_LISTENER for the element; its completion continues the transition."""
-    job_type = b.evaluate(ctx, listener.type, inst.key)
-    retries: Any = b.evaluate(ctx, listener.retries, inst.key)
-    if isinstance(retries, str) and retries.isdigit():
-        retries = int(retries)
-    problem = None
-    if isinstance(job_type, ExpressionFailure) or isinstance(retries, ExpressionFailure):
-        problem = job_type.message if isinstance(job_type, ExpressionFailure) else retries.message
-    elif not isinstance(job_type, str) or not job_type:
-        problem = f"Expected result of the expression '{listener.type}' to be 'STRING', but was '{job_type}'."
-    elif isinstance(retries, bool) or not isinstance(retries, int | float):
-        problem = f"Expected result of the expression '{listener.retries}' to be 'NUMBER', but was '{retries}'."
-    if problem is not None:
-        b.raise_incident(ctx, inst, "EXTRACT_VALUE_ERROR", problem)
+    evaluated = type_and_retries(ctx, listener.type, listener.retries, inst.key)
+    if isinstance(evaluated, ExpressionFailure):
+        b.raise_incident(ctx, inst, "EXTRACT_VALUE_ERROR", evaluated.message)
         return
+    job_type, retries = evaluated
     task = entry["transition"]["value"]
-    v = inst.value
-    job = {
-        "type": job_type,
-        "worker": "",
-        "retries": int(retries),
-        "retryBackoff": 0,
-        "recurringTime": -1,
-        "deadline": -1,
-        "timeout": -1,
-        "customHeaders": dict(task.get("customHeaders") or {}),
-        "variables": {},
-        "errorMessage": "",
-        "errorCode": "",
-        "elementId": v.element_id,
-        "elementInstanceKey": inst.key,
-        "processInstanceKey": v.process_instance_key,
-        "bpmnProcessId": v.bpmn_process_id,
-        "processDefinitionVersion": v.version,
-        "processDefinitionKey": v.process_definition_key,
-        "tenantId": b.TENANT,
-        "jobKind": "TASK_LISTENER",
-        "jobListenerEventType": listener.event_type.upper(),
-        "changedAttributes": list(task.get("changedAttributes") or []),
-    }
-    job_key = ctx.keys.next_key()
-    ctx.event(ValueType.JOB, JobIntent.CREATED, job_key, job)
+    job_key, job = write_job(
+        ctx,
+        inst,
+        job_type,
+        retries,
+        kind="TASK_LISTENER",
+        headers=dict(task.get("customHeaders") or {}),
+        jobListenerEventType=listener.event_type.upper(),
+        changedAttributes=list(task.get("changedAttributes") or []),
+    )
     b.job_became_activatable(ctx, job_key, job)
 
 

@@ -20,9 +20,9 @@ from broker.engine import behaviors as b
 from broker.engine.bpmn import model as bpmn
 from broker.engine.context import ProcessingContext
 from broker.engine.elements import registry
-from broker.engine.elements.job_task import type_and_retries
+from broker.engine.elements.job_task import type_and_retries, write_job
 from broker.engine.expressions import ExpressionFailure
-from broker.protocol.enums import JobIntent, JobKind, JobListenerEventType, ValueType
+from broker.protocol.enums import JobKind, JobListenerEventType
 from broker.state.element_instance import ElementInstance
 
 Listeners = tuple[bpmn.ExecutionListener, ...]
@@ -63,31 +63,14 @@ def _create_job(ctx: ProcessingContext, listener: bpmn.ExecutionListener, inst: 
         b.raise_incident(ctx, inst, "EXTRACT_VALUE_ERROR", evaluated.message)
         return
     job_type, retries = evaluated
-    v = inst.value
-    job_key = ctx.keys.next_key()
-    job = {
-        "type": job_type,
-        "worker": "",
-        "retries": retries,
-        "retryBackoff": 0,
-        "recurringTime": -1,
-        "deadline": -1,
-        "timeout": -1,
-        "customHeaders": {},
-        "variables": {},
-        "errorMessage": "",
-        "errorCode": "",
-        "elementId": v.element_id,
-        "elementInstanceKey": inst.key,
-        "processInstanceKey": v.process_instance_key,
-        "bpmnProcessId": v.bpmn_process_id,
-        "processDefinitionVersion": v.version,
-        "processDefinitionKey": v.process_definition_key,
-        "tenantId": b.TENANT,
-        "jobKind": JobKind.EXECUTION_LISTENER.value,
-        "jobListenerEventType": _EVENT_TYPES[listener.event_type].value,
-    }
-    ctx.event(ValueType.JOB, JobIntent.CREATED, job_key, job)
+    job_key, job = write_job(
+        ctx,
+        inst,
+        job_type,
+        retries,
+        kind=JobKind.EXECUTION_LISTENER.value,
+        jobListenerEventType=_EVENT_TYPES[listener.event_type].value,
+    )
     b.job_became_activatable(ctx, job_key, job)
 
 

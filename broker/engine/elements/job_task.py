@@ -61,6 +61,47 @@ def type_and_retries(
     return job_type, int(retries)
 
 
+def write_job(
+    ctx: ProcessingContext,
+    inst: ElementInstance,
+    job_type: str,
+    retries: int,
+    *,
+    kind: str,
+    headers: dict[str, Any] | None = None,
+    **listener: Any,
+) -> tuple[int, dict[str, Any]]:
+    """Write JOB CREATED for a job of element instance ``inst`` (the element's own work, or one of its listeners);
+    its key and record value. ``listener``: what a listener's job also carries (jobListenerEventType, ...). The
+    caller makes it activatable once the element is where the job expects it."""
+    v = inst.value
+    job = {
+        "type": job_type,
+        "worker": "",
+        "retries": retries,
+        "retryBackoff": 0,
+        "recurringTime": -1,
+        "deadline": -1,
+        "timeout": -1,
+        "customHeaders": headers or {},
+        "variables": {},
+        "errorMessage": "",
+        "errorCode": "",
+        "elementId": v.element_id,
+        "elementInstanceKey": inst.key,
+        "processInstanceKey": v.process_instance_key,
+        "bpmnProcessId": v.bpmn_process_id,
+        "processDefinitionVersion": v.version,
+        "processDefinitionKey": v.process_definition_key,
+        "tenantId": b.TENANT,
+        "jobKind": kind,
+        **listener,
+    }
+    job_key = ctx.keys.next_key()
+    ctx.event(ValueType.JOB, JobIntent.CREATED, job_key, job)
+    return job_key, job
+
+
 def create_job(
     ctx: ProcessingContext, element: bpmn.Element, inst: ElementInstance, *, kind: str = "BPMN_ELEMENT"
 ) -> None:
@@ -77,30 +118,7 @@ def create_job(
     if isinstance(headers, ExpressionFailure):
         b.raise_incident(ctx, inst, "EXTRACT_VALUE_ERROR", headers.message)
         return
-    v = inst.value
-    job_key = ctx.keys.next_key()
-    job = {
-        "type": job_type,
-        "worker": "",
-        "retries": retries,
-        "retryBackoff": 0,
-        "recurringTime": -1,
-        "deadline": -1,
-        "timeout": -1,
-        "customHeaders": {**dict(job_def.headers), **headers},
-        "variables": {},
-        "errorMessage": "",
-        "errorCode": "",
-        "elementId": element.id,
-        "elementInstanceKey": inst.key,
-        "processInstanceKey": v.process_instance_key,
-        "bpmnProcessId": v.bpmn_process_id,
-        "processDefinitionVersion": v.version,
-        "processDefinitionKey": v.process_definition_key,
-        "tenantId": b.TENANT,
-        "jobKind": kind,
-    }
-    ctx.event(ValueType.JOB, JobIntent.CREATED, job_key, job)
+    job_key, job = write_job(ctx, inst, job_type, retries, kind=kind, headers={**dict(job_def.headers), **headers})
     if inst.state != PI.ELEMENT_ACTIVATED:
         lc.activated(ctx, inst)
     b.job_became_activatable(ctx, job_key, job)
