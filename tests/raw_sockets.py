@@ -17,8 +17,25 @@ from pathlib import Path
 _LISTEN = "0A"  # TCP_LISTEN in /proc/net/tcp's "st" column
 
 
-def listening_hosts(port: int) -> set[str]:
-    """The local addresses with a socket listening on ``port`` (IPv4 and IPv6), from /proc/net/tcp{,6}."""
+def socket_inodes(pids: set[int]) -> set[str]:
+    """The inodes of the sockets the processes ``pids`` hold open (from /proc/PID/fd)."""
+    inodes: set[str] = set()
+    for pid in pids:
+        fds = Path(f"/proc/{pid}/fd")
+        for fd in fds.iterdir():
+            try:
+                target = os.readlink(fd)
+            except OSError:
+                continue
+            if target.startswith("socket:["):
+                inodes.add(target[len("socket:[") : -1])
+    return inodes
+
+
+def listening_hosts(port: int, pids: set[int] | None = None) -> set[str]:
+    """The local addresses with a socket listening on ``port`` (IPv4 and IPv6), from /proc/net/tcp{,6}; with
+    ``pids``, only sockets those processes hold (another program may listen on the same port of another address)."""
+    owned = socket_inodes(pids) if pids is not None else None
     found: set[str] = set()
     for table, width in (("/proc/net/tcp", 4), ("/proc/net/tcp6", 16)):
         try:
@@ -29,7 +46,7 @@ def listening_hosts(port: int) -> set[str]:
             fields = line.split()
             local, state = fields[1], fields[3]
             address, _, port_hex = local.partition(":")
-            if state != _LISTEN or int(port_hex, 16) != port:
+            if state != _LISTEN or int(port_hex, 16) != port or (owned is not None and fields[9] not in owned):
                 continue
             # The kernel prints each 32-bit word of the address in host byte order.
             raw = b"".join(struct.pack("=I", int(address[i : i + 8], 16)) for i in range(0, len(address), 8))

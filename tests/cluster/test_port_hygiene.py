@@ -83,11 +83,13 @@ class Workflows:
 def test_raft_ports_listen_on_the_broker_host_and_strangers_are_cut_off(cluster: Cluster) -> None:
     # cluster.json carries the Raft password (the brokers' environment): only its owner may read it.
     assert stat.S_IMODE((cluster.data_dir / "cluster.json").stat().st_mode) == 0o600
+    # Only the cluster's own sockets count: another program may use the same port number on another address.
+    pids = {cluster.pid(broker["nodeId"]) for broker in cluster.info["brokers"]}
     for broker in cluster.info["brokers"]:
         for partition in range(1, cluster.partitions + 1):
             port = broker["raftBasePort"] + partition - 1
-            assert listening_hosts(port) == {broker["host"]}, (broker["nodeId"], partition)
-        assert listening_hosts(broker["commandPort"]) == {broker["host"]}
+            assert listening_hosts(port, pids) == {broker["host"]}, (broker["nodeId"], partition)
+        assert listening_hosts(broker["commandPort"], pids) == {broker["host"]}
 
     channel = grpc.insecure_channel(cluster.gateway)
     stub = gateway_pb2_grpc.GatewayStub(channel)
