@@ -196,6 +196,7 @@ class ExporterContainer:
         self._lag_gauge = EXPORTER_LAG.labels(*labels)
         self._failures_counter = EXPORT_FAILURES.labels(*labels)
         self._exported_counter = RECORDS_EXPORTED.labels(*labels)
+        self._exported_uncounted = 0
         self._position_gauge.set(position)
 
     # -- Controller ------------------------------------------------------------------------------------------
@@ -261,6 +262,7 @@ class ExporterContainer:
                 self._task.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await self._task
+        self._count_exported()
         if self._opened:
             try:
                 await asyncio.wait_for(_call(self.exporter.close()), timeout_s)
@@ -271,6 +273,7 @@ class ExporterContainer:
     # -- the loop --------------------------------------------------------------------------------------------
 
     async def _run(self) -> None:
+        loop = asyncio.get_running_loop()
         try:
             await self._open()
             since_yield = 0
@@ -278,19 +281,22 @@ class ExporterContainer:
                 if self.paused:
                     await self._resumed.wait()
                     continue
-                await self._run_due_tasks()
+                if self._tasks and self._tasks[0][0] <= loop.time():  # checked here: most records have none due
+                    await self._run_due_tasks()
                 try:
                     record = self._next_record()
                 except Exception as e:
                     await self._failed(f"reading the log from position {self._next_position}", e)
                     continue
                 if record is None:
+                    self._count_exported()
                     await self._wait_for_work()
                     continue
                 await self._offer(record)
                 since_yield += 1
                 if since_yield >= self._yield_every:
                     since_yield = 0
+                    self._count_exported()
                     await asyncio.sleep(0)  # let the partition process commands between batches of exports
         except asyncio.CancelledError:
             raise
@@ -314,15 +320,23 @@ class ExporterContainer:
         # The record counts as offered while export runs: an exporter may acknowledge it from inside export.
         self._last_offered = self._skipped_through = record.position
         try:
-            await _call(self.exporter.export(record))
+            result = self.exporter.export(record)
+            if result is not None:  # a coroutine exporter; a plain one costs no await
+                await _call(result)
         except Exception as e:
             self._pending = record
             await self._failed(f"export of position {record.position}", e)
             return
         self._pending = None
         self._next_position = record.position + 1
-        self._exported_counter.inc()
-        self._succeeded()
+        self._exported_uncounted += 1
+        self.retry_delay_s = 0.0
+
+    def _count_exported(self) -> None:
+        """Add the records exported since the last time to the metric (once per batch, not per record)."""
+        if self._exported_uncounted:
+            self._exported_counter.inc(self._exported_uncounted)
+            self._exported_uncounted = 0
 
     def _skip(self, record: Record) -> None:
         self._next_position = record.position + 1

@@ -180,7 +180,6 @@ class Backend:
                 for start in range(0, len(rows), _ROWS_PER_STATEMENT):
                     chunk = rows[start : start + _ROWS_PER_STATEMENT]
                     cursor.execute(self._upsert(table, len(chunk)), [row.get(c) for row in chunk for c in columns])
-                    time.sleep(0)  # let the event loop take the GIL between statements
             p = self.placeholder
             if batch.incident_instances:
                 sql = _INSTANCE_INCIDENT_FLAG.format(p=p)

@@ -57,9 +57,6 @@ ROWS_SKIPPED = Counter(
     "History rows the database rejected as data and that were left out (see the ERROR log for each)",
     ["partition", "table"],
 )
-# Records folded between two voluntary releases of the GIL: the writer is Python too, and an event loop waiting for
-# the GIL behind a busy thread would otherwise wait a whole switch interval each time.
-_CHUNK = 32
 # How long the writer lets records gather between two helpings while it fills a batch.
 _GATHER_S = 0.05
 
@@ -247,10 +244,8 @@ class HistoryExporter(Exporter):
             return batch, self._stopping.is_set()
         deadline = time.monotonic() + self.flush_delay_s
         while True:
-            for n, record in enumerate(records, 1):
+            for record in records:
                 batch.add(record)
-                if n % _CHUNK == 0:
-                    time.sleep(0)  # hand the GIL to the event loop now rather than at the next 5 ms switch
             remaining = deadline - time.monotonic()
             if len(batch) >= self.batch_size or remaining <= 0 or self._stopping.is_set():
                 break
