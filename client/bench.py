@@ -106,7 +106,8 @@ class Stats:
             "lastError": self.last_error,
             "errorsByKind": self.errors_by_kind,
             "brokerPeakRssMb": broker_rss_mb,
-            # Broker CPU (all its threads) per completed instance: what a configuration costs, even on a busy machine.
+            # Broker CPU (all its threads and child processes, e.g. history writers) per completed instance: what a
+            # configuration costs, even on a busy machine.
             "brokerCpuMsPerInstance": (
                 round(broker_cpu_s * 1000 / self.completed, 2) if broker_cpu_s is not None and self.completed else None
             ),
@@ -259,27 +260,51 @@ class Bench:
         return self.stats.summary(elapsed, peak_rss_mb(self.args.broker_pid), cpu)
 
 
+def _process_tree(pid: int) -> list[int]:
+    """``pid`` and its live descendants (e.g. the broker's history writer processes), from /proc."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            continue
+        children.setdefault(ppid, []).append(int(entry.name))
+    tree, todo = [], [pid]
+    while todo:
+        current = todo.pop()
+        tree.append(current)
+        todo.extend(children.get(current, ()))
+    return tree
+
+
 def cpu_seconds(pid: int | None) -> float | None:
-    """User + system CPU seconds the process has used so far (Linux /proc; None elsewhere)."""
+    """User + system CPU seconds the process and its child processes have used so far (Linux /proc; else None)."""
     if not pid:
         return None
     try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        total = 0
+        for member in _process_tree(pid):
+            with contextlib.suppress(OSError):
+                fields = Path(f"/proc/{member}/stat").read_text().rsplit(")", 1)[1].split()
+                total += int(fields[11]) + int(fields[12]) + int(fields[13]) + int(fields[14])
+        return total / os.sysconf("SC_CLK_TCK")
     except (OSError, IndexError, ValueError):
         return None
 
 
 def peak_rss_mb(pid: int | None) -> float | None:
+    """The peak resident memory of the process plus that of each of its live child processes."""
     if not pid:
         return None
-    try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmHWM:"):
-                return round(int(line.split()[1]) / 1024, 1)
-    except OSError:
-        return None
-    return None
+    total_kb = 0
+    for member in _process_tree(pid):
+        with contextlib.suppress(OSError, IndexError, ValueError):
+            for line in Path(f"/proc/{member}/status").read_text().splitlines():
+                if line.startswith("VmHWM:"):
+                    total_kb += int(line.split()[1])
+    return round(total_kb / 1024, 1) if total_kb else None
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -296,7 +321,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--job-timeout-ms", type=int, default=30_000)
     p.add_argument("--completion-delay-ms", type=float, default=0.0, help="simulated work per job")
     p.add_argument("--payload-size", type=int, default=0, help="bytes of variables per instance")
-    p.add_argument("--broker-pid", type=int, help="report this local broker's peak RSS")
+    p.add_argument(
+        "--broker-pid", type=int, help="report this local broker's peak RSS and CPU (with its child processes)"
+    )
     p.add_argument(
         "--role",
         choices=("both", "starter", "worker"),

@@ -1,14 +1,18 @@
 """The history exporter: keeps a queryable history (instances, elements, variables, incidents, jobs, user tasks,
 decisions) in SQLite or PostgreSQL, for the REST API's searches and the web view.
 
-The partition's event loop only enqueues: ``export`` puts the record on a bounded queue and returns. A writer
-thread of its own folds queued records into batches (`rows.Batch`), writes each batch and the partition's position
-in one transaction, and only then acknowledges the position to the director. So:
+The partition's event loop only hands records on: ``export`` keeps the ones that change the history in compact list
+form and sends them, a few hundred at a time, to a writer process of its own (`exporters.history.writer`). The
+writer folds them into batches (`rows.Batch`), writes each batch and the partition's position in one transaction,
+and only then acknowledges the position, which this side passes to the director. A process rather than a thread:
+folding and the database driver then never take the interpreter lock from the partition's event loop. So:
 - a killed broker loses nothing: unacknowledged records are offered again and the ones the database already holds
-  (up to its stored position) are skipped, so nothing is written twice;
-- a database outage stalls the writer, which retries with capped back-off; the queue fills up and ``export`` then
-  waits for room (back-pressure on this exporter only, memory stays bounded) and the log is not compacted past the
-  acknowledged position;
+  (up to its stored position) are skipped, so nothing is written twice; the writer exits with its broker;
+- a killed or crashed writer loses nothing either: the records it had not acknowledged are kept here (at most
+  ``queueSize``) and sent to the writer started in its place;
+- a database outage stalls the writer, which retries with capped back-off; unacknowledged records reach
+  ``queueSize`` and ``export`` then waits for room (back-pressure on this exporter only, memory stays bounded) and
+  the log is not compacted past the acknowledged position;
 - bad input never stops the partition: a value the database rejects (not a connection error) makes the writer write
   that batch again row by row; the rejected rows are left out, logged as errors and counted
   (``weir_history_rows_skipped_total``), everything else is written and the position acknowledged;
@@ -21,19 +25,24 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
-import threading
-import time
+import os
+import socket
+import subprocess
+import sys
 from collections import deque
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
+import msgpack
 from prometheus_client import Counter
 
+from broker.protocol.codec import record_to_list
 from broker.protocol.enums import RecordType
 from broker.protocol.record import Record
 from exporters.api import Context, Controller, Exporter, ExporterConfigurationError, RecordFilter, reject_unknown_keys
-from exporters.history.backends import Backend, HistoryUrlError, check_url, open_backend
-from exporters.history.rows import HISTORY_VALUE_TYPES, Batch, changes_history
+from exporters.history.backends import HistoryUrlError, check_url
+from exporters.history.rows import HISTORY_VALUE_TYPES, changes_history
 
 _DEFAULTS: dict[str, Any] = {
     "url": None,
@@ -46,7 +55,6 @@ _DEFAULTS: dict[str, Any] = {
     "retentionCheckInterval": 3600.0,
     "retryMaxDelay": 5.0,
 }
-_DAY_MS = 86_400_000
 WRITE_FAILURES = Counter(
     "weir_history_write_failures_total",
     "Failed history database writes and connections (each is retried; the exporter's position waits)",
@@ -57,51 +65,87 @@ ROWS_SKIPPED = Counter(
     "History rows the database rejected as data and that were left out (see the ERROR log for each)",
     ["partition", "table"],
 )
-# How long the writer lets records gather between two helpings while it fills a batch.
-_GATHER_S = 0.05
+# Records go to the writer in messages of up to this many, or after this long when fewer are waiting: one send (a
+# system call) per helping instead of one per record.
+_SEND_RECORDS = 500
+_SEND_DELAY_S = 0.02
+# The writer's own code lives beside this package; the writer process must import the same code.
+_CODE_ROOT = str(Path(__file__).resolve().parents[2])
 
 
-class _Handoff:
-    """The bounded hand-off from the event loop to the writer thread.
+class HistoryWriterError(Exception):
+    """The writer process could not open the database, or exited."""
 
-    One producer, one consumer: deque appends and pops are atomic, so a put costs the event loop an append (no
-    lock); the writer sleeps on an event when there is nothing to take.
-    """
 
-    def __init__(self, capacity: int) -> None:
-        self.items: deque[Record] = deque()
-        self.capacity = capacity
-        self.ready = threading.Event()
-        self.closed = False
+class _WriterProcess(asyncio.Protocol):
+    """The broker's end of one writer process: its socket, its messages and its exit."""
 
-    def full(self) -> bool:
-        return len(self.items) >= self.capacity
+    def __init__(self, exporter: HistoryExporter, process: subprocess.Popen[bytes]) -> None:
+        self.exporter = exporter
+        self.process = process
+        self.transport: asyncio.Transport | None = None
+        self._unpacker = msgpack.Unpacker(raw=False, strict_map_key=False)
+        loop = asyncio.get_running_loop()
+        self.ready: asyncio.Future[int] = loop.create_future()
+        self.closed: asyncio.Future[None] = loop.create_future()
+        self.failure: HistoryWriterError | None = None
 
-    def put(self, record: Record) -> None:
-        self.items.append(record)
-        if not self.ready.is_set():
-            self.ready.set()
+    def send(self, *message: Any) -> None:
+        if self.transport is not None and not self.transport.is_closing():
+            self.transport.write(msgpack.packb(list(message), use_bin_type=True))
 
-    def close(self) -> None:
-        """Wake the writer for good: from now on ``take`` never waits."""
-        self.closed = True
-        self.ready.set()
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]  # uvloop's transports do not subclass asyncio's
 
-    def take(self, at_most: int, timeout_s: float) -> list[Record]:
-        """Up to ``at_most`` records, waiting up to ``timeout_s`` for the first one."""
-        items = self.items
-        if not items:
-            self.ready.clear()
-            if not items and not self.closed:
-                self.ready.wait(max(0.0, timeout_s))
-        taken = []
-        while items and len(taken) < at_most:
-            taken.append(items.popleft())
-        return taken
+    def data_received(self, data: bytes) -> None:
+        self._unpacker.feed(data)
+        for message in self._unpacker:
+            kind = message[0]
+            if kind == "ack":
+                self.exporter._acknowledge(message[1], self)
+            elif kind == "log":
+                self.exporter.log.log(message[1], "%s", message[2])
+            elif kind == "write_failure":
+                WRITE_FAILURES.labels(str(self.exporter.partition_id)).inc()
+            elif kind == "skipped":
+                ROWS_SKIPPED.labels(str(self.exporter.partition_id), message[1]).inc()
+            elif kind == "ready":
+                if not self.ready.done():
+                    self.ready.set_result(message[1])
+            elif kind == "failed":
+                self._fail(f"the history database could not be opened: {message[1]}")
+            elif kind == "closed" and not self.closed.done():
+                self.closed.set_result(None)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._fail("the history writer process exited")
+        if not self.closed.done():
+            self.closed.set_result(None)
+        self.exporter._writer_lost(self)
+
+    def _fail(self, message: str) -> None:
+        if self.failure is None:
+            self.failure = HistoryWriterError(message)
+        if not self.ready.done():
+            self.ready.set_exception(self.failure)
+
+    async def stop(self, timeout_s: float) -> None:
+        """Ask the writer to write what it has and exit; kill it if it has not after ``timeout_s``."""
+        self.send("close")
+        try:
+            await asyncio.wait_for(asyncio.shield(self.closed), timeout_s)
+        except TimeoutError:
+            self.exporter.log.warning("history writer still busy after %.0fs at close; killing it", timeout_s)
+        finally:
+            if self.process.poll() is None and not self.closed.done():
+                self.process.kill()
+            if self.transport is not None:
+                self.transport.close()
+            await asyncio.get_running_loop().run_in_executor(None, self.process.wait)
 
 
 class HistoryExporter(Exporter):
-    """Writes the history tables from a writer thread (see the module docstring)."""
+    """Sends history records to a writer process (see the module docstring)."""
 
     def configure(self, context: Context) -> None:
         args = context.configuration
@@ -125,42 +169,32 @@ class HistoryExporter(Exporter):
         self.log = context.logger
         self._clock = context.clock
         context.set_filter(RecordFilter(frozenset({RecordType.EVENT}), HISTORY_VALUE_TYPES))
-        self._backend: Backend | None = None
-        self._handoff = _Handoff(self.queue_size)
-        self._thread: threading.Thread | None = None
-        self._stopping = threading.Event()
-        self._loop: asyncio.AbstractEventLoop | None = None
+        self._writer: _WriterProcess | None = None
+        self._closed = False
         self._room = asyncio.Event()
+        # Records sent (or about to be) and not yet acknowledged by the writer, in position order, as lists.
+        self._unacked: deque[list[Any]] = deque()
+        self._outbox: list[list[Any]] = []  # the part of _unacked not sent yet
+        self._send_handle: asyncio.TimerHandle | None = None
+        self._send_delay_s = min(_SEND_DELAY_S, self.flush_delay_s)
         self._stored_position = 0  # the database's position at open: records up to it are already written
         self._last_seen = 0  # the last position offered to export
         self._last_enqueued = 0  # the last position handed to the writer
         self._acknowledged = 0  # the last position acknowledged to the director
-        self.written_position = 0  # the last position the writer committed
-        self._generation = 0
+
+    @property
+    def in_flight(self) -> int:
+        """Records handed to the writer and not yet acknowledged (at most ``queueSize``)."""
+        return len(self._unacked)
 
     async def open(self, controller: Controller) -> None:
         self.controller = controller
-        self._loop = asyncio.get_running_loop()
-        backend = open_backend(self.url)
-        try:
-            self._stored_position = await self._loop.run_in_executor(None, self._prepare, backend)
-        except Exception:
-            backend.close()
-            raise
-        self._backend = backend
-        self.written_position = self._stored_position
-        self._last_seen = self._last_enqueued = self._acknowledged = self._stored_position
-        self._generation += 1
-        self._stopping.clear()
-        self._handoff = _Handoff(self.queue_size)
+        self._closed = False
         self._room = asyncio.Event()
-        self._thread = threading.Thread(
-            target=self._write_loop,
-            args=(backend, self._generation),
-            name=f"history-writer-{self.partition_id}",
-            daemon=True,
-        )
-        self._thread.start()
+        self._unacked.clear()
+        self._outbox.clear()
+        await self._start_writer()
+        self._last_seen = self._last_enqueued = self._acknowledged = self._stored_position
 
     def export(self, record: Record) -> Any:
         position = record.position
@@ -174,149 +208,145 @@ class HistoryExporter(Exporter):
                 self._acknowledged = position
                 self.controller.update_last_exported_position(position)
             return None
-        self._last_enqueued = position
-        if self._handoff.full():
+        writer = self._writer
+        if writer is None or writer.failure is not None:
+            return self._restart_writer(record)
+        if len(self._unacked) >= self.queue_size:
             return self._wait_for_room(record)
-        self._handoff.put(record)
+        self._enqueue(record)
         return None
 
     async def close(self) -> None:
-        thread, self._thread = self._thread, None
-        self._stopping.set()
-        if thread is not None:
-            self._handoff.close()
-            await asyncio.get_running_loop().run_in_executor(None, thread.join, 30)
-        self._generation += 1  # acknowledgements still on their way belong to a closed run
-        if self._backend is not None:
-            self._backend.close()
-            self._backend = None
+        self._closed = True
+        writer, self._writer = self._writer, None
+        if writer is None:
+            return
+        self._send(writer)
+        # Acknowledgements that arrive while the writer drains still count.
+        await writer.stop(timeout_s=30.0)
 
-    # -- the event loop's side -----------------------------------------------------------------------------------
+    # -- handing records on --------------------------------------------------------------------------------------
 
-    def _prepare(self, backend: Backend) -> int:
-        """Connect, migrate and read the partition's stored position (in a thread: it may wait on the network)."""
-        backend.connect()
-        applied = backend.migrate(self._clock())
-        if applied:
-            self.log.info("history schema migrated to version %d", applied[-1])
-        return backend.exported_position(self.partition_id)
+    def _enqueue(self, record: Record) -> None:
+        self._last_enqueued = record.position
+        item = record_to_list(record)
+        self._unacked.append(item)
+        outbox = self._outbox
+        outbox.append(item)
+        if len(outbox) >= _SEND_RECORDS:
+            self._send(self._writer)
+        elif self._send_handle is None:
+            self._send_handle = asyncio.get_running_loop().call_later(self._send_delay_s, self._send_due)
+
+    def _send_due(self) -> None:
+        self._send_handle = None
+        self._send(self._writer)
+
+    def _send(self, writer: _WriterProcess | None) -> None:
+        if self._send_handle is not None:
+            self._send_handle.cancel()
+            self._send_handle = None
+        if self._outbox and writer is not None:
+            writer.send("records", self._clock(), self._outbox)
+            self._outbox = []
 
     async def _wait_for_room(self, record: Record) -> None:
-        while self._handoff.full():
+        while len(self._unacked) >= self.queue_size:
+            writer = self._writer
+            if writer is None or writer.failure is not None:
+                return await self._restart_writer(record)
             self._room.clear()
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._room.wait(), 0.1)
-        self._handoff.put(record)
+        self._enqueue(record)
 
-    def _acknowledge(self, position: int, generation: int) -> None:
-        if generation != self._generation:
-            return
+    def _acknowledge(self, position: int, writer: _WriterProcess) -> None:
+        if writer is not self._writer and self._writer is not None:
+            return  # a replaced writer's last word
+        unacked = self._unacked
+        while unacked and unacked[0][0] <= position:
+            unacked.popleft()
+        if len(unacked) < self.queue_size:
+            self._room.set()
         if position >= self._last_enqueued:
             position = self._last_seen  # records after the batch's last one that needed no writing
         if position > self._acknowledged:
             self._acknowledged = position
             self.controller.update_last_exported_position(position)
 
-    # -- the writer thread ---------------------------------------------------------------------------------------
+    # -- the writer process --------------------------------------------------------------------------------------
 
-    def _write_loop(self, backend: Backend, generation: int) -> None:
-        next_purge = time.monotonic()
-        stopping = False
-        while not stopping:
-            purge_due = self.retention_days > 0 and time.monotonic() >= next_purge
-            if purge_due and self._retry(backend, functools.partial(self._purge, backend)):
-                next_purge = time.monotonic() + self.retention_interval_s
-            batch, stopping = self._collect(max(0.0, next_purge - time.monotonic()) if self.retention_days else 1.0)
-            if not len(batch):
-                continue
-            if not self._retry(backend, functools.partial(self._write, backend, batch)):
-                return  # closing while the database was down: the records are offered again next time
-            self.written_position = batch.last_position
-            assert self._loop is not None
-            with contextlib.suppress(RuntimeError):  # the loop is closed: the broker is gone
-                self._loop.call_soon_threadsafe(self._acknowledge, batch.last_position, generation)
-
-    def _collect(self, idle_timeout_s: float) -> tuple[Batch, bool]:
-        """The next batch: waits up to ``idle_timeout_s`` for a first record, then up to ``flushDelay`` for more."""
-        batch = Batch()
-        records = self._handoff.take(self.batch_size, idle_timeout_s)
-        if not records:
-            return batch, self._stopping.is_set()
-        deadline = time.monotonic() + self.flush_delay_s
-        while True:
-            for record in records:
-                batch.add(record)
-            remaining = deadline - time.monotonic()
-            if len(batch) >= self.batch_size or remaining <= 0 or self._stopping.is_set():
-                break
-            # Let records gather rather than waking for each one as it comes: the event loop's put then stays a bare
-            # append, and the writer takes them in a few large helpings (earlier when a full batch is waiting).
-            if len(self._handoff.items) < self.batch_size - len(batch):
-                self._stopping.wait(min(remaining, _GATHER_S))
-            records = self._handoff.take(self.batch_size - len(batch), 0.0)
-        self._signal_room()
-        return batch, False
-
-    def _write(self, backend: Backend, batch: Batch) -> None:
-        """Write the batch; when the database rejects a value in it, write it row by row without the rejected rows."""
+    async def _start_writer(self) -> None:
+        """Start a writer process and wait until it has opened the database; sets the stored position."""
+        loop = asyncio.get_running_loop()
+        ours, theirs = socket.socketpair()
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (_CODE_ROOT, env.get("PYTHONPATH")) if p)
         try:
-            backend.write(batch, self.partition_id)
-            return
-        except Exception as e:
-            if not backend.rejects_data(e):
-                raise
-            self.log.warning(
-                "history database rejected a value in the records at positions %d..%d (%s); writing them row by row",
-                batch.first_position,
-                batch.last_position,
-                e,
+            process = subprocess.Popen(
+                [sys.executable, "-m", "exporters.history.writer", str(theirs.fileno())],
+                pass_fds=(theirs.fileno(),),
+                stdin=subprocess.DEVNULL,
+                env=env,
             )
-        for row in backend.write_row_by_row(batch, self.partition_id):
-            ROWS_SKIPPED.labels(str(self.partition_id), row.table).inc()
-            self.log.error(
-                "history row skipped: partition %d, position %d, key %s, table %s: the database rejected it: %s",
-                self.partition_id,
-                row.position,
-                row.key,
-                row.table,
-                row.message,
+        finally:
+            theirs.close()
+        writer = _WriterProcess(self, process)
+        try:
+            await loop.create_unix_connection(lambda: writer, sock=ours)
+            writer.send(
+                "open",
+                {
+                    "url": self.url,
+                    "partition_id": self.partition_id,
+                    "batch_size": self.batch_size,
+                    "flush_delay_s": self.flush_delay_s,
+                    "retention_days": self.retention_days,
+                    "retention_interval_s": self.retention_interval_s,
+                    "retry_max_s": self.retry_max_s,
+                    "now_ms": self._clock(),
+                },
             )
+            self._stored_position = await writer.ready
+        except BaseException:
+            await writer.stop(timeout_s=5.0)
+            raise
+        self._writer = writer
 
-    def _signal_room(self) -> None:
-        loop = self._loop
-        if loop is not None:
-            with contextlib.suppress(RuntimeError):
-                loop.call_soon_threadsafe(self._room.set)
+    def _writer_lost(self, writer: _WriterProcess) -> None:
+        self._room.set()
+        if writer is self._writer:
+            # Replace it even if no more records come to export: the ones it held must still be written.
+            self.controller.schedule_task(0.0, self._replace_lost_writer)
 
-    def _retry(self, backend: Backend, step: Any) -> bool:
-        """Run ``step`` until it succeeds (True) or the exporter closes (False), reconnecting between tries."""
-        delay = 0.05
-        while True:
-            try:
-                step()
-                return True
-            except Exception as e:
-                if self._stopping.is_set():
-                    self.log.warning("history database unavailable while closing (%s); records are kept", e)
-                    return False
-                WRITE_FAILURES.labels(str(self.partition_id)).inc()
-                self.log.warning("history database write failed: %s; retrying in %.2fs", e, delay)
-            if self._stopping.wait(delay):
-                return False
-            delay = min(self.retry_max_s, delay * 2)
-            backend.close()
-            try:
-                backend.connect()
-            except Exception as e:
-                self.log.warning("history database unreachable: %s", e)
+    async def _replace_lost_writer(self, delay_s: float = 0.05) -> None:
+        writer = self._writer
+        if self._closed or (writer is not None and writer.failure is None):
+            return  # closed, or replaced meanwhile by an export
+        try:
+            await self._restart_writer(None)
+        except Exception:
+            retry = min(self.retry_max_s, delay_s * 2)
+            self.controller.schedule_task(delay_s, functools.partial(self._replace_lost_writer, retry))
+            raise
 
-    def _purge(self, backend: Backend) -> None:
-        cutoff = self._clock() - int(self.retention_days * _DAY_MS)
-        removed = backend.purge(cutoff)
-        if removed:
-            self.log.info(
-                "history retention removed %d instances and decisions older than %s days", removed, self.retention_days
-            )
+    async def _restart_writer(self, record: Record | None) -> None:
+        """Replace a writer that exited: send it what the old one had not acknowledged, then export ``record``."""
+        old, self._writer = self._writer, None
+        if old is not None:
+            pending = len(self._unacked)
+            self.log.warning("%s; starting another, with the %d records it had not written", old.failure, pending)
+            await old.stop(timeout_s=1.0)
+        await self._start_writer()
+        unacked = self._unacked
+        while unacked and unacked[0][0] <= self._stored_position:
+            unacked.popleft()
+        self._outbox = list(unacked)
+        self._send(self._writer)
+        if record is not None:
+            result = self.export(record)
+            if result is not None:
+                await result
 
 
 def _number(a: Mapping[str, Any], key: str, kind: type, minimum: float) -> Any:

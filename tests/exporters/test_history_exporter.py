@@ -12,6 +12,8 @@
 from __future__ import annotations
 
 import asyncio
+import os
+import signal
 from pathlib import Path
 from typing import Any
 
@@ -114,11 +116,11 @@ async def test_a_postgresql_outage_holds_the_exporter_back_and_loses_nothing(
     assert isinstance(exporter, HistoryExporter)
     own_postgres.stop()
     d.notify_committed(last)
-    # The writer holds one batch, the queue fills up, and export waits: the director offers nothing more.
-    await eventually(lambda: exporter._handoff.full(), timeout=10, what="the queue to fill up")
+    # The writer holds what it was sent, the queue fills up, and export waits: the director offers nothing more.
+    await eventually(lambda: exporter.in_flight >= 8, timeout=10, what="the queue to fill up")
     await asyncio.sleep(0.5)
     acked = d.positions()["history"]
-    assert acked < last and len(exporter._handoff.items) == 8
+    assert acked < last and exporter.in_flight == 8
     offered = d.containers["history"]._last_offered
     assert offered < last, "back-pressure: records stay in the log, not in memory"
     await asyncio.to_thread(own_postgres.start)
@@ -127,6 +129,34 @@ async def test_a_postgresql_outage_holds_the_exporter_back_and_loses_nothing(
     finally:
         await d.close()
     assert_history_matches(url, records)
+
+
+async def test_a_killed_writer_process_is_replaced_and_what_it_held_is_written(
+    history_url: str, records: list[Record]
+) -> None:
+    """kill -9 of the writer process while it holds records it has not written: a new writer is started, is sent
+    those records again, and the history still matches the log."""
+    log = record_log(records)
+    first = records[len(records) // 3].position
+    last = records[-1].position
+    d = director(log, history_url, flushDelay=0.01)
+    await d.start()
+    try:
+        d.notify_committed(first)
+        await eventually(lambda: d.positions()["history"] >= first, timeout=20, what="first records acked")
+        exporter = d.containers["history"].exporter
+        assert isinstance(exporter, HistoryExporter) and exporter._writer is not None
+        killed = exporter._writer.process.pid
+        os.kill(killed, signal.SIGSTOP)  # it takes records but writes none
+        d.notify_committed(last)
+        await eventually(lambda: d.containers["history"]._last_offered >= last, timeout=20, what="all offered")
+        assert exporter.in_flight > 0 and d.positions()["history"] < last
+        os.kill(killed, signal.SIGKILL)
+        await eventually(lambda: d.positions()["history"] >= last, timeout=30, what="caught up by a new writer")
+        assert exporter._writer is not None and exporter._writer.process.pid != killed
+    finally:
+        await d.close()
+    assert_history_matches(history_url, records)
 
 
 async def test_migrations_run_once_and_only_the_missing_steps(

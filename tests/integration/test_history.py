@@ -39,6 +39,20 @@ def wait_until_exported(weir: WeirProcess, timeout: float = 60.0) -> int:
     return eventually(caught_up, timeout=timeout, interval=0.1, what="the history exporter to acknowledge the log")
 
 
+def writer_processes(weir: WeirProcess) -> list[int]:
+    """The history writer processes the broker started."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            command = (entry / "cmdline").read_bytes()
+        except (OSError, ValueError, IndexError):
+            continue
+        if ppid == weir.pid and b"exporters.history.writer" in command:
+            found.append(int(entry.name))
+    return found
+
+
 class Workload:
     """A mix of what processes do, on processes deployed under unique ids."""
 
@@ -115,7 +129,10 @@ def test_weir_start_keeps_a_sqlite_history_that_survives_kill_9(tmp_path: Path) 
         stop = threading.Event()
         loader = load_in_background(stub, work.one_task.pid(), stop)
         time.sleep(1.5)
+        writers = writer_processes(weir)
+        assert writers, "the history is written by a process of its own"
         weir.kill(signal.SIGKILL)  # under load: the exporter has records in flight
+        eventually(lambda: not any(Path(f"/proc/{pid}").exists() for pid in writers), what="its writer to exit too")
         weir.start()
         time.sleep(0.5)
         stop.set()
