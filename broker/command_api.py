@@ -361,10 +361,13 @@ async def start_command_api(
     )
     server.add_generic_rpc_handlers((api.handler(),))
     credentials = security.server_credentials()
-    if credentials is None:
-        bound = server.add_insecure_port(f"{host}:{port}")
-    else:
-        bound = server.add_secure_port(f"{host}:{port}", credentials)
+    try:  # grpc raises RuntimeError("Failed to bind …") where older versions returned 0
+        if credentials is None:
+            bound = server.add_insecure_port(f"{host}:{port}")
+        else:
+            bound = server.add_secure_port(f"{host}:{port}", credentials)
+    except RuntimeError:
+        bound = 0
     if bound == 0:
         raise OSError(f"could not bind the command API to {host}:{port} (is the port in use?)")
     await server.start()

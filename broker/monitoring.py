@@ -121,7 +121,12 @@ class MonitoringServer:
         self._server: asyncio.base_events.Server | None = None
 
     async def start(self) -> int:
-        self._server = await asyncio.start_server(self._handle, self.host, self.port)
+        try:
+            self._server = await asyncio.start_server(self._handle, self.host, self.port)
+        except OSError as e:
+            raise OSError(
+                f"could not bind the monitoring port to {self.host}:{self.port} (is the port in use?): {e}"
+            ) from None
         sock = self._server.sockets[0]
         self.port = sock.getsockname()[1]
         return self.port

@@ -35,6 +35,8 @@ def _ephemeral_range() -> tuple[int, int]:
 
 
 def _bindable(port: int) -> bool:
+    """Whether a plain bind (without SO_REUSEADDR) succeeds: false for a port in use, and for a port in TIME_WAIT,
+    which is how :func:`_reserve` marks a planned port."""
     with socket.socket() as s:
         try:
             s.bind(("127.0.0.1", port))
@@ -43,17 +45,41 @@ def _bindable(port: int) -> bool:
     return True
 
 
+def _reserve(port: int) -> None:
+    """Leave ``port`` in TIME_WAIT for a minute: one connection to it, closed first on the listening side.
+
+    Until then a plain bind fails there, so another planner (this process's next pick, or another program's,
+    concurrently) passes it by, while the server it was planned for binds it at once: servers set SO_REUSEADDR,
+    which TIME_WAIT does not stop.
+    """
+    with socket.socket() as server:
+        server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        server.bind(("127.0.0.1", port))
+        server.listen(1)
+        with socket.socket() as client:
+            client.connect(("127.0.0.1", port))
+            accepted, _ = server.accept()
+            accepted.close()
+
+
 def free_port_range(count: int = 1) -> int:
     """A base port with ``count`` consecutive free ports (one Raft member per partition), outside the ephemeral range.
 
     Ports are planned before the processes that bind them start; a port from the ephemeral range can meanwhile be
     taken by any outgoing connection (brokers already started connect to each other), so planned ports come from
-    below that range whenever it leaves room.
+    below that range whenever it leaves room, at random, and are reserved (:func:`_reserve`) until their server
+    binds them. A port can still be taken in between by a program that binds without looking: test harnesses
+    start again on newly planned ports when a process says so (tests/harness.py).
     """
     pool_low, pool_high = 10_000, _ephemeral_range()[0] - count - 1
     for _ in range(500):
         base = random.randint(pool_low, pool_high) if pool_high > pool_low else _any_free_port()
         if base + count < 65535 and all(_bindable(port) for port in range(base, base + count)):
+            try:
+                for port in range(base, base + count):
+                    _reserve(port)
+            except OSError:  # taken since it was checked
+                continue
             return base
     raise RuntimeError(f"no {count} consecutive free ports found")
 
@@ -256,6 +282,8 @@ def wait_ready(cluster: dict[str, Any], timeout: float) -> None:
         for b in cluster["brokers"]:
             if not _alive(b["pid"]):
                 raise SystemExit(f"error: broker {b['nodeId']} exited during start-up; see {b['log']}")
+        if not _alive(cluster["gateway"]["pid"]):
+            raise SystemExit(f"error: the gateway exited during start-up; see {cluster['gateway']['log']}")
         time.sleep(0.2)
     raise SystemExit(f"error: the cluster was not ready within {timeout:.0f}s; see the logs in {cluster['dataDir']}")
 

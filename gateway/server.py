@@ -76,10 +76,13 @@ async def start_gateway_server(
     health_servicer = health.aio.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     address = f"{host}:{port}"
-    if credentials is not None:
-        bound = server.add_secure_port(address, credentials)
-    else:
-        bound = server.add_insecure_port(address)
+    try:  # grpc raises RuntimeError("Failed to bind …") where older versions returned 0
+        if credentials is not None:
+            bound = server.add_secure_port(address, credentials)
+        else:
+            bound = server.add_insecure_port(address)
+    except RuntimeError:
+        bound = 0
     if bound == 0:
         await authenticator.close()
         raise OSError(f"could not bind the gateway to {host}:{port} (is the port in use?)")

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -15,7 +16,7 @@ import urllib.error
 import urllib.request
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 REPO = Path(__file__).resolve().parent.parent
 FIXTURES = REPO / "tests" / "fixtures"
@@ -29,8 +30,49 @@ def free_port() -> int:
     return planned_port()
 
 
+# What Weir's processes say when a port they were given is held by another socket (their own messages, and the
+# errno text of Python's and aiohttp's bind errors).
+PORT_TAKEN = re.compile(r"address already in use|\(is the port in use\?\)", re.IGNORECASE)
+START_ATTEMPTS = 3
+
+T = TypeVar("T")
+
+
+class StartupFailed(AssertionError):
+    """A process exited while starting: waiting longer cannot help (:func:`eventually` gives up at once)."""
+
+
+class PortTaken(StartupFailed):
+    """A process exited while starting because a port picked for it was taken in between (by another test run's
+    server, say): it can start on other ports (:func:`retry_on_taken_port`)."""
+
+
+def check_starting(proc: subprocess.Popen[bytes], output: str, what: str) -> None:
+    """Raise if ``proc`` has exited: PortTaken when ``output`` (what it printed while starting) says a port was in
+    use, StartupFailed otherwise."""
+    code = proc.poll()
+    if code is None:
+        return
+    failure = PortTaken if PORT_TAKEN.search(output) else StartupFailed
+    raise failure(f"{what} exited with {code} while starting; output:\n{output[-20000:]}")
+
+
+def retry_on_taken_port(start: Callable[[int], T], attempts: int = START_ATTEMPTS) -> T:
+    """``start(attempt)`` picks ports (it may keep the ones it was given on attempt 0), starts its processes and waits
+    until they are ready. When one exits because a port was taken (PortTaken), ``start`` runs again, up to
+    ``attempts`` times; any other failure fails at once."""
+    taken: list[PortTaken] = []
+    for attempt in range(attempts):
+        try:
+            return start(attempt)
+        except PortTaken as e:
+            taken.append(e)
+    raise PortTaken(f"a port was taken on each of {attempts} attempts; the last: {taken[-1]}")
+
+
 def eventually(check: Callable[[], Any], timeout: float = 10.0, interval: float = 0.05, what: str = "") -> Any:
-    """Poll ``check`` until it returns a truthy value; fail with ``what`` after ``timeout`` seconds."""
+    """Poll ``check`` until it returns a truthy value; fail with ``what`` after ``timeout`` seconds (at once when it
+    raises StartupFailed)."""
     deadline = time.monotonic() + timeout
     last_error: BaseException | None = None
     while time.monotonic() < deadline:
@@ -38,10 +80,67 @@ def eventually(check: Callable[[], Any], timeout: float = 10.0, interval: float 
             value = check()
             if value:
                 return value
+        except StartupFailed:
+            raise
         except Exception as e:  # keep polling; report the last error on timeout
             last_error = e
         time.sleep(interval)
     raise AssertionError(f"timed out after {timeout}s waiting for {what or check}: last error {last_error!r}")
+
+
+class CliProcess:
+    """One ``weir`` command of a test (``weir gateway``, ``weir broker`` …) on ports picked for it, output to a log.
+
+    For callers that start on the ports they pick inside ``retry_on_taken_port``: :meth:`wait_running` raises
+    PortTaken when the process exits because one was taken.
+    """
+
+    def __init__(self, args: list[str], log_path: Path, env: dict[str, str] | None = None) -> None:
+        env = {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}
+        self.log_path = log_path
+        with log_path.open("ab") as log:
+            self._log_start = log.tell()
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "client.cli", *args], cwd=REPO, stdout=log, stderr=subprocess.STDOUT, env=env
+            )
+
+    def output(self) -> str:
+        """What the process printed since it started."""
+        with self.log_path.open("rb") as f:
+            f.seek(self._log_start)
+            return f.read().decode(errors="replace")
+
+    def wait_running(self, monitoring_port: int | None = None, timeout: float = 30.0) -> CliProcess:
+        """Until the process says it is running (every port bound) and, given its monitoring port, is ready; stops it
+        when it does not get there."""
+
+        def running() -> bool:
+            output = self.output()
+            check_starting(self.proc, output, "weir")
+            if "is running" not in output:
+                return False
+            if monitoring_port is None:
+                return True
+            with urllib.request.urlopen(f"http://127.0.0.1:{monitoring_port}/ready", timeout=2) as r:
+                return bool(r.status == 200)
+
+        try:
+            eventually(running, timeout=timeout, interval=0.1, what="weir to be running")
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def stop(self) -> int:
+        """Graceful stop (SIGTERM), then SIGKILL after 20 s; returns the exit code."""
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        return int(self.proc.returncode)
 
 
 class WeirProcess:
@@ -58,15 +157,21 @@ class WeirProcess:
     ):
         self.data_dir = data_dir
         # ``weir broker --embedded-gateway`` instead of ``weir start``: the same node, plus its broker command API
-        self.command_port = free_port() if command_api else None
+        self.command_api = command_api
         self.repo = repo  # whose code runs (benchmarks compare a checkout of another commit)
-        self.gateway_port = free_port()
-        self.rest_port = free_port()
-        self.monitoring_port = free_port()
+        self.pick_ports()
         self.extra_args = extra_args or []
         self.env = env or {}
         self.proc: subprocess.Popen[bytes] | None = None
         self.log_path = data_dir.parent / f"{data_dir.name}.log"
+        self._log_start = 0  # where the current start's output begins in the log
+
+    def pick_ports(self) -> None:
+        """Free ports for everything the process binds."""
+        self.command_port = free_port() if self.command_api else None
+        self.gateway_port = free_port()
+        self.rest_port = free_port()
+        self.monitoring_port = free_port()
 
     @property
     def address(self) -> str:
@@ -83,6 +188,22 @@ class WeirProcess:
         return self.proc.pid
 
     def start(self, wait: bool = True, timeout: float = 30.0) -> WeirProcess:
+        """Start the process; with ``wait``, until it is ready, on newly picked ports when one of its ports was taken
+        before it could bind it. (Without ``wait`` it starts once, on the ports it has.)"""
+        if not wait:
+            self._launch()
+            return self
+
+        def attempt(n: int) -> WeirProcess:
+            if n > 0:
+                self.pick_ports()
+            self._launch()
+            self.wait_ready(timeout)
+            return self
+
+        return retry_on_taken_port(attempt)
+
+    def _launch(self) -> None:
         cmd = [
             sys.executable,
             "-m",
@@ -101,11 +222,9 @@ class WeirProcess:
         ]
         env = {**os.environ, "PYTHONUNBUFFERED": "1", **self.env}
         log = self.log_path.open("ab")
+        self._log_start = log.tell()
         self.proc = subprocess.Popen(cmd, cwd=self.repo, stdout=log, stderr=subprocess.STDOUT, env=env)
         log.close()
-        if wait:
-            self.wait_ready(timeout)
-        return self
 
     def probe(self, path: str) -> tuple[int, dict[str, Any]]:
         url = f"http://127.0.0.1:{self.monitoring_port}{path}"
@@ -121,15 +240,26 @@ class WeirProcess:
                 return e.code, {"text": body.decode(errors="replace")}
 
     def wait_ready(self, timeout: float = 30.0) -> None:
-        def ready() -> bool:
-            if self.proc is not None and self.proc.poll() is not None:
-                raise RuntimeError(f"weir exited with {self.proc.returncode}; log:\n{self.log()}")
-            return self.probe("/ready")[0] == 200
+        """Until the process has said it is running (so every port it was given is its own: a neighbour's monitoring
+        port must not answer for it) and its readiness probe says yes; raises StartupFailed (PortTaken when a port
+        was in use) as soon as the process exits."""
 
+        def ready() -> bool:
+            assert self.proc is not None
+            output = self.output()
+            check_starting(self.proc, output, "weir")
+            return "Weir is running" in output and self.probe("/ready")[0] == 200
+
+        eventually(ready, timeout=timeout, interval=0.1, what="weir to become ready")
+
+    def output(self) -> str:
+        """What the process printed since it was last started."""
         try:
-            eventually(ready, timeout=timeout, interval=0.1, what="weir to become ready")
-        except RuntimeError as e:
-            raise AssertionError(str(e)) from None
+            with self.log_path.open("rb") as f:
+                f.seek(self._log_start)
+                return f.read().decode(errors="replace")
+        except OSError:
+            return ""
 
     def log(self) -> str:
         try:

@@ -20,7 +20,7 @@ from typing import Any
 
 from broker.cluster.topology import distribute_partitions
 from client.cluster import write_cluster
-from tests.harness import REPO, eventually
+from tests.harness import REPO, check_starting, eventually, retry_on_taken_port
 
 LEADER = "LEADER"
 
@@ -56,6 +56,18 @@ class Cluster:
         return [sys.executable, "-m", "client.cli", "cluster", *args, "--data-dir", str(self.data_dir)]
 
     def up(self, timeout: float = 60.0) -> Cluster:
+        """``weir cluster up``; again on newly planned ports when a process exits because one was taken (the data
+        folder of that attempt moves aside to ``DATA_DIR.attempt-N``)."""
+
+        def attempt(n: int) -> Cluster:
+            if n > 0:
+                self.data_dir.rename(self.data_dir.with_name(f"{self.data_dir.name}.attempt-{n}"))
+            self._up(timeout)
+            return self
+
+        return retry_on_taken_port(attempt)
+
+    def _up(self, timeout: float) -> None:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         extra = [a for arg in self.broker_args for a in ("--broker-arg", arg)]
         command = self._cli(
@@ -78,16 +90,13 @@ class Cluster:
         out.close()
 
         def is_up() -> bool:
-            if self.supervisor is not None and self.supervisor.poll() is not None:
-                raise RuntimeError(f"weir cluster up exited with {self.supervisor.returncode}:\n{self.logs()}")
+            assert self.supervisor is not None
+            if self.supervisor.poll() is not None:  # it stopped every process it started before it exited
+                check_starting(self.supervisor, self.logs(tail=20000), "weir cluster up")
             return "is up" in (self.data_dir / "supervisor.log").read_text(errors="replace")
 
-        try:
-            eventually(is_up, timeout=timeout + 5, interval=0.1, what="weir cluster up")
-        except RuntimeError as e:
-            raise AssertionError(str(e)) from None
+        eventually(is_up, timeout=timeout + 5, interval=0.1, what="weir cluster up")
         self.reload()
-        return self
 
     def reload(self) -> dict[str, Any]:
         self.info = json.loads((self.data_dir / "cluster.json").read_text())

@@ -10,12 +10,8 @@ from __future__ import annotations
 import contextlib
 import itertools
 import json
-import os
-import subprocess
-import sys
 import threading
 import time
-import urllib.request
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -28,7 +24,7 @@ from google.protobuf.descriptor import FieldDescriptor as FD
 from pyzeebe.proto import gateway_pb2 as pb
 
 from broker.protocol.enums import JobIntent, MessageIntent, SignalIntent, ValueType, VariableDocumentIntent
-from tests.harness import BPMN, REPO, WeirProcess, eventually, free_port
+from tests.harness import BPMN, CliProcess, WeirProcess, eventually, free_port, retry_on_taken_port
 from tests.integration.clients import (
     Stub,
     activate,
@@ -459,45 +455,18 @@ def test_command_api_activation_with_an_endless_timeout_is_rejected(stub: Stub, 
 @contextlib.contextmanager
 def separate_gateway(node: WeirProcess, tmp_path: Path) -> Iterator[str]:
     """A `weir gateway` in its own process in front of ``node``'s command API; yields its address."""
-    gateway_port, monitoring_port = free_port(), free_port()
-    log = (tmp_path / "gateway.log").open("ab")
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "client.cli",
-            "gateway",
-            "--broker",
-            f"127.0.0.1:{node.command_port}",
-            "--gateway-port",
-            str(gateway_port),
-            "--rest-port",
-            "0",
-            "--monitoring-port",
-            str(monitoring_port),
-        ],
-        cwd=REPO,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        env={**os.environ, **PUSH_BOUND},
-    )
-    log.close()
+
+    def start(_attempt: int) -> tuple[CliProcess, int]:
+        gateway_port, monitoring_port = free_port(), free_port()
+        args = ["gateway", "--broker", f"127.0.0.1:{node.command_port}", "--gateway-port", str(gateway_port)]
+        args += ["--rest-port", "0", "--monitoring-port", str(monitoring_port)]
+        return CliProcess(args, tmp_path / "gateway.log", PUSH_BOUND).wait_running(monitoring_port), gateway_port
+
+    gateway, gateway_port = retry_on_taken_port(start)
     try:
-
-        def ready() -> bool:
-            assert proc.poll() is None, (tmp_path / "gateway.log").read_text()[-3000:]
-            with urllib.request.urlopen(f"http://127.0.0.1:{monitoring_port}/ready", timeout=1) as r:
-                return r.status == 200
-
-        eventually(ready, timeout=30, what="the gateway to become ready")
         yield f"127.0.0.1:{gateway_port}"
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        gateway.stop()
 
 
 @pytest.mark.parametrize("gateway", ["embedded", "separate"])

@@ -8,9 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import subprocess
-import sys
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -21,42 +18,37 @@ from pyzeebe import ZeebeClient, ZeebeWorker, create_insecure_channel
 from pyzeebe.errors import ProcessDefinitionNotFoundError
 
 from tests.cluster.harness import Cluster
-from tests.harness import BPMN, REPO, eventually, free_port
+from tests.harness import BPMN, CliProcess, eventually, free_port, retry_on_taken_port
 from tests.security import Certificates, make_certificates
 
 SECRET = "the-brokers-secret"
 _IDENTITY = lambda b: b  # noqa: E731
 
 
-class Proc:
-    """A `weir` subprocess with its own environment, logging to a file."""
+def _broker(tmp_path: Path, env: dict[str, str]) -> tuple[CliProcess, int]:
+    """A ready `weir broker` alone: (its process, its command port)."""
 
-    def __init__(self, args: list[str], log: Path, env: dict[str, str]) -> None:
-        import os
+    def start(_attempt: int) -> tuple[CliProcess, int]:
+        command_port, monitoring_port = free_port(), free_port()
+        args = ["broker", "--data-dir", str(tmp_path / "b"), "--command-port", str(command_port)]
+        proc = CliProcess([*args, "--monitoring-port", str(monitoring_port)], tmp_path / "broker.log", env)
+        return proc.wait_running(monitoring_port), command_port
 
-        with log.open("ab") as f:
-            self.proc = subprocess.Popen(
-                [sys.executable, "-m", "client.cli", *args], cwd=REPO, stdout=f, stderr=f, env={**os.environ, **env}
-            )
-        self.log = log
-
-    def stop(self) -> None:
-        self.proc.terminate()
-        try:
-            self.proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
+    return retry_on_taken_port(start)
 
 
-def _ready(monitoring_port: int, proc: Proc) -> None:
-    def ready() -> bool:
-        if proc.proc.poll() is not None:
-            raise AssertionError(f"exited with {proc.proc.returncode}: {proc.log.read_text()[-3000:]}")
-        with urllib.request.urlopen(f"http://127.0.0.1:{monitoring_port}/ready", timeout=1) as r:
-            return r.status == 200
+def _gateway(tmp_path: Path, command_port: int, env: dict[str, str], *, ready: bool = True) -> tuple[CliProcess, int]:
+    """A running `weir gateway` in front of the broker at ``command_port`` (with ``ready``: that knows its leader):
+    (its process, its gateway port)."""
 
-    eventually(ready, timeout=30, what="ready")
+    def start(_attempt: int) -> tuple[CliProcess, int]:
+        gateway_port, monitoring_port = free_port(), free_port()
+        args = ["gateway", "--broker", f"127.0.0.1:{command_port}", "--gateway-port", str(gateway_port)]
+        args += ["--rest-port", "0", "--monitoring-port", str(monitoring_port)]
+        proc = CliProcess(args, tmp_path / "gateway.log", env)
+        return proc.wait_running(monitoring_port if ready else None), gateway_port
+
+    return retry_on_taken_port(start)
 
 
 def _tls_env(certs: Certificates, *, mtls: bool = False) -> dict[str, str]:
@@ -75,39 +67,10 @@ def _tls_env(certs: Certificates, *, mtls: bool = False) -> dict[str, str]:
 @contextlib.contextmanager
 def _split(tmp_path: Path, env: dict[str, str], gateway_env: dict[str, str]) -> Iterator[tuple[str, int]]:
     """A `weir broker` and a `weir gateway` in front of it: yields (gateway address, command port)."""
-    command_port, broker_monitoring, gateway_port, gateway_monitoring = (free_port() for _ in range(4))
-    broker = Proc(
-        [
-            "broker",
-            "--data-dir",
-            str(tmp_path / "b"),
-            "--command-port",
-            str(command_port),
-            "--monitoring-port",
-            str(broker_monitoring),
-        ],
-        tmp_path / "broker.log",
-        env,
-    )
+    broker, command_port = _broker(tmp_path, env)
     gateway = None
     try:
-        _ready(broker_monitoring, broker)
-        gateway = Proc(
-            [
-                "gateway",
-                "--broker",
-                f"127.0.0.1:{command_port}",
-                "--gateway-port",
-                str(gateway_port),
-                "--rest-port",
-                "0",
-                "--monitoring-port",
-                str(gateway_monitoring),
-            ],
-            tmp_path / "gateway.log",
-            gateway_env,
-        )
-        _ready(gateway_monitoring, gateway)
+        gateway, gateway_port = _gateway(tmp_path, command_port, gateway_env)
         yield f"127.0.0.1:{gateway_port}", command_port
     finally:
         if gateway is not None:
@@ -244,38 +207,10 @@ def test_mtls_refuses_callers_without_a_certificate(tmp_path: Path, certs: Certi
 def test_a_gateway_without_the_secret_is_refused(tmp_path: Path) -> None:
     """It starts, but never learns a leader: its log says why."""
     gateway_log = tmp_path / "gateway.log"
-    command_port, broker_monitoring, gateway_port = free_port(), free_port(), free_port()
-    broker = Proc(
-        [
-            "broker",
-            "--data-dir",
-            str(tmp_path / "b"),
-            "--command-port",
-            str(command_port),
-            "--monitoring-port",
-            str(broker_monitoring),
-        ],
-        tmp_path / "broker.log",
-        {"WEIR_COMMAND_API_SECRET": SECRET},
-    )
+    broker, command_port = _broker(tmp_path, {"WEIR_COMMAND_API_SECRET": SECRET})
     gateway = None
     try:
-        _ready(broker_monitoring, broker)
-        gateway = Proc(
-            [
-                "gateway",
-                "--broker",
-                f"127.0.0.1:{command_port}",
-                "--gateway-port",
-                str(gateway_port),
-                "--rest-port",
-                "0",
-                "--monitoring-port",
-                "-1",
-            ],
-            gateway_log,
-            {},
-        )
+        gateway, gateway_port = _gateway(tmp_path, command_port, {}, ready=False)
         from pyzeebe.proto import gateway_pb2 as pb
         from pyzeebe.proto import gateway_pb2_grpc
 

@@ -1,46 +1,26 @@
 """A gateway in its own process in front of a broker (``weir broker`` + ``weir gateway``)."""
 
 import asyncio
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from pyzeebe import Job, ZeebeClient, ZeebeWorker, create_insecure_channel
 
-from tests.harness import BPMN, REPO, eventually, free_port
-
-
-class Proc:
-    def __init__(self, args: list[str], log: Path) -> None:
-        with log.open("ab") as f:
-            self.proc = subprocess.Popen([sys.executable, "-m", "client.cli", *args], cwd=REPO, stdout=f, stderr=f)
-
-    def stop(self) -> None:
-        self.proc.terminate()
-        try:
-            self.proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
+from tests.harness import BPMN, CliProcess, eventually, free_port, retry_on_taken_port
 
 
 @pytest.fixture
 def broker(tmp_path: Path) -> Iterator[tuple[int, int]]:
     """A ``weir broker`` alone: (command API port, monitoring port)."""
-    command_port, monitoring_port = free_port(), free_port()
-    proc = Proc(
-        [
-            "broker",
-            "--data-dir",
-            str(tmp_path / "b"),
-            "--command-port",
-            str(command_port),
-            "--monitoring-port",
-            str(monitoring_port),
-        ],
-        tmp_path / "broker.log",
-    )
+
+    def start(_attempt: int) -> tuple[CliProcess, int, int]:
+        command_port, monitoring_port = free_port(), free_port()
+        args = ["broker", "--data-dir", str(tmp_path / "b"), "--command-port", str(command_port)]
+        proc = CliProcess([*args, "--monitoring-port", str(monitoring_port)], tmp_path / "broker.log")
+        return proc.wait_running(), command_port, monitoring_port
+
+    proc, command_port, monitoring_port = retry_on_taken_port(start)
     try:
         yield command_port, monitoring_port
     finally:
@@ -50,30 +30,16 @@ def broker(tmp_path: Path) -> Iterator[tuple[int, int]]:
 @pytest.fixture
 def split(tmp_path: Path, broker: tuple[int, int]) -> Iterator[tuple[str, str]]:
     """A ``weir gateway`` in front of ``broker``: (gRPC address, REST API base URL)."""
-    command_port, gateway_port, rest_port = broker[0], free_port(), free_port()
-    gw_monitoring = free_port()
-    gateway = Proc(
-        [
-            "gateway",
-            "--broker",
-            f"127.0.0.1:{command_port}",
-            "--gateway-port",
-            str(gateway_port),
-            "--rest-port",
-            str(rest_port),
-            "--monitoring-port",
-            str(gw_monitoring),
-        ],
-        tmp_path / "gateway.log",
-    )
-    import urllib.request
 
-    def ready() -> bool:
-        with urllib.request.urlopen(f"http://127.0.0.1:{gw_monitoring}/ready", timeout=1) as r:
-            return r.status == 200
+    def start(_attempt: int) -> tuple[CliProcess, int, int]:
+        gateway_port, rest_port, monitoring_port = free_port(), free_port(), free_port()
+        args = ["gateway", "--broker", f"127.0.0.1:{broker[0]}", "--gateway-port", str(gateway_port)]
+        args += ["--rest-port", str(rest_port), "--monitoring-port", str(monitoring_port)]
+        # ready: the gateway knows the partition leader
+        return CliProcess(args, tmp_path / "gateway.log").wait_running(monitoring_port), gateway_port, rest_port
 
+    gateway, gateway_port, rest_port = retry_on_taken_port(start)
     try:
-        eventually(ready, timeout=30, what="the gateway to know the partition leader")
         yield f"127.0.0.1:{gateway_port}", f"http://127.0.0.1:{rest_port}"
     finally:
         gateway.stop()
