@@ -223,7 +223,7 @@ class HistoryExporter(Exporter):
             return
         self._send(writer)
         # Acknowledgements that arrive while the writer drains still count.
-        await writer.stop(timeout_s=30.0)
+        await writer.stop(timeout_s=8.0)  # within the director's close timeout (10 s)
 
     # -- handing records on --------------------------------------------------------------------------------------
 
