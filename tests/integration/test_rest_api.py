@@ -524,6 +524,53 @@ async def test_user_task_errors(http: aiohttp.ClientSession) -> None:
     assert_problem(await call(http, "DELETE", "/v2/user-tasks/abc/assignee"), 400, "'userTaskKey'")
 
 
+async def test_long_variable_values_are_truncated_in_searches(http: aiohttp.ClientSession) -> None:
+    """Searches show the first 8191 characters of a long value with isTruncated (Camunda's variable size
+    threshold); truncateValues=false and getting the variable by key give it whole."""
+    await deploy(http, BPMN / "user-task-native.bpmn")
+    blob = "é" + "x" * 10_000
+    variables = {"reviewers": ["ann"], "due": "2031-05-01T12:00:00Z", "blob": blob}
+    created = await create(http, {"processDefinitionId": "user-task-native", "variables": variables})
+    instance = created["processInstanceKey"]
+    query = {"filter": {"processInstanceKey": instance, "name": "blob"}}
+    [item] = (await search_until(http, "variables", query, lambda a: a["items"], "the variable"))["items"]
+    whole = json.dumps(blob, ensure_ascii=False)
+    assert item["isTruncated"] is True and item["value"] == whole[:8191]
+    status, answer = await call(http, "POST", "/v2/variables/search?truncateValues=false", query)
+    assert status == 200 and answer["items"][0]["value"] == whole and answer["items"][0]["isTruncated"] is False
+    status, answer = await call(http, "POST", "/v2/variables/search?truncateValues=true", query)
+    assert status == 200 and answer["items"][0] == item
+    status, got = await call(http, "GET", f"/v2/variables/{item['variableKey']}")
+    assert status == 200 and got["value"] == whole
+    assert_problem(await call(http, "POST", "/v2/variables/search?truncateValues=maybe", query), 400, "truncateValues")
+
+    # The user task sees the instance's variables and its own local ones, long values truncated the same way.
+    task = await _task_of(http, instance)
+    local = {"variables": {"note": "local"}, "local": True}
+    assert await call(http, "PUT", f"/v2/element-instances/{task['elementInstanceKey']}/variables", local) == (
+        204,
+        None,
+    )
+    await search_until(
+        http, "variables", {"filter": {"name": "note"}}, lambda a: a["items"], "the task's local variable"
+    )
+    path = f"/v2/user-tasks/{task['userTaskKey']}/variables/search"
+    status, seen = await call(http, "POST", path, {"sort": [{"field": "name"}]})
+    assert status == 200, seen
+    assert [(v["name"], v["scopeKey"]) for v in seen["items"]] == [
+        ("blob", instance),
+        ("due", instance),
+        ("note", task["elementInstanceKey"]),
+        ("reviewers", instance),
+    ]
+    assert seen["items"][0]["isTruncated"] is True and seen["items"][0]["value"] == whole[:8191]
+    status, named = await call(http, "POST", f"{path}?truncateValues=false", {"filter": {"name": "blob"}})
+    assert status == 200 and [v["value"] for v in named["items"]] == [whole]
+    assert_problem(await call(http, "POST", path, {"filter": {"scopeKey": instance}}), 400, "scopeKey")
+    unknown = "/v2/user-tasks/2251799813685999/variables/search"
+    assert_problem(await call(http, "POST", unknown, {}), 404, title="NOT_FOUND")
+
+
 async def test_task_listener_denies_an_assignment(http: aiohttp.ClientSession) -> None:
     await deploy(http, BPMN / "user-task-listeners.bpmn")
     created = await create(http, {"processDefinitionId": "user-task-listeners", "variables": {"owner": "carol"}})
