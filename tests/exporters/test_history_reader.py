@@ -213,8 +213,9 @@ async def test_requests_it_cannot_answer_raise_invalid_query(
 _PREVIEW = 8191  # Camunda's variable size threshold
 
 
-def _write_rows(url: str, rows: dict[str, list[dict[str, Any]]]) -> None:
-    """Rows written as the exporter writes them (one batch, one transaction)."""
+def _write_rows(url: str, rows: dict[str, list[dict[str, Any]]], incident_instances: set[int] | None = None) -> None:
+    """Rows written as the exporter writes them (one batch, one transaction), then the incident flags of
+    ``incident_instances`` recomputed as after a batch with incident events of those instances."""
     backend = open_backend(url)
     backend.connect()
     try:
@@ -223,6 +224,7 @@ def _write_rows(url: str, rows: dict[str, list[dict[str, Any]]]) -> None:
         for table, table_rows in rows.items():
             key = schema.TABLES_BY_NAME[table].key
             batch.rows[table] = {row[key]: row for row in table_rows}
+        batch.incident_instances = set(incident_instances or ())
         backend.write(batch, 1)
     finally:
         backend.close()
@@ -302,3 +304,35 @@ async def test_user_task_variables_are_those_of_its_scopes(scoped_reader: Histor
     with pytest.raises(InvalidQuery) as info:
         await scoped_reader.search_user_task_variables("20", {"filter": {"scopeKey": "10"}})
     assert "filter.scopeKey: unknown filter field for user-task-variables; allowed: $or, name" in str(info.value)
+
+
+async def test_has_incident_covers_the_instances_an_instance_called(history_url: str) -> None:
+    """1 calls 2, which calls 3; 4 stands alone. An incident in 3 flags 1, 2 and 3 (item and filter); another one
+    in 2 keeps 1 and 2 flagged once the one in 3 is resolved; resolving that one too clears them all."""
+
+    def instance(key: int, caller: int | None) -> dict[str, Any]:
+        return {"process_instance_key": key, "parent_process_instance_key": caller, "state": "ACTIVE"}
+
+    def incident(key: int, instance: int, state: str) -> dict[str, Any]:
+        return {"incident_key": key, "process_instance_key": instance, "state": state}
+
+    instances = [instance(1, None), instance(2, 1), instance(3, 2), instance(4, None)]
+    reader = open_reader(history_url)
+
+    async def flagged() -> list[str]:
+        found = await reader.search("process-instances", {"filter": {"hasIncident": True}})
+        items = (await reader.search("process-instances", {"sort": [{"field": "processInstanceKey"}]}))["items"]
+        assert sorted(i["processInstanceKey"] for i in found["items"]) == [
+            i["processInstanceKey"] for i in items if i["hasIncident"]
+        ]
+        return sorted(i["processInstanceKey"] for i in found["items"])
+
+    try:
+        _write_rows(history_url, {"process_instances": instances, "incidents": [incident(30, 3, "ACTIVE")]}, {3})
+        assert await flagged() == ["1", "2", "3"]
+        _write_rows(history_url, {"incidents": [incident(20, 2, "ACTIVE"), incident(30, 3, "RESOLVED")]}, {2, 3})
+        assert await flagged() == ["1", "2"]
+        _write_rows(history_url, {"incidents": [incident(20, 2, "RESOLVED")]}, {2})
+        assert await flagged() == []
+    finally:
+        await reader.close()

@@ -457,6 +457,46 @@ async def test_incident_found_by_search_and_resolved(http: aiohttp.ClientSession
     )
 
 
+async def test_an_incident_in_a_called_instance_flags_every_instance_above_it(http: aiohttp.ClientSession) -> None:
+    """As in Camunda, hasIncident (item and filter) covers the instance tree: an incident in the grandchild of a
+    call chain flags the grandchild, its caller and the root; resolving it clears all three."""
+    await deploy(http, BPMN / "call-chain.bpmn")
+    root = (await create(http, {"processDefinitionId": "call-chain"}))["processInstanceKey"]
+    [job] = await activate(http, "chain-work")
+    leaf = job["processInstanceKey"]
+    assert await call(http, "POST", f"/v2/jobs/{job['jobKey']}/failure", {"retries": 0}) == (204, None)
+    [incident] = (
+        await search_until(
+            http, "incidents", {"filter": {"processInstanceKey": leaf, "state": "ACTIVE"}}, lambda a: a["items"], "it"
+        )
+    )["items"]
+    tree = {"processDefinitionId": {"$like": "call-chain*"}}
+    flagged = await search_until(
+        http,
+        "process-instances",
+        {"filter": {**tree, "hasIncident": True}, "sort": [{"field": "processInstanceKey"}]},
+        lambda a: a["page"]["totalItems"] == 3,
+        "the incident flagged up the call chain",
+    )
+    [first, middle, last] = flagged["items"]
+    assert (first["processInstanceKey"], last["processInstanceKey"]) == (root, leaf)
+    assert (
+        middle["parentProcessInstanceKey"] == root and last["parentProcessInstanceKey"] == middle["processInstanceKey"]
+    )
+    status, item = await call(http, "GET", f"/v2/process-instances/{root}")
+    assert status == 200 and item["hasIncident"] is True
+    assert await call(http, "PATCH", f"/v2/jobs/{job['jobKey']}", {"changeset": {"retries": 1}}) == (204, None)
+    assert await call(http, "POST", f"/v2/incidents/{incident['incidentKey']}/resolution") == (204, None)
+    cleared = await search_until(
+        http,
+        "process-instances",
+        {"filter": {**tree, "processInstanceKey": {"$in": [root, middle["processInstanceKey"], leaf]}}},
+        lambda a: a["page"]["totalItems"] == 3 and not any(i["hasIncident"] for i in a["items"]),
+        "the flags cleared once the incident is resolved",
+    )
+    assert {i["processInstanceKey"] for i in cleared["items"]} == {root, middle["processInstanceKey"], leaf}
+
+
 async def test_search_errors(http: aiohttp.ClientSession) -> None:
     assert_problem(
         await call(http, "POST", "/v2/process-instances/search", {"filter": {"colour": "red"}}), 400, "colour"
