@@ -5,13 +5,16 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from collections.abc import AsyncIterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import aiohttp
 import pytest
 
+from broker.protocol.keys import partition_of
 from tests.harness import BPMN, FIXTURES, WeirProcess
 
 PROBLEM = "application/problem+json"
@@ -652,3 +655,87 @@ async def test_requests_are_counted_by_route_and_status(http: aiohttp.ClientSess
     text = metrics["text"]
     assert 'weir_gateway_rest_requests_total{route="GET /v2/topology",status="200"}' in text
     assert 'weir_gateway_rest_requests_total{route="POST /v2/jobs/{jobKey}/completion",status="404"}' in text
+
+
+# -- the clock -------------------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+async def two_partitions(tmp_path: Path) -> AsyncIterator[aiohttp.ClientSession]:
+    """A Weir of the test's own with two partitions: pinning its clock must not leak into other tests."""
+    w = WeirProcess(tmp_path / "data", extra_args=["--partitions", "2"])
+    w.start()
+    try:
+        async with aiohttp.ClientSession(base_url=w.rest_url) as session:
+            yield session
+    finally:
+        w.stop()
+
+
+def _iso(ms: int) -> str:
+    return datetime.fromtimestamp(ms / 1000, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+async def test_a_pinned_clock_fires_timers_on_every_partition_and_resets(two_partitions: aiohttp.ClientSession) -> None:
+    """PUT /v2/clock pins processing time two hours ahead: the one-hour timers of instances on both partitions fire
+    at the pinned time (the pin reaches the second partition by command distribution); POST /v2/clock/reset lets
+    time follow the system clock again."""
+    http = two_partitions
+    assert_problem(await call(http, "PUT", "/v2/clock", {}), 400, "'timestamp'")
+    assert_problem(await call(http, "PUT", "/v2/clock", {"timestamp": -1}), 400, "'timestamp'")
+    assert_problem(await call(http, "PUT", "/v2/clock", {"timestamp": "soon"}), 400, "'timestamp'")
+    await deploy(http, BPMN / "timer-catch.bpmn")
+    instances: list[str] = []
+    for _ in range(200):  # until the deployment reached the second partition too (distribution is asynchronous)
+        body = {"processDefinitionId": "timer-catch", "variables": {"delay": "PT1H"}}
+        status, created = await call(http, "POST", "/v2/process-instances", body)
+        if status == 200:
+            instances.append(created["processInstanceKey"])
+            if {partition_of(int(k)) for k in instances} == {1, 2}:
+                break
+        else:
+            assert_problem((status, created), 404, "Expected to find process definition")
+            await asyncio.sleep(0.05)
+    assert {partition_of(int(k)) for k in instances} == {1, 2}, "instances on each partition"
+    waiting = {"filter": {"elementId": "wait", "state": "ACTIVE", "processInstanceKey": {"$in": instances}}}
+
+    def every_instance(answer: dict) -> bool:
+        return answer["page"]["totalItems"] == len(instances)
+
+    await search_until(http, "element-instances", waiting, every_instance, "every instance waiting")
+    assert await activate(http, "after-wait", len(instances), timeout_ms=200) == [], "not due by the system clock"
+
+    pinned_at = (int(time.time()) + 2 * 3600) * 1000
+    assert await call(http, "PUT", "/v2/clock", {"timestamp": pinned_at}) == (204, None)
+    jobs: list[dict] = []
+    for _ in range(50):
+        jobs += await activate(http, "after-wait", len(instances), timeout_ms=500)
+        if len(jobs) == len(instances):
+            break
+    assert sorted(j["processInstanceKey"] for j in jobs) == sorted(instances), "every timer fired"
+    done = await search_until(
+        http,
+        "element-instances",
+        {"filter": {"elementId": "wait", "state": "COMPLETED", "processInstanceKey": {"$in": instances}}},
+        every_instance,
+        "every timer completed in the history",
+    )
+    assert {e["endDate"] for e in done["items"]} == {_iso(pinned_at)}, "processed at the pinned time"
+
+    assert await call(http, "POST", "/v2/clock/reset") == (204, None)
+    # The reset reaches the second partition by distribution too: until then it still stamps the pinned time.
+    following: set[int] = set()
+    for _ in range(100):
+        later = await create(http, {"processDefinitionId": "timer-catch", "variables": {"delay": "PT1H"}})
+        key = later["processInstanceKey"]
+        [started] = (
+            await search_until(
+                http, "process-instances", {"filter": {"processInstanceKey": key}}, lambda a: a["items"], "it"
+            )
+        )["items"]
+        if started["startDate"] < _iso(pinned_at):
+            following.add(partition_of(int(key)))
+        if following == {1, 2}:
+            break
+        await asyncio.sleep(0.05)
+    assert following == {1, 2}, "both partitions follow the system clock again"
