@@ -79,21 +79,27 @@ class HistoryReader:
         except InvalidQuery:
             return None
         p = self.placeholder
+        tasks = await self._fetch(f"SELECT process_instance_key FROM user_tasks WHERE user_task_key = {p}", [task_key])
+        if not tasks:
+            return None
+        instance = tasks[0][0]
         scopes_sql = (
             "WITH RECURSIVE scopes(k) AS ("
             f"SELECT element_instance_key FROM user_tasks WHERE user_task_key = {p} "
             "UNION SELECT e.flow_scope_key FROM element_instances e JOIN scopes s ON e.element_instance_key = s.k"
-            ") SELECT k FROM scopes "
-            f"UNION SELECT process_instance_key FROM user_tasks WHERE user_task_key = {p}"
+            ") SELECT k FROM scopes"
         )
-        scopes = sorted(
-            int(row[0]) for row in await self._fetch(scopes_sql, [task_key, task_key]) if row[0] is not None
-        )
+        scopes = {int(k) for (k,) in await self._fetch(scopes_sql, [task_key]) if k is not None}
+        if instance is not None:
+            scopes.add(int(instance))
         if not scopes:
             return None
         marks = ", ".join("?" for _ in scopes)
         q.where = f"({q.where}) AND v.scope_key IN ({marks})"
-        q.params = [*q.params, *scopes]
+        q.params = [*q.params, *sorted(scopes)]
+        if instance is not None:  # every scope is of the task's instance: its index narrows the search
+            q.where += " AND v.process_instance_key = ?"
+            q.params.append(int(instance))
         return await self._search(definition, q, truncate_values=truncate_values)
 
     async def _search(
