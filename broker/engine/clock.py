@@ -15,6 +15,7 @@ from broker.engine.context import ProcessingContext
 from broker.protocol.enums import ClockIntent, RejectionType, ValueType
 from broker.protocol.record import Record
 
+_MAX_TIME = 2**63 - 1  # epoch milliseconds as a signed 64-bit integer, as every record time
 _EVENT_OF = {ClockIntent.PIN: ClockIntent.PINNED, ClockIntent.RESET: ClockIntent.RESETTED}
 
 
@@ -23,6 +24,9 @@ def pin(ctx: ProcessingContext, cmd: Record) -> None:
     time = cmd.value.get("time")
     if not isinstance(time, int) or isinstance(time, bool) or time < 0:
         ctx.reject(RejectionType.INVALID_ARGUMENT, f"Expected pin time to be not negative but it was {time}")
+        return
+    if time > _MAX_TIME:
+        ctx.reject(RejectionType.INVALID_ARGUMENT, f"Expected pin time to be at most {_MAX_TIME} but it was {time}")
         return
     _modify(ctx, cmd, ClockIntent.PIN, {"time": time})
 

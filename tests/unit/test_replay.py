@@ -1146,6 +1146,8 @@ async def test_a_pinned_clock_fires_timers_at_the_pinned_time_and_replays(tmp_pa
     rejected = await d.send(ValueType.CLOCK, ClockIntent.PIN, {"time": -1})
     assert rejected.record_type == RecordType.COMMAND_REJECTION
     assert rejected.rejection_reason == "Expected pin time to be not negative but it was -1"
+    beyond = await d.send(ValueType.CLOCK, ClockIntent.PIN, {"time": 2**63})
+    assert beyond.rejection_reason == f"Expected pin time to be at most {2**63 - 1} but it was {2**63}"
     pinned_at = d.clock.now + 2 * 3600_000
     pinned = accepted(await d.send(ValueType.CLOCK, ClockIntent.PIN, {"time": pinned_at}))
     assert pinned.intent == ClockIntent.PINNED and pinned.value == {"time": pinned_at}
