@@ -22,6 +22,7 @@ from broker.engine.job_processors import activation_request
 from broker.engine.partitioning import subscription_partition
 from broker.protocol.documents import InvalidDocumentError, find_problem
 from broker.protocol.enums import (
+    ClockIntent,
     DecisionEvaluationIntent,
     DeploymentIntent,
     IncidentIntent,
@@ -331,6 +332,19 @@ class GatewayCommands:
         return await self.execute(
             self.next_partition(), ValueType.DECISION_EVALUATION, DecisionEvaluationIntent.EVALUATE, value
         )
+
+    # -- the clock -------------------------------------------------------------------------------------------
+
+    async def pin_clock(self, timestamp: int) -> Record:
+        """Pin the stream clock of every partition at ``timestamp`` (epoch ms): the first partition answers once
+        pinned and distributes the pin to the others, as Zeebe's deployment partition does."""
+        if timestamp < 0:
+            invalid(f"The value for timestamp is '{timestamp}' but must be not negative.")
+        return await self.execute(self.client.partition_ids[0], ValueType.CLOCK, ClockIntent.PIN, {"time": timestamp})
+
+    async def reset_clock(self) -> Record:
+        """Let every partition's stream clock follow its leader's clock again (distributed like a pin)."""
+        return await self.execute(self.client.partition_ids[0], ValueType.CLOCK, ClockIntent.RESET, {"time": 0})
 
     # -- process instances -----------------------------------------------------------------------------------
 

@@ -12,6 +12,7 @@ from broker.engine.elements import registry
 from broker.engine.models import ModelCache
 from broker.protocol.enums import (
     AsyncRequestIntent,
+    ClockIntent,
     CommandDistributionIntent,
     CompensationSubscriptionIntent,
     DecisionIntent,
@@ -100,6 +101,8 @@ class EventAppliers:
                 ValueType.PROCESS_INSTANCE_CREATION,
                 ProcessInstanceCreationIntent.CREATED,
             ): self._instance_created,
+            (ValueType.CLOCK, ClockIntent.PINNED): self._clock_pinned,
+            (ValueType.CLOCK, ClockIntent.RESETTED): self._clock_resetted,
             (ValueType.COMMAND_DISTRIBUTION, CommandDistributionIntent.STARTED): self._distribution_started,
             (ValueType.COMMAND_DISTRIBUTION, CommandDistributionIntent.ACKNOWLEDGED): self._distribution_acknowledged,
             (ValueType.TIMER, TimerIntent.CREATED): self._timer_created,
@@ -346,6 +349,14 @@ class EventAppliers:
                 value = dict(job["value"])
                 value["recurringTime"] = -1
                 state.jobs.put(job_key, JobState.ACTIVATABLE, value)
+
+    # -- the stream clock -----------------------------------------------------------------------------------
+
+    def _clock_pinned(self, state: PartitionState, r: Record) -> None:
+        state.meta.pin_clock(r.value["time"])
+
+    def _clock_resetted(self, state: PartitionState, r: Record) -> None:
+        state.meta.reset_clock()
 
     # -- command distribution -------------------------------------------------------------------------------
 

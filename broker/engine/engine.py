@@ -9,8 +9,8 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from broker import feel
+from broker.engine import clock, events, resource_deletion, signals, user_tasks
 from broker.engine import decision_processors as decisions
-from broker.engine import events, resource_deletion, signals, user_tasks
 from broker.engine import instance_processors as instances
 from broker.engine import job_processors as jobs
 from broker.engine import message_processors as messages
@@ -22,6 +22,7 @@ from broker.engine.expressions import ExpressionEvaluator
 from broker.engine.job_streams import JobStreams
 from broker.engine.models import ModelCache
 from broker.protocol.enums import (
+    ClockIntent,
     CommandDistributionIntent,
     DecisionEvaluationIntent,
     DeploymentIntent,
@@ -100,6 +101,8 @@ class Engine:
             (ValueType.JOB, JobIntent.YIELD): jobs.yield_job,
             (ValueType.INCIDENT, IncidentIntent.RESOLVE): jobs.resolve_incident,
             (ValueType.COMMAND_DISTRIBUTION, CommandDistributionIntent.ACKNOWLEDGE): instances.acknowledge_distribution,
+            (ValueType.CLOCK, ClockIntent.PIN): clock.pin,
+            (ValueType.CLOCK, ClockIntent.RESET): clock.reset,
             (ValueType.TIMER, TimerIntent.TRIGGER): events.trigger_timer,
             (ValueType.MESSAGE, MessageIntent.PUBLISH): messages.publish,
             (ValueType.MESSAGE, MessageIntent.EXPIRE): messages.expire,

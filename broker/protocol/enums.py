@@ -487,6 +487,15 @@ class UserTaskIntent(IntEnum):
     CANCEL = 23
 
 
+class ClockIntent(IntEnum):
+    """Control of the stream clock (pin it to a time, reset it to the leader's clock), as Zeebe's CLOCK records."""
+
+    PIN = 0
+    PINNED = 1
+    RESET = 2
+    RESETTED = 3
+
+
 class AsyncRequestIntent(IntEnum):
     """A client request whose answer waits for later processing (a user task command waiting for its listeners)."""
 
@@ -534,6 +543,7 @@ INTENTS: Final[Mapping[ValueType, type[IntEnum]]] = MappingProxyType(
         ValueType.COMPENSATION_SUBSCRIPTION: CompensationSubscriptionIntent,
         ValueType.MESSAGE_CORRELATION: MessageCorrelationIntent,
         ValueType.USER_TASK: UserTaskIntent,
+        ValueType.CLOCK: ClockIntent,
         ValueType.ASYNC_REQUEST: AsyncRequestIntent,
     }
 )
@@ -645,6 +655,7 @@ EVENTS: Final[Mapping[type[IntEnum], frozenset[IntEnum]]] = MappingProxyType(
                 and member.name not in ("CREATE", "CANCEL")
             )
         ),
+        ClockIntent: _events(ClockIntent.PINNED, ClockIntent.RESETTED),
         AsyncRequestIntent: _events(*AsyncRequestIntent),
     }
 )

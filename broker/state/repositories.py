@@ -19,6 +19,7 @@ _META_APPLIED = b"last_applied_position"
 _META_PROCESSED = b"last_processed_position"
 _META_KEYS = b"key_counter"
 _META_EXPORTERS = b"exporter_positions"
+_META_PINNED_CLOCK = b"pinned_clock"
 
 
 MAX_TEXT_KEY_BYTES = 160
@@ -71,7 +72,7 @@ class _Repository:
 
 
 class MetaState(_Repository):
-    """Positions and the key counter: written in the same transaction as the state they describe."""
+    """Positions, the key counter and the pinned clock: written in the same transaction as the state they describe."""
 
     def __init__(self, sdb: StateDb) -> None:
         super().__init__(sdb, "meta")
@@ -101,6 +102,17 @@ class MetaState(_Repository):
         self.txn.put(_META_APPLIED, u64(applied), db=self._db)
         self.txn.put(_META_PROCESSED, u64(processed), db=self._db)
         self.txn.put(_META_KEYS, u64(key_counter), db=self._db)
+
+    def pinned_clock(self) -> int | None:
+        """The time (epoch ms) the stream clock is pinned at by a CLOCK PINNED event; None: it follows the leader."""
+        v = self.txn.get(_META_PINNED_CLOCK, db=self._db)
+        return read_u64(v) if v else None
+
+    def pin_clock(self, time_ms: int) -> None:
+        self.txn.put(_META_PINNED_CLOCK, u64(time_ms), db=self._db)
+
+    def reset_clock(self) -> None:
+        self.txn.delete(_META_PINNED_CLOCK, db=self._db)
 
 
 class Bindings:

@@ -58,7 +58,7 @@ from broker.raft import (
     ReplicationError,
 )
 from broker.state.db import StateDb
-from broker.state.repositories import PartitionState
+from broker.state.repositories import MetaState, PartitionState
 from broker.stream import commit_marker, snapshots
 from broker.stream.backpressure import BackpressureConfig
 from broker.stream.replay import replay_blocks, replay_start
@@ -197,6 +197,9 @@ class Partition:
         snap = snapshots.restore_latest(self.directory / "snapshots", runtime)
         self.db = StateDb(runtime)
         self.state = PartitionState(self.db)
+        # The checkers read the pinned clock through a view of their own: the processor's repositories stay bound
+        # to its round's transaction while the round awaits its block's commit.
+        self._clock_view = MetaState(self.db)
         self.engine = Engine(
             self.state,
             self.job_streams,
@@ -481,7 +484,7 @@ class Partition:
             apply_event=self.engine.appliers.apply,  # what engine.apply_event calls, without the hop per event
             next_position=storage.last_position + 1,
         )
-        now = self.clock()
+        now = self._stream_time(self.state.meta)
         round_started = time.monotonic()
         processed = self.processed_position
         commands = 0
@@ -702,6 +705,12 @@ class Partition:
 
     # -- leader-side checkers (wall clock lives here, never in processors) -----------------------------------
 
+    def _stream_time(self, meta: MetaState) -> int:
+        """Processing time now: where a CLOCK PINNED event pinned the clock (the state says), else the leader's
+        clock. ``meta`` is bound to a transaction of the state."""
+        pinned = meta.pinned_clock()
+        return self.clock() if pinned is None else pinned
+
     async def _check_due(self) -> None:
         self._outbox_sent: dict[tuple[bytes, str], float] = {}
         self._outbox_refused: dict[tuple[bytes, str], int] = {}  # consecutive refusals by the receiving partition
@@ -711,8 +720,12 @@ class Partition:
             await asyncio.sleep(self.config.checker_interval_s)
             if not self.healthy or self.db is None or not self._processing:
                 continue
-            now = self.clock()
             with self.db.begin() as txn:
+                self._clock_view.txn = txn
+                try:
+                    now = self._stream_time(self._clock_view)
+                finally:
+                    self._clock_view.txn = None  # type: ignore[assignment]
                 self.state.jobs.txn = txn
                 self.state.timers.txn = txn
                 self.state.messages.txn = txn

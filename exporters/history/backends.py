@@ -78,11 +78,15 @@ def upsert_sql(table: schema.Table, placeholder: str, rows: int = 1) -> str:
     return f"INSERT INTO {table.name} ({columns}) VALUES {values} ON CONFLICT ({table.key}) DO UPDATE SET {updates}"
 
 
+# An instance has an incident when it or an instance it called (call activities, at any depth) has an active one,
+# as Camunda flags every process instance of the incident's tree path: its own incidents, or a child's flag.
 _INSTANCE_INCIDENT_FLAG = (
     "UPDATE process_instances SET has_incident = CASE WHEN EXISTS (SELECT 1 FROM incidents i WHERE "
-    "i.process_instance_key = process_instances.process_instance_key AND i.state = 'ACTIVE') THEN 1 ELSE 0 END "
-    "WHERE process_instance_key = {p}"
+    "i.process_instance_key = process_instances.process_instance_key AND i.state = 'ACTIVE') OR EXISTS (SELECT 1 "
+    "FROM process_instances c WHERE c.parent_process_instance_key = process_instances.process_instance_key AND "
+    "c.has_incident = 1) THEN 1 ELSE 0 END WHERE process_instance_key = {p}"
 )
+_PARENT_INSTANCE = "SELECT parent_process_instance_key FROM process_instances WHERE process_instance_key = {p}"
 _ELEMENT_INCIDENT_KEY = (
     "UPDATE element_instances SET incident_key = (SELECT MAX(i.incident_key) FROM incidents i WHERE "
     "i.element_instance_key = element_instances.element_instance_key AND i.state = 'ACTIVE') "
@@ -182,12 +186,31 @@ class Backend:
                     cursor.execute(self._upsert(table, len(chunk)), [row.get(c) for row in chunk for c in columns])
             p = self.placeholder
             if batch.incident_instances:
-                sql = _INSTANCE_INCIDENT_FLAG.format(p=p)
-                cursor.executemany(sql, [(k,) for k in sorted(batch.incident_instances)])
+                self._flag_instance_incidents(cursor, batch.incident_instances)
             if batch.incident_elements:
                 sql = _ELEMENT_INCIDENT_KEY.format(p=p)
                 cursor.executemany(sql, [(k,) for k in sorted(batch.incident_elements)])
             cursor.execute(self._position_sql, (partition_id, batch.last_position))
+
+    def _flag_instance_incidents(self, cursor: Any, instances: set[int]) -> None:
+        """Recompute the incident flag of ``instances`` and of every instance above them (their callers), deepest
+        first: a caller's flag follows from its own incidents and its called instances' flags."""
+        parent_sql = _PARENT_INSTANCE.format(p=self.placeholder)
+        depth: dict[int, int] = {}  # instance → the most levels it lies above a changed instance
+        for key in instances:
+            chain = [key]
+            while True:
+                cursor.execute(parent_sql, (chain[-1],))
+                row = cursor.fetchone()
+                parent = row[0] if row else None
+                if parent is None or parent in chain:
+                    break
+                chain.append(parent)
+            for height, instance in enumerate(chain):
+                depth[instance] = max(depth.get(instance, 0), height)
+        flag_sql = _INSTANCE_INCIDENT_FLAG.format(p=self.placeholder)
+        for instance in sorted(depth, key=lambda k: (depth[k], k)):
+            cursor.execute(flag_sql, (instance,))
 
     def write_row_by_row(self, batch: Batch, partition_id: int) -> list[RejectedRow]:
         """Write a batch as `write` does, one row at a time, leaving out the rows the database rejects (returned).
@@ -213,8 +236,7 @@ class Backend:
                     time.sleep(0)
             p = self.placeholder
             if batch.incident_instances:
-                sql = _INSTANCE_INCIDENT_FLAG.format(p=p)
-                cursor.executemany(sql, [(k,) for k in sorted(batch.incident_instances)])
+                self._flag_instance_incidents(cursor, batch.incident_instances)
             if batch.incident_elements:
                 sql = _ELEMENT_INCIDENT_KEY.format(p=p)
                 cursor.executemany(sql, [(k,) for k in sorted(batch.incident_elements)])

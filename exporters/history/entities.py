@@ -7,7 +7,7 @@ strings, dates ISO-8601 text, flags booleans, states the v2 enums.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -28,6 +28,8 @@ class Field:
     kind: str
     filterable: bool = True
     sortable: bool = True
+    #: The item's value when search results truncate long values (None: the same as ``sql``).
+    preview_sql: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,6 +43,12 @@ class Entity:
     @property
     def item_fields(self) -> tuple[Field, ...]:
         return self.fields
+
+    def item_columns(self, *, truncate_values: bool = False) -> str:
+        """The SELECT list of an item: long values cut to their preview when ``truncate_values``."""
+        return ", ".join(
+            f.preview_sql if truncate_values and f.preview_sql is not None else f.sql for f in self.item_fields
+        )
 
     def field(self, name: str) -> Field | None:
         for f in (*self.fields, *self.filter_only):
@@ -124,19 +132,34 @@ ELEMENT_INSTANCES = Entity(
     ),
 )
 
-VARIABLES = Entity(
-    "variables",
-    "variables v",
+#: Characters of a variable's JSON value that a search result shows before it is cut (``isTruncated``); Camunda's
+#: variable size threshold. Getting the variable by key, or searching with truncateValues=false, gives it whole.
+VARIABLE_PREVIEW_LENGTH = 8191
+
+_VARIABLE_FIELDS = (
     _f("variableKey", "v.variable_key", KEY),
-    (
-        _f("variableKey", "v.variable_key", KEY),
-        _f("name", "v.name", STR),
-        _f("value", "v.value", STR),
-        _f("isTruncated", "0", BOOL, filterable=False, sortable=False),
-        _f("scopeKey", "v.scope_key", KEY),
-        _f("processInstanceKey", "v.process_instance_key", KEY),
-        _f("tenantId", "v.tenant_id", STR),
+    _f("name", "v.name", STR),
+    _f("value", "v.value", STR, preview_sql=f"SUBSTR(v.value, 1, {VARIABLE_PREVIEW_LENGTH})"),
+    _f(
+        "isTruncated",
+        "0",
+        BOOL,
+        filterable=False,
+        sortable=False,
+        preview_sql=f"CASE WHEN LENGTH(v.value) > {VARIABLE_PREVIEW_LENGTH} THEN 1 ELSE 0 END",
     ),
+    _f("scopeKey", "v.scope_key", KEY),
+    _f("processInstanceKey", "v.process_instance_key", KEY),
+    _f("tenantId", "v.tenant_id", STR),
+)
+VARIABLES = Entity("variables", "variables v", _VARIABLE_FIELDS[0], _VARIABLE_FIELDS)
+#: The variables a user task sees (``/v2/user-tasks/{key}/variables/search``): those of every scope from the
+#: task's element up to its process instance; Camunda 8.8 filters them by name only.
+USER_TASK_VARIABLES = Entity(
+    "user-task-variables",
+    "variables v",
+    _VARIABLE_FIELDS[0],
+    tuple(f if f.name == "name" else replace(f, filterable=False) for f in _VARIABLE_FIELDS),
 )
 
 INCIDENTS = Entity(

@@ -57,11 +57,56 @@ class HistoryReader:
 
     # -- the contract ------------------------------------------------------------------------------------------
 
-    async def search(self, entity: str, request: dict[str, Any] | None) -> dict[str, Any]:
-        """Answer a v2 search request for ``entity`` (see `exporters.history.query` for what it accepts)."""
-        definition = _entity(entity)
-        q = query.build(definition, request)
-        columns = ", ".join(f.sql for f in definition.item_fields)
+    async def search(
+        self, entity: str, request: dict[str, Any] | None, *, truncate_values: bool = True
+    ) -> dict[str, Any]:
+        """Answer a v2 search request for ``entity`` (see `exporters.history.query` for what it accepts).
+
+        Long variable values are cut to their preview (``isTruncated``) unless ``truncate_values`` is False.
+        """
+        return await self._search(_entity(entity), request, truncate_values=truncate_values)
+
+    async def search_user_task_variables(
+        self, user_task_key: str, request: dict[str, Any] | None, *, truncate_values: bool = True
+    ) -> dict[str, Any] | None:
+        """The variables a user task sees: those of its element's scope and of every enclosing scope up to its
+        process instance (all of them, an outer variable too when an inner one of the same name shadows it, as
+        Camunda 8.8 answers). None when the history has no such user task."""
+        definition = entities.USER_TASK_VARIABLES
+        q = query.build(definition, request)  # a bad request is a client error even for an unknown task
+        try:
+            task_key = query.key_value(entities.USER_TASKS.key, user_task_key, "userTaskKey")
+        except InvalidQuery:
+            return None
+        p = self.placeholder
+        tasks = await self._fetch(f"SELECT process_instance_key FROM user_tasks WHERE user_task_key = {p}", [task_key])
+        if not tasks:
+            return None
+        instance = tasks[0][0]
+        scopes_sql = (
+            "WITH RECURSIVE scopes(k) AS ("
+            f"SELECT element_instance_key FROM user_tasks WHERE user_task_key = {p} "
+            "UNION SELECT e.flow_scope_key FROM element_instances e JOIN scopes s ON e.element_instance_key = s.k"
+            ") SELECT k FROM scopes"
+        )
+        scopes = {int(k) for (k,) in await self._fetch(scopes_sql, [task_key]) if k is not None}
+        if instance is not None:
+            scopes.add(int(instance))
+        if not scopes:
+            return None
+        marks = ", ".join("?" for _ in scopes)
+        q.where = f"({q.where}) AND v.scope_key IN ({marks})"
+        q.params = [*q.params, *sorted(scopes)]
+        if instance is not None:  # every scope is of the task's instance: its index narrows the search
+            q.where += " AND v.process_instance_key = ?"
+            q.params.append(int(instance))
+        return await self._search(definition, q, truncate_values=truncate_values)
+
+    async def _search(
+        self, definition: Entity, request: dict[str, Any] | query.SqlQuery | None, *, truncate_values: bool
+    ) -> dict[str, Any]:
+        q = request if isinstance(request, query.SqlQuery) else query.build(definition, request)
+        columns = definition.item_columns(truncate_values=truncate_values)
         where = self._marks(q.where)
         count_sql = f"SELECT COUNT(*) FROM {definition.source} WHERE {where}"
         select_sql = (
@@ -86,7 +131,7 @@ class HistoryReader:
             value = query.key_value(definition.key, key, definition.key.name)
         except InvalidQuery:
             return None
-        columns = ", ".join(f.sql for f in definition.item_fields)
+        columns = definition.item_columns(truncate_values=False)
         sql = f"SELECT {columns} FROM {definition.source} WHERE {definition.key.sql} = {self.placeholder}"
         rows = await self._fetch(sql, [value])
         return (await self._named([entities.item(definition, rows[0])], definition))[0] if rows else None

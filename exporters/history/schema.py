@@ -250,6 +250,21 @@ MIGRATIONS: tuple[Migration, ...] = (
             "CREATE INDEX user_tasks_by_instance ON user_tasks (process_instance_key)",
         ),
     ),
+    Migration(
+        2,
+        "an instance has an incident when an instance it called has one: index instances by their caller and "
+        "flag the callers of flagged instances",
+        (
+            "CREATE INDEX process_instances_by_parent ON process_instances (parent_process_instance_key)",
+            "UPDATE process_instances SET has_incident = 1 WHERE process_instance_key IN ("
+            "WITH RECURSIVE callers(k) AS ("
+            "SELECT parent_process_instance_key FROM process_instances "
+            "WHERE has_incident = 1 AND parent_process_instance_key IS NOT NULL "
+            "UNION SELECT p.parent_process_instance_key FROM process_instances p JOIN callers c "
+            "ON p.process_instance_key = c.k WHERE p.parent_process_instance_key IS NOT NULL"
+            ") SELECT k FROM callers)",
+        ),
+    ),
 )
 
 SCHEMA_VERSION_TABLE = (

@@ -33,6 +33,8 @@ class Endpoint:
     errors: tuple[int, ...] = ()
     content_type: str = "application/json"
     description: str = ""
+    #: Query parameters, as OpenAPI parameter objects (``"in": "query"``).
+    query_params: tuple[dict[str, Any], ...] = ()
 
 
 def key_param(name: str, description: str) -> dict[str, Any]:

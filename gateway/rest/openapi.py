@@ -57,6 +57,7 @@ def _operation(endpoint: Endpoint, auth_methods: list[str]) -> dict[str, Any]:
     if endpoint.description:
         operation["description"] = endpoint.description
     params = [key_param(name, f"The {_words(name)}") for name in re.findall(r"{(\w+)}", endpoint.path)]
+    params.extend(endpoint.query_params)
     if params:
         operation["parameters"] = params
     if endpoint.body is not None:

@@ -370,6 +370,9 @@ EVALUATE_DECISION = Body(
     },
     "Either decisionDefinitionId or decisionDefinitionKey.",
 )
+PIN_CLOCK = Body(
+    {"timestamp": Field("integer", "The time in epoch milliseconds to pin the clock at", required=True, minimum=0)}
+)
 SET_VARIABLES = Body(
     {
         "variables": Field("object", "The variables to set", required=True),
@@ -559,6 +562,17 @@ class CommandRoutes:
     async def resolve_incident(self, request: web.Request) -> web.Response:
         await read_json(request, OPERATION_ONLY, optional=True)
         await self.commands.resolve_incident(path_key(request, "incidentKey"))
+        return no_content()
+
+    # -- the clock -------------------------------------------------------------------------------------------
+
+    async def pin_clock(self, request: web.Request) -> web.Response:
+        body = await read_json(request, PIN_CLOCK)
+        await self.commands.pin_clock(body["timestamp"])
+        return no_content()
+
+    async def reset_clock(self, request: web.Request) -> web.Response:
+        await self.commands.reset_clock()
         return no_content()
 
     # -- jobs ------------------------------------------------------------------------------------------------
@@ -883,6 +897,25 @@ class CommandRoutes:
                 responses={
                     200: ("The broadcast signal", obj({"tenantId": STRING, "signalKey": KEY}, required=["signalKey"]))
                 },
+            ),
+            Endpoint(
+                "PUT",
+                "/v2/clock",
+                "Pin the engine's clock at a time",
+                self.pin_clock,
+                "Clock",
+                body=PIN_CLOCK,
+                responses={204: ("The clock is pinned", None)},
+                description="Processing time stands still at the given time on every partition (timers, job "
+                "deadlines and message expiries fall due by it) until it is pinned again or reset.",
+            ),
+            Endpoint(
+                "POST",
+                "/v2/clock/reset",
+                "Reset the engine's clock to the system time",
+                self.reset_clock,
+                "Clock",
+                responses={204: ("The clock follows the system time again", None)},
             ),
             Endpoint(
                 "POST",

@@ -58,6 +58,29 @@ SEARCH_REQUEST: dict[str, Any] = {
         },
     },
 }
+#: ``?truncateValues=false`` on a variable search: whole values instead of previews (Camunda's query parameter).
+TRUNCATE_VALUES: dict[str, Any] = {
+    "name": "truncateValues",
+    "in": "query",
+    "required": False,
+    "description": "When true (the default), long variable values in the response are truncated (isTruncated); "
+    "when false, full values are returned.",
+    "schema": {"type": "boolean"},
+}
+#: Entities whose searches take ``truncateValues``.
+_TRUNCATING = frozenset({"variables"})
+
+
+def truncate_values(request: web.Request) -> bool:
+    """The ``truncateValues`` query parameter (true when absent)."""
+    raw = request.query.get("truncateValues")
+    if raw is None:
+        return True
+    if raw.lower() in ("true", "false"):
+        return raw.lower() == "true"
+    invalid(f"Expected the query parameter 'truncateValues' to be true or false, but it is '{raw}'")
+
+
 SEARCH_RESPONSE = obj(
     {
         "items": {"type": "array", "items": ANY_OBJECT},
@@ -103,10 +126,10 @@ class SearchRoutes:
             fail(ErrorCode.UNAVAILABLE, f"Cannot open the history store {self.setting}: {e}")
         return self._reader
 
-    async def _call(self, method: str, *args: Any) -> Any:
+    async def _call(self, method: str, *args: Any, **kwargs: Any) -> Any:
         reader = self._open()
         try:
-            return await getattr(reader, method)(*args)
+            return await getattr(reader, method)(*args, **kwargs)
         except CommandError:
             raise
         except InvalidQuery as e:
@@ -117,16 +140,20 @@ class SearchRoutes:
 
     def _search_handler(self, entity: str) -> Any:
         async def search(request: web.Request) -> web.Response:
-            raw = await request.read()
-            try:
-                query = json.loads(raw) if raw.strip() else {}
-            except ValueError as e:
-                invalid(f"Expected the request body to be JSON, but it is not valid JSON: {e}")
-            if not isinstance(query, dict):
-                invalid("Expected the search query to be a JSON object")
-            return json_response(await self._call("search", entity, query))
+            options = {"truncate_values": truncate_values(request)} if entity in _TRUNCATING else {}
+            query = await _search_query(request)
+            return json_response(await self._call("search", entity, query, **options))
 
         return search
+
+    async def user_task_variables(self, request: web.Request) -> web.Response:
+        key = parse_key("userTaskKey", request.match_info["userTaskKey"])
+        truncate = truncate_values(request)
+        query = await _search_query(request)
+        found = await self._call("search_user_task_variables", str(key), query, truncate_values=truncate)
+        if found is None:
+            fail(ErrorCode.NOT_FOUND, f"Expected to find the user task with key '{key}', but it is not in the history")
+        return json_response(found)
 
     def _get_handler(self, entity: str) -> Any:
         param, noun, _ = ENTITIES[entity]
@@ -160,6 +187,7 @@ class SearchRoutes:
                     responses={200: (f"The matching {noun}s", SEARCH_RESPONSE)},
                     description=f"Answered from the history store; {SEARCH_REQUEST['description']}",
                     raw_body=SEARCH_REQUEST,
+                    query_params=(TRUNCATE_VALUES,) if entity in _TRUNCATING else (),
                 )
             )
             found.append(
@@ -175,6 +203,21 @@ class SearchRoutes:
             )
         found.append(
             Endpoint(
+                "POST",
+                "/v2/user-tasks/{userTaskKey}/variables/search",
+                "Search the variables a user task sees in the history",
+                self.user_task_variables,
+                "User task",
+                responses={200: ("The matching variables", SEARCH_RESPONSE)},
+                description="The variables of the task's element and of every enclosing scope up to its process "
+                f"instance, answered from the history store; filter by name only. {SEARCH_REQUEST['description']}",
+                raw_body=SEARCH_REQUEST,
+                errors=(404,),
+                query_params=(TRUNCATE_VALUES,),
+            )
+        )
+        found.append(
+            Endpoint(
                 "GET",
                 "/v2/process-definitions/{processDefinitionKey}/xml",
                 "The BPMN XML of a process definition",
@@ -186,3 +229,15 @@ class SearchRoutes:
             )
         )
         return found
+
+
+async def _search_query(request: web.Request) -> dict[str, Any]:
+    """The JSON search query of a request body (an empty body: the empty query)."""
+    raw = await request.read()
+    try:
+        query = json.loads(raw) if raw.strip() else {}
+    except ValueError as e:
+        invalid(f"Expected the request body to be JSON, but it is not valid JSON: {e}")
+    if not isinstance(query, dict):
+        invalid("Expected the search query to be a JSON object")
+    return query

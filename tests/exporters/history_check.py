@@ -41,6 +41,16 @@ class History:
     workers: dict[int, str] = field(default_factory=dict)  # job key → the worker that activated it last
     decisions: set[int] = field(default_factory=set)  # decision evaluation keys
     user_tasks: dict[int, tuple[str, str]] = field(default_factory=dict)  # key → (v2 state, assignee)
+    callers: dict[int, int] = field(default_factory=dict)  # called instance → the instance that called it
+
+    def with_incident(self) -> set[int]:
+        """Instances with an active incident of their own or in an instance they called (at any depth)."""
+        found: set[int] = set()
+        for instance, state in self.incidents.values():
+            while state == "ACTIVE" and instance is not None and instance not in found:
+                found.add(instance)
+                instance = self.callers.get(instance)
+        return found
 
 
 def expected_history(records: Iterable[Record]) -> History:
@@ -64,6 +74,9 @@ def expected_history(records: Iterable[Record]) -> History:
                 continue
             if kind == "PROCESS":
                 h.instances[r.key] = state
+                caller = v.get("parentProcessInstanceKey")
+                if isinstance(caller, int) and caller > 0:
+                    h.callers[r.key] = caller
             else:
                 h.elements[r.key] = (v["processInstanceKey"], v["elementId"], state)
         elif r.value_type == ValueType.VARIABLE and intent in ("CREATED", "UPDATED"):
@@ -132,7 +145,6 @@ def assert_history_matches(url: str, records: list[Record]) -> History:
     assert stored.workers == expected.workers
     assert stored.decisions == expected.decisions
     assert stored.user_tasks == expected.user_tasks
-    active_with_incident = {pi for pi, state in expected.incidents.values() if state == "ACTIVE"}
     flagged = {k for (k,) in query(url, "SELECT process_instance_key FROM process_instances WHERE has_incident = 1")}
-    assert flagged == active_with_incident
+    assert flagged == expected.with_incident()
     return expected

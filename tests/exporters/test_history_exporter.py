@@ -165,16 +165,45 @@ async def test_migrations_run_once_and_only_the_missing_steps(
     backend = open_backend(history_url)
     backend.connect()
     try:
-        assert backend.migrate(1) == [1], "an empty database gets every step"
+        every = [m.version for m in schema.MIGRATIONS]
+        assert backend.migrate(1) == every, "an empty database gets every step"
         assert backend.migrate(2) == [], "re-opening applies nothing"
-        step = schema.Migration(2, "a later step", ("ALTER TABLE jobs ADD COLUMN deadline_note TEXT",))
+        later = schema.LATEST_VERSION + 1
+        step = schema.Migration(later, "a later step", ("ALTER TABLE jobs ADD COLUMN deadline_note TEXT",))
         monkeypatch.setattr(schema, "MIGRATIONS", (*schema.MIGRATIONS, step))
-        assert backend.migrate(3) == [2], "an older database gets only the new step"
+        assert backend.migrate(3) == [later], "an older database gets only the new step"
         assert backend.migrate(4) == []
-        assert backend.schema_versions() == [1, 2]
+        assert backend.schema_versions() == [*every, later]
     finally:
         backend.close()
     assert query(history_url, "SELECT deadline_note FROM jobs") == []
+
+
+async def test_migration_2_flags_the_callers_of_instances_with_incidents(
+    history_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A history written before version 2 flagged an instance for its own incidents only: upgrading flags the
+    instances above it (its caller, the caller's caller), and no other."""
+    backend = open_backend(history_url)
+    backend.connect()
+    try:
+        with monkeypatch.context() as patch:
+            patch.setattr(schema, "MIGRATIONS", schema.MIGRATIONS[:1])
+            assert backend.migrate(1) == [1]
+        p = backend.placeholder
+        with backend.transaction() as cursor:
+            # 1 calls 2, which calls 3 (with an incident); 4 calls 5 (none); 6 stands alone.
+            for key, parent, flag in ((1, None, 0), (2, 1, 0), (3, 2, 1), (4, None, 0), (5, 4, 0), (6, None, 0)):
+                cursor.execute(
+                    "INSERT INTO process_instances (process_instance_key, parent_process_instance_key, has_incident)"
+                    f" VALUES ({p}, {p}, {p})",
+                    (key, parent, flag),
+                )
+        assert backend.migrate(2) == [2]
+    finally:
+        backend.close()
+    flagged = query(history_url, "SELECT process_instance_key FROM process_instances WHERE has_incident = 1")
+    assert sorted(k for (k,) in flagged) == [1, 2, 3]
 
 
 async def test_retention_removes_what_ended_before_the_cutoff_and_keeps_what_runs(

@@ -10,7 +10,10 @@ from typing import Any
 import pytest
 
 from broker.protocol.record import Record
+from exporters.history import schema
+from exporters.history.backends import open_backend
 from exporters.history.reader import HistoryReader, InvalidQuery, open_reader
+from exporters.history.rows import Batch
 from tests.exporters.history_check import expected_history
 from tests.exporters.scenario import run_scenario
 from tests.exporters.test_history_exporter import export_all, record_log
@@ -203,3 +206,133 @@ async def test_requests_it_cannot_answer_raise_invalid_query(
     with pytest.raises(InvalidQuery) as info:
         await reader.search(entity, request_)
     assert message in str(info.value)
+
+
+# -- long variable values and the variables a user task sees -----------------------------------------------------
+
+_PREVIEW = 8191  # Camunda's variable size threshold
+
+
+def _write_rows(url: str, rows: dict[str, list[dict[str, Any]]], incident_instances: set[int] | None = None) -> None:
+    """Rows written as the exporter writes them (one batch, one transaction), then the incident flags of
+    ``incident_instances`` recomputed as after a batch with incident events of those instances."""
+    backend = open_backend(url)
+    backend.connect()
+    try:
+        backend.migrate(0)
+        batch = Batch()
+        for table, table_rows in rows.items():
+            key = schema.TABLES_BY_NAME[table].key
+            batch.rows[table] = {row[key]: row for row in table_rows}
+        batch.incident_instances = set(incident_instances or ())
+        backend.write(batch, 1)
+    finally:
+        backend.close()
+
+
+@pytest.fixture
+async def scoped_reader(history_url: str) -> Any:
+    """Instance 10 → subprocess 11 → user task element 12 (task 20); element 13 is a sibling of 11. Variables:
+    1 (long) at 10, 2 at 11, 3 at 12, 4 at 13, 5 (exactly the preview length) at 10, 6 ("x" shadowing 1) at 12."""
+
+    def variable(key: int, name: str, value: str, scope: int) -> dict[str, Any]:
+        return {"variable_key": key, "name": name, "value": value, "scope_key": scope, "process_instance_key": 10}
+
+    def element(key: int, scope: int) -> dict[str, Any]:
+        return {"element_instance_key": key, "process_instance_key": 10, "flow_scope_key": scope, "state": "ACTIVE"}
+
+    _write_rows(
+        history_url,
+        {
+            "process_instances": [{"process_instance_key": 10, "state": "ACTIVE"}],
+            "element_instances": [element(11, 10), element(12, 11), element(13, 10)],
+            "user_tasks": [{"user_task_key": 20, "element_instance_key": 12, "process_instance_key": 10}],
+            "variables": [
+                variable(1, "x", json.dumps("é" * 9000), 10),  # 9002 characters, more bytes in UTF-8
+                variable(2, "sub", "2", 11),
+                variable(3, "task", "3", 12),
+                variable(4, "sibling", "4", 13),
+                variable(5, "edge", json.dumps("a" * (_PREVIEW - 2)), 10),
+                variable(6, "x", '"inner"', 12),
+            ],
+        },
+    )
+    r = open_reader(history_url)
+    try:
+        yield r
+    finally:
+        await r.close()
+
+
+def _by_key(result: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {item["variableKey"]: item for item in result["items"]}
+
+
+async def test_searches_truncate_long_variable_values_and_get_returns_them_whole(scoped_reader: HistoryReader) -> None:
+    full = json.dumps("é" * 9000)
+    found = _by_key(await scoped_reader.search("variables", {}))
+    assert found["1"]["value"] == full[:_PREVIEW] and found["1"]["isTruncated"] is True
+    assert len(found["5"]["value"]) == _PREVIEW and found["5"]["isTruncated"] is False, "at the limit: whole"
+    assert found["2"] == {**found["2"], "value": "2", "isTruncated": False}
+
+    whole = _by_key(await scoped_reader.search("variables", {}, truncate_values=False))
+    assert whole["1"]["value"] == full and whole["1"]["isTruncated"] is False
+    assert {k: v for k, v in whole.items() if k != "1"} == {k: v for k, v in found.items() if k != "1"}
+
+    item = await scoped_reader.get("variables", "1")
+    assert item is not None and item["value"] == full and item["isTruncated"] is False
+    # Filters and sort see the whole value, whatever the item shows.
+    assert [
+        i["variableKey"] for i in (await scoped_reader.search("variables", {"filter": {"value": full}}))["items"]
+    ] == ["1"]
+
+
+async def test_user_task_variables_are_those_of_its_scopes(scoped_reader: HistoryReader) -> None:
+    result = await scoped_reader.search_user_task_variables("20", {"sort": [{"field": "variableKey"}]})
+    assert result is not None and result["page"]["totalItems"] == 5
+    assert [i["variableKey"] for i in result["items"]] == ["1", "2", "3", "5", "6"], "not the sibling scope's 4"
+    assert result["items"][0]["isTruncated"] is True and len(result["items"][0]["value"]) == _PREVIEW
+    whole = await scoped_reader.search_user_task_variables("20", {"filter": {"name": "x"}}, truncate_values=False)
+    assert whole is not None and sorted((i["scopeKey"], i["value"]) for i in whole["items"]) == [
+        ("10", json.dumps("é" * 9000)),
+        ("12", '"inner"'),
+    ]
+    paged = await scoped_reader.search_user_task_variables("20", {"sort": [{"field": "name"}], "page": {"limit": 2}})
+    assert paged is not None and [i["name"] for i in paged["items"]] == ["edge", "sub"]
+    assert await scoped_reader.search_user_task_variables("21", {}) is None
+    assert await scoped_reader.search_user_task_variables("not-a-key", {}) is None
+    with pytest.raises(InvalidQuery) as info:
+        await scoped_reader.search_user_task_variables("20", {"filter": {"scopeKey": "10"}})
+    assert "filter.scopeKey: unknown filter field for user-task-variables; allowed: $or, name" in str(info.value)
+
+
+async def test_has_incident_covers_the_instances_an_instance_called(history_url: str) -> None:
+    """1 calls 2, which calls 3; 4 stands alone. An incident in 3 flags 1, 2 and 3 (item and filter); another one
+    in 2 keeps 1 and 2 flagged once the one in 3 is resolved; resolving that one too clears them all."""
+
+    def instance(key: int, caller: int | None) -> dict[str, Any]:
+        return {"process_instance_key": key, "parent_process_instance_key": caller, "state": "ACTIVE"}
+
+    def incident(key: int, instance: int, state: str) -> dict[str, Any]:
+        return {"incident_key": key, "process_instance_key": instance, "state": state}
+
+    instances = [instance(1, None), instance(2, 1), instance(3, 2), instance(4, None)]
+    reader = open_reader(history_url)
+
+    async def flagged() -> list[str]:
+        found = await reader.search("process-instances", {"filter": {"hasIncident": True}})
+        items = (await reader.search("process-instances", {"sort": [{"field": "processInstanceKey"}]}))["items"]
+        assert sorted(i["processInstanceKey"] for i in found["items"]) == [
+            i["processInstanceKey"] for i in items if i["hasIncident"]
+        ]
+        return sorted(i["processInstanceKey"] for i in found["items"])
+
+    try:
+        _write_rows(history_url, {"process_instances": instances, "incidents": [incident(30, 3, "ACTIVE")]}, {3})
+        assert await flagged() == ["1", "2", "3"]
+        _write_rows(history_url, {"incidents": [incident(20, 2, "ACTIVE"), incident(30, 3, "RESOLVED")]}, {2, 3})
+        assert await flagged() == ["1", "2"]
+        _write_rows(history_url, {"incidents": [incident(20, 2, "RESOLVED")]}, {2})
+        assert await flagged() == []
+    finally:
+        await reader.close()

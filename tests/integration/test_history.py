@@ -17,6 +17,7 @@ from pathlib import Path
 import grpc
 from pyzeebe.proto import gateway_pb2 as pb
 
+from exporters.history import schema
 from exporters.history.rows import HISTORY_VALUE_TYPES
 from tests.exporters.history_check import assert_history_matches, query
 from tests.harness import WeirProcess, eventually
@@ -195,7 +196,7 @@ def test_a_postgresql_history_waits_out_an_outage_and_loses_nothing(tmp_path: Pa
         expected = assert_history_matches(server.url, records)
         assert len(expected.instances) == 4 * 7 and len(expected.incidents) == 4
         (version,) = server.query("SELECT MAX(version) FROM schema_version")[0]
-        assert version == 1
+        assert version == schema.LATEST_VERSION
         assert json.loads(server.query("SELECT value FROM variables WHERE name = 'note' LIMIT 1")[0][0]) == "cancel"
     finally:
         channel.close()

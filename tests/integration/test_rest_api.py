@@ -5,13 +5,16 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from collections.abc import AsyncIterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import aiohttp
 import pytest
 
+from broker.protocol.keys import partition_of
 from tests.harness import BPMN, FIXTURES, WeirProcess
 
 PROBLEM = "application/problem+json"
@@ -457,6 +460,46 @@ async def test_incident_found_by_search_and_resolved(http: aiohttp.ClientSession
     )
 
 
+async def test_an_incident_in_a_called_instance_flags_every_instance_above_it(http: aiohttp.ClientSession) -> None:
+    """As in Camunda, hasIncident (item and filter) covers the instance tree: an incident in the grandchild of a
+    call chain flags the grandchild, its caller and the root; resolving it clears all three."""
+    await deploy(http, BPMN / "call-chain.bpmn")
+    root = (await create(http, {"processDefinitionId": "call-chain"}))["processInstanceKey"]
+    [job] = await activate(http, "chain-work")
+    leaf = job["processInstanceKey"]
+    assert await call(http, "POST", f"/v2/jobs/{job['jobKey']}/failure", {"retries": 0}) == (204, None)
+    [incident] = (
+        await search_until(
+            http, "incidents", {"filter": {"processInstanceKey": leaf, "state": "ACTIVE"}}, lambda a: a["items"], "it"
+        )
+    )["items"]
+    tree = {"processDefinitionId": {"$like": "call-chain*"}}
+    flagged = await search_until(
+        http,
+        "process-instances",
+        {"filter": {**tree, "hasIncident": True}, "sort": [{"field": "processInstanceKey"}]},
+        lambda a: a["page"]["totalItems"] == 3,
+        "the incident flagged up the call chain",
+    )
+    [first, middle, last] = flagged["items"]
+    assert (first["processInstanceKey"], last["processInstanceKey"]) == (root, leaf)
+    assert (
+        middle["parentProcessInstanceKey"] == root and last["parentProcessInstanceKey"] == middle["processInstanceKey"]
+    )
+    status, item = await call(http, "GET", f"/v2/process-instances/{root}")
+    assert status == 200 and item["hasIncident"] is True
+    assert await call(http, "PATCH", f"/v2/jobs/{job['jobKey']}", {"changeset": {"retries": 1}}) == (204, None)
+    assert await call(http, "POST", f"/v2/incidents/{incident['incidentKey']}/resolution") == (204, None)
+    cleared = await search_until(
+        http,
+        "process-instances",
+        {"filter": {**tree, "processInstanceKey": {"$in": [root, middle["processInstanceKey"], leaf]}}},
+        lambda a: a["page"]["totalItems"] == 3 and not any(i["hasIncident"] for i in a["items"]),
+        "the flags cleared once the incident is resolved",
+    )
+    assert {i["processInstanceKey"] for i in cleared["items"]} == {root, middle["processInstanceKey"], leaf}
+
+
 async def test_search_errors(http: aiohttp.ClientSession) -> None:
     assert_problem(
         await call(http, "POST", "/v2/process-instances/search", {"filter": {"colour": "red"}}), 400, "colour"
@@ -524,6 +567,53 @@ async def test_user_task_errors(http: aiohttp.ClientSession) -> None:
     assert_problem(await call(http, "DELETE", "/v2/user-tasks/abc/assignee"), 400, "'userTaskKey'")
 
 
+async def test_long_variable_values_are_truncated_in_searches(http: aiohttp.ClientSession) -> None:
+    """Searches show the first 8191 characters of a long value with isTruncated (Camunda's variable size
+    threshold); truncateValues=false and getting the variable by key give it whole."""
+    await deploy(http, BPMN / "user-task-native.bpmn")
+    blob = "é" + "x" * 10_000
+    variables = {"reviewers": ["ann"], "due": "2031-05-01T12:00:00Z", "blob": blob}
+    created = await create(http, {"processDefinitionId": "user-task-native", "variables": variables})
+    instance = created["processInstanceKey"]
+    query = {"filter": {"processInstanceKey": instance, "name": "blob"}}
+    [item] = (await search_until(http, "variables", query, lambda a: a["items"], "the variable"))["items"]
+    whole = json.dumps(blob, ensure_ascii=False)
+    assert item["isTruncated"] is True and item["value"] == whole[:8191]
+    status, answer = await call(http, "POST", "/v2/variables/search?truncateValues=false", query)
+    assert status == 200 and answer["items"][0]["value"] == whole and answer["items"][0]["isTruncated"] is False
+    status, answer = await call(http, "POST", "/v2/variables/search?truncateValues=true", query)
+    assert status == 200 and answer["items"][0] == item
+    status, got = await call(http, "GET", f"/v2/variables/{item['variableKey']}")
+    assert status == 200 and got["value"] == whole
+    assert_problem(await call(http, "POST", "/v2/variables/search?truncateValues=maybe", query), 400, "truncateValues")
+
+    # The user task sees the instance's variables and its own local ones, long values truncated the same way.
+    task = await _task_of(http, instance)
+    local = {"variables": {"note": "local"}, "local": True}
+    assert await call(http, "PUT", f"/v2/element-instances/{task['elementInstanceKey']}/variables", local) == (
+        204,
+        None,
+    )
+    await search_until(
+        http, "variables", {"filter": {"name": "note"}}, lambda a: a["items"], "the task's local variable"
+    )
+    path = f"/v2/user-tasks/{task['userTaskKey']}/variables/search"
+    status, seen = await call(http, "POST", path, {"sort": [{"field": "name"}]})
+    assert status == 200, seen
+    assert [(v["name"], v["scopeKey"]) for v in seen["items"]] == [
+        ("blob", instance),
+        ("due", instance),
+        ("note", task["elementInstanceKey"]),
+        ("reviewers", instance),
+    ]
+    assert seen["items"][0]["isTruncated"] is True and seen["items"][0]["value"] == whole[:8191]
+    status, named = await call(http, "POST", f"{path}?truncateValues=false", {"filter": {"name": "blob"}})
+    assert status == 200 and [v["value"] for v in named["items"]] == [whole]
+    assert_problem(await call(http, "POST", path, {"filter": {"scopeKey": instance}}), 400, "scopeKey")
+    unknown = "/v2/user-tasks/2251799813685999/variables/search"
+    assert_problem(await call(http, "POST", unknown, {}), 404, title="NOT_FOUND")
+
+
 async def test_task_listener_denies_an_assignment(http: aiohttp.ClientSession) -> None:
     await deploy(http, BPMN / "user-task-listeners.bpmn")
     created = await create(http, {"processDefinitionId": "user-task-listeners", "variables": {"owner": "carol"}})
@@ -565,3 +655,87 @@ async def test_requests_are_counted_by_route_and_status(http: aiohttp.ClientSess
     text = metrics["text"]
     assert 'weir_gateway_rest_requests_total{route="GET /v2/topology",status="200"}' in text
     assert 'weir_gateway_rest_requests_total{route="POST /v2/jobs/{jobKey}/completion",status="404"}' in text
+
+
+# -- the clock -------------------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+async def two_partitions(tmp_path: Path) -> AsyncIterator[aiohttp.ClientSession]:
+    """A Weir of the test's own with two partitions: pinning its clock must not leak into other tests."""
+    w = WeirProcess(tmp_path / "data", extra_args=["--partitions", "2"])
+    w.start()
+    try:
+        async with aiohttp.ClientSession(base_url=w.rest_url) as session:
+            yield session
+    finally:
+        w.stop()
+
+
+def _iso(ms: int) -> str:
+    return datetime.fromtimestamp(ms / 1000, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+async def test_a_pinned_clock_fires_timers_on_every_partition_and_resets(two_partitions: aiohttp.ClientSession) -> None:
+    """PUT /v2/clock pins processing time two hours ahead: the one-hour timers of instances on both partitions fire
+    at the pinned time (the pin reaches the second partition by command distribution); POST /v2/clock/reset lets
+    time follow the system clock again."""
+    http = two_partitions
+    assert_problem(await call(http, "PUT", "/v2/clock", {}), 400, "'timestamp'")
+    assert_problem(await call(http, "PUT", "/v2/clock", {"timestamp": -1}), 400, "'timestamp'")
+    assert_problem(await call(http, "PUT", "/v2/clock", {"timestamp": "soon"}), 400, "'timestamp'")
+    await deploy(http, BPMN / "timer-catch.bpmn")
+    instances: list[str] = []
+    for _ in range(200):  # until the deployment reached the second partition too (distribution is asynchronous)
+        body = {"processDefinitionId": "timer-catch", "variables": {"delay": "PT1H"}}
+        status, created = await call(http, "POST", "/v2/process-instances", body)
+        if status == 200:
+            instances.append(created["processInstanceKey"])
+            if {partition_of(int(k)) for k in instances} == {1, 2}:
+                break
+        else:
+            assert_problem((status, created), 404, "Expected to find process definition")
+            await asyncio.sleep(0.05)
+    assert {partition_of(int(k)) for k in instances} == {1, 2}, "instances on each partition"
+    waiting = {"filter": {"elementId": "wait", "state": "ACTIVE", "processInstanceKey": {"$in": instances}}}
+
+    def every_instance(answer: dict) -> bool:
+        return answer["page"]["totalItems"] == len(instances)
+
+    await search_until(http, "element-instances", waiting, every_instance, "every instance waiting")
+    assert await activate(http, "after-wait", len(instances), timeout_ms=200) == [], "not due by the system clock"
+
+    pinned_at = (int(time.time()) + 2 * 3600) * 1000
+    assert await call(http, "PUT", "/v2/clock", {"timestamp": pinned_at}) == (204, None)
+    jobs: list[dict] = []
+    for _ in range(50):
+        jobs += await activate(http, "after-wait", len(instances), timeout_ms=500)
+        if len(jobs) == len(instances):
+            break
+    assert sorted(j["processInstanceKey"] for j in jobs) == sorted(instances), "every timer fired"
+    done = await search_until(
+        http,
+        "element-instances",
+        {"filter": {"elementId": "wait", "state": "COMPLETED", "processInstanceKey": {"$in": instances}}},
+        every_instance,
+        "every timer completed in the history",
+    )
+    assert {e["endDate"] for e in done["items"]} == {_iso(pinned_at)}, "processed at the pinned time"
+
+    assert await call(http, "POST", "/v2/clock/reset") == (204, None)
+    # The reset reaches the second partition by distribution too: until then it still stamps the pinned time.
+    following: set[int] = set()
+    for _ in range(100):
+        later = await create(http, {"processDefinitionId": "timer-catch", "variables": {"delay": "PT1H"}})
+        key = later["processInstanceKey"]
+        [started] = (
+            await search_until(
+                http, "process-instances", {"filter": {"processInstanceKey": key}}, lambda a: a["items"], "it"
+            )
+        )["items"]
+        if started["startDate"] < _iso(pinned_at):
+            following.add(partition_of(int(key)))
+        if following == {1, 2}:
+            break
+        await asyncio.sleep(0.05)
+    assert following == {1, 2}, "both partitions follow the system clock again"

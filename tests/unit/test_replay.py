@@ -20,6 +20,7 @@ import pytest
 from broker.engine.behaviors import TENANT
 from broker.engine.job_processors import activation_request
 from broker.protocol.enums import (
+    ClockIntent,
     DeploymentIntent,
     IncidentIntent,
     JobBatchIntent,
@@ -1007,7 +1008,13 @@ async def _random_step(d: Driver, rng: random.Random, known: dict[str, set[int]]
                 await d.update_retries(incident["jobKey"], 1)
             await d.resolve(key)
     elif action == "time":
-        d.clock.now += rng.choice([600, 1_000, 2_000, 70_000])
+        roll = rng.random()
+        if roll < 0.2:  # pin processing time (ahead of the partition's clock, or at it): a CLOCK PINNED event
+            await d.send(ValueType.CLOCK, ClockIntent.PIN, {"time": d.clock.now + rng.choice([0, 2_000, 70_000])})
+        elif roll < 0.3:
+            await d.send(ValueType.CLOCK, ClockIntent.RESET, {})
+        else:
+            d.clock.now += rng.choice([600, 1_000, 2_000, 70_000])
         await asyncio.sleep(0.02)
     elif action == "publish":
         value = {
@@ -1113,3 +1120,78 @@ async def test_a_redelivered_distributed_deployment_is_answered_without_a_second
     ]
     assert [(r.value_type, r.key) for r in created] == [(ValueType.PROCESS, key), (ValueType.DEPLOYMENT, deployed.key)]
     check_replay_equals_live(d.directory, tmp_path)
+
+
+async def _jobs_of(d: Driver, job_type: str, expected: int) -> list[int]:
+    """Activate until ``expected`` jobs of ``job_type`` are there (timers fire through the partition's checker)."""
+    found: list[int] = []
+    for _ in range(500):
+        found += await d.activate(job_type)
+        if len(found) >= expected:
+            return found
+        await asyncio.sleep(0.01)
+    raise AssertionError(f"only {len(found)} of {expected} '{job_type}' jobs")
+
+
+async def test_a_pinned_clock_fires_timers_at_the_pinned_time_and_replays(tmp_path: Path) -> None:
+    """CLOCK PIN stands processing time still at a later time: a timer due by then fires, stamped with it, and
+    later commands are too. The pin is state (a PINNED event): replay and a restart from the log alone find the
+    clock pinned; CLOCK RESET lets it follow the partition's clock again."""
+    d = Driver(tmp_path / "p" / "1")
+    d.open()
+    accepted(await d.deploy("timer-catch.bpmn"))
+    accepted(await d.create("timer-catch", {"delay": "PT1H"}))
+    await d.settle()
+    assert await d.activate("after-wait") == [], "not due yet by the partition's clock"
+    rejected = await d.send(ValueType.CLOCK, ClockIntent.PIN, {"time": -1})
+    assert rejected.record_type == RecordType.COMMAND_REJECTION
+    assert rejected.rejection_reason == "Expected pin time to be not negative but it was -1"
+    beyond = await d.send(ValueType.CLOCK, ClockIntent.PIN, {"time": 2**63})
+    assert beyond.rejection_reason == f"Expected pin time to be at most {2**63 - 1} but it was {2**63}"
+    pinned_at = d.clock.now + 2 * 3600_000
+    pinned = accepted(await d.send(ValueType.CLOCK, ClockIntent.PIN, {"time": pinned_at}))
+    assert pinned.intent == ClockIntent.PINNED and pinned.value == {"time": pinned_at}
+    [job] = await _jobs_of(d, "after-wait", 1)
+    assert d.read(lambda s: s.meta.pinned_clock()) == pinned_at
+    assert d.read(lambda s: s.jobs.get(job)["value"]["deadline"]) == pinned_at + 60_000, "activated at the pin"
+    await d.close(snapshot=False)
+    triggered = [r for r in iter_records(d.directory) if r.value_type == ValueType.TIMER and r.is_event]
+    assert [(r.intent_enum.name, r.timestamp) for r in triggered][-1] == ("TRIGGERED", pinned_at)
+    live = check_replay_equals_live(d.directory, tmp_path)
+    await check_restart_recovers(d, live, from_scratch=True)
+
+    d.open()
+    assert d.read(lambda s: s.meta.pinned_clock()) == pinned_at, "a restart keeps the clock pinned"
+    reset = accepted(await d.send(ValueType.CLOCK, ClockIntent.RESET, {}))
+    assert reset.intent == ClockIntent.RESETTED
+    created = accepted(await d.create("timer-catch", {"delay": "PT1H"}))
+    assert created.timestamp == d.clock.now, "processing follows the partition's clock again"
+    assert d.read(lambda s: s.meta.pinned_clock()) is None
+    await d.settle()
+    await d.close()
+    check_replay_equals_live(d.directory, tmp_path)
+
+
+async def test_a_clock_pin_is_distributed_to_every_partition(tmp_path: Path) -> None:
+    second = Driver(tmp_path / "p" / "2", PartitionConfig(partition_id=2, partitions_count=2, checker_interval_s=0.005))
+    second.open()
+    first = Driver(tmp_path / "p" / "1", PartitionConfig(partitions_count=2, checker_interval_s=0.005))
+    first.open()
+    assert first.partition is not None
+    first.partition.inter_partition = _Route(second)
+    accepted(await first.send(ValueType.CLOCK, ClockIntent.PIN, {"time": 1_800_000_000_000}))
+    for _ in range(500):
+        if not first.read(lambda s: list(s.iter_all("distributions"))):
+            break
+        await asyncio.sleep(0.01)
+    assert second.read(lambda s: s.meta.pinned_clock()) == 1_800_000_000_000
+    accepted(await first.send(ValueType.CLOCK, ClockIntent.RESET, {}))
+    for _ in range(500):
+        if second.read(lambda s: s.meta.pinned_clock()) is None:
+            break
+        await asyncio.sleep(0.01)
+    assert second.read(lambda s: s.meta.pinned_clock()) is None
+    await first.close()
+    await second.close()
+    check_replay_equals_live(first.directory, tmp_path)
+    check_replay_equals_live(second.directory, tmp_path)
