@@ -125,6 +125,14 @@ def validate_exporter_configs(configs: Mapping[str, Mapping[str, Any]]) -> None:
         build_exporter(exporter_id, config, 1, wall_clock_ms)
 
 
+class _ReadFailed(Exception):
+    """Reading the log failed (the cause is the reader's exception)."""
+
+
+_CAUGHT_UP = object()  # no committed record is left to offer
+_YIELD = object()  # the round's share of records is offered: let the partition run
+
+
 async def _call(result: Awaitable[None] | None) -> None:
     if inspect.isawaitable(result):
         await result
@@ -197,6 +205,8 @@ class ExporterContainer:
         self._failures_counter = EXPORT_FAILURES.labels(*labels)
         self._exported_counter = RECORDS_EXPORTED.labels(*labels)
         self._exported_uncounted = 0
+        self._offering = False  # inside a run of synchronous offers: gauges are set once at its end
+        self._gauges_stale = False
         self._position_gauge.set(position)
 
     # -- Controller ------------------------------------------------------------------------------------------
@@ -216,7 +226,10 @@ class ExporterContainer:
             position = max(position, self._skipped_through)
         if position > self._acknowledged:
             self._acknowledged = position
-            self._update_gauges()
+            if self._offering:
+                self._gauges_stale = True  # set once the run of offers ends, not per record
+            else:
+                self._update_gauges()
 
     def schedule_task(self, delay_s: float, task: ScheduledCallable) -> _Task:
         handle = _Task(asyncio.get_running_loop().time() + max(0.0, delay_s), task)
@@ -276,28 +289,25 @@ class ExporterContainer:
         loop = asyncio.get_running_loop()
         try:
             await self._open()
-            since_yield = 0
             while not self._closing:
                 if self.paused:
                     await self._resumed.wait()
                     continue
-                if self._tasks and self._tasks[0][0] <= loop.time():  # checked here: most records have none due
+                if self._tasks and self._tasks[0][0] <= loop.time():  # checked here: most rounds have none due
                     await self._run_due_tasks()
                 try:
-                    record = self._next_record()
-                except Exception as e:
-                    await self._failed(f"reading the log from position {self._next_position}", e)
+                    outcome = self._offer_available(self._yield_every)
+                except _ReadFailed as e:
+                    await self._failed(f"reading the log from position {self._next_position}", e.__cause__ or e)
                     continue
-                if record is None:
+                if outcome is _CAUGHT_UP:
                     self._count_exported()
                     await self._wait_for_work()
-                    continue
-                await self._offer(record)
-                since_yield += 1
-                if since_yield >= self._yield_every:
-                    since_yield = 0
+                elif outcome is _YIELD:
                     self._count_exported()
                     await asyncio.sleep(0)  # let the partition process commands between batches of exports
+                else:
+                    await self._finish_export(*outcome)
         except asyncio.CancelledError:
             raise
         except Exception:
@@ -313,20 +323,57 @@ class ExporterContainer:
             except Exception as e:
                 await self._failed("open", e)
 
-    async def _offer(self, record: Record) -> None:
-        if not self.context.record_filter.accepts(record):
-            self._skip(record)
-            return
-        # The record counts as offered while export runs: an exporter may acknowledge it from inside export.
-        self._last_offered = self._skipped_through = record.position
+    def _offer_available(self, limit: int) -> Any:
+        """Offer up to ``limit`` committed records without awaiting anything: exporters that export synchronously
+        (most records, for most exporters) cost no coroutine per record.
+
+        Returns ``_CAUGHT_UP`` when no committed record is left, ``_YIELD`` after ``limit`` records, or
+        ``(record, awaitable or exception)`` when an export must be awaited or failed.
+        """
+        accepts = self.context.record_filter.accepts
+        export = self.exporter.export
+        self._offering = True
         try:
-            result = self.exporter.export(record)
+            return self._offer_run(limit, accepts, export)
+        finally:
+            self._offering = False
+
+    def _offer_run(self, limit: int, accepts: Any, export: Any) -> Any:
+        for _ in range(limit):
+            try:
+                record = self._next_record()
+            except Exception as e:
+                raise _ReadFailed from e
+            if record is None:
+                return _CAUGHT_UP
+            if not accepts(record):
+                self._skip(record)
+                continue
+            # The record counts as offered while export runs: an exporter may acknowledge it from inside export.
+            self._last_offered = self._skipped_through = record.position
+            try:
+                result = export(record)
+            except Exception as e:
+                return record, e
             if result is not None:  # a coroutine exporter; a plain one costs no await
+                return record, result
+            self._exported(record)
+        return _YIELD
+
+    async def _finish_export(self, record: Record, result: Any) -> None:
+        """Await an export that returned an awaitable, or handle the exception it raised."""
+        if not isinstance(result, Exception):
+            try:
                 await _call(result)
-        except Exception as e:
+            except Exception as e:
+                result = e
+        if isinstance(result, Exception):
             self._pending = record
-            await self._failed(f"export of position {record.position}", e)
+            await self._failed(f"export of position {record.position}", result)
             return
+        self._exported(record)
+
+    def _exported(self, record: Record) -> None:
         self._pending = None
         self._next_position = record.position + 1
         self._exported_uncounted += 1
@@ -337,6 +384,8 @@ class ExporterContainer:
         if self._exported_uncounted:
             self._exported_counter.inc(self._exported_uncounted)
             self._exported_uncounted = 0
+        if self._gauges_stale:
+            self._update_gauges()
 
     def _skip(self, record: Record) -> None:
         self._next_position = record.position + 1
@@ -344,7 +393,7 @@ class ExporterContainer:
         if self._acknowledged >= self._last_offered:
             # Everything offered is acknowledged, so skipped records need no exporter to confirm them.
             self._acknowledged = record.position
-            self._update_gauges()
+            self._gauges_stale = True
 
     def _next_record(self) -> Record | None:
         """The next committed record to offer, or None when there is none yet."""
@@ -435,6 +484,7 @@ class ExporterContainer:
         )
 
     def _update_gauges(self) -> None:
+        self._gauges_stale = False
         self._position_gauge.set(self._acknowledged)
         self._lag_gauge.set(max(0, self._committed - self._acknowledged))
 

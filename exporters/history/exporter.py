@@ -69,6 +69,7 @@ ROWS_SKIPPED = Counter(
 # system call) per helping instead of one per record.
 _SEND_RECORDS = 500
 _SEND_DELAY_S = 0.02
+_RECORDS_HEADER = b"\x93" + msgpack.packb("records")  # a msgpack array of 3, then its first item
 # The writer's own code lives beside this package; the writer process must import the same code.
 _CODE_ROOT = str(Path(__file__).resolve().parents[2])
 
@@ -93,6 +94,11 @@ class _WriterProcess(asyncio.Protocol):
     def send(self, *message: Any) -> None:
         if self.transport is not None and not self.transport.is_closing():
             self.transport.write(msgpack.packb(list(message), use_bin_type=True))
+
+    def send_records(self, now_ms: int, packed_records: bytes) -> None:
+        """Send ``["records", now_ms, records]`` with the records already packed (a msgpack array of 3 items)."""
+        if self.transport is not None and not self.transport.is_closing():
+            self.transport.write(_RECORDS_HEADER + msgpack.packb(now_ms) + packed_records)
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]  # uvloop's transports do not subclass asyncio's
@@ -172,9 +178,12 @@ class HistoryExporter(Exporter):
         self._writer: _WriterProcess | None = None
         self._closed = False
         self._room = asyncio.Event()
-        # Records sent (or about to be) and not yet acknowledged by the writer, in position order, as lists.
-        self._unacked: deque[list[Any]] = deque()
-        self._outbox: list[list[Any]] = []  # the part of _unacked not sent yet
+        # Records handed on and not yet acknowledged by the writer: the ones still to send, as lists, and the ones
+        # sent, kept as the packed helpings they went in (last position, records, bytes) to send again to a writer
+        # started in a dead one's place. Bytes, not the records' values: the garbage collector never walks them.
+        self._outbox: list[list[Any]] = []
+        self._sent: deque[tuple[int, int, bytes]] = deque()
+        self._in_flight = 0
         self._send_handle: asyncio.TimerHandle | None = None
         self._send_delay_s = min(_SEND_DELAY_S, self.flush_delay_s)
         self._stored_position = 0  # the database's position at open: records up to it are already written
@@ -185,14 +194,15 @@ class HistoryExporter(Exporter):
     @property
     def in_flight(self) -> int:
         """Records handed to the writer and not yet acknowledged (at most ``queueSize``)."""
-        return len(self._unacked)
+        return self._in_flight
 
     async def open(self, controller: Controller) -> None:
         self.controller = controller
         self._closed = False
         self._room = asyncio.Event()
-        self._unacked.clear()
         self._outbox.clear()
+        self._sent.clear()
+        self._in_flight = 0
         await self._start_writer()
         self._last_seen = self._last_enqueued = self._acknowledged = self._stored_position
 
@@ -211,7 +221,7 @@ class HistoryExporter(Exporter):
         writer = self._writer
         if writer is None or writer.failure is not None:
             return self._restart_writer(record)
-        if len(self._unacked) >= self.queue_size:
+        if self._in_flight >= self.queue_size:
             return self._wait_for_room(record)
         self._enqueue(record)
         return None
@@ -229,10 +239,9 @@ class HistoryExporter(Exporter):
 
     def _enqueue(self, record: Record) -> None:
         self._last_enqueued = record.position
-        item = record_to_list(record)
-        self._unacked.append(item)
+        self._in_flight += 1
         outbox = self._outbox
-        outbox.append(item)
+        outbox.append(record_to_list(record))
         if len(outbox) >= _SEND_RECORDS:
             self._send(self._writer)
         elif self._send_handle is None:
@@ -246,12 +255,15 @@ class HistoryExporter(Exporter):
         if self._send_handle is not None:
             self._send_handle.cancel()
             self._send_handle = None
-        if self._outbox and writer is not None:
-            writer.send("records", self._clock(), self._outbox)
+        outbox = self._outbox
+        if outbox and writer is not None:
+            packed = msgpack.packb(outbox, use_bin_type=True)
+            self._sent.append((outbox[-1][0], len(outbox), packed))
             self._outbox = []
+            writer.send_records(self._clock(), packed)
 
     async def _wait_for_room(self, record: Record) -> None:
-        while len(self._unacked) >= self.queue_size:
+        while self._in_flight >= self.queue_size:
             writer = self._writer
             if writer is None or writer.failure is not None:
                 return await self._restart_writer(record)
@@ -263,10 +275,10 @@ class HistoryExporter(Exporter):
     def _acknowledge(self, position: int, writer: _WriterProcess) -> None:
         if writer is not self._writer and self._writer is not None:
             return  # a replaced writer's last word
-        unacked = self._unacked
-        while unacked and unacked[0][0] <= position:
-            unacked.popleft()
-        if len(unacked) < self.queue_size:
+        sent = self._sent
+        while sent and sent[0][0] <= position:
+            self._in_flight -= sent.popleft()[1]
+        if self._in_flight < self.queue_size:
             self._room.set()
         if position >= self._last_enqueued:
             position = self._last_seen  # records after the batch's last one that needed no writing
@@ -334,15 +346,18 @@ class HistoryExporter(Exporter):
         """Replace a writer that exited: send it what the old one had not acknowledged, then export ``record``."""
         old, self._writer = self._writer, None
         if old is not None:
-            pending = len(self._unacked)
+            pending = self._in_flight
             self.log.warning("%s; starting another, with the %d records it had not written", old.failure, pending)
             await old.stop(timeout_s=1.0)
         await self._start_writer()
-        unacked = self._unacked
-        while unacked and unacked[0][0] <= self._stored_position:
-            unacked.popleft()
-        self._outbox = list(unacked)
-        self._send(self._writer)
+        writer = self._writer
+        assert writer is not None
+        sent = self._sent
+        while sent and sent[0][0] <= self._stored_position:
+            self._in_flight -= sent.popleft()[1]
+        for _, _, packed in sent:  # in order; the writer skips what its database already holds
+            writer.send_records(self._clock(), packed)
+        self._send(writer)
         if record is not None:
             result = self.export(record)
             if result is not None:

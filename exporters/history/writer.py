@@ -123,6 +123,7 @@ class Writer:
         self.s = settings
         self.log = logging.getLogger("weir.history.writer")
         self.records: deque[list[Any]] = deque()  # received, not yet folded into a batch
+        self.stored_position = 0  # the database's position at open: records up to it are written already
         self.closing = False
         self._now_ms = settings.now_ms
         self._now_at = time.monotonic()
@@ -132,7 +133,7 @@ class Writer:
         try:
             backend.connect()
             applied = backend.migrate(self.now_ms())
-            position = backend.exported_position(self.s.partition_id)
+            position = self.stored_position = backend.exported_position(self.s.partition_id)
         except Exception as e:
             self.channel.send("failed", f"{type(e).__name__}: {e}")
             backend.close()
@@ -194,9 +195,12 @@ class Writer:
             return batch
         deadline = time.monotonic() + self.s.flush_delay_s
         records = self.records
+        stored = self.stored_position
         while True:
             while records and len(batch) < self.s.batch_size:
-                batch.add(record_from_list(records.popleft()))
+                item = records.popleft()
+                if item[0] > stored:  # a replaced writer's records come again: those written already are skipped
+                    batch.add(record_from_list(item))
             remaining = deadline - time.monotonic()
             if len(batch) >= self.s.batch_size or remaining <= 0 or self.closing:
                 return batch
