@@ -2,9 +2,10 @@
 
 Every run starts ``weir start`` on a new data folder (fsync on, as in production), runs ``weir bench --json`` against
 it and stops it, so one run's log and state never slow the next. Configurations given with ``--config NAME=ARGS``
-(extra ``weir start`` arguments) are interleaved run by run, so a noisy neighbour hurts them alike. ``--baseline DIR``
-runs every configuration a second time with the broker code of another checkout (e.g. ``git worktree add DIR HEAD~1``),
-for a before/after comparison in one run.
+(extra ``weir start`` arguments) are interleaved run by run (every other run in reverse order), so a noisy neighbour
+hurts them alike; the other configurations' instances/s are also shown as a share of the first's, run by run.
+``--baseline DIR`` runs every configuration a second time with the broker code of another checkout (e.g. ``git
+worktree add DIR HEAD~1``), for a before/after comparison in one run.
 
     .venv/bin/python tests/bench/bench_runs.py --runs 3 --duration 8 -- --process one-task
     .venv/bin/python tests/bench/bench_runs.py --runs 3 --config default= --config no-exporter=--no-exporter
@@ -72,7 +73,9 @@ def main() -> None:
         configs += [(f"{name}@baseline", extra, args.baseline.resolve()) for name, extra, _ in configs]
     results: dict[str, list[dict]] = {name: [] for name, _, _ in configs}
     for run in range(args.runs):
-        for name, extra, repo in configs:
+        # Every other run goes through the configurations backwards, so none always runs right after the same one
+        # (a run's leftovers, e.g. the previous data folder's deletion being written back, land on the next run).
+        for name, extra, repo in configs if run % 2 == 0 else configs[::-1]:
             summary = one_run(shlex.split(extra), args.bench_args, args.duration, repo)
             results[name].append(summary)
             figures = " ".join(f"{label}={figure(summary, key)}" for key, label in FIELDS)
@@ -85,6 +88,17 @@ def main() -> None:
             if values:
                 figures.append(f"{label}={statistics.median(values):.1f}")
         print(f"  {name:>14}: {' '.join(figures)}", flush=True)
+    first = configs[0][0]
+    if len(configs) > 1:
+        print(f"instances/s as a share of {first}'s, run by run (median):")
+        for name, runs in list(results.items())[1:]:
+            ratios = [
+                b / a
+                for ra, rb in zip(results[first], runs, strict=True)
+                if (a := figure(ra, "instancesPerSecond")) and (b := figure(rb, "instancesPerSecond")) is not None
+            ]
+            shown = " ".join(f"{r:.0%}" for r in ratios)
+            print(f"  {name:>14}: {shown}  (median {statistics.median(ratios):.0%})", flush=True)
 
 
 if __name__ == "__main__":
