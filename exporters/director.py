@@ -34,6 +34,7 @@ from exporters.api import (
     Context,
     Exporter,
     ExporterConfigurationError,
+    RecordFilter,
     ScheduledCallable,
 )
 
@@ -330,35 +331,72 @@ class ExporterContainer:
         Returns ``_CAUGHT_UP`` when no committed record is left, ``_YIELD`` after ``limit`` records, or
         ``(record, awaitable or exception)`` when an export must be awaited or failed.
         """
-        accepts = self.context.record_filter.accepts
-        export = self.exporter.export
         self._offering = True
         try:
-            return self._offer_run(limit, accepts, export)
+            return self._offer_runs(limit)
         finally:
             self._offering = False
 
-    def _offer_run(self, limit: int, accepts: Any, export: Any) -> Any:
-        for _ in range(limit):
-            try:
-                record = self._next_record()
-            except Exception as e:
-                raise _ReadFailed from e
-            if record is None:
-                return _CAUGHT_UP
-            if not accepts(record):
-                self._skip(record)
-                continue
-            # The record counts as offered while export runs: an exporter may acknowledge it from inside export.
-            self._last_offered = self._skipped_through = record.position
-            try:
-                result = export(record)
-            except Exception as e:
-                return record, e
-            if result is not None:  # a coroutine exporter; a plain one costs no await
-                return record, result
-            self._exported(record)
+    def _offer_runs(self, limit: int) -> Any:
+        record_filter = self.context.record_filter
+        # The plain filter is applied here without a call per record; a subclass gets its own accepts() called.
+        plain = type(record_filter) is RecordFilter
+        record_types, value_types = record_filter.record_types, record_filter.value_types
+        accepts = record_filter.accepts
+        export = self.exporter.export
+        offered = 0
+        while offered < limit:
+            run = self._recent_run(limit - offered)
+            if run is None:
+                try:
+                    record = self._next_record()
+                except Exception as e:
+                    raise _ReadFailed from e
+                if record is None:
+                    return _CAUGHT_UP
+                run = (record,)
+            for record in run:
+                position = record.position
+                if not (
+                    (record.record_type in record_types and record.value_type in value_types)
+                    if plain
+                    else accepts(record)
+                ):
+                    self._next_position = position + 1
+                    self._skipped_through = position
+                    if self._acknowledged >= self._last_offered:
+                        # Everything offered is acknowledged, so skipped records need no exporter to confirm them.
+                        self._acknowledged = position
+                        self._gauges_stale = True
+                    continue
+                # The record counts as offered while export runs: an exporter may acknowledge it from inside export.
+                self._last_offered = self._skipped_through = position
+                try:
+                    result = export(record)
+                except Exception as e:
+                    return record, e
+                if result is not None:  # a coroutine exporter; a plain one costs no await
+                    return record, result
+                self._pending = None
+                self._next_position = position + 1
+                self._exported_uncounted += 1
+                self.retry_delay_s = 0.0
+            offered += len(run)
         return _YIELD
+
+    def _recent_run(self, at_most: int) -> list[Record] | None:
+        """The next committed records straight from what the partition just committed (caught-up exporters), or
+        None when they must come from the log (or a record waits to be offered again)."""
+        if (
+            self._recent is None
+            or self._pending is not None
+            or self._lookahead is not None
+            or self._reader is not None
+            or self._next_position > self._committed
+        ):
+            return None
+        last = min(self._committed, self._next_position + at_most - 1)
+        return self._recent.run(self._next_position, last)
 
     async def _finish_export(self, record: Record, result: Any) -> None:
         """Await an export that returned an awaitable, or handle the exception it raised."""
@@ -371,9 +409,6 @@ class ExporterContainer:
             self._pending = record
             await self._failed(f"export of position {record.position}", result)
             return
-        self._exported(record)
-
-    def _exported(self, record: Record) -> None:
         self._pending = None
         self._next_position = record.position + 1
         self._exported_uncounted += 1
@@ -452,6 +487,7 @@ class ExporterContainer:
 
     async def _failed(self, what: str, error: Exception) -> None:
         """Count and log the failure, then back off (doubling, capped) before the same step is tried again."""
+        self._count_exported()  # what was exported before the failure shows in the metrics while it backs off
         self._reader = None
         self._lookahead = None
         self.retry_delay_s = min(self._retry_max_s, max(self._retry_initial_s, self.retry_delay_s * 2))
@@ -490,23 +526,42 @@ class ExporterContainer:
 
 
 class RecentRecords:
-    """The last records the partition committed, by position: caught-up exporters read them without the log."""
+    """The last records the partition committed, by position: caught-up exporters read them without the log.
+
+    Kept as the partition's per-round lists (never changed once committed), so a run of records is one slice.
+    """
 
     def __init__(self, capacity: int = 20_000) -> None:
-        self._records: deque[Record] = deque(maxlen=capacity)
+        self._rounds: deque[list[Record]] = deque()
+        self._count = 0
+        self._capacity = capacity
 
     def add(self, records: list[Record]) -> None:
-        if self._records and records and records[0].position != self._records[-1].position + 1:
-            self._records.clear()  # keep the buffer contiguous
-        self._records.extend(records)
+        if not records:
+            return
+        rounds = self._rounds
+        if rounds and records[0].position != rounds[-1][-1].position + 1:
+            rounds.clear()  # keep the buffer contiguous
+            self._count = 0
+        rounds.append(records)
+        self._count += len(records)
+        while len(rounds) > 1 and self._count - len(rounds[0]) >= self._capacity:
+            self._count -= len(rounds.popleft())
+
+    def run(self, first: int, last: int) -> list[Record] | None:
+        """Records ``first``.. up to ``last`` (at least one), from one round; None if ``first`` is not kept."""
+        for records in reversed(self._rounds):
+            start = records[0].position
+            if start <= first:
+                index = first - start
+                if index >= len(records):
+                    return None
+                return records[index : last - start + 1] or None
+        return None
 
     def get(self, position: int) -> Record | None:
-        if not self._records:
-            return None
-        index = position - self._records[0].position
-        if 0 <= index < len(self._records):
-            return self._records[index]
-        return None
+        run = self.run(position, position)
+        return run[0] if run else None
 
 
 class ExporterDirector:

@@ -5,6 +5,10 @@ figure is what processing, state and the log cost per instance; the difference t
 ``--profile FILE`` writes a cProfile of the busiest run.
 
     .venv/bin/python tests/bench/engine_bench.py --seconds 5 --runs 3
+    .venv/bin/python tests/bench/engine_bench.py --runs 4 --exporters none history noopexp.NoopExporter
+
+``--exporters`` runs the partition with each exporter configuration in turn (its exporter director on the partition's
+event loop, as on a leader), to show what exporting costs the partition.
 """
 
 import argparse
@@ -25,8 +29,11 @@ from broker.stream.partition import Partition, PartitionConfig
 from tests.harness import BPMN
 
 
-async def run_once(directory: Path, seconds: float, concurrency: int) -> float:
-    partition = Partition(directory, PartitionConfig(backpressure=None))
+async def run_once(
+    directory: Path, seconds: float, concurrency: int, exporters: dict | None = None
+) -> tuple[float, float]:
+    """(completed instances/s, this process's CPU ms per instance)."""
+    partition = Partition(directory, PartitionConfig(backpressure=None, exporters=exporters or {}))
     partition.open()
     partition.start()
     resource = {"resourceName": "one-task.bpmn", "resource": (BPMN / "one-task.bpmn").read_bytes()}
@@ -62,11 +69,25 @@ async def run_once(directory: Path, seconds: float, concurrency: int) -> float:
             )
             completed += len(keys)
 
-    started = time.monotonic()
+    started, cpu_started = time.monotonic(), time.process_time()
     await asyncio.gather(*(starter() for _ in range(concurrency)), worker(), worker())
-    elapsed = time.monotonic() - started
+    elapsed, cpu = time.monotonic() - started, time.process_time() - cpu_started
     await partition.close(snapshot=False)
-    return completed / elapsed
+    return completed / elapsed, cpu * 1000 / max(1, completed)
+
+
+def exporter_configs(names: list[str], directory: Path) -> dict[str, dict | None]:
+    """The exporters to compare: ``none``, ``history`` (SQLite in the run's folder) or an exporter class path."""
+    configs: dict[str, dict | None] = {}
+    for name in names:
+        if name == "none":
+            configs[name] = None
+        elif name == "history":
+            url = f"sqlite:///{directory / 'history.db'}"
+            configs[name] = {"history": {"className": "exporters.history.HistoryExporter", "args": {"url": url}}}
+        else:
+            configs[name] = {"x": {"className": name}}
+    return configs
 
 
 def main() -> None:
@@ -75,20 +96,35 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--concurrency", type=int, default=64)
     parser.add_argument("--profile", type=Path, help="write a cProfile of the last run here")
+    parser.add_argument(
+        "--exporters",
+        nargs="+",
+        default=["none"],
+        help="compare, interleaved: none, history (SQLite), or exporter class paths (default: none)",
+    )
     args = parser.parse_args()
-    rates = []
+    results: dict[str, list[tuple[float, float]]] = {name: [] for name in args.exporters}
     for run in range(args.runs):
-        with tempfile.TemporaryDirectory(prefix="weir-engine-") as tmp:
-            profiler = cProfile.Profile() if args.profile and run == args.runs - 1 else None
-            if profiler:
-                profiler.enable()
-            rate = asyncio.run(run_once(Path(tmp), args.seconds, args.concurrency))
-            if profiler:
-                profiler.disable()
-                profiler.dump_stats(args.profile)
-        rates.append(rate)
-        print(f"run {run + 1}: {rate:.0f} completed one-task instances/s (engine only, fsync on)", flush=True)
-    print(f"median of {args.runs}: {statistics.median(rates):.0f} instances/s")
+        for name in args.exporters if run % 2 == 0 else args.exporters[::-1]:
+            with tempfile.TemporaryDirectory(prefix="weir-engine-") as tmp:
+                exporters = exporter_configs([name], Path(tmp))[name]
+                profiler = cProfile.Profile() if args.profile and run == args.runs - 1 else None
+                if profiler:
+                    profiler.enable()
+                rate, cpu_ms = asyncio.run(run_once(Path(tmp) / "partition", args.seconds, args.concurrency, exporters))
+                if profiler:
+                    profiler.disable()
+                    profiler.dump_stats(args.profile)
+            results[name].append((rate, cpu_ms))
+            print(
+                f"run {run + 1} {name}: {rate:.0f} completed one-task instances/s, {cpu_ms:.3f} ms CPU per instance "
+                "(engine only, fsync on; CPU of this process, not of a history writer)",
+                flush=True,
+            )
+    for name, runs in results.items():
+        rate = statistics.median(r for r, _ in runs)
+        cpu_ms = statistics.median(c for _, c in runs)
+        print(f"median of {args.runs} ({name}): {rate:.0f} instances/s, {cpu_ms:.3f} ms CPU per instance")
 
 
 if __name__ == "__main__":

@@ -11,6 +11,7 @@ Under valgrind the state database's default 64 GiB LMDB map cannot be reserved (
 so the workload opens it with a 1 GiB map; the map size does not change the instructions executed per instance.
 
     .venv/bin/python tests/bench/engine_instructions.py --small 160 --large 480
+    .venv/bin/python tests/bench/engine_instructions.py --exporter history  # what exporting costs the partition
 
 Needs valgrind (``apt-get install valgrind``). It takes a few minutes: valgrind runs Python some 50 times slower
 (the two runs go side by side).
@@ -31,7 +32,7 @@ sys.path.insert(0, str(ROOT))
 BATCH = 32
 
 
-async def workload(directory: Path, instances: int) -> None:
+async def workload(directory: Path, instances: int, exporter: str = "none") -> None:
     from broker.engine.behaviors import TENANT
     from broker.engine.job_processors import activation_request
     from broker.protocol.enums import (
@@ -42,9 +43,11 @@ async def workload(directory: Path, instances: int) -> None:
         ValueType,
     )
     from broker.stream.partition import Partition, PartitionConfig
+    from tests.bench.engine_bench import exporter_configs
     from tests.harness import BPMN
 
-    partition = Partition(directory, PartitionConfig(backpressure=None))
+    exporters = exporter_configs([exporter], directory)[exporter] or {}
+    partition = Partition(directory / "partition", PartitionConfig(backpressure=None, exporters=exporters))
     partition.open()
     partition.start()
     resource = {"resourceName": "one-task.bpmn", "resource": (BPMN / "one-task.bpmn").read_bytes()}
@@ -73,16 +76,16 @@ async def workload(directory: Path, instances: int) -> None:
     await partition.close(snapshot=False)
 
 
-def run_workload(instances: int) -> None:
+def run_workload(instances: int, exporter: str) -> None:
     import broker.state.db as db
 
     # valgrind cannot reserve the default 64 GiB map: every StateDb the partition opens gets 1 GiB instead
     db.StateDb.__init__.__kwdefaults__ = {"map_size": 1 << 30}
     with tempfile.TemporaryDirectory() as tmp:
-        asyncio.run(workload(Path(tmp), instances))
+        asyncio.run(workload(Path(tmp), instances, exporter))
 
 
-def start_counting(instances: int) -> subprocess.Popen[str]:
+def start_counting(instances: int, exporter: str) -> subprocess.Popen[str]:
     """The workload with ``instances`` instances under callgrind, which counts the instructions it executes."""
     command = [
         "valgrind",
@@ -92,6 +95,8 @@ def start_counting(instances: int) -> subprocess.Popen[str]:
         str(Path(__file__).resolve()),
         "--workload",
         str(instances),
+        "--exporter",
+        exporter,
     ]
     return subprocess.Popen(command, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
 
@@ -108,17 +113,22 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--small", type=int, default=160, help="instances in the first run")
     parser.add_argument("--large", type=int, default=480, help="instances in the second run")
+    parser.add_argument(
+        "--exporter",
+        default="none",
+        help="none, history (SQLite; its writer process is not counted) or an exporter class path",
+    )
     parser.add_argument("--workload", type=int, help=argparse.SUPPRESS)  # the run valgrind measures
     args = parser.parse_args()
     if args.workload is not None:
-        run_workload(args.workload)
+        run_workload(args.workload, args.exporter)
         return
     if shutil.which("valgrind") is None:
         print("valgrind is not installed (apt-get install valgrind): no instruction count")
         return
     if args.large <= args.small:
         parser.error("--large must be more than --small")
-    runs = start_counting(args.small), start_counting(args.large)  # side by side: the counts do not mind
+    runs = start_counting(args.small, args.exporter), start_counting(args.large, args.exporter)  # side by side
     small, large = (instructions(run) for run in runs)
     per_instance = (large - small) / (args.large - args.small)
     print(f"{args.small} instances: {small:,} instructions")

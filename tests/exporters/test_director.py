@@ -13,6 +13,7 @@ from prometheus_client import REGISTRY
 
 from broker.protocol.enums import RecordType, ValueType
 from exporters import NO_EXPORTER_BOUND, ExporterConfigurationError, ExporterDirector, validate_exporter_configs
+from exporters.director import RecentRecords
 from tests.exporters.memory import MemoryExporter, RecordLog, config, make_record
 
 
@@ -242,4 +243,42 @@ async def test_a_failing_log_read_is_retried() -> None:
     director.notify_committed(3)
     mem = exporter(director, "mem")
     await eventually(lambda: mem.exported == [1, 2, 3])
+    await director.close()
+
+
+def test_recent_records_hand_out_runs_of_one_round_and_forget_the_oldest() -> None:
+    recent = RecentRecords(capacity=6)
+    recent.add([make_record(p) for p in range(1, 4)])
+    recent.add([make_record(p) for p in range(4, 8)])
+    assert [r.position for r in recent.run(2, 10) or []] == [2, 3], "a run ends with its round"
+    assert [r.position for r in recent.run(4, 5) or []] == [4, 5], "and at the last position asked for"
+    assert recent.run(8, 9) is None, "not committed yet"
+    recent.add([make_record(p) for p in range(8, 10)])
+    assert recent.run(1, 3) is None, "the oldest round is forgotten once newer ones hold the capacity"
+    assert recent.get(9) is not None and recent.get(9).position == 9
+    recent.add([make_record(12)])
+    assert recent.run(4, 9) is None and recent.get(12) is not None, "a gap starts the buffer afresh"
+
+
+async def test_records_handed_over_at_commit_are_exported_like_those_read_from_the_log() -> None:
+    """The caught-up path (records the partition just committed) offers the same records, filtered the same way,
+    and an export that fails in the middle of a round's run is offered again before the rest of the run."""
+    log = RecordLog()
+    director = director_for(
+        log,
+        {"mem": config(failAt=6, failTimes=2), "jobs": config(valueTypes=["JOB"])},
+    )
+    await director.start()
+    for first in (1, 5, 9):
+        records = [
+            make_record(p, ValueType.JOB if p % 2 else ValueType.PROCESS_INSTANCE) for p in range(first, first + 4)
+        ]
+        director.notify_committed(log.append(records), records)
+        await asyncio.sleep(0.02)
+    mem, jobs = exporter(director, "mem"), exporter(director, "jobs")
+    await eventually(lambda: mem.exported[-1:] == [12], what="all records exported")
+    assert mem.exported == list(range(1, 13)), "none skipped or exported twice across the failure"
+    await eventually(lambda: director.positions() == {"mem": 12, "jobs": 12}, what="both acknowledged")
+    assert jobs.exported == [1, 3, 5, 7, 9, 11], "the filter applies on the caught-up path"
+    assert log.reads == [], "nothing had to be read back from the log"
     await director.close()
