@@ -28,6 +28,7 @@ from __future__ import annotations
 import functools
 import logging
 import selectors
+import signal
 import socket
 import sys
 import time
@@ -270,6 +271,9 @@ class Writer:
 
 
 def main(argv: list[str]) -> int:
+    # Ctrl-C in a terminal reaches the whole process group: the broker shuts down and then closes this writer
+    # (which writes what it holds first); the writer must not die on its own before that.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     sock = socket.socket(fileno=int(argv[1]))
     channel = Channel(sock)
     log = logging.getLogger("weir.history.writer")

@@ -9,9 +9,13 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import signal
+import subprocess
+import sys
 import threading
 import time
+import urllib.request
 from pathlib import Path
 
 import grpc
@@ -42,6 +46,11 @@ def wait_until_exported(weir: WeirProcess, timeout: float = 60.0) -> int:
 
 def writer_processes(weir: WeirProcess) -> list[int]:
     """The history writer processes the broker started."""
+    return children_running(weir.pid, b"exporters.history.writer")
+
+
+def children_running(parent: int, command_part: bytes) -> list[int]:
+    """The live child processes of ``parent`` whose command line contains ``command_part``."""
     found = []
     for entry in Path("/proc").iterdir():
         try:
@@ -49,7 +58,7 @@ def writer_processes(weir: WeirProcess) -> list[int]:
             command = (entry / "cmdline").read_bytes()
         except (OSError, ValueError, IndexError):
             continue
-        if ppid == weir.pid and b"exporters.history.writer" in command:
+        if ppid == parent and command_part in command:
             found.append(int(entry.name))
     return found
 
@@ -242,3 +251,38 @@ def test_nul_and_long_names_from_clients_never_stop_a_postgresql_history(tmp_pat
         ]
     finally:
         server.remove()
+
+
+def test_ctrl_c_stops_weir_start_and_its_writer_cleanly(tmp_path: Path) -> None:
+    """Ctrl-C in a terminal sends SIGINT to the whole process group: the writer process ignores it, and the broker
+    shuts down and closes the writer itself, so nothing reports a writer that died."""
+    from tests.harness import REPO, free_port
+
+    monitoring = free_port()
+    command = [sys.executable, "-m", "client.cli", "start", "--data-dir", str(tmp_path / "data")]
+    command += [
+        "--gateway-port",
+        str(free_port()),
+        "--rest-port",
+        str(free_port()),
+        "--monitoring-port",
+        str(monitoring),
+    ]
+    log_path = tmp_path / "weir.log"
+    with log_path.open("w") as out:
+        proc = subprocess.Popen(command, cwd=REPO, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        eventually(
+            lambda: urllib.request.urlopen(f"http://127.0.0.1:{monitoring}/ready", timeout=1).status == 200,
+            timeout=60,
+            what="weir start to be ready",
+        )
+        writers = eventually(lambda: children_running(proc.pid, b"exporters.history.writer"), what="its writer")
+        os.killpg(proc.pid, signal.SIGINT)
+        assert proc.wait(30) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    log = log_path.read_text()
+    assert "writer process exited" not in log and "Traceback" not in log, log
+    assert not any(Path(f"/proc/{pid}").exists() for pid in writers), "the writer exited with the broker"
