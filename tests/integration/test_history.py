@@ -148,8 +148,11 @@ def test_weir_start_keeps_a_sqlite_history_that_survives_kill_9(tmp_path: Path) 
         stop.set()
         loader.join(10)
         channel.close()
-        channel = grpc.insecure_channel(weir.address)  # a new channel: the old one backs off after refusals
+        # A new channel with subchannels of its own: gRPC shares subchannels between channels to one address, and
+        # the old channel's is still backing off after the refusals while the broker was down.
+        channel = grpc.insecure_channel(weir.address, options=[("grpc.use_local_subchannel_pool", 1)])
         work.stub = Stub(channel)
+        work.stub.Topology(pb.TopologyRequest(), timeout=30, wait_for_ready=True)
         try:
             work.round(3)
         except grpc.RpcError as e:  # say whether the broker is still there, and what it logged
