@@ -422,16 +422,9 @@ class ExporterContainer:
         if self._gauges_stale:
             self._update_gauges()
 
-    def _skip(self, record: Record) -> None:
-        self._next_position = record.position + 1
-        self._skipped_through = record.position
-        if self._acknowledged >= self._last_offered:
-            # Everything offered is acknowledged, so skipped records need no exporter to confirm them.
-            self._acknowledged = record.position
-            self._gauges_stale = True
-
     def _next_record(self) -> Record | None:
-        """The next committed record to offer, or None when there is none yet."""
+        """The next committed record to offer from the log (or the one offered again), or None when there is none
+        yet. Caught-up exporters take theirs from `_recent_run` instead."""
         if self._pending is not None:
             return self._pending
         if self._lookahead is not None:
@@ -441,11 +434,6 @@ class ExporterContainer:
             return record
         if self._next_position > self._committed:
             return None
-        if self._reader is None and self._recent is not None:
-            # Caught up: take the record the partition just committed instead of decoding the log again.
-            recent = self._recent.get(self._next_position)
-            if recent is not None:
-                return recent
         if self._reader is None:
             self._reader = self._read_records(self._next_position)
         for record in self._reader:
@@ -558,10 +546,6 @@ class RecentRecords:
                     return None
                 return records[index : last - start + 1] or None
         return None
-
-    def get(self, position: int) -> Record | None:
-        run = self.run(position, position)
-        return run[0] if run else None
 
 
 class ExporterDirector:

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import contextlib
 import sqlite3
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -184,13 +183,16 @@ class Backend:
                 for start in range(0, len(rows), _ROWS_PER_STATEMENT):
                     chunk = rows[start : start + _ROWS_PER_STATEMENT]
                     cursor.execute(self._upsert(table, len(chunk)), [row.get(c) for row in chunk for c in columns])
-            p = self.placeholder
-            if batch.incident_instances:
-                self._flag_instance_incidents(cursor, batch.incident_instances)
-            if batch.incident_elements:
-                sql = _ELEMENT_INCIDENT_KEY.format(p=p)
-                cursor.executemany(sql, [(k,) for k in sorted(batch.incident_elements)])
-            cursor.execute(self._position_sql, (partition_id, batch.last_position))
+            self._finish_batch(cursor, batch, partition_id)
+
+    def _finish_batch(self, cursor: Any, batch: Batch, partition_id: int) -> None:
+        """After a batch's rows: recompute the incident flags they change, and store the partition's position."""
+        if batch.incident_instances:
+            self._flag_instance_incidents(cursor, batch.incident_instances)
+        if batch.incident_elements:
+            sql = _ELEMENT_INCIDENT_KEY.format(p=self.placeholder)
+            cursor.executemany(sql, [(k,) for k in sorted(batch.incident_elements)])
+        cursor.execute(self._position_sql, (partition_id, batch.last_position))
 
     def _flag_instance_incidents(self, cursor: Any, instances: set[int]) -> None:
         """Recompute the incident flag of ``instances`` and of every instance above them (their callers), deepest
@@ -233,14 +235,7 @@ class Backend:
                         position = batch.row_positions.get((table.name, key), batch.last_position)
                         rejected.append(RejectedRow(table.name, key, position, str(e).strip()))
                     cursor.execute("RELEASE SAVEPOINT history_row")
-                    time.sleep(0)
-            p = self.placeholder
-            if batch.incident_instances:
-                self._flag_instance_incidents(cursor, batch.incident_instances)
-            if batch.incident_elements:
-                sql = _ELEMENT_INCIDENT_KEY.format(p=p)
-                cursor.executemany(sql, [(k,) for k in sorted(batch.incident_elements)])
-            cursor.execute(self._position_sql, (partition_id, batch.last_position))
+            self._finish_batch(cursor, batch, partition_id)
         return rejected
 
     def purge(self, cutoff_ms: int) -> int:

@@ -92,13 +92,15 @@ class _WriterProcess(asyncio.Protocol):
         self.failure: HistoryWriterError | None = None
 
     def send(self, *message: Any) -> None:
-        if self.transport is not None and not self.transport.is_closing():
-            self.transport.write(msgpack.packb(list(message), use_bin_type=True))
+        self._write(msgpack.packb(list(message), use_bin_type=True))
 
     def send_records(self, now_ms: int, packed_records: bytes) -> None:
         """Send ``["records", now_ms, records]`` with the records already packed (a msgpack array of 3 items)."""
+        self._write(_RECORDS_HEADER + msgpack.packb(now_ms) + packed_records)
+
+    def _write(self, data: bytes) -> None:
         if self.transport is not None and not self.transport.is_closing():
-            self.transport.write(_RECORDS_HEADER + msgpack.packb(now_ms) + packed_records)
+            self.transport.write(data)
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]  # uvloop's transports do not subclass asyncio's

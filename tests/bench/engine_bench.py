@@ -28,24 +28,33 @@ from broker.protocol.enums import DeploymentIntent, JobBatchIntent, JobIntent, P
 from broker.stream.partition import Partition, PartitionConfig
 from tests.harness import BPMN
 
+# The command value that starts one instance of one-task.bpmn (as the gateway sends it).
+CREATE_ONE_TASK = {
+    "bpmnProcessId": "one-task",
+    "version": -1,
+    "processDefinitionKey": -1,
+    "variables": {"n": 1},
+    "fetchVariables": [],
+    "tenantId": TENANT,
+}
 
-async def run_once(
-    directory: Path, seconds: float, concurrency: int, exporters: dict | None = None
-) -> tuple[float, float]:
-    """(completed instances/s, this process's CPU ms per instance)."""
+
+async def one_task_partition(directory: Path, exporters: dict | None = None) -> Partition:
+    """A started partition in ``directory`` (fsync on, no back-pressure) with one-task.bpmn deployed."""
     partition = Partition(directory, PartitionConfig(backpressure=None, exporters=exporters or {}))
     partition.open()
     partition.start()
     resource = {"resourceName": "one-task.bpmn", "resource": (BPMN / "one-task.bpmn").read_bytes()}
     await partition.execute(ValueType.DEPLOYMENT, DeploymentIntent.CREATE, {"resources": [resource]})
-    create = {
-        "bpmnProcessId": "one-task",
-        "version": -1,
-        "processDefinitionKey": -1,
-        "variables": {"n": 1},
-        "fetchVariables": [],
-        "tenantId": TENANT,
-    }
+    return partition
+
+
+async def run_once(
+    directory: Path, seconds: float, concurrency: int, exporters: dict | None = None
+) -> tuple[float, float]:
+    """(completed instances/s, this process's CPU ms per instance)."""
+    partition = await one_task_partition(directory, exporters)
+    create = CREATE_ONE_TASK
     stop_at = time.monotonic() + seconds
     created = completed = 0
 

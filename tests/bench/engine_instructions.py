@@ -33,33 +33,13 @@ BATCH = 32
 
 
 async def workload(directory: Path, instances: int, exporter: str = "none") -> None:
-    from broker.engine.behaviors import TENANT
     from broker.engine.job_processors import activation_request
-    from broker.protocol.enums import (
-        DeploymentIntent,
-        JobBatchIntent,
-        JobIntent,
-        ProcessInstanceCreationIntent,
-        ValueType,
-    )
-    from broker.stream.partition import Partition, PartitionConfig
-    from tests.bench.engine_bench import exporter_configs
-    from tests.harness import BPMN
+    from broker.protocol.enums import JobBatchIntent, JobIntent, ProcessInstanceCreationIntent, ValueType
+    from tests.bench.engine_bench import CREATE_ONE_TASK, exporter_configs, one_task_partition
 
     exporters = exporter_configs([exporter], directory)[exporter] or {}
-    partition = Partition(directory / "partition", PartitionConfig(backpressure=None, exporters=exporters))
-    partition.open()
-    partition.start()
-    resource = {"resourceName": "one-task.bpmn", "resource": (BPMN / "one-task.bpmn").read_bytes()}
-    await partition.execute(ValueType.DEPLOYMENT, DeploymentIntent.CREATE, {"resources": [resource]})
-    create = {
-        "bpmnProcessId": "one-task",
-        "version": -1,
-        "processDefinitionKey": -1,
-        "variables": {"n": 1},
-        "fetchVariables": [],
-        "tenantId": TENANT,
-    }
+    partition = await one_task_partition(directory / "partition", exporters)
+    create = CREATE_ONE_TASK
     for start in range(0, instances, BATCH):
         count = min(BATCH, instances - start)
         await asyncio.gather(
