@@ -7,7 +7,7 @@ incidents, rejections), so exporter tests check Weir's actual shapes, not hand-w
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -105,17 +105,26 @@ class PartitionDriver:
         return await self.send(ValueType.JOB, JobIntent.FAIL, value, job_key)
 
 
+async def logged_run(directory: Path, drive: Callable[[PartitionDriver], Awaitable[None]]) -> list[Record]:
+    """Run ``drive`` against a new partition in ``directory`` on a fixed clock; returns every record of its log,
+    in position order."""
+    partition = Partition(directory, PartitionConfig(checker_interval_s=0.01), clock=FixedClock())
+    partition.open()
+    partition.start()
+    try:
+        await drive(PartitionDriver(partition))
+    finally:
+        await partition.close(snapshot=False)
+    return list(read_log(directory / "log"))
+
+
 async def run_scenario(directory: Path, *, instances: int = 3) -> list[Record]:
     """Deploy, create instances, complete their jobs, fail one into an incident, reject a command.
 
     Returns every record of the partition's log, in position order.
     """
-    clock = FixedClock()
-    partition = Partition(directory, PartitionConfig(checker_interval_s=0.01), clock=clock)
-    partition.open()
-    partition.start()
-    try:
-        d = PartitionDriver(partition)
+
+    async def drive(d: PartitionDriver) -> None:
         await d.deploy("one-task.bpmn")
         for i in range(instances):
             await d.create("one-task", {"i": i, "order": {"id": f"o-{i}", "lines": [1, 2]}})
@@ -146,9 +155,8 @@ async def run_scenario(directory: Path, *, instances: int = 3) -> list[Record]:
             await d.send(ValueType.DECISION_EVALUATION, DecisionEvaluationIntent.EVALUATE, value)
         await d.settle()
         await _user_tasks(d)
-    finally:
-        await partition.close(snapshot=False)
-    return list(read_log(directory / "log"))
+
+    return await logged_run(directory, drive)
 
 
 async def _user_tasks(d: PartitionDriver) -> None:

@@ -23,7 +23,6 @@ from prometheus_client import REGISTRY
 from broker.protocol.enums import JobIntent, ValueType
 from broker.protocol.enums import UserTaskIntent as UT
 from broker.protocol.record import Record
-from broker.stream.partition import Partition, PartitionConfig
 from exporters import ExporterConfigurationError, ExporterDirector
 from exporters.history import schema
 from exporters.history.backends import open_backend
@@ -32,7 +31,7 @@ from exporters.history.rows import storable
 from tests.exporters.conftest import fresh_database
 from tests.exporters.history_check import assert_history_matches, query
 from tests.exporters.memory import RecordLog
-from tests.exporters.scenario import FixedClock, PartitionDriver, read_log, run_scenario
+from tests.exporters.scenario import PartitionDriver, logged_run, read_log, run_scenario
 from tests.exporters.test_director import eventually
 from tests.postgres_server import PostgresServer
 
@@ -236,11 +235,8 @@ async def test_retention_removes_what_ended_before_the_cutoff_and_keeps_what_run
 
 async def run_user_tasks(directory: Path) -> list[Record]:
     """Native user tasks: one created, assigned, updated and completed; one left open with its candidates."""
-    partition = Partition(directory, PartitionConfig(checker_interval_s=0.01), clock=FixedClock())
-    partition.open()
-    partition.start()
-    try:
-        d = PartitionDriver(partition)
+
+    async def drive(d: PartitionDriver) -> None:
         await d.deploy("user-task-native.bpmn")
         for reviewers in (["ann", "bob"], ["cid"]):
             await d.create("user-task-native", {"reviewers": reviewers, "due": "2026-12-24T12:00:00Z"})
@@ -256,9 +252,8 @@ async def run_user_tasks(directory: Path) -> list[Record]:
         await d.send(ValueType.USER_TASK, UT.UPDATE, change, first)
         await d.send(ValueType.USER_TASK, UT.COMPLETE, {"variables": {"approved": True}}, first)
         await d.settle()
-    finally:
-        await partition.close(snapshot=False)
-    return list(read_log(directory / "log"))
+
+    return await logged_run(directory, drive)
 
 
 async def test_native_user_tasks_become_user_task_rows(history_url: str, tmp_path: Path) -> None:
@@ -308,11 +303,8 @@ def test_a_bad_configuration_names_the_key(args: dict[str, Any], message: str) -
 async def run_poison_input(directory: Path) -> list[Record]:
     """An instance whose variables have a NUL and a 10 kB name, its job failed with a NUL and "poison" in the
     message (an incident), then a later instance that completes."""
-    partition = Partition(directory, PartitionConfig(checker_interval_s=0.01), clock=FixedClock())
-    partition.open()
-    partition.start()
-    try:
-        d = PartitionDriver(partition)
+
+    async def drive(d: PartitionDriver) -> None:
         await d.deploy("one-task.bpmn")
         await d.create("one-task", {"nul\x00name": "a\x00b", "n" * 10_000: 1})
         await d.settle()
@@ -324,9 +316,8 @@ async def run_poison_input(directory: Path) -> list[Record]:
         (later_job,) = await d.activate("test")
         await d.complete(later_job)
         await d.settle()
-    finally:
-        await partition.close(snapshot=False)
-    return list(read_log(directory / "log"))
+
+    return await logged_run(directory, drive)
 
 
 def skipped(table: str) -> float:

@@ -832,19 +832,30 @@ class _Route:
         return await self.target.send(value_type, intent, value, key)
 
 
-async def test_binding_types_resolve_on_a_partition_the_deployments_were_distributed_to(tmp_path: Path) -> None:
+def routed_partitions(tmp_path: Path) -> tuple[Driver, Driver]:
+    """Partitions 1 and 2 of two, opened; what partition 1 distributes goes straight to partition 2."""
     second = Driver(tmp_path / "p" / "2", PartitionConfig(partition_id=2, partitions_count=2, checker_interval_s=0.005))
     second.open()
     first = Driver(tmp_path / "p" / "1", PartitionConfig(partitions_count=2, checker_interval_s=0.005))
     first.open()
     assert first.partition is not None
     first.partition.inter_partition = _Route(second)
+    return first, second
+
+
+async def distributed(driver: Driver) -> None:
+    """Until ``driver``'s partition has no distribution left pending (or 5 s passed)."""
+    for _ in range(500):
+        if not driver.read(lambda s: list(s.iter_all("distributions"))):
+            return
+        await asyncio.sleep(0.01)
+
+
+async def test_binding_types_resolve_on_a_partition_the_deployments_were_distributed_to(tmp_path: Path) -> None:
+    first, second = routed_partitions(tmp_path)
     for fixture in ("call-binding.bpmn", "call-binding-child-v1b.bpmn", "call-binding-child-v2.bpmn"):
         accepted(await first.deploy(fixture))
-    for _ in range(500):
-        if not first.read(lambda s: list(s.iter_all("distributions"))):
-            break
-        await asyncio.sleep(0.01)
+    await distributed(first)
     await second.settle()
     accepted(await second.create("call-binding"))
     await second.settle()
@@ -1173,17 +1184,9 @@ async def test_a_pinned_clock_fires_timers_at_the_pinned_time_and_replays(tmp_pa
 
 
 async def test_a_clock_pin_is_distributed_to_every_partition(tmp_path: Path) -> None:
-    second = Driver(tmp_path / "p" / "2", PartitionConfig(partition_id=2, partitions_count=2, checker_interval_s=0.005))
-    second.open()
-    first = Driver(tmp_path / "p" / "1", PartitionConfig(partitions_count=2, checker_interval_s=0.005))
-    first.open()
-    assert first.partition is not None
-    first.partition.inter_partition = _Route(second)
+    first, second = routed_partitions(tmp_path)
     accepted(await first.send(ValueType.CLOCK, ClockIntent.PIN, {"time": 1_800_000_000_000}))
-    for _ in range(500):
-        if not first.read(lambda s: list(s.iter_all("distributions"))):
-            break
-        await asyncio.sleep(0.01)
+    await distributed(first)
     assert second.read(lambda s: s.meta.pinned_clock()) == 1_800_000_000_000
     accepted(await first.send(ValueType.CLOCK, ClockIntent.RESET, {}))
     for _ in range(500):
