@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 
 from tests.harness import free_port
+from tests.raw_sockets import listening_hosts
 
 
 def noida_binary() -> Path:
@@ -30,34 +31,6 @@ def noida_binary() -> Path:
     if not os.access(binary, os.X_OK):
         binary.chmod(0o755)
     return binary
-
-
-def _listening_inodes(port: int) -> set[str]:
-    """Socket inodes listening on ``port`` (IPv4 and IPv6), from /proc/net."""
-    inodes = set()
-    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
-        try:
-            lines = Path(table).read_text().splitlines()[1:]
-        except OSError:
-            continue
-        for line in lines:
-            fields = line.split()
-            local, state, inode = fields[1], fields[3], fields[9]
-            if state == "0A" and int(local.rsplit(":", 1)[1], 16) == port:
-                inodes.add(inode)
-    return inodes
-
-
-def _owns_socket(pid: int, inodes: set[str]) -> bool:
-    fd_dir = Path(f"/proc/{pid}/fd")
-    for fd in fd_dir.iterdir():
-        try:
-            target = os.readlink(fd)
-        except OSError:
-            continue
-        if target.startswith("socket:[") and target[8:-1] in inodes:
-            return True
-    return False
 
 
 class NoidaServer:
@@ -96,8 +69,7 @@ class NoidaServer:
         else:
             self.stop()
             pytest.fail(f"noida-db did not answer on {self.url} within {timeout}s")
-        inodes = _listening_inodes(self.port)
-        if not inodes or not _owns_socket(self.process.pid, inodes):
+        if not listening_hosts(self.port, {self.process.pid}):
             self.stop()
             pytest.fail(f"the server answering on port {self.port} is not the noida-db process we started")
 
