@@ -95,13 +95,13 @@ class CliProcess:
     PortTaken when the process exits because one was taken.
     """
 
-    def __init__(self, args: list[str], log_path: Path, env: dict[str, str] | None = None) -> None:
+    def __init__(self, args: list[str], log_path: Path, env: dict[str, str] | None = None, cwd: Path = REPO) -> None:
         env = {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}
         self.log_path = log_path
         with log_path.open("ab") as log:
             self._log_start = log.tell()
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "client.cli", *args], cwd=REPO, stdout=log, stderr=subprocess.STDOUT, env=env
+                [sys.executable, "-m", "client.cli", *args], cwd=cwd, stdout=log, stderr=subprocess.STDOUT, env=env
             )
 
     def output(self) -> str:
@@ -164,7 +164,7 @@ class WeirProcess:
         self.env = env or {}
         self.proc: subprocess.Popen[bytes] | None = None
         self.log_path = data_dir.parent / f"{data_dir.name}.log"
-        self._log_start = 0  # where the current start's output begins in the log
+        self._run: CliProcess | None = None  # the current start
 
     def pick_ports(self) -> None:
         """Free ports for everything the process binds."""
@@ -204,10 +204,7 @@ class WeirProcess:
         return retry_on_taken_port(attempt)
 
     def _launch(self) -> None:
-        cmd = [
-            sys.executable,
-            "-m",
-            "client.cli",
+        args = [
             *(["start"] if self.command_port is None else ["broker", "--embedded-gateway"]),
             *([] if self.command_port is None else ["--command-port", str(self.command_port)]),
             "--data-dir",
@@ -220,11 +217,8 @@ class WeirProcess:
             str(self.monitoring_port),
             *self.extra_args,
         ]
-        env = {**os.environ, "PYTHONUNBUFFERED": "1", **self.env}
-        log = self.log_path.open("ab")
-        self._log_start = log.tell()
-        self.proc = subprocess.Popen(cmd, cwd=self.repo, stdout=log, stderr=subprocess.STDOUT, env=env)
-        log.close()
+        self._run = CliProcess(args, self.log_path, self.env, cwd=self.repo)
+        self.proc = self._run.proc
 
     def probe(self, path: str) -> tuple[int, dict[str, Any]]:
         url = f"http://127.0.0.1:{self.monitoring_port}{path}"
@@ -243,23 +237,12 @@ class WeirProcess:
         """Until the process has said it is running (so every port it was given is its own: a neighbour's monitoring
         port must not answer for it) and its readiness probe says yes; raises StartupFailed (PortTaken when a port
         was in use) as soon as the process exits."""
-
-        def ready() -> bool:
-            assert self.proc is not None
-            output = self.output()
-            check_starting(self.proc, output, "weir")
-            return "Weir is running" in output and self.probe("/ready")[0] == 200
-
-        eventually(ready, timeout=timeout, interval=0.1, what="weir to become ready")
+        assert self._run is not None
+        self._run.wait_running(self.monitoring_port, timeout)
 
     def output(self) -> str:
         """What the process printed since it was last started."""
-        try:
-            with self.log_path.open("rb") as f:
-                f.seek(self._log_start)
-                return f.read().decode(errors="replace")
-        except OSError:
-            return ""
+        return self._run.output() if self._run is not None else ""
 
     def log(self) -> str:
         try:
