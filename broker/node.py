@@ -234,7 +234,7 @@ class BrokerNode:
                     "id": pid,
                     "role": p.role if p.healthy else "INACTIVE",
                     "healthy": p.healthy,
-                    "term": p.raft.term if p.raft is not None else 0,
+                    "term": p.term,
                 }
                 for pid, p in sorted(self.partitions.items())
             ],
@@ -263,8 +263,8 @@ class BrokerNode:
         now = time.monotonic()
         for pid, p in self.partitions.items():
             label = str(pid)
-            if p.raft is not None:
-                monitoring.RAFT_TERM.labels(label).set(p.raft.term)
+            if p.term:
+                monitoring.RAFT_TERM.labels(label).set(p.term)
             log_dir = p.directory / "log"
             size = sum(f.stat().st_size for f in log_dir.glob("*.log")) if log_dir.exists() else 0
             monitoring.LOG_BYTES.labels(label).set(size)
@@ -278,7 +278,7 @@ class BrokerNode:
             out[str(pid)] = {
                 "role": p.role,
                 "healthy": p.healthy,
-                "term": p.raft.term if p.raft is not None else 0,
+                "term": p.term,
                 "processedPosition": p.processed_position,
                 "appliedPosition": p.applied_position,
                 "commitPosition": storage.commit_position if storage else 0,

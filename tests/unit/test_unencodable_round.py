@@ -26,7 +26,9 @@ async def test_an_unencodable_command_fails_alone_and_the_partition_keeps_going(
         bad_future: asyncio.Future[Record] = asyncio.get_running_loop().create_future()
         value_type, intent, value = _creation({"huge": 2**70, "text": "\ud800"})
         bad = Record(-1, -1, RecordType.COMMAND, value_type, int(intent), 0, value, request=RequestMetadata(0, 10**9))
-        partition._inbox.append((bad, bad_future))  # past the entry check, on purpose
+        assert partition.core is not None
+        partition._futures[10**9] = bad_future
+        partition.core.inbox.append(bad)  # past the entry check, on purpose
         good_after = partition.execute(*_creation({"n": 2}))
         results = await asyncio.wait_for(asyncio.gather(good_before, good_after), 10)
         assert [r.record_type for r in results] == [RecordType.EVENT, RecordType.EVENT]
