@@ -23,6 +23,10 @@ class UnsafeXmlError(ValueError):
     """The document cannot be read safely or is not well-formed; the message says why."""
 
 
+class TooManyElementsError(UnsafeXmlError):
+    """The document has more elements than the caller allowed."""
+
+
 class _TooManyElements(Exception):
     """Raised from inside the parser callbacks to stop reading an oversized document early."""
 
@@ -50,8 +54,8 @@ def parse_xml(
     """The root element of ``data``.
 
     Raises :class:`UnsafeXmlError` for empty, oversized, malformed documents, for any DTD
-    (which also rules out internal and external entities) and for documents with more than
-    ``max_elements`` elements.
+    (which also rules out internal and external entities), and :class:`TooManyElementsError` for documents with more
+    than ``max_elements`` elements.
     """
     if not data.strip():
         raise UnsafeXmlError("Resource is empty")
@@ -67,7 +71,7 @@ def parse_xml(
         parser.feed(data)
         root: XmlElement = parser.close()
     except _TooManyElements:
-        raise UnsafeXmlError(f"Resource has more than {max_elements} XML elements") from None
+        raise TooManyElementsError(f"Resource has more than {max_elements} XML elements") from None
     except DTDForbidden:
         raise UnsafeXmlError("Document type declarations (DTDs) are not allowed in BPMN resources") from None
     except EntitiesForbidden as error:
