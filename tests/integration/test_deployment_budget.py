@@ -15,6 +15,7 @@ import urllib.error
 import urllib.request
 import uuid
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import grpc
@@ -157,6 +158,18 @@ def test_rest_deployment_of_many_tiny_resources(node: WeirProcess, stub: Stub) -
     status, body = while_canary_runs(stub, lambda: rest_deploy(node, within))
     assert status == 400, body[:500]
     assert "more resources not checked" in body and len(body) < GRPC_STATUS_LIMIT, body[:500]
+
+
+def test_the_limits_are_set_in_the_configuration(tmp_path: Path) -> None:
+    w = WeirProcess(tmp_path / "data", env={"WEIR_BROKER_DEPLOYMENTS_MAX_RESOURCES": "2"})
+    w.start()
+    try:
+        with grpc.insecure_channel(w.address) as channel:
+            err = grpc_deploy(Stub(channel), [(f"r{n}.bpmn", TINY) for n in range(3)])
+    finally:
+        w.stop()
+    assert err.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert "Expected at most 2 resources in one deployment" in err.details()
 
 
 def test_command_api_deployment_is_bounded_by_the_broker_itself(node: WeirProcess, stub: Stub) -> None:

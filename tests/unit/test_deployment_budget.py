@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from broker.config import ConfigError, load
 from broker.engine.bpmn.safe_xml import parse_xml
 from broker.engine.deployment_limits import MAX_REPORTED_PROBLEMS, DeploymentLimits, rejection
 from broker.protocol.enums import DeploymentIntent, RecordType, RejectionType, ValueType
@@ -114,3 +115,10 @@ def test_a_rejection_lists_the_first_problems_and_counts_the_rest() -> None:
     assert all(len(line) <= 400 for line in lines)
     assert len(text.encode()) < GRPC_STATUS_LIMIT
     assert rejection(["one"], 0, limits).splitlines()[1:] == ["one"]
+
+
+def test_the_limits_are_settings() -> None:
+    deployments = load(env={"WEIR_BROKER_DEPLOYMENTS_MAX_RESOURCES": "5"})["broker"]["deployments"]
+    assert deployments == {"maxResources": 5, "maxElements": 200_000, "maxInvalidResources": 10}
+    with pytest.raises(ConfigError, match=r"broker\.deployments\.maxInvalidResources"):
+        load(env={"WEIR_BROKER_DEPLOYMENTS_MAX_INVALID_RESOURCES": "0"})
