@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final
 
-from broker.engine.bpmn.safe_xml import TooManyElementsError, UnsafeXmlError, parse_xml
+from broker.engine.bpmn.safe_xml import ElementCounter, TooManyElementsError, UnsafeXmlError, parse_xml
 
 DEFAULT_MAX_RESOURCES: Final = 1000
 DEFAULT_MAX_ELEMENTS: Final = 200_000
@@ -42,21 +42,12 @@ class ElementBudgetExceeded(Exception):
     """The deployment's resources hold more XML elements together than allowed."""
 
 
-@dataclass(frozen=True, slots=True)
-class Shape:
-    """What a first, cheap reading of an XML resource found: its element count and the first scope nested too
-    deeply (None when none is, or when the XML cannot be read, which the model's parser reports with its reason)."""
-
-    elements: int
-    too_deep: str | None
-
-
 class DeploymentBudget:
     """The elements and invalid resources one deployment may still spend."""
 
     def __init__(self, limits: DeploymentLimits) -> None:
         self.limits = limits
-        self.elements_left = limits.max_elements
+        self.elements = ElementCounter(limits.max_elements)
         self.invalid_resources = 0
 
     @property
@@ -64,29 +55,27 @@ class DeploymentBudget:
         """True once enough invalid resources were found: the rest are not checked."""
         return self.invalid_resources >= self.limits.max_invalid_resources
 
-    def measure(self, data: bytes) -> Shape:
-        """Read ``data`` once, charging its elements to the budget (raises :class:`ElementBudgetExceeded` when they
-        do not fit), without recursion."""
+    def measure(self, data: bytes) -> str | None:
+        """Read the XML resource ``data`` once, charging the elements read to the budget (also of a malformed one;
+        raises :class:`ElementBudgetExceeded` when they do not fit), and return the id of its first sub-process
+        nested deeper than :data:`MAX_SCOPE_DEPTH`, found without recursion. None also when the XML cannot be read:
+        the model's parser reports that with its reason (reading no more than was charged here)."""
         try:
-            root = parse_xml(data, max_elements=self.elements_left)
+            root = parse_xml(data, counter=self.elements)
         except TooManyElementsError:
-            self.elements_left = 0
             raise ElementBudgetExceeded from None
         except UnsafeXmlError:
-            return Shape(0, None)
-        count = 1
+            return None
         too_deep = None
         stack = [(root, 0)]
         while stack:
             node, depth = stack.pop()
             for child in node:
-                count += 1
                 child_depth = depth + (child.tag.rpartition("}")[2] in _SCOPE_TAGS)
                 if child_depth > MAX_SCOPE_DEPTH and too_deep is None:
                     too_deep = child.get("id") or "(no id)"
                 stack.append((child, child_depth))
-        self.elements_left -= count
-        return Shape(count, too_deep)
+        return too_deep
 
     def element_limit_reason(self) -> str:
         return (

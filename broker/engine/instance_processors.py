@@ -223,7 +223,7 @@ class _ResourceCheck:
         self.forms.append(decisions.FormResource(name, data, form_id))
 
     def _read_bpmn(self, name: str, data: bytes) -> None:
-        too_deep = self.budget.measure(data).too_deep
+        too_deep = self.budget.measure(data)
         if too_deep is not None:
             self.problems.append(
                 f"'{name}': '{too_deep}': sub-processes are nested more than {MAX_SCOPE_DEPTH} levels deep "

@@ -103,6 +103,15 @@ async def test_a_resource_over_the_element_budget_is_refused(driver: Driver) -> 
     assert "'big.bpmn': the resources of this deployment hold more than 1000 XML elements" in reason
 
 
+@pytest.mark.parametrize("driver", [{"max_elements": 1000}], indirect=True)
+async def test_malformed_resources_are_charged_the_elements_read_before_their_error(driver: Driver) -> None:
+    malformed = b"<a>" + b"<b/>" * 900  # never closed
+    reason = _rejected(await _deploy(driver, [("m1.bpmn", malformed), ("m2.dmn", malformed), _copy(0)]))
+    assert "'m1.bpmn' is not a valid BPMN resource" in reason and "not well-formed" in reason
+    assert "'m2.dmn': the resources of this deployment hold more than 1000 XML elements" in reason
+    assert "… and 1 more resources not checked" in reason
+
+
 def test_a_rejection_lists_the_first_problems_and_counts_the_rest() -> None:
     limits = DeploymentLimits()
     problems = [f"'r{n}.bpmn' is not valid (2 problems):\n'x': " + "long " * 200 for n in range(40)]
