@@ -49,6 +49,10 @@ DEFAULTS: dict[str, Any] = {
         # and size (characters and list/context items produced, ~bytes). Over either, the expression fails with an
         # incident naming it. A result larger than gateway.maxMessageSize is refused the same way.
         "expressions": {"maxSteps": 500_000, "maxSize": 16_000_000},
+        # What checking one deployment may spend on the partition's loop, as counts (so replay decides alike): the
+        # resources in it, the XML elements they hold together, and the invalid resources checked before the rest
+        # are skipped (the rejection lists the first problems and says how many more there were).
+        "deployments": {"maxResources": 1000, "maxElements": 200_000, "maxInvalidResources": 10},
         # Admission control per partition leader: fixed | aimd | vegas | gradient (enabled: false admits all).
         "backpressure": {
             "enabled": True,
@@ -283,6 +287,9 @@ def validate(config: dict[str, Any]) -> None:
     for key, value in config["broker"]["expressions"].items():
         if not isinstance(value, int) or isinstance(value, bool) or value < 1:
             raise ConfigError(f"broker.expressions.{key}: must be a positive integer")
+    for key, value in config["broker"]["deployments"].items():
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            raise ConfigError(f"broker.deployments.{key}: must be a positive integer")
     bp = config["broker"]["backpressure"]
     if bp["algorithm"] not in ("fixed", "aimd", "vegas", "gradient"):
         raise ConfigError(

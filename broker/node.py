@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 import grpc
 
 from broker import monitoring
+from broker.engine.deployment_limits import DeploymentLimits
 from broker.feel import DEFAULT_LIMITS, Limits
 from broker.stream.backpressure import BackpressureConfig
 from broker.stream.partition import Partition, PartitionConfig
@@ -54,6 +55,8 @@ class NodeConfig:
     # The FEEL budget of one evaluation (broker.expressions.maxSteps / maxSize, see broker.feel.Limits).
     expression_max_steps: int = DEFAULT_LIMITS.max_steps
     expression_max_size: int = DEFAULT_LIMITS.max_size
+    # What checking one deployment may spend (broker.deployments.*).
+    deployment_limits: DeploymentLimits = field(default_factory=DeploymentLimits)
     log_segment_size: int = 64 << 20
     # Cluster mode: the brokers' Raft addresses (host:raftBasePort) in node-id order; empty runs alone.
     contact_points: list[str] = field(default_factory=list)
@@ -120,6 +123,7 @@ class BrokerNode:
                 max_message_size=cfg.max_message_size,
                 max_steps_per_instance=cfg.max_steps_per_instance,
                 expression_limits=Limits(max_steps=cfg.expression_max_steps, max_size=cfg.expression_max_size),
+                deployment_limits=cfg.deployment_limits,
             )
             directory = cfg.data_dir / "partitions" / str(pid)
             partition = Partition(directory, pconf)

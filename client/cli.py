@@ -76,6 +76,7 @@ def _node_config(args: argparse.Namespace, *, embedded_gateway: bool) -> Any:
         max_steps_per_instance=b["maxStepsPerInstance"],
         expression_max_steps=b["expressions"]["maxSteps"],
         expression_max_size=b["expressions"]["maxSize"],
+        deployment_limits=_deployment_limits(b["deployments"]),
         log_segment_size=b["logSegmentSize"],
         gateway_security=_gateway_security(g),
         max_concurrent_streams=g["maxConcurrentStreams"],
@@ -95,6 +96,16 @@ def _history_url(args: argparse.Namespace, broker_cfg: dict[str, Any], gateway_c
         data_dir = Path(_pick(args.data_dir, broker_cfg["dataDir"]))
         return f"sqlite:///{(data_dir / 'history.db').resolve()}"
     return None
+
+
+def _deployment_limits(deployments: dict[str, Any]) -> Any:
+    from broker.engine.deployment_limits import DeploymentLimits
+
+    return DeploymentLimits(
+        max_resources=deployments["maxResources"],
+        max_elements=deployments["maxElements"],
+        max_invalid_resources=deployments["maxInvalidResources"],
+    )
 
 
 def _command_api_security(cfg: dict[str, Any]) -> Any:

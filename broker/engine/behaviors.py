@@ -10,6 +10,7 @@ from typing import Any
 
 from broker.engine.bpmn import model as bpmn
 from broker.engine.context import ProcessingContext
+from broker.engine.deployment_limits import DeploymentLimits
 from broker.engine.expressions import ExpressionEvaluator, ExpressionFailure, type_name
 from broker.engine.models import ModelCache
 from broker.protocol.enums import (
@@ -40,6 +41,8 @@ class Services:
         self.expressions = expressions
         self.job_streams = job_streams
         self.partitions_count = partitions_count
+        # What checking one deployment may spend (broker.deployments.*, set by the engine).
+        self.deployment_limits = DeploymentLimits()
         # Parsed DMN decision requirements graphs by key (a ``decision_processors.DrgCache``, set by the engine).
         self.drgs: Any = None
         # Sends a command to a partition after commit (set by the leader's partition; None while replaying).

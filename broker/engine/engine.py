@@ -17,6 +17,7 @@ from broker.engine import message_processors as messages
 from broker.engine.appliers import EventAppliers
 from broker.engine.behaviors import Services
 from broker.engine.context import ProcessingContext
+from broker.engine.deployment_limits import DeploymentLimits
 from broker.engine.elements import commands as elements
 from broker.engine.expressions import ExpressionEvaluator
 from broker.engine.job_streams import JobStreams
@@ -60,6 +61,7 @@ class Engine:
         partitions_count: int = 1,
         max_message_size: int = 4 * 1024 * 1024,
         expression_limits: feel.Limits = feel.DEFAULT_LIMITS,
+        deployment_limits: DeploymentLimits | None = None,
     ) -> None:
         self.state = state
         # a response message also carries its own framing: jobs take at most this much of it
@@ -70,6 +72,7 @@ class Engine:
         self.appliers = EventAppliers(self.models)
         self.job_streams = job_streams if job_streams is not None else JobStreams()
         self.services = Services(self.models, expressions, self.job_streams, partitions_count)
+        self.services.deployment_limits = deployment_limits or DeploymentLimits()
         self.services.drgs = decisions.DrgCache(lambda key: state.decision_requirements.get(key))
         pi = ProcessInstanceIntent
         ms = MessageSubscriptionIntent

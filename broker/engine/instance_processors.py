@@ -6,10 +6,16 @@ from broker.dmn import DmnParseError, parse_dmn
 from broker.engine import behaviors as b
 from broker.engine import decision_processors as decisions
 from broker.engine import events, signals
-from broker.engine.bpmn import BpmnValidationError, parse_bpmn, resource_checksum, supported_kinds
+from broker.engine.bpmn import BpmnValidationError, ExpressionCheck, parse_bpmn, resource_checksum, supported_kinds
 from broker.engine.bpmn import model as bpmn
-from broker.engine.bpmn.safe_xml import UnsafeXmlError, parse_xml
 from broker.engine.context import ProcessingContext
+from broker.engine.deployment_limits import (
+    MAX_SCOPE_DEPTH,
+    DeploymentBudget,
+    ElementBudgetExceeded,
+    rejection,
+    too_many_resources,
+)
 from broker.engine.elements import SUPPORTED_KINDS, lifecycle
 from broker.protocol.enums import (
     CommandDistributionIntent,
@@ -29,32 +35,6 @@ from broker.state.element_instance import ElementInstance
 
 _SUPPORTED = supported_kinds(SUPPORTED_KINDS)
 
-MAX_SCOPE_DEPTH = 50
-"""Deepest nesting of sub-processes in a model: reading and running scopes recurses, and must stay far from
-Python's recursion limit."""
-_SCOPE_TAGS = frozenset({"subProcess", "transaction", "adHocSubProcess"})
-
-
-def _scope_nested_too_deep(data: bytes) -> str | None:
-    """The id of the first sub-process nested deeper than :data:`MAX_SCOPE_DEPTH`, found without recursion.
-
-    None also when the XML cannot be read: parsing reports that with its own reason.
-    """
-    try:
-        root = parse_xml(data)
-    except (UnsafeXmlError, ValueError):
-        return None
-    stack = [(root, 0)]
-    while stack:
-        node, depth = stack.pop()
-        for child in node:
-            child_depth = depth + (child.tag.rpartition("}")[2] in _SCOPE_TAGS)
-            if child_depth > MAX_SCOPE_DEPTH:
-                return child.get("id") or "(no id)"
-            stack.append((child, child_depth))
-    return None
-
-
 PI = ProcessInstanceIntent
 
 
@@ -71,85 +51,17 @@ def deploy(ctx: ProcessingContext, cmd: Record) -> None:
     if not resources:
         ctx.reject(RejectionType.INVALID_ARGUMENT, "Expected to deploy at least one resource, but none given")
         return
-    expressions = b.services(ctx).expressions
-    parsed = []
-    problems: list[str] = []
-    seen_ids: dict[str, str] = {}
-    dmns: list[decisions.DmnResource] = []
-    forms: list[decisions.FormResource] = []
-    seen_decisions: dict[str, str] = {}
-    seen_drgs: dict[str, str] = {}
-    seen_forms: dict[str, str] = {}
-    for res in resources:
-        name = res["resourceName"]
-        data = res["resource"]
-        if name.endswith(".dmn"):
-            try:
-                drg = parse_dmn(data, name)
-            except DmnParseError as e:
-                problems.append(str(e))
-                continue
-            if drg.id in seen_drgs:
-                problems.append(
-                    "Expected the decision requirements ids to be unique within a deployment but found a duplicated "
-                    f"id '{drg.id}' in the resources '{seen_drgs[drg.id]}' and '{name}'."
-                )
-            seen_drgs[drg.id] = name
-            for decision in drg.decisions:
-                if decision.id in seen_decisions:
-                    problems.append(
-                        "Expected the decision ids to be unique within a deployment but found a duplicated id "
-                        f"'{decision.id}' in the resources '{seen_decisions[decision.id]}' and '{name}'."
-                    )
-                seen_decisions[decision.id] = name
-            dmns.append(decisions.DmnResource(name, data, drg))
-            continue
-        if name.endswith(".form"):
-            try:
-                form_id = decisions.read_form_id(data)
-            except ValueError as e:
-                problems.append(f"'{name}': {e}")
-                continue
-            if form_id in seen_forms:
-                problems.append(
-                    "Expected the form ids to be unique within a deployment but found a duplicated id "
-                    f"'{form_id}' in the resources '{seen_forms[form_id]}' and '{name}'."
-                )
-            seen_forms[form_id] = name
-            forms.append(decisions.FormResource(name, data, form_id))
-            continue
-        if not name.endswith((".bpmn", ".xml")):
-            problems.append(
-                f"'{name}': Expected the resource to be a BPMN model (.bpmn, .xml), a DMN model (.dmn) or a form "
-                "(.form), but its name has none of these extensions"
-            )
-            continue
-        too_deep = _scope_nested_too_deep(data)
-        if too_deep is not None:
-            problems.append(
-                f"'{name}': '{too_deep}': sub-processes are nested more than {MAX_SCOPE_DEPTH} levels deep "
-                "(the limit); flatten the model"
-            )
-            continue
-        try:
-            processes = parse_bpmn(data, name, check_expression=expressions.check, supported=_SUPPORTED)
-        except BpmnValidationError as e:
-            problems.append(str(e))
-            continue
-        except RecursionError:  # a structure nested deeper than the reader can follow, not a broker failure
-            problems.append(f"'{name}': the model is nested too deeply to be read; flatten the model")
-            continue
-        for p in processes:
-            if p.id in seen_ids:
-                problems.append(f"Duplicated process id in resources '{seen_ids[p.id]}' and '{name}': '{p.id}'")
-            seen_ids[p.id] = name
-            parsed.append((name, data, p))
-    if problems:
-        ctx.reject(
-            RejectionType.INVALID_ARGUMENT,
-            "Expected to deploy new resources, but encountered the following errors:\n" + "\n".join(problems),
-        )
+    limits = b.services(ctx).deployment_limits
+    too_many = too_many_resources(limits, len(resources))
+    if too_many is not None:
+        ctx.reject(RejectionType.INVALID_ARGUMENT, too_many)
         return
+    check = _ResourceCheck(b.services(ctx).expressions.check, DeploymentBudget(limits))
+    check.run(resources)
+    if check.problems:
+        ctx.reject(RejectionType.INVALID_ARGUMENT, rejection(check.problems, check.skipped, limits))
+        return
+    parsed, dmns, forms = check.processes, check.dmns, check.forms
     metadata = []
     created: list[dict] = []
     models = b.services(ctx).models
@@ -225,6 +137,114 @@ def deploy(ctx: ProcessingContext, cmd: Record) -> None:
     ctx.respond(rec)
     if created or extra["decisionRequirements"] or extra["forms"]:
         _start_distribution(ctx, deployment_key, created, extra)
+
+
+class _ResourceCheck:
+    """Reads a deployment's resources in order, noting every problem, within the deployment's budget: after
+    ``maxInvalidResources`` invalid resources, or once the resources hold too many XML elements together, the rest
+    are skipped (``skipped`` says how many)."""
+
+    def __init__(self, check_expression: ExpressionCheck, budget: DeploymentBudget) -> None:
+        self.check_expression = check_expression
+        self.budget = budget
+        self.problems: list[str] = []
+        self.skipped = 0
+        self.processes: list[tuple[str, bytes, bpmn.Process]] = []
+        self.dmns: list[decisions.DmnResource] = []
+        self.forms: list[decisions.FormResource] = []
+        self._process_ids: dict[str, str] = {}
+        self._decisions: dict[str, str] = {}
+        self._drgs: dict[str, str] = {}
+        self._forms: dict[str, str] = {}
+
+    def run(self, resources: list[dict]) -> None:
+        for index, res in enumerate(resources):
+            if self.budget.exhausted:
+                self.skipped = len(resources) - index
+                return
+            name = res["resourceName"]
+            problems_before = len(self.problems)
+            try:
+                self._read(name, res["resource"])
+            except ElementBudgetExceeded:
+                self.problems.append(f"'{name}': {self.budget.element_limit_reason()}")
+                self.skipped = len(resources) - index - 1
+                return
+            if len(self.problems) > problems_before:
+                self.budget.invalid_resources += 1
+
+    def _read(self, name: str, data: bytes) -> None:
+        if name.endswith(".form"):
+            self._read_form(name, data)
+        elif not name.endswith((".bpmn", ".xml", ".dmn")):
+            self.problems.append(
+                f"'{name}': Expected the resource to be a BPMN model (.bpmn, .xml), a DMN model (.dmn) or a form "
+                "(.form), but its name has none of these extensions"
+            )
+        elif name.endswith(".dmn"):
+            self.budget.measure(data)
+            self._read_dmn(name, data)
+        else:
+            self._read_bpmn(name, data)
+
+    def _read_dmn(self, name: str, data: bytes) -> None:
+        try:
+            drg = parse_dmn(data, name)
+        except DmnParseError as e:
+            self.problems.append(str(e))
+            return
+        if drg.id in self._drgs:
+            self.problems.append(
+                "Expected the decision requirements ids to be unique within a deployment but found a duplicated "
+                f"id '{drg.id}' in the resources '{self._drgs[drg.id]}' and '{name}'."
+            )
+        self._drgs[drg.id] = name
+        for decision in drg.decisions:
+            if decision.id in self._decisions:
+                self.problems.append(
+                    "Expected the decision ids to be unique within a deployment but found a duplicated id "
+                    f"'{decision.id}' in the resources '{self._decisions[decision.id]}' and '{name}'."
+                )
+            self._decisions[decision.id] = name
+        self.dmns.append(decisions.DmnResource(name, data, drg))
+
+    def _read_form(self, name: str, data: bytes) -> None:
+        try:
+            form_id = decisions.read_form_id(data)
+        except ValueError as e:
+            self.problems.append(f"'{name}': {e}")
+            return
+        if form_id in self._forms:
+            self.problems.append(
+                "Expected the form ids to be unique within a deployment but found a duplicated id "
+                f"'{form_id}' in the resources '{self._forms[form_id]}' and '{name}'."
+            )
+        self._forms[form_id] = name
+        self.forms.append(decisions.FormResource(name, data, form_id))
+
+    def _read_bpmn(self, name: str, data: bytes) -> None:
+        too_deep = self.budget.measure(data)
+        if too_deep is not None:
+            self.problems.append(
+                f"'{name}': '{too_deep}': sub-processes are nested more than {MAX_SCOPE_DEPTH} levels deep "
+                "(the limit); flatten the model"
+            )
+            return
+        try:
+            processes = parse_bpmn(data, name, check_expression=self.check_expression, supported=_SUPPORTED)
+        except BpmnValidationError as e:
+            self.problems.append(str(e))
+            return
+        except RecursionError:  # a structure nested deeper than the reader can follow, not a broker failure
+            self.problems.append(f"'{name}': the model is nested too deeply to be read; flatten the model")
+            return
+        for p in processes:
+            if p.id in self._process_ids:
+                self.problems.append(
+                    f"Duplicated process id in resources '{self._process_ids[p.id]}' and '{name}': '{p.id}'"
+                )
+            self._process_ids[p.id] = name
+            self.processes.append((name, data, p))
 
 
 def _start_distribution(ctx: ProcessingContext, deployment_key: int, processes: list[dict], extra: dict) -> None:

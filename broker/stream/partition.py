@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from broker import monitoring
+from broker.engine.deployment_limits import DeploymentLimits
 from broker.engine.engine import Engine
 from broker.engine.job_streams import JobStreams
 from broker.engine.scheduled import FINISHING_WORK, Command, ScheduledWork, Send, SendOutcome
@@ -102,6 +103,8 @@ class PartitionConfig:
     max_steps_per_instance: int = DEFAULT_MAX_STEPS_PER_INSTANCE
     # What one FEEL evaluation may spend (steps and produced size); its result may be at most max_message_size.
     expression_limits: Limits = DEFAULT_LIMITS
+    # What checking one deployment may spend (resources, XML elements, invalid resources checked).
+    deployment_limits: DeploymentLimits = field(default_factory=DeploymentLimits)
 
     def core(self) -> CoreConfig:
         return CoreConfig(
@@ -179,6 +182,7 @@ class Partition:
             partitions_count=self.config.partitions_count,
             max_message_size=self.config.max_message_size,
             expression_limits=self.config.expression_limits,
+            deployment_limits=self.config.deployment_limits,
         )
         with self.db.begin() as txn:
             self.state.bind(txn)

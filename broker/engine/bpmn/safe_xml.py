@@ -23,20 +23,33 @@ class UnsafeXmlError(ValueError):
     """The document cannot be read safely or is not well-formed; the message says why."""
 
 
+class TooManyElementsError(UnsafeXmlError):
+    """The document has more elements than the caller allowed."""
+
+
 class _TooManyElements(Exception):
     """Raised from inside the parser callbacks to stop reading an oversized document early."""
 
 
-class _CountingTreeBuilder(TreeBuilder):
-    """A tree builder that stops once the document has more elements than allowed."""
+class ElementCounter:
+    """Elements read so far, against a limit: one document's, or several documents' that share one budget (the
+    resources of a deployment). Counts whatever was read, also of documents that turn out malformed."""
 
-    def __init__(self, max_elements: int) -> None:
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.count = 0
+
+
+class _CountingTreeBuilder(TreeBuilder):
+    """A tree builder that stops once its counter passes the limit."""
+
+    def __init__(self, counter: ElementCounter) -> None:
         super().__init__()
-        self._remaining = max_elements
+        self._counter = counter
 
     def start(self, tag: str, attrs: dict[str, str]) -> XmlElement:  # type: ignore[override]
-        self._remaining -= 1
-        if self._remaining < 0:
+        self._counter.count += 1
+        if self._counter.count > self._counter.limit:
             raise _TooManyElements
         return super().start(tag, attrs)
 
@@ -46,19 +59,21 @@ def parse_xml(
     *,
     max_bytes: int = DEFAULT_MAX_RESOURCE_BYTES,
     max_elements: int = DEFAULT_MAX_XML_ELEMENTS,
+    counter: ElementCounter | None = None,
 ) -> XmlElement:
     """The root element of ``data``.
 
     Raises :class:`UnsafeXmlError` for empty, oversized, malformed documents, for any DTD
-    (which also rules out internal and external entities) and for documents with more than
-    ``max_elements`` elements.
+    (which also rules out internal and external entities), and :class:`TooManyElementsError` for documents with more
+    than ``max_elements`` elements (given a ``counter``, for taking it past its limit; ``max_elements`` is then
+    unused).
     """
     if not data.strip():
         raise UnsafeXmlError("Resource is empty")
     if len(data) > max_bytes:
         raise UnsafeXmlError(f"Resource is {len(data)} bytes, larger than the allowed {max_bytes} bytes")
     parser = DefusedXMLParser(
-        target=_CountingTreeBuilder(max_elements),
+        target=_CountingTreeBuilder(counter or ElementCounter(max_elements)),
         forbid_dtd=True,
         forbid_entities=True,
         forbid_external=True,
@@ -67,7 +82,8 @@ def parse_xml(
         parser.feed(data)
         root: XmlElement = parser.close()
     except _TooManyElements:
-        raise UnsafeXmlError(f"Resource has more than {max_elements} XML elements") from None
+        limit = counter.limit if counter is not None else max_elements
+        raise TooManyElementsError(f"Resource has more than {limit} XML elements") from None
     except DTDForbidden:
         raise UnsafeXmlError("Document type declarations (DTDs) are not allowed in BPMN resources") from None
     except EntitiesForbidden as error:
