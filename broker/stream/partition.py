@@ -125,11 +125,18 @@ class Partition:
         *,
         clock: Clock = wall_clock_ms,
         free_disk: Callable[[Path], int] | None = None,
+        monotonic: Callable[[], float] = time.monotonic,
+        log_storage: Callable[[Path, int], LogStorage] | None = None,
     ) -> None:
+        """``clock``: the leader's time for new commands (epoch ms); ``monotonic``: seconds for intervals (admission
+        control, snapshots, resends); ``log_storage``: opens the log (directory, committed position hint) — a file
+        log unless the simulation swaps the disk."""
         self.config = config or PartitionConfig()
         self.partition_id = self.config.partition_id
         self.directory = directory
         self.clock = clock
+        self.monotonic = monotonic
+        self._open_log = log_storage or self._open_file_log
         self._log = PartitionLog(log, self.config.partition_id)
         self.job_streams = JobStreams()
         self.healthy = False
@@ -143,7 +150,7 @@ class Partition:
         self.job_stream_sinks: dict[int, Callable[[Record], bool]] = {}
         self.records_processed = 0
         self._records_since_snapshot = 0
-        self._last_snapshot_time = time.monotonic()
+        self._last_snapshot_time = self.monotonic()
         self.db: StateDb | None = None
         self.log_storage: LogStorage | None = None
         self._marker: commit_marker.CommitMarker | None = None
@@ -195,9 +202,7 @@ class Partition:
         # The marker knows the commit position after the snapshot, so damage in the last blocks is never taken
         # for a torn write (which would silently drop acknowledged records).
         committed = max(applied, commit_marker.read(self.directory))
-        self.log_storage = FileLog(
-            self.directory / "log", segment_size=self.config.segment_size, committed_position_hint=committed
-        )
+        self.log_storage = self._open_log(self.directory / "log", committed)
         self._marker = commit_marker.CommitMarker(self.directory)
         self.core = StreamCore(
             self.db,
@@ -208,7 +213,7 @@ class Partition:
             applied_position=applied,
             processed_position=processed,
         )
-        started = time.monotonic()
+        started = self.monotonic()
         replayed = self._recover(applied, processed)
         self._log.info(
             "partition %d recovered: snapshot=%s applied=%d processed=%d replayed=%d records in %.2fs pending=%d",
@@ -217,7 +222,7 @@ class Partition:
             self.core.applied_position,
             self.core.processed_position,
             replayed,
-            time.monotonic() - started,
+            self.monotonic() - started,
             len(self.core.queue),
         )
         self.healthy = True
@@ -238,6 +243,9 @@ class Partition:
         result = self.core.replay(storage.read(start))
         self.records_processed = result.records_read
         return result.records_read
+
+    def _open_file_log(self, directory: Path, committed: int) -> LogStorage:
+        return FileLog(directory, segment_size=self.config.segment_size, committed_position_hint=committed)
 
     @property
     def applied_position(self) -> int:
@@ -371,7 +379,7 @@ class Partition:
                     f"partition {self.partition_id} is overloaded: {self._limiter.in_flight} commands in flight "
                     f"(limit {self._limiter.limit}); retry with back-off"
                 )
-            self._admitted[request_id] = time.monotonic()
+            self._admitted[request_id] = self.monotonic()
         self._next_request_id += 1
         loop = self._loop if self._loop is not None else asyncio.get_running_loop()
         fut: asyncio.Future[Record] = loop.create_future()
@@ -400,7 +408,7 @@ class Partition:
         """A command leaves admission control once processed and committed (or when it failed)."""
         admitted = self._admitted.pop(request_id, None)
         if admitted is not None and self._limiter is not None:
-            self._limiter.release(time.monotonic() - admitted, dropped=dropped)
+            self._limiter.release(self.monotonic() - admitted, dropped=dropped)
 
     def write_internal(self, value_type: ValueType, intent: int, value: dict, key: int) -> None:
         """Queue a command that expects no response (checkers, yielded pushes)."""
@@ -456,7 +464,7 @@ class Partition:
         """One round: the core processes, the seam commits, then the round completes and its answers go out."""
         core, seam, storage = self.core, self.seam, self.log_storage
         assert core is not None and seam is not None and storage is not None
-        round_started = time.monotonic()
+        round_started = self.monotonic()
         positions = self._changed_exporter_positions()
         try:
             result = core.process_round(self.clock(), storage.last_position + 1, positions)
@@ -490,7 +498,7 @@ class Partition:
         self.records_processed += len(done.records)
         monitoring.RECORDS_PROCESSED.labels(label).inc(len(done.records))
         monitoring.COMMANDS_PROCESSED.labels(label).inc(done.commands)
-        monitoring.ROUND_LATENCY.labels(label).observe(time.monotonic() - round_started)
+        monitoring.ROUND_LATENCY.labels(label).observe(self.monotonic() - round_started)
         monitoring.LOG_POSITION.labels(label).set(last)
         self._records_since_snapshot += len(done.records)
         if done.stopped:
@@ -568,7 +576,7 @@ class Partition:
                     pinned = view.meta.pinned_clock()
                     now = self.clock() if pinned is None else pinned
                     due = self.scheduled.due(view, now)
-                    sends = self.scheduled.sends(view, _monotonic_ms())
+                    sends = self.scheduled.sends(view, int(self.monotonic() * 1000))
                 finally:
                     view.bind(None)
             self._write_commands(due)
@@ -591,7 +599,7 @@ class Partition:
                 send.partition_id,
                 command.value_type.name,
             )
-            self.scheduled.replied(send, SendOutcome(None, "no route"), _monotonic_ms())
+            self.scheduled.replied(send, SendOutcome(None, "no route"), int(self.monotonic() * 1000))
             return
         task = asyncio.get_running_loop().create_task(self._send_remote(send))
         self._sends.add(task)
@@ -611,7 +619,7 @@ class Partition:
             self._log.debug("partition %d: command to partition %d failed: %r", self.partition_id, send.partition_id, e)
             outcome = SendOutcome(None, repr(e))
         if not self.closing:
-            self._write_commands(self.scheduled.replied(send, outcome, _monotonic_ms()))
+            self._write_commands(self.scheduled.replied(send, outcome, int(self.monotonic() * 1000)))
 
     def _send_command(self, partition_id: int, value_type: ValueType, intent: int, value: dict, key: int) -> None:
         """The engine's immediate sends (after commit, at most once): the outbox resends what must arrive."""
@@ -703,13 +711,13 @@ class Partition:
 
     def _maybe_snapshot(self) -> None:
         if self.disk_full and self._exporters_advanced():
-            if time.monotonic() - self._last_snapshot_time >= _DISK_FULL_SNAPSHOT_INTERVAL_S:
+            if self.monotonic() - self._last_snapshot_time >= _DISK_FULL_SNAPSHOT_INTERVAL_S:
                 self._persist_exporter_positions()
                 self.take_snapshot()  # compacts up to what the exporters acknowledged: space comes back
             return
         if self._records_since_snapshot == 0:
             return
-        elapsed = time.monotonic() - self._last_snapshot_time
+        elapsed = self.monotonic() - self._last_snapshot_time
         if self._records_since_snapshot >= self.config.snapshot_min_records or elapsed >= self.config.snapshot_period_s:
             self.take_snapshot()
 
@@ -718,7 +726,7 @@ class Partition:
         assert self.db is not None and self.log_storage is not None
         snap = snapshots.take(self.db.env, self.directory / "snapshots")
         self._records_since_snapshot = 0
-        self._last_snapshot_time = time.monotonic()
+        self._last_snapshot_time = self.monotonic()
         kept = snapshots.list_snapshots(self.directory / "snapshots")
         if len(kept) >= snapshots.KEEP or self.disk_full:
             # Recovery from any kept snapshot reads from its processed position on (unprocessed follow-ups), and
@@ -768,10 +776,6 @@ class Partition:
             if not fut.done():
                 fut.set_exception(error)
         self._futures.clear()
-
-
-def _monotonic_ms() -> int:
-    return int(time.monotonic() * 1000)
 
 
 def _free_disk_bytes(directory: Path) -> int:
