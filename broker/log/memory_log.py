@@ -118,6 +118,16 @@ class MemoryLog:
         with self._lock:
             self._closed = True
 
+    def survivor(self) -> MemoryLog:
+        """What a crash leaves of this log: a new, open log with the committed (flushed) blocks only."""
+        with self._lock:
+            kept = [b for b in self._blocks if b.last_position <= self._commit_position]
+        log = MemoryLog()
+        for block in kept:
+            log.append(block)
+        log.flush()
+        return log
+
     def _check_open(self) -> None:
         if self._closed:
             raise ValueError("the log is closed")

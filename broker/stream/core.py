@@ -127,6 +127,8 @@ class StreamCore:
         self._committed_key_counter = keys.counter
         self._careful = False
         self.step_budget = StepBudget(config.max_steps_per_instance)
+        # The round processed but neither completed nor aborted yet (its transaction is open).
+        self._open: Round | None = None
 
     # -- processing ------------------------------------------------------------------------------------------
 
@@ -217,7 +219,7 @@ class StreamCore:
             raise
         self.state.bind(None)
         block = LogBlock(ctx.records[0].position, ctx.records[-1].position, payload)
-        return Round(
+        self._open = Round(
             block,
             ctx.records,
             ctx.responses,
@@ -230,9 +232,11 @@ class StreamCore:
             queue_before,
             inbox_taken,
         )
+        return self._open
 
     def complete(self, done: Round) -> None:
         """The round's block is durable (committed): commit its state change with the positions it reached."""
+        self._open = None
         self.state.bind(done._txn)
         try:
             self.state.meta.set_positions(done.block.last_position, done._processed, self.keys.counter)
@@ -251,6 +255,7 @@ class StreamCore:
 
     def abort(self, done: Round) -> None:
         """The round's block did not commit: undo it (the caller answers its requests; its follow-ups never were)."""
+        self._open = None
         self.state.bind(done._txn)
         try:
             self._undo(done._txn, done._queue_before)
@@ -326,6 +331,14 @@ class StreamCore:
         self.queue = deque(r for r in (*self.queue, *result.pending) if r.position > self.processed_position)
         self._committed_key_counter = self.keys.counter
         return result
+
+    def drop_open_round(self) -> None:
+        """The process is going away mid-round (a simulated crash): release the round's transaction unwritten."""
+        if self._open is not None:
+            done, self._open = self._open, None
+            self.state.discard()
+            done._txn.abort()
+            self.state.bind(None)
 
     def forget_chains(self) -> None:
         """Leadership changed: step-budget chains begun under this term are not tracked further."""

@@ -336,6 +336,30 @@ class Partition:
             self.db.close()
             self.db = None
 
+    async def abandon(self) -> None:
+        """Stop at once, as kill -9 would: no round is finished, nothing more is flushed, no snapshot is taken.
+
+        For the simulation, which crashes replicas inside one process: tasks are cancelled, waiting requests fail,
+        and files are released. What survives is what the disk held (the simulated disk drops unflushed blocks).
+        """
+        self.closing = True
+        self.healthy = False
+        self._processing = False
+        for task in [*self._tasks, *self._sends]:
+            task.cancel()
+        self._tasks.clear()
+        self._fail_all(PartitionUnavailableError(f"partition {self.partition_id}: the broker is gone"))
+        if self.seam is not None:
+            await self.seam.close()
+        if self.exporters is not None:
+            exporters, self.exporters = self.exporters, None
+            await exporters.close()
+        if self.db is not None:
+            if self.core is not None:
+                self.core.drop_open_round()
+            self.db.close()
+            self.db = None
+
     # -- command intake --------------------------------------------------------------------------------------
 
     def execute(

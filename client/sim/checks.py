@@ -1,0 +1,207 @@
+"""Invariants a simulated run must keep, checked against the committed logs, the replicas' states and the sink.
+
+Each check returns the violations it found as lines a person can act on (empty: it held).
+"""
+
+from __future__ import annotations
+
+import tempfile
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+
+from broker.engine.engine import Engine
+from broker.log import MemoryLog
+from broker.protocol.codec import decode_block
+from broker.protocol.enums import (
+    IncidentIntent,
+    JobIntent,
+    MessageIntent,
+    ProcessInstanceCreationIntent,
+    ProcessInstanceIntent,
+    ProcessIntent,
+    RecordType,
+    TimerIntent,
+    ValueType,
+    VariableIntent,
+)
+from broker.protocol.keys import KeyGenerator, partition_of
+from broker.protocol.record import Record
+from broker.state.db import StateDb
+from broker.state.repositories import PartitionState
+from broker.stream.replay import replay_blocks
+from broker.tools.inspect import StateDump, diff_dumps, dump_state
+from client.sim import models
+from client.sim.workload import History
+
+# Events that bring a new entity into being: no key may be created by two of them (on any partition).
+_CREATIONS = {
+    (ValueType.JOB, int(JobIntent.CREATED)),
+    (ValueType.TIMER, int(TimerIntent.CREATED)),
+    (ValueType.INCIDENT, int(IncidentIntent.CREATED)),
+    (ValueType.VARIABLE, int(VariableIntent.CREATED)),
+    (ValueType.MESSAGE, int(MessageIntent.PUBLISHED)),
+    (ValueType.PROCESS_INSTANCE, int(ProcessInstanceIntent.ELEMENT_ACTIVATING)),
+}
+
+
+def records(log: MemoryLog) -> Iterator[Record]:
+    """Every committed record of a log, in position order."""
+    if log.commit_position == 0:
+        return
+    for block in log.read(max(1, log.first_position)):
+        yield from decode_block(block.payload)[1]
+
+
+def acknowledged_lost(history: History, logs: dict[int, list[Record]]) -> list[str]:
+    """Acknowledged creations and job completions must be in the committed log of the partition that owns them."""
+    created = {
+        r.value.get("processInstanceKey")
+        for recs in logs.values()
+        for r in recs
+        if r.value_type == ValueType.PROCESS_INSTANCE_CREATION
+        and r.intent == ProcessInstanceCreationIntent.CREATED
+        and r.record_type == RecordType.EVENT
+    }
+    completed = {
+        r.key
+        for recs in logs.values()
+        for r in recs
+        if r.value_type == ValueType.JOB and r.intent == JobIntent.COMPLETED and r.record_type == RecordType.EVENT
+    }
+    out = [f"acknowledged instance {k} ({p}) is not in the log" for k, p in history.instances.items() if k not in created]
+    out += [f"acknowledged completion of job {k} is not in the log" for k in history.completed_jobs if k not in completed]
+    return out
+
+
+def double_completion(logs: dict[int, list[Record]]) -> list[str]:
+    counts = Counter(
+        r.key
+        for recs in logs.values()
+        for r in recs
+        if r.value_type == ValueType.JOB and r.intent == JobIntent.COMPLETED and r.record_type == RecordType.EVENT
+    )
+    return [f"job {k} completed {n} times" for k, n in counts.items() if n > 1]
+
+
+def duplicate_keys(logs: dict[int, list[Record]]) -> list[str]:
+    seen: dict[int, tuple[int, Record]] = {}
+    out = []
+    for pid, recs in sorted(logs.items()):
+        for r in recs:
+            if r.record_type != RecordType.EVENT or (r.value_type, r.intent) not in _CREATIONS:
+                continue
+            if partition_of(r.key) != pid:
+                out.append(f"partition {pid} created key {r.key} of partition {partition_of(r.key)} ({r.describe()})")
+            earlier = seen.get(r.key)
+            if earlier is not None:
+                out.append(
+                    f"key {r.key} created twice: {earlier[1].describe()} at {earlier[0]}:{earlier[1].position} and "
+                    f"{r.describe()} at {pid}:{r.position}"
+                )
+            seen[r.key] = (pid, r)
+    return out
+
+
+def replicas_agree(replica_logs: dict[int, list[MemoryLog]]) -> list[str]:
+    """Every replica's committed log is a prefix of the longest one (they agree on every common position)."""
+    out = []
+    for pid, logs in sorted(replica_logs.items()):
+        blocks = [{b.first_position: b for b in log.read(max(1, log.first_position))} if log.commit_position else {} for log in logs]
+        for i in range(1, len(blocks)):
+            for first, block in blocks[i].items():
+                other = blocks[0].get(first)
+                if other is not None and other.payload != block.payload:
+                    out.append(f"partition {pid}: replicas differ in the block at position {first}")
+    return out
+
+
+def exported_once_in_order(sink: dict[int, list[tuple[int, Record]]], logs: dict[int, list[Record]]) -> list[str]:
+    """Each committed record reached the sink, equal to the logged one; a leader's exporter never goes backwards
+    except to offer again what it had not acknowledged (at least once)."""
+    out = []
+    for pid, recs in sorted(logs.items()):
+        exported = {position: record for position, record in sink.get(pid, [])}
+        missing = [r.position for r in recs if r.position not in exported]
+        if missing:
+            out.append(f"partition {pid}: {len(missing)} committed records never exported (first {missing[:5]})")
+        for r in recs:
+            e = exported.get(r.position)
+            if e is not None and (e.key, e.value_type, e.intent, e.record_type) != (
+                r.key,
+                r.value_type,
+                r.intent,
+                r.record_type,
+            ):
+                out.append(f"partition {pid}: exported {e.describe()} at {r.position}, but the log has {r.describe()}")
+    return out
+
+
+def replay_equals_live(pid: int, log: MemoryLog, live_runtime: Path, partitions_count: int) -> list[str]:
+    """Replaying the whole committed log into an empty state gives the replica's live state."""
+    with tempfile.TemporaryDirectory(prefix=f"weir-sim-replay-{pid}-") as scratch:
+        db = StateDb(Path(scratch))
+        try:
+            state = PartitionState(db)
+            engine = Engine(state, partitions_count=partitions_count)
+            keys = KeyGenerator(pid, 0)
+            replay_blocks(log.read(1), db, state, engine, keys, applied=0, processed=0)
+        finally:
+            db.close()
+        replayed: StateDump = dump_state(Path(scratch))
+    live = dump_state(live_runtime)
+    return [f"partition {pid}: replay differs from the live state: {line}" for line in diff_dumps(live, replayed)]
+
+
+def deployments_everywhere(history: History, logs: dict[int, list[Record]]) -> list[str]:
+    """A deployment acknowledged to a client reached every partition (its processes can start anywhere)."""
+    out = []
+    wanted = set(history.deployed.values())
+    for pid, recs in sorted(logs.items()):
+        have = {
+            r.key
+            for r in recs
+            if r.record_type == RecordType.EVENT and r.value_type == ValueType.PROCESS and r.intent == ProcessIntent.CREATED
+        }
+        missing = wanted - have
+        if missing:
+            out.append(f"partition {pid}: acknowledged process definitions {sorted(missing)} never arrived")
+    return out
+
+
+def completed_instances(history: History, logs: dict[int, list[Record]]) -> list[str]:
+    """Liveness: every acknowledged instance of a model that completes by itself has completed."""
+    done = {
+        r.key
+        for recs in logs.values()
+        for r in recs
+        if r.record_type == RecordType.EVENT
+        and r.value_type == ValueType.PROCESS_INSTANCE
+        and r.intent == ProcessInstanceIntent.ELEMENT_COMPLETED
+        and r.value.get("bpmnElementType") == "PROCESS"
+    }
+    completes = {m.process_id for m in models.CATALOGUE if m.completes}
+    stuck = sorted(k for k, p in history.instances.items() if p in completes and k not in done)
+    if not stuck:
+        return []
+    where = []
+    for key in stuck[:3]:
+        last = [
+            r.describe() + f" {r.value.get('elementId', '')}"
+            for recs in logs.values()
+            for r in recs
+            if r.value.get("processInstanceKey") == key
+        ][-3:]
+        where.append(f"{key} ({history.instances[key]}): last records {last}")
+    return [
+        f"{len(stuck)} acknowledged instances did not complete after the faults healed: " + "; ".join(where)
+    ]
+
+
+def canaries_in_time(history: History, bound_s: float) -> list[str]:
+    slow = []
+    for key, started in sorted(history.canaries.items()):
+        done = history.canary_done.get(key)
+        if done is None or done - started > bound_s:
+            slow.append(f"canary {key} took {'ever' if done is None else f'{done - started:.1f}s'} (bound {bound_s}s)")
+    return slow

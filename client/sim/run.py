@@ -1,0 +1,253 @@
+"""``weir sim``: one seeded run of a whole cluster on simulated time, network and disk, with faults and checks.
+
+A run has three phases, all on the simulated clock:
+
+1. **Load and faults** for ``ticks`` ticks of 10 ms: the workload starts instances and works them; the fault
+   schedule (``--faults``) crashes and restarts brokers, cuts links, drops, duplicates and delays messages, fills
+   disks, slows fsyncs and jumps clocks, each fault healed after a while.
+2. **Heal and drain**: every fault is healed; clients stop starting instances and finish the ones started (up to
+   ``DRAIN_S`` simulated seconds).
+3. **Check**: the invariants of :mod:`client.sim.checks` over the committed logs, the replicas and the sink.
+
+Every event goes into the transcript: its notable lines are printed, all of it is hashed. The same seed gives the
+same transcript, byte for byte (``transcript sha256``); a violation exits non-zero naming the seed, the invariant
+and the transcript's tail.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import random
+import sys
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TextIO
+
+from client.sim import checks
+from client.sim.cluster import SimCluster
+from client.sim.loop import SimLoop
+from client.sim.sink import SINKS
+from client.sim.workload import Workload
+
+TICK_S = 0.01
+DRAIN_S = 120.0
+CANARY_BOUND_S = 30.0
+FAULTS = ("crash", "cut", "drop", "duplicate", "delay", "disk-full", "slow-fsync", "clock-jump")
+
+
+@dataclass(slots=True)
+class SimConfig:
+    seed: int
+    ticks: int = 3000
+    brokers: int = 1
+    partitions: int = 1
+    replication: int = 1
+    faults: tuple[str, ...] = ()
+
+
+@dataclass(slots=True)
+class SimResult:
+    seed: int
+    transcript: list[str] = field(default_factory=list)
+    violations: list[str] = field(default_factory=list)
+
+    @property
+    def sha256(self) -> str:
+        return hashlib.sha256("\n".join(self.transcript).encode()).hexdigest()
+
+
+class _Faults:
+    """The fault schedule: at random ticks a fault from the allowed list starts, and heals a while later."""
+
+    def __init__(self, cluster: SimCluster, rng: random.Random, allowed: tuple[str, ...], note: Callable[[str], None]):
+        self.cluster = cluster
+        self.rng = rng
+        self.allowed = allowed
+        self.note = note
+        self.active: dict[str, float] = {}  # fault → simulated time it heals
+        self.crashed: set[int] = set()
+
+    @property
+    def quiet(self) -> bool:
+        return not self.active
+
+    async def step(self, now: float) -> None:
+        for fault, heal_at in sorted(self.active.items()):
+            if now >= heal_at:
+                await self._heal(fault)
+        if self.allowed and self.rng.random() < 0.004:
+            fault = self.rng.choice(self.allowed)
+            if fault not in self.active:
+                await self._start(fault)
+                self.active[fault] = now + self.rng.uniform(0.5, 5.0)
+
+    async def _start(self, fault: str) -> None:
+        cluster, rng = self.cluster, self.rng
+        network = cluster.network
+        if fault == "crash":
+            node = rng.choice(sorted(cluster.brokers))
+            if node in self.crashed:
+                return
+            self.crashed.add(node)
+            await cluster.crash_broker(node)
+            self.note(f"fault crash broker {node}")
+        elif fault == "cut":
+            a, b = rng.sample([0, *sorted(cluster.brokers)], 2)
+            network.cut.add((a, b))
+            if rng.random() < 0.5:
+                network.cut.add((b, a))
+            self.note(f"fault cut {sorted(network.cut)}")
+        elif fault == "drop":
+            network.drop_rate = rng.choice([0.01, 0.05, 0.2])
+            self.note(f"fault drop {network.drop_rate}")
+        elif fault == "duplicate":
+            network.duplicate_rate = rng.choice([0.01, 0.1])
+            self.note(f"fault duplicate {network.duplicate_rate}")
+        elif fault == "delay":
+            network.max_delay_s = rng.choice([0.005, 0.05, 0.5])
+            self.note(f"fault delay up to {network.max_delay_s}s")
+        elif fault == "disk-full":
+            node = rng.choice(sorted(cluster.brokers))
+            cluster.brokers[node].disk.free_bytes = 1 << 20
+            self.note(f"fault disk full on broker {node}")
+        elif fault == "slow-fsync":
+            assert isinstance(cluster.loop, SimLoop)
+            delay = rng.choice([0.01, 0.1, 0.5])
+            cluster.loop.executor_delay = lambda: rng.uniform(0, delay)
+            self.note(f"fault slow fsync up to {delay}s")
+        elif fault == "clock-jump":
+            node = rng.choice(sorted(cluster.brokers))
+            jump = rng.choice([-3_600_000, -60_000, 60_000, 3_600_000])
+            cluster.brokers[node].clock_skew_ms += jump
+            self.note(f"fault clock of broker {node} jumps {jump:+d} ms")
+
+    async def _heal(self, fault: str) -> None:
+        del self.active[fault]
+        cluster = self.cluster
+        if fault == "crash":
+            for node in sorted(self.crashed):
+                cluster.start_broker(node)
+                self.note(f"heal restart broker {node}")
+            self.crashed.clear()
+        elif fault in ("cut", "drop", "duplicate", "delay"):
+            cluster.network.heal()
+            self.note(f"heal network ({fault})")
+        elif fault == "disk-full":
+            for broker in cluster.brokers.values():
+                broker.disk.free_bytes = 1 << 40
+            self.note("heal disk space")
+        elif fault == "slow-fsync":
+            assert isinstance(cluster.loop, SimLoop)
+            cluster.loop.executor_delay = None
+            self.note("heal fsync")
+        elif fault == "clock-jump":
+            self.note("heal clock (skew stays: clocks do not jump back on their own)")
+
+    async def heal_all(self) -> None:
+        for fault in sorted(self.active):
+            await self._heal(fault)
+
+
+async def _simulate(config: SimConfig, result: SimResult, root: Path, out: TextIO | None) -> None:
+    loop = asyncio.get_running_loop()
+    rng = random.Random(config.seed)
+
+    def note(line: str, *, show: bool = True) -> None:
+        text = f"{loop.time():10.3f} {line}"
+        result.transcript.append(text)
+        if show and out is not None:
+            print(text, file=out, flush=True)
+
+    sink = f"sim-{config.seed}-{id(result)}"
+    cluster = SimCluster(loop, rng, root, brokers=config.brokers, partitions=config.partitions, sink=sink)
+    for node in sorted(cluster.brokers):
+        cluster.start_broker(node)
+    note(f"cluster up: {config.brokers} brokers, {config.partitions} partitions, replication {config.replication}")
+    workload = Workload(cluster, random.Random(rng.getrandbits(64)), note)
+    faults = _Faults(cluster, random.Random(rng.getrandbits(64)), config.faults, note)
+    try:
+        for tick in range(config.ticks):
+            await faults.step(loop.time())
+            workload.step(tick)
+            if tick % 1000 == 999:
+                note(f"progress {_outcomes(workload)}")
+            await asyncio.sleep(TICK_S)
+        await faults.heal_all()
+        note("load stopped; draining")
+        workload.starting = False
+        drained_at = loop.time() + DRAIN_S
+        tick = config.ticks
+        while loop.time() < drained_at and not _all_done(cluster, workload):
+            workload.step(tick)
+            tick += 1
+            await asyncio.sleep(TICK_S)
+        await workload.drain()
+        note(f"drained: {_outcomes(workload)}")
+        for line in sorted(f"{k}={v}" for k, v in workload.history.outcomes.items()):
+            note(line, show=False)
+        result.violations += _check(cluster, workload, SINKS[sink])
+        await cluster.stop()
+        result.violations += _check_replay(cluster)
+    finally:
+        await cluster.stop()
+        SINKS.pop(sink, None)
+    for violation in result.violations:
+        note(f"VIOLATION {violation}")
+
+
+def _outcomes(workload: Workload) -> str:
+    history = workload.history
+    return (
+        f"instances={len(history.instances)} completed={len(workload._finished & history.instances.keys())} "
+        f"jobs={len(history.completed_jobs)} canaries={len(history.canary_done)}/{len(history.canaries)}"
+    )
+
+
+def _all_done(cluster: SimCluster, workload: Workload) -> bool:
+    workload._read_sink()
+    return bool(workload.history.instances) and workload.history.instances.keys() <= workload._finished
+
+
+def _check(cluster: SimCluster, workload: Workload, sink: dict) -> list[str]:
+    history = workload.history
+    replica_logs = {pid: cluster.logs(pid) for pid in range(1, cluster.partitions_count + 1)}
+    logs = {pid: list(checks.records(replica_logs[pid][0])) for pid in replica_logs if replica_logs[pid]}
+    violations = []
+    violations += checks.acknowledged_lost(history, logs)
+    violations += checks.double_completion(logs)
+    violations += checks.duplicate_keys(logs)
+    violations += checks.replicas_agree(replica_logs)
+    violations += checks.exported_once_in_order(sink, logs)
+    violations += checks.deployments_everywhere(history, logs)
+    violations += checks.completed_instances(history, logs)
+    violations += checks.canaries_in_time(history, CANARY_BOUND_S)
+    return violations
+
+
+def _check_replay(cluster: SimCluster) -> list[str]:
+    """After the cluster stopped: each replica's live state equals a replay of its log."""
+    out = []
+    for pid in range(1, cluster.partitions_count + 1):
+        broker = cluster.broker_of(pid)
+        log = broker.disk.logs.get(pid)
+        if log is not None:
+            runtime = broker.disk.root / "partitions" / str(pid) / "runtime"
+            out += checks.replay_equals_live(pid, log.survivor(), runtime, cluster.partitions_count)
+    return out
+
+
+def run(config: SimConfig, out: TextIO | None = sys.stdout) -> SimResult:
+    """One seeded run; prints notable lines to ``out`` and returns the transcript and the violations."""
+    result = SimResult(config.seed)
+    loop = SimLoop()
+    asyncio.set_event_loop(loop)
+    try:
+        with tempfile.TemporaryDirectory(prefix=f"weir-sim-{config.seed}-") as root:
+            loop.run_until_complete(_simulate(config, result, Path(root), out))
+    finally:
+        asyncio.set_event_loop(None)
+        loop.close()
+    return result

@@ -1,0 +1,222 @@
+"""The simulation's clients: they deploy the catalogue, start instances, work jobs and user tasks, publish messages,
+resolve incidents and run canaries — through the gateway's real command layer, as applications would.
+
+Every outcome lands in the :class:`History`: what the cluster acknowledged is what the checkers hold it to.
+Clients learn what happened (instances completed, user tasks and incidents created) from the exporter sink, as an
+application would from Elasticsearch.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from broker.protocol.enums import (
+    IncidentIntent,
+    ProcessInstanceIntent,
+    RecordType,
+    UserTaskIntent,
+    ValueType,
+)
+from broker.protocol.record import Record
+from client.sim import models
+from client.sim.cluster import SimCluster
+from gateway import user_tasks
+from gateway.commands import CommandError
+
+# How long a client waits for a command's answer before it counts the outcome as unknown (simulated seconds).
+REQUEST_TIMEOUT_MS = 5_000
+
+
+@dataclass(slots=True)
+class History:
+    """What clients were told: acknowledged outcomes are promises the cluster must keep."""
+
+    deployed: dict[str, int] = field(default_factory=dict)  # process id → process definition key
+    deployment_keys: list[int] = field(default_factory=list)
+    instances: dict[int, str] = field(default_factory=dict)  # acknowledged instance key → process id
+    completed_jobs: set[int] = field(default_factory=set)  # acknowledged job completions
+    canaries: dict[int, float] = field(default_factory=dict)  # canary instance key → simulated time created
+    canary_done: dict[int, float] = field(default_factory=dict)
+    outcomes: Counter[str] = field(default_factory=Counter)
+
+
+class Workload:
+    """Drives the catalogue against a cluster; ``step()`` once per tick, ``drain()`` to finish what was started."""
+
+    def __init__(self, cluster: SimCluster, rng: random.Random, note: Callable[..., None]) -> None:
+        self.cluster = cluster
+        self.gateway = cluster.gateway
+        self.rng = rng
+        self.note = note
+        self.history = History()
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._offsets: dict[int, int] = {}  # sink records read so far, by partition
+        self._user_tasks: set[int] = set()
+        self._incidents: dict[int, int] = {}  # incident key → job key
+        self._finished: set[int] = set()  # process instances completed (from the sink)
+        self.starting = True
+
+    # -- the tick --------------------------------------------------------------------------------------------
+
+    def step(self, tick: int) -> None:
+        if len(self.history.deployed) < len(models.CATALOGUE):
+            if tick % 10 == 0:
+                self._spawn(self._deploy())
+            return
+        self._read_sink()
+        if self.starting and self.rng.random() < 0.3:
+            self._spawn(self._create(self.rng.choice(models.CATALOGUE)))
+        if self.starting and tick % 100 == 0:
+            self._spawn(self._create(models.CANARY, canary=True))
+        if tick % 5 == 0:
+            for job_type in ("sim-work", "sim-check", "sim-flaky"):
+                self._spawn(self._work(job_type))
+        if tick % 7 == 0:
+            for key in sorted(self._user_tasks)[:5]:
+                self._user_tasks.discard(key)
+                self._spawn(self._complete_user_task(key))
+            for incident, job in sorted(self._incidents.items())[:5]:
+                del self._incidents[incident]
+                self._spawn(self._resolve(incident, job))
+
+    def _spawn(self, coroutine: object) -> None:
+        task = asyncio.get_running_loop().create_task(coroutine)  # type: ignore[arg-type]
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def drain(self) -> None:
+        """Stop starting instances; cancel client calls still waiting (their outcome stays unknown)."""
+        self.starting = False
+        for task in list(self._tasks):
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+
+    # -- one client call -------------------------------------------------------------------------------------
+
+    async def _call(self, what: str, call: Callable[[], object]) -> Record | None:
+        """Run one gateway call; count its outcome (ok, a rejection code, or unknown)."""
+        try:
+            async with asyncio.timeout(REQUEST_TIMEOUT_MS / 1000):
+                record = await call()  # type: ignore[misc]
+        except TimeoutError:
+            self._outcome(f"{what} unknown")
+            return None
+        except CommandError as e:
+            self._outcome(f"{what} {e.code.name}")
+            return None
+        self._outcome(f"{what} ok", record.key)
+        return record
+
+    def _outcome(self, outcome: str, key: int | None = None) -> None:
+        self.history.outcomes[outcome] += 1
+        self.note(outcome if key is None else f"{outcome} {key}", show=False)
+
+    async def _deploy(self) -> None:
+        missing = [m for m in models.CATALOGUE if m.process_id not in self.history.deployed]
+        resources = [(f"{m.process_id}.bpmn", m.xml) for m in missing]
+        record = await self._call("deploy", lambda: self.gateway.deploy(resources))
+        if record is None:
+            return
+        self.history.deployment_keys.append(record.key)
+        for process in record.value.get("processesMetadata", []):
+            self.history.deployed[process["bpmnProcessId"]] = process["processDefinitionKey"]
+        self.note(f"deployed {len(missing)} processes (deployment {record.key})")
+
+    async def _create(self, model: models.Model, *, canary: bool = False) -> None:
+        variables = model.variables(self.rng)
+        record = await self._call(
+            "create", lambda: self.gateway.create_process_instance(model.process_id, -1, -1, variables)
+        )
+        if record is None:
+            return
+        key = record.value["processInstanceKey"]
+        self.history.instances[key] = model.process_id
+        if canary:
+            self.history.canaries[key] = asyncio.get_running_loop().time()
+        if model.message is not None:
+            name, variable = model.message
+            await asyncio.sleep(self.rng.uniform(0, 2))
+            await self._publish(name, variables[variable])
+
+    async def _publish(self, name: str, correlation_key: str) -> None:
+        """Publish until acknowledged: the message id makes a retry of a publish that did land a no-op (it is
+        answered ALREADY_EXISTS while the first is buffered)."""
+        for _attempt in range(30):
+            try:
+                async with asyncio.timeout(REQUEST_TIMEOUT_MS / 1000):
+                    await self.gateway.publish_message(
+                        name, correlation_key, 300_000, correlation_key, {"approved": True}
+                    )
+                self._outcome("publish ok")
+                return
+            except TimeoutError:
+                self._outcome("publish unknown")
+            except CommandError as e:
+                self._outcome(f"publish {e.code.name}")
+                if e.code.name == "ALREADY_EXISTS":
+                    return
+            await asyncio.sleep(1.0)
+
+    async def _work(self, job_type: str) -> None:
+        batches = []
+
+        async def activate() -> Record:
+            async for batch in self.gateway.activate_jobs(job_type, "sim-worker", 30_000, 10, [], -1):
+                batches.extend(batch)
+            return Record(0, 0, RecordType.EVENT, ValueType.JOB_BATCH, 0, 0, {})
+
+        if await self._call("activate", activate) is None:
+            return
+        for key, _job in batches:
+            if job_type == "sim-flaky" and self.rng.random() < 0.7:
+                await self._call("fail", lambda k=key: self.gateway.fail_job(k, 0, "simulated failure", 0, {}))
+                continue
+            if await self._call("complete", lambda k=key: self.gateway.complete_job(k, {"done": True})) is not None:
+                self.history.completed_jobs.add(key)
+
+    async def _complete_user_task(self, key: int) -> None:
+        await self._call("user task", lambda: user_tasks.complete(self.gateway, key, {}))
+
+    async def _resolve(self, incident: int, job: int) -> None:
+        if job > 0 and await self._call("retries", lambda: self.gateway.update_job_retries(job, 1)) is None:
+            self._incidents[incident] = job
+            return
+        if await self._call("resolve", lambda: self.gateway.resolve_incident(incident)) is None:
+            self._incidents[incident] = job
+
+    # -- what the sink says happened -------------------------------------------------------------------------
+
+    def _read_sink(self) -> None:
+        from client.sim.sink import SINKS
+
+        for pid, exported in SINKS[self.cluster.sink].items():
+            start = self._offsets.get(pid, 0)
+            for _position, record in exported[start:]:
+                self._observe(record)
+            self._offsets[pid] = len(exported)
+
+    def _observe(self, record: Record) -> None:
+        if record.record_type != RecordType.EVENT:
+            return
+        value_type, intent = record.value_type, record.intent
+        if value_type == ValueType.USER_TASK and intent == UserTaskIntent.CREATED:
+            self._user_tasks.add(record.key)
+        elif value_type == ValueType.USER_TASK and intent in (UserTaskIntent.COMPLETED, UserTaskIntent.CANCELED):
+            self._user_tasks.discard(record.key)
+        elif value_type == ValueType.INCIDENT and intent == IncidentIntent.CREATED:
+            self._incidents[record.key] = record.value.get("jobKey", -1)
+        elif value_type == ValueType.INCIDENT and intent == IncidentIntent.RESOLVED:
+            self._incidents.pop(record.key, None)
+        elif (
+            value_type == ValueType.PROCESS_INSTANCE
+            and intent == ProcessInstanceIntent.ELEMENT_COMPLETED
+            and record.value.get("bpmnElementType") == "PROCESS"
+        ):
+            self._finished.add(record.key)
+            started = self.history.canaries.get(record.key)
+            if started is not None and record.key not in self.history.canary_done:
+                self.history.canary_done[record.key] = asyncio.get_running_loop().time()
