@@ -69,8 +69,12 @@ def acknowledged_lost(history: History, logs: dict[int, list[Record]]) -> list[s
         for r in recs
         if r.value_type == ValueType.JOB and r.intent == JobIntent.COMPLETED and r.record_type == RecordType.EVENT
     }
-    out = [f"acknowledged instance {k} ({p}) is not in the log" for k, p in history.instances.items() if k not in created]
-    out += [f"acknowledged completion of job {k} is not in the log" for k in history.completed_jobs if k not in completed]
+    out = [
+        f"acknowledged instance {k} ({p}) is not in the log" for k, p in history.instances.items() if k not in created
+    ]
+    out += [
+        f"acknowledged completion of job {k} is not in the log" for k in history.completed_jobs if k not in completed
+    ]
     return out
 
 
@@ -107,7 +111,10 @@ def replicas_agree(replica_logs: dict[int, list[MemoryLog]]) -> list[str]:
     """Every replica's committed log is a prefix of the longest one (they agree on every common position)."""
     out = []
     for pid, logs in sorted(replica_logs.items()):
-        blocks = [{b.first_position: b for b in log.read(max(1, log.first_position))} if log.commit_position else {} for log in logs]
+        blocks = [
+            {b.first_position: b for b in log.read(max(1, log.first_position))} if log.commit_position else {}
+            for log in logs
+        ]
         for i in range(1, len(blocks)):
             for first, block in blocks[i].items():
                 other = blocks[0].get(first)
@@ -161,7 +168,9 @@ def deployments_everywhere(history: History, logs: dict[int, list[Record]]) -> l
         have = {
             r.key
             for r in recs
-            if r.record_type == RecordType.EVENT and r.value_type == ValueType.PROCESS and r.intent == ProcessIntent.CREATED
+            if r.record_type == RecordType.EVENT
+            and r.value_type == ValueType.PROCESS
+            and r.intent == ProcessIntent.CREATED
         }
         missing = wanted - have
         if missing:
@@ -193,9 +202,7 @@ def completed_instances(history: History, logs: dict[int, list[Record]]) -> list
             if r.value.get("processInstanceKey") == key
         ][-3:]
         where.append(f"{key} ({history.instances[key]}): last records {last}")
-    return [
-        f"{len(stuck)} acknowledged instances did not complete after the faults healed: " + "; ".join(where)
-    ]
+    return [f"{len(stuck)} acknowledged instances did not complete after the faults healed: " + "; ".join(where)]
 
 
 def canaries_in_time(history: History, bound_s: float) -> list[str]:

@@ -11,6 +11,7 @@ over a broker client that routes through the simulated network.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import random
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -21,7 +22,7 @@ from broker.protocol.enums import ValueType
 from broker.protocol.record import Record
 from broker.stream.backpressure import BackpressureConfig
 from broker.stream.partition import Partition, PartitionConfig, PartitionUnavailableError
-from gateway.broker_client import BrokerInfo, JobSink, JobsAvailableListener, PartitionInfo, Topology
+from gateway.broker_client import BrokerInfo, JobsAvailableListener, JobSink, PartitionInfo, Topology
 from gateway.commands import GatewayCommands
 
 # Simulated wall clock at the start of every run: 2026-01-01T00:00:00Z, so timestamps do not depend on the day.
@@ -115,7 +116,9 @@ class SimCluster:
         self.sink = sink
         self.network = SimNetwork(random.Random(rng.getrandbits(64)))
         self.brokers = {
-            n: SimBroker(n, SimDisk(root / f"broker-{n}"), [p for p in range(1, partitions + 1) if (p - 1) % brokers == n - 1])
+            n: SimBroker(
+                n, SimDisk(root / f"broker-{n}"), [p for p in range(1, partitions + 1) if (p - 1) % brokers == n - 1]
+            )
             for n in range(1, brokers + 1)
         }
         self.jobs_listeners: list[JobsAvailableListener] = []
@@ -211,10 +214,8 @@ class SimCluster:
         future = partition.execute(value_type, intent, value, key, internal=internal)
         if self.network.duplicated():
             # the same command delivered twice (a retry the network made): the second is processed on its own
-            try:
+            with contextlib.suppress(Exception):  # refused at the door (backpressure): as if the copy was lost
                 partition.execute(value_type, intent, dict(value), key, internal=internal).add_done_callback(_ignore)
-            except Exception:  # refused at the door (backpressure): as if the copy was lost
-                pass
         reply = await asyncio.shield(future)
         await asyncio.sleep(self.network.delay())
         if self.network.dropped() or not self.network.reachable(target, source):

@@ -88,7 +88,6 @@ class SimLoop(asyncio.BaseEventLoop):
             super().close()
 
 
-
 def _settle(future: asyncio.Future[Any], result: Any) -> None:
     if not future.done():
         future.set_result(result)

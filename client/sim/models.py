@@ -6,6 +6,7 @@ so the workload can create instances, work their jobs and know which instances a
 
 from __future__ import annotations
 
+import itertools
 import random
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -60,7 +61,7 @@ class Model:
 def _linear(process_id: str, elements: list[tuple[str, str]]) -> bytes:
     ids = ["start", *(element_id for element_id, _ in elements), "end"]
     body = '<bpmn:startEvent id="start" />' + "".join(xml for _, xml in elements) + '<bpmn:endEvent id="end" />'
-    body += "".join(_flow(f"f{i}", a, b) for i, (a, b) in enumerate(zip(ids, ids[1:], strict=False)))
+    body += "".join(_flow(f"f{i}", a, b) for i, (a, b) in enumerate(itertools.pairwise(ids)))
     return _process(process_id, body)
 
 
@@ -68,7 +69,9 @@ def _no_variables(rng: random.Random) -> dict[str, Any]:
     return {"n": rng.randint(0, 1000)}
 
 
-ONE_TASK = Model("sim-one-task", _linear("sim-one-task", [("task", _task("task", "sim-work"))]), ("sim-work",), _no_variables)
+ONE_TASK = Model(
+    "sim-one-task", _linear("sim-one-task", [("task", _task("task", "sim-work"))]), ("sim-work",), _no_variables
+)
 
 TWO_TASKS = Model(
     "sim-two-tasks",
@@ -129,7 +132,7 @@ def _message() -> bytes:
     )
     ids = ["start", "wait", "task", "end"]
     body = '<bpmn:startEvent id="start" />' + catch + _task("task", "sim-work") + '<bpmn:endEvent id="end" />'
-    body += "".join(_flow(f"f{i}", a, b) for i, (a, b) in enumerate(zip(ids, ids[1:], strict=False)))
+    body += "".join(_flow(f"f{i}", a, b) for i, (a, b) in enumerate(itertools.pairwise(ids)))
     return _process("sim-message", body, after)
 
 
@@ -167,7 +170,7 @@ CALL = Model("sim-call", _call(), ("sim-work", "sim-check"), _no_variables)
 
 def _multi_instance() -> bytes:
     loop = (
-        '<bpmn:multiInstanceLoopCharacteristics><bpmn:extensionElements><zeebe:loopCharacteristics '
+        "<bpmn:multiInstanceLoopCharacteristics><bpmn:extensionElements><zeebe:loopCharacteristics "
         'inputCollection="=items" inputElement="item" /></bpmn:extensionElements>'
         "</bpmn:multiInstanceLoopCharacteristics>"
     )
@@ -180,7 +183,9 @@ MULTI_INSTANCE = Model(
 
 
 def _user_task() -> bytes:
-    task = '<bpmn:userTask id="task"><bpmn:extensionElements><zeebe:userTask /></bpmn:extensionElements></bpmn:userTask>'
+    task = (
+        '<bpmn:userTask id="task"><bpmn:extensionElements><zeebe:userTask /></bpmn:extensionElements></bpmn:userTask>'
+    )
     return _linear("sim-user-task", [("task", task)])
 
 
