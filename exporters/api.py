@@ -144,6 +144,8 @@ class Context:
     configuration: Mapping[str, Any]
     logger: logging.Logger
     clock: Clock
+    # The broker's disk watermark: an exporter writing to local disk stops writing below this much free space.
+    min_free_disk_bytes: int = 0
     broker_version: str = field(default_factory=broker_version)
     record_filter: RecordFilter = field(default_factory=RecordFilter)
 

@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 import msgpack
-from prometheus_client import Counter
+from prometheus_client import Counter, Gauge
 
 from broker.protocol.codec import record_to_list
 from broker.protocol.enums import RecordType
@@ -54,10 +54,17 @@ _DEFAULTS: dict[str, Any] = {
     "retentionDays": 30,
     "retentionCheckInterval": 3600.0,
     "retryMaxDelay": 5.0,
+    # Below this much free disk where the SQLite file lives, writing waits; None: the broker's own watermark.
+    "minFreeDiskBytes": None,
 }
 WRITE_FAILURES = Counter(
     "weir_history_write_failures_total",
     "Failed history database writes and connections (each is retried; the exporter's position waits)",
+    ["partition"],
+)
+DISK_FULL = Gauge(
+    "weir_history_disk_full",
+    "1 while the history writer holds its writes because the database's disk is below the watermark",
     ["partition"],
 )
 ROWS_SKIPPED = Counter(
@@ -115,6 +122,8 @@ class _WriterProcess(asyncio.Protocol):
                 self.exporter.log.log(message[1], "%s", message[2])
             elif kind == "write_failure":
                 WRITE_FAILURES.labels(str(self.exporter.partition_id)).inc()
+            elif kind == "disk_full":
+                DISK_FULL.labels(str(self.exporter.partition_id)).set(message[1])
             elif kind == "skipped":
                 ROWS_SKIPPED.labels(str(self.exporter.partition_id), message[1]).inc()
             elif kind == "ready":
@@ -173,6 +182,10 @@ class HistoryExporter(Exporter):
         self.retention_days = _number(a, "retentionDays", float, 0)
         self.retention_interval_s = _number(a, "retentionCheckInterval", float, 0.01)
         self.retry_max_s = _number(a, "retryMaxDelay", float, 0.01)
+        watermark = a["minFreeDiskBytes"]
+        self.min_free_disk_bytes = (
+            context.min_free_disk_bytes if watermark is None else _number(a, "minFreeDiskBytes", int, 0)
+        )
         self.partition_id = context.partition_id
         self.log = context.logger
         self._clock = context.clock
@@ -319,6 +332,7 @@ class HistoryExporter(Exporter):
                     "retention_interval_s": self.retention_interval_s,
                     "retry_max_s": self.retry_max_s,
                     "now_ms": self._clock(),
+                    "min_free_disk_bytes": self.min_free_disk_bytes,
                 },
             )
             self._stored_position = await writer.ready

@@ -17,6 +17,7 @@ writer to broker
   ``["ack", position]``         every record up to ``position`` is committed to the database
   ``["log", level, message]``   a log line, logged by the broker with its own context
   ``["write_failure"]``, ``["skipped", table]``  metric increments, counted by the broker
+  ``["disk_full", 0 or 1]``     writing is held (1) because the database's disk is below the watermark, or resumed (0)
   ``["closed"]``                the last message
 
 If the broker goes away without ``close`` (killed), the writer exits at once without writing more: the broker
@@ -28,6 +29,7 @@ from __future__ import annotations
 import functools
 import logging
 import selectors
+import shutil
 import signal
 import socket
 import sys
@@ -39,13 +41,15 @@ from typing import Any, NamedTuple
 import msgpack
 
 from broker.protocol.codec import record_from_list
-from exporters.history.backends import Backend, open_backend
+from exporters.history.backends import Backend, open_backend, sqlite_path
 from exporters.history.rows import Batch
 
 _DAY_MS = 86_400_000
 # How long the writer lets records gather between two helpings while it fills a batch.
 _GATHER_S = 0.05
 _READ_SIZE = 1 << 20
+# While the disk is below the watermark, free space is looked at this often.
+_DISK_POLL_S = 0.5
 
 
 class Settings(NamedTuple):
@@ -59,6 +63,8 @@ class Settings(NamedTuple):
     retention_interval_s: float
     retry_max_s: float
     now_ms: int
+    # Below this much free space on the SQLite file's disk the writer holds its batches (0: never).
+    min_free_disk_bytes: int = 0
 
 
 class BrokerGone(Exception):
@@ -164,6 +170,8 @@ class Writer:
             idle_s = max(0.0, next_purge - time.monotonic()) if self.s.retention_days > 0 else 1.0
             batch = self._collect(idle_s)
             if len(batch):
+                if not self._wait_for_disk_space():
+                    return  # closing while the disk was full: the records are offered again next time
                 if not self._retry(backend, functools.partial(self._write, backend, batch)):
                     return  # closing while the database was down: the records are offered again next time
                 self.channel.send("ack", batch.last_position)
@@ -210,6 +218,45 @@ class Writer:
             self._receive(0.0)
 
     # -- writing -----------------------------------------------------------------------------------------------
+
+    def _free_disk_bytes(self) -> int | None:
+        """Free space where the SQLite file lives (None for PostgreSQL, or when it cannot be read)."""
+        path = sqlite_path(self.s.url)
+        if path is None:
+            return None
+        try:
+            return shutil.disk_usage(path.parent).free
+        except OSError:
+            return None
+
+    def _wait_for_disk_space(self) -> bool:
+        """Hold the batch while its disk is below the watermark (True once there is room, False when closing).
+
+        Nothing is acknowledged meanwhile, so the exporter's position waits, the broker keeps the records, and its
+        queue fills up until ``export`` waits for room: the writer never fills the disk the broker needs.
+        """
+        watermark = self.s.min_free_disk_bytes
+        if watermark <= 0:
+            return True
+        held = False
+        while (free := self._free_disk_bytes()) is not None and free < watermark:
+            if not held:
+                held = True
+                self.channel.send("disk_full", 1)
+                self.log.warning(
+                    "history writer holds its writes: %d bytes free for %s, below the watermark of %d bytes; "
+                    "it resumes when space returns (nothing is lost: the records wait unacknowledged)",
+                    free,
+                    self.s.url,
+                    watermark,
+                )
+            if self.closing:
+                return False
+            self._receive(_DISK_POLL_S)
+        if held:
+            self.channel.send("disk_full", 0)
+            self.log.info("history writer resumes: disk space is back for %s", self.s.url)
+        return True
 
     def _write(self, backend: Backend, batch: Batch) -> None:
         """Write the batch; when the database rejects a value in it, write it row by row without the rejected rows."""
