@@ -91,7 +91,8 @@ class BrokerNode:
 
     async def start(self) -> None:
         cfg = self.config
-        cfg.data_dir.mkdir(parents=True, exist_ok=True)
+        # Only the broker's user may read the state, log and history it keeps (an existing folder is left as it is).
+        cfg.data_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
         layout = None
         hosted = list(range(1, cfg.partitions + 1))
         if cfg.clustered:

@@ -13,6 +13,7 @@ returned (`RejectedRow`), every other row is written.
 from __future__ import annotations
 
 import contextlib
+import os
 import sqlite3
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -265,7 +266,9 @@ class SqliteBackend(Backend):
         self._connection: sqlite3.Connection | None = None
 
     def connect(self) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        # Created private: SQLite gives its -wal and -shm files the database file's permissions.
+        os.close(os.open(self.path, os.O_CREAT | os.O_WRONLY, 0o600))
         connection = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False, timeout=30)
         connection.execute("PRAGMA journal_mode=WAL")
         # WAL with synchronous=NORMAL survives a killed process; only a power loss may drop the last batches,
