@@ -126,6 +126,13 @@ class Controller(Protocol):
         """
         ...
 
+    def export_again_from(self, position: int) -> None:
+        """Offer again every record after ``position`` still in the log (the exporter's store lost them), in order.
+
+        The acknowledged position does not go back; records the log no longer holds are reported as lost.
+        """
+        ...
+
     def schedule_task(self, delay_s: float, task: ScheduledCallable) -> ScheduledTask:
         """Run ``task`` once after ``delay_s`` seconds, between exports (never concurrently with one).
 

@@ -207,6 +207,8 @@ class ExporterContainer:
         self.failures = 0
         self.retry_delay_s = 0.0
         self._task: asyncio.Task[None] | None = None
+        self._rewind_to: int | None = None  # asked for by export_again_from, applied between exports
+        self._rewound_from: int | None = None  # rewound: the first record read says whether some are gone
         labels = (exporter_id, str(partition_id))
         self._position_gauge = EXPORTED_POSITION.labels(*labels)
         self._lag_gauge = EXPORTER_LAG.labels(*labels)
@@ -238,6 +240,26 @@ class ExporterContainer:
                 self._gauges_stale = True  # set once the run of offers ends, not per record
             else:
                 self._update_gauges()
+
+    def export_again_from(self, position: int) -> None:
+        self._rewind_to = max(0, position)
+        self._wake.set()
+
+    def _rewind(self) -> None:
+        position, self._rewind_to = self._rewind_to, None
+        assert position is not None
+        log.warning(
+            "exporter %s (partition %d): exporting again from position %d",
+            self.exporter_id,
+            self.partition_id,
+            position + 1,
+        )
+        self._next_position = position + 1
+        self._last_offered = self._skipped_through = position
+        self._reader = None
+        self._lookahead = None
+        self._pending = None
+        self._rewound_from = position
 
     def schedule_task(self, delay_s: float, task: ScheduledCallable) -> _Task:
         handle = _Task(asyncio.get_running_loop().time() + max(0.0, delay_s), task)
@@ -314,6 +336,8 @@ class ExporterContainer:
             if self.paused:
                 await self._resumed.wait()
                 continue
+            if self._rewind_to is not None:
+                self._rewind()
             if self._tasks and self._tasks[0][0] <= loop.time():  # checked here: most rounds have none due
                 await self._run_due_tasks()
             try:
@@ -453,6 +477,17 @@ class ExporterContainer:
         if self._reader is None:
             self._reader = self._read_records(self._next_position)
         for record in self._reader:
+            if self._rewound_from is not None:
+                if record.position > self._rewound_from + 1:
+                    log.error(
+                        "exporter %s (partition %d): records %d..%d are no longer in the log (compacted): they "
+                        "cannot be exported again and are lost to this exporter",
+                        self.exporter_id,
+                        self.partition_id,
+                        self._rewound_from + 1,
+                        record.position - 1,
+                    )
+                self._rewound_from = None
             if record.position < self._next_position:
                 continue
             if record.position > self._committed:

@@ -58,6 +58,15 @@ def sqlite_path(url: str) -> Path | None:
     return Path(path)
 
 
+def file_identity(path: Path) -> tuple[int, int] | None:
+    """(device, inode) of a database file, None when it does not exist: a deleted or replaced file shows as a change."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return None
+    return st.st_dev, st.st_ino
+
+
 def check_url(url: str) -> None:
     """Raise `HistoryUrlError` unless ``url`` is a SQLite or PostgreSQL URL."""
     if sqlite_path(url) is not None:

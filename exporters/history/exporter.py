@@ -67,6 +67,11 @@ DISK_FULL = Gauge(
     "1 while the history writer holds its writes because the database's disk is below the watermark",
     ["partition"],
 )
+DATABASE_REPLACED = Counter(
+    "weir_history_database_replaced_total",
+    "Times the history database file was deleted or replaced while in use (rebuilt from the log)",
+    ["partition"],
+)
 ROWS_SKIPPED = Counter(
     "weir_history_rows_skipped_total",
     "History rows the database rejected as data and that were left out (see the ERROR log for each)",
@@ -122,6 +127,8 @@ class _WriterProcess(asyncio.Protocol):
                 self.exporter.log.log(message[1], "%s", message[2])
             elif kind == "write_failure":
                 WRITE_FAILURES.labels(str(self.exporter.partition_id)).inc()
+            elif kind == "replaced":
+                self.exporter._database_replaced(message[1], self)
             elif kind == "disk_full":
                 DISK_FULL.labels(str(self.exporter.partition_id)).set(message[1])
             elif kind == "skipped":
@@ -205,6 +212,7 @@ class HistoryExporter(Exporter):
         self._last_seen = 0  # the last position offered to export
         self._last_enqueued = 0  # the last position handed to the writer
         self._acknowledged = 0  # the last position acknowledged to the director
+        self._generation = 0  # counts database rebuilds: a record waiting for room across one is offered again
 
     @property
     def in_flight(self) -> int:
@@ -220,6 +228,17 @@ class HistoryExporter(Exporter):
         self._in_flight = 0
         await self._start_writer()
         self._last_seen = self._last_enqueued = self._acknowledged = self._stored_position
+        exported = controller.last_exported_position
+        if self._stored_position == 0 < exported:
+            # A new, empty database where records were exported: it was deleted or replaced while the broker was down.
+            DATABASE_REPLACED.labels(str(self.partition_id)).inc()
+            self.log.error(
+                "the history database %s is empty, but records up to position %d were exported to it (deleted or "
+                "replaced?); exporting again from the start of the log",
+                self.url,
+                exported,
+            )
+            controller.export_again_from(self._stored_position)
 
     def export(self, record: Record) -> Any:
         position = record.position
@@ -278,6 +297,7 @@ class HistoryExporter(Exporter):
             writer.send_records(self._clock(), packed)
 
     async def _wait_for_room(self, record: Record) -> None:
+        generation = self._generation
         while self._in_flight >= self.queue_size:
             writer = self._writer
             if writer is None or writer.failure is not None:
@@ -285,6 +305,8 @@ class HistoryExporter(Exporter):
             self._room.clear()
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._room.wait(), 0.1)
+            if generation != self._generation:
+                return None  # the database was rebuilt meanwhile: this record is offered again in order
         self._enqueue(record)
 
     def _acknowledge(self, position: int, writer: _WriterProcess) -> None:
@@ -300,6 +322,30 @@ class HistoryExporter(Exporter):
         if position > self._acknowledged:
             self._acknowledged = position
             self.controller.update_last_exported_position(position)
+
+    def _database_replaced(self, position: int, writer: _WriterProcess) -> None:
+        """The writer found its SQLite file deleted or replaced and made a new one holding records up to
+        ``position``: drop what is in flight and have the director offer every record after it again."""
+        if writer is not self._writer:
+            return
+        DATABASE_REPLACED.labels(str(self.partition_id)).inc()
+        self.log.error(
+            "the history database %s was deleted or replaced while in use; rebuilding it from position %d of the log",
+            self.url,
+            position + 1,
+        )
+        if self._send_handle is not None:
+            self._send_handle.cancel()
+            self._send_handle = None
+        self._generation += 1
+        self._outbox = []
+        self._sent.clear()
+        self._in_flight = 0
+        self._stored_position = position
+        self._last_seen = self._last_enqueued = position
+        self._room.set()
+        writer.send("rewound")
+        self.controller.export_again_from(position)
 
     # -- the writer process --------------------------------------------------------------------------------------
 

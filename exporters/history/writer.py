@@ -10,6 +10,7 @@ broker to writer
   ``["records", now_ms, [record, ...]]``  committed records in position order, in `codec.record_to_list` form, with
                                 the broker's clock at sending (retention measures age against it)
   ``["close"]``                 write what was received, then answer ``closed`` and exit
+  ``["rewound"]``               after ``replaced``: the records that follow start again after the new position
 
 writer to broker
   ``["ready", position]``       opened and migrated; records up to ``position`` are already written
@@ -17,6 +18,8 @@ writer to broker
   ``["ack", position]``         every record up to ``position`` is committed to the database
   ``["log", level, message]``   a log line, logged by the broker with its own context
   ``["write_failure"]``, ``["skipped", table]``  metric increments, counted by the broker
+  ``["replaced", position]``    the SQLite file was deleted or replaced under the writer: it made a new one holding
+                                records up to ``position``, dropped what it held, and waits for ``rewound``
   ``["disk_full", 0 or 1]``     writing is held (1) because the database's disk is below the watermark, or resumed (0)
   ``["closed"]``                the last message
 
@@ -41,7 +44,7 @@ from typing import Any, NamedTuple
 import msgpack
 
 from broker.protocol.codec import record_from_list
-from exporters.history.backends import Backend, open_backend, sqlite_path
+from exporters.history.backends import Backend, file_identity, open_backend, sqlite_path
 from exporters.history.rows import Batch
 
 _DAY_MS = 86_400_000
@@ -134,6 +137,9 @@ class Writer:
         self.closing = False
         self._now_ms = settings.now_ms
         self._now_at = time.monotonic()
+        self._path = sqlite_path(settings.url)
+        self._identity: tuple[int, int] | None = None  # the SQLite file the connection has open
+        self._discarding = False  # after `replaced`: records sent before the broker heard of it are dropped
 
     def run(self) -> None:
         backend = open_backend(self.s.url)
@@ -141,6 +147,7 @@ class Writer:
             backend.connect()
             applied = backend.migrate(self.now_ms())
             position = self.stored_position = backend.exported_position(self.s.partition_id)
+            self._identity = file_identity(self._path) if self._path is not None else None
         except Exception as e:
             self.channel.send("failed", f"{type(e).__name__}: {e}")
             backend.close()
@@ -169,6 +176,9 @@ class Writer:
                 next_purge = time.monotonic() + self.s.retention_interval_s
             idle_s = max(0.0, next_purge - time.monotonic()) if self.s.retention_days > 0 else 1.0
             batch = self._collect(idle_s)
+            if self._database_replaced():
+                self._rebuild(backend)
+                continue  # the batch is dropped: its records come again, in order, after the rewind
             if len(batch):
                 if not self._wait_for_disk_space():
                     return  # closing while the disk was full: the records are offered again next time
@@ -189,7 +199,10 @@ class Writer:
             kind = message[0]
             if kind == "records":
                 self._now_ms, self._now_at = message[1], time.monotonic()
-                self.records.extend(message[2])
+                if not self._discarding:
+                    self.records.extend(message[2])
+            elif kind == "rewound":
+                self._discarding = False
             elif kind == "close":
                 self.closing = True
         if channel.eof and not self.closing:
@@ -216,6 +229,30 @@ class Writer:
             # Let records gather rather than waking for each message: the writer takes them in a few large helpings.
             time.sleep(min(remaining, _GATHER_S))
             self._receive(0.0)
+
+    # -- the database file going away --------------------------------------------------------------------------
+
+    def _database_replaced(self) -> bool:
+        """Whether the SQLite file the connection writes is no longer the one at its path (deleted or replaced)."""
+        return self._path is not None and self._identity is not None and file_identity(self._path) != self._identity
+
+    def _rebuild(self, backend: Backend) -> None:
+        """Open a new database at the path and have the broker export again what it lacks (from its log)."""
+        lost_position = self.stored_position
+        self.log.error(
+            "history database %s was deleted or replaced while in use (it held records up to about position %d); "
+            "writing a new one and exporting again from the broker's log",
+            self._path,
+            lost_position,
+        )
+        backend.close()
+        self._retry(backend, lambda: backend.connect())
+        backend.migrate(self.now_ms())
+        self.stored_position = backend.exported_position(self.s.partition_id)
+        self._identity = file_identity(self._path) if self._path is not None else None
+        self.records.clear()
+        self._discarding = True
+        self.channel.send("replaced", self.stored_position)
 
     # -- writing -----------------------------------------------------------------------------------------------
 

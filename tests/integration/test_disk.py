@@ -8,8 +8,11 @@ restart and without losing an acknowledged instance, once the space is back.
 from __future__ import annotations
 
 import errno
+import json
 import stat
 import time
+import urllib.error
+import urllib.request
 from pathlib import Path
 
 import grpc
@@ -139,3 +142,50 @@ def test_the_data_folder_and_the_history_database_are_private(tmp_path: Path) ->
     finally:
         channel.close()
         weir.kill()
+
+
+def search_instances(weir: WeirProcess) -> tuple[int, dict]:
+    request = urllib.request.Request(
+        f"{weir.rest_url}/v2/process-instances/search",
+        data=json.dumps({"page": {"limit": 100}}).encode(),
+        headers={"Content-Type": "application/json"},
+        method="POST",
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=10) as response:
+            return response.status, json.loads(response.read())
+    except urllib.error.HTTPError as e:
+        return e.code, json.loads(e.read() or b"{}")
+
+
+def test_a_history_database_deleted_while_running_is_noticed_and_rebuilt_from_the_log(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    url = f"sqlite:///{(data / 'history.db').resolve()}"
+    weir = WeirProcess(data).start()
+    channel = grpc.insecure_channel(weir.address)
+    try:
+        stub = Stub(channel)
+        process_id = deploy(stub, "pass-through.bpmn").pid()
+        acknowledged = [create(stub, process_id, {"n": n}) for n in range(5)]
+        wait_until_exported(weir)
+        assert search_instances(weir)[1]["page"]["totalItems"] == 5
+        for suffix in ("", "-wal", "-shm"):
+            (data / f"history.db{suffix}").unlink(missing_ok=True)
+        acknowledged += [create(stub, process_id, {"n": n}) for n in range(5, 8)]
+        eventually(
+            lambda: metric(weir, "weir_history_database_replaced_total", partition="1") == 1,
+            timeout=20,
+            what="the deleted database to be noticed",
+        )
+        eventually(lambda: set(acknowledged) <= instances_in_history(url), timeout=30, what="the history to be rebuilt")
+        _status, found = eventually(
+            lambda: (r := search_instances(weir))[0] == 200 and r[1]["page"]["totalItems"] == 8 and r,
+            timeout=20,
+            what="searches to read the rebuilt database",
+        )
+        assert {int(item["processInstanceKey"]) for item in found["items"]} == set(acknowledged)
+        assert weir.stop() == 0
+    finally:
+        channel.close()
+        weir.kill()
+    assert "was deleted or replaced while in use" in weir.log(), weir.log()
