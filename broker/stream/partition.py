@@ -156,6 +156,10 @@ class Partition:
         self._wake = asyncio.Event()
         self._tasks: list[asyncio.Task[Any]] = []
         self._supervisor = TaskSupervisor(self.config.partition_id, self._log)
+        # The checker's outbox bookkeeping outlives a restart of the checker.
+        self._outbox_sent: dict[tuple[bytes, str], float] = {}
+        self._outbox_refused: dict[tuple[bytes, str], int] = {}  # consecutive refusals by the receiving partition
+        self._sends: set[asyncio.Task[None]] = set()
         self._snapshot_not_before = 0.0
         self._closing = False
         self._scheduled: set[tuple[int, int]] = set()
@@ -315,7 +319,7 @@ class Partition:
     async def close(self, *, snapshot: bool = True) -> None:
         """Stop after the round in flight (its clients get their answers), snapshot, release files."""
         self._closing = True
-        self._supervisor.stopping = True
+        self._supervisor.stop()
         self._wake.set()
         if self._leadership is not None:
             self._leadership.cancel()
@@ -730,9 +734,6 @@ class Partition:
         return self.clock() if pinned is None else pinned
 
     async def _check_due(self) -> None:
-        self._outbox_sent: dict[tuple[bytes, str], float] = {}
-        self._outbox_refused: dict[tuple[bytes, str], int] = {}  # consecutive refusals by the receiving partition
-        self._sends: set[asyncio.Task[None]] = set()
         self.engine.services.sender = self._send_command
         while not self._closing:
             await asyncio.sleep(self.config.checker_interval_s)
@@ -949,7 +950,8 @@ class Partition:
         self._tasks.append(self._supervisor.spawn("exporters", self._run_exporters))
 
     async def _run_exporters(self) -> None:
-        assert self.exporters is not None and self.log_storage is not None
+        if self.exporters is None or self.log_storage is None:
+            return  # no longer leading (restarted after leadership moved on)
         await self.exporters.start()
         self.exporters.notify_committed(self.log_storage.commit_position)
 
@@ -1185,9 +1187,9 @@ class Partition:
                 self._leadership = None
             monitoring.PARTITION_ROLE.labels(str(self.partition_id)).set(0 if role == RaftRole.LEADER else 1)
             if role == RaftRole.LEADER:
-                self._leadership = loop.create_task(self._take_leadership(term))
+                self._leadership = self._supervisor.spawn("leadership", functools.partial(self._take_leadership, term))
             else:
-                loop.create_task(self._follow())
+                self._supervisor.spawn("follow", self._follow)
 
         loop.call_soon_threadsafe(change)
 

@@ -74,9 +74,9 @@ def take(env: lmdb.Environment, snapshots_dir: Path) -> Snapshot:
         tmp.mkdir()
         try:
             env.copy(str(tmp), compact=True)
+            applied, processed, exporter_positions = _positions(tmp)
         except lmdb.Error as e:
             raise OSError(f"copying the state to {tmp} failed: {e}") from e
-        applied, processed, exporter_positions = _positions(tmp)
         data = tmp / _DATA
         manifest = {
             "appliedPosition": applied,

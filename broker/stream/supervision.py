@@ -9,6 +9,7 @@ restarted task has run for ``stable_s`` without failing, the partition reports h
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import Callable, Coroutine
 from typing import Any
@@ -38,6 +39,7 @@ class TaskSupervisor:
         self._failing: dict[str, str] = {}  # task name -> why it is down (until it has run stable_s again)
         self.failures = 0
         self.stopping = False
+        self._stopped = asyncio.Event()
 
     @property
     def problem(self) -> str | None:
@@ -45,6 +47,11 @@ class TaskSupervisor:
         if not self._failing:
             return None
         return "; ".join(f"{name}: {reason}" for name, reason in sorted(self._failing.items()))
+
+    def stop(self) -> None:
+        """Restart nothing from now on; a task waiting out its back-off ends at once."""
+        self.stopping = True
+        self._stopped.set()
 
     def spawn(self, name: str, factory: TaskFactory) -> asyncio.Task[None]:
         """Run ``factory()`` as a task named ``partition-<id>-<name>``, restarted whenever it raises."""
@@ -83,7 +90,8 @@ class TaskSupervisor:
             finally:
                 if healed is not None:
                     healed.cancel()
-            await asyncio.sleep(backoff)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._stopped.wait(), backoff)
             backoff = min(self._max_backoff_s, backoff * 2)
 
     def _healed(self, name: str) -> None:

@@ -134,6 +134,7 @@ class Writer:
         self.log = logging.getLogger("weir.history.writer")
         self.records: deque[list[Any]] = deque()  # received, not yet folded into a batch
         self.stored_position = 0  # the database's position at open: records up to it are written already
+        self.written_position = 0  # the last position written
         self.closing = False
         self._now_ms = settings.now_ms
         self._now_at = time.monotonic()
@@ -146,7 +147,7 @@ class Writer:
         try:
             backend.connect()
             applied = backend.migrate(self.now_ms())
-            position = self.stored_position = backend.exported_position(self.s.partition_id)
+            position = self.stored_position = self.written_position = backend.exported_position(self.s.partition_id)
             self._identity = file_identity(self._path) if self._path is not None else None
         except Exception as e:
             self.channel.send("failed", f"{type(e).__name__}: {e}")
@@ -177,13 +178,15 @@ class Writer:
             idle_s = max(0.0, next_purge - time.monotonic()) if self.s.retention_days > 0 else 1.0
             batch = self._collect(idle_s)
             if self._database_replaced():
-                self._rebuild(backend)
+                if not self._rebuild(backend):
+                    return
                 continue  # the batch is dropped: its records come again, in order, after the rewind
             if len(batch):
                 if not self._wait_for_disk_space():
                     return  # closing while the disk was full: the records are offered again next time
                 if not self._retry(backend, functools.partial(self._write, backend, batch)):
                     return  # closing while the database was down: the records are offered again next time
+                self.written_position = batch.last_position
                 self.channel.send("ack", batch.last_position)
             elif self.closing and not self.records:
                 return
@@ -236,23 +239,30 @@ class Writer:
         """Whether the SQLite file the connection writes is no longer the one at its path (deleted or replaced)."""
         return self._path is not None and self._identity is not None and file_identity(self._path) != self._identity
 
-    def _rebuild(self, backend: Backend) -> None:
-        """Open a new database at the path and have the broker export again what it lacks (from its log)."""
-        lost_position = self.stored_position
+    def _rebuild(self, backend: Backend) -> bool:
+        """Open a new database at the path and have the broker export again what it lacks (from its log).
+
+        False when the broker closed the writer before the new database could be opened.
+        """
         self.log.error(
-            "history database %s was deleted or replaced while in use (it held records up to about position %d); "
+            "history database %s was deleted or replaced while in use (it held records up to position %d); "
             "writing a new one and exporting again from the broker's log",
             self._path,
-            lost_position,
+            self.written_position,
         )
-        backend.close()
-        self._retry(backend, lambda: backend.connect())
-        backend.migrate(self.now_ms())
-        self.stored_position = backend.exported_position(self.s.partition_id)
-        self._identity = file_identity(self._path) if self._path is not None else None
+        if not self._retry(backend, functools.partial(self._reopen, backend)):
+            return False
         self.records.clear()
         self._discarding = True
         self.channel.send("replaced", self.stored_position)
+        return True
+
+    def _reopen(self, backend: Backend) -> None:
+        backend.close()
+        backend.connect()
+        backend.migrate(self.now_ms())
+        self.stored_position = self.written_position = backend.exported_position(self.s.partition_id)
+        self._identity = file_identity(self._path) if self._path is not None else None
 
     # -- writing -----------------------------------------------------------------------------------------------
 

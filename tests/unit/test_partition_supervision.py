@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import asyncio
 import errno
+import itertools
+import logging
 import os
 from pathlib import Path
 
@@ -16,7 +18,8 @@ from prometheus_client import REGISTRY
 
 from broker.stream import partition as partition_module
 from broker.stream import snapshots
-from broker.stream.partition import BackpressureError, Partition, PartitionConfig
+from broker.stream.partition import BackpressureError, Partition, PartitionConfig, PartitionUnavailableError
+from broker.stream.supervision import TaskSupervisor
 from tests.unit.test_replay import Driver, accepted
 
 MiB = 1 << 20
@@ -182,3 +185,58 @@ def test_a_snapshot_that_runs_out_of_space_leaves_nothing_behind(
         assert partition.db is not None
         partition.db.close()
         partition.log_storage.close()  # type: ignore[union-attr]
+
+
+async def test_a_failed_round_still_stops_the_partition_and_is_not_restarted(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    d = DiskDriver(tmp_path / "p", PartitionConfig(checker_interval_s=0.005), lambda _directory: 10**12)
+    partition = d.open()
+    try:
+        accepted(await d.deploy("one-task.bpmn"))
+        before = sample("weir_partition_task_failures_total", partition="1", task="processor")
+
+        async def broken_commit(self: Partition, block: object, loop: object) -> None:
+            raise OSError(errno.EIO, "the log could not be written")
+
+        monkeypatch.setattr(Partition, "_commit_block", broken_commit)
+        with pytest.raises(PartitionUnavailableError, match="processing failed"):
+            await d.create("one-task")
+        await until(lambda: partition._tasks[0].done(), "the processor to end")
+        assert not partition.healthy and "could not be written" in (partition.failure or "")
+        assert sample("weir_partition_task_failures_total", partition="1", task="processor") == before
+    finally:
+        await d.close(snapshot=False)
+
+
+async def test_the_supervisor_restarts_with_growing_back_off_and_stops_waiting_when_stopped() -> None:
+    supervisor = TaskSupervisor(7, logging.getLogger("test"), initial_backoff_s=0.05, max_backoff_s=60.0, stable_s=60)
+    runs: list[float] = []
+    loop = asyncio.get_running_loop()
+
+    async def always_failing() -> None:
+        runs.append(loop.time())
+        raise ValueError("broken")
+
+    task = supervisor.spawn("worker", always_failing)
+    await until(lambda: len(runs) >= 4, "four runs")
+    gaps = [b - a for a, b in itertools.pairwise(runs)]
+    assert gaps[1] > gaps[0] and gaps[2] > gaps[1], gaps  # 0.05, 0.1, 0.2 s
+    assert "worker" in (supervisor.problem or "") and "broken" in (supervisor.problem or "")
+    assert sample("weir_partition_task_failures_total", partition="7", task="worker") >= 4
+    stopped_at = loop.time()
+    supervisor.stop()
+    await asyncio.wait_for(task, 5)
+    assert loop.time() - stopped_at < 1.0, "the back-off was cut short"
+
+
+async def test_a_task_that_ends_is_not_restarted() -> None:
+    supervisor = TaskSupervisor(8, logging.getLogger("test"))
+    runs = []
+
+    async def ends() -> None:
+        runs.append(1)
+
+    await asyncio.wait_for(supervisor.spawn("once", ends), 5)
+    await asyncio.sleep(0.05)
+    assert runs == [1] and supervisor.problem is None
