@@ -329,8 +329,8 @@ class HistoryExporter(Exporter):
         if writer is not self._writer:
             return
         DATABASE_REPLACED.labels(str(self.partition_id)).inc()
-        self.log.error(
-            "the history database %s was deleted or replaced while in use; rebuilding it from position %d of the log",
+        self.log.warning(
+            "rebuilding the history database %s from position %d of the log (the writer found it deleted or replaced)",
             self.url,
             position + 1,
         )

@@ -230,7 +230,7 @@ class SqliteHistoryReader(HistoryReader):
             identity = file_identity(self.path)
             if self._connection is not None and identity != self._identity:
                 # Deleted or replaced under us: the open connection would go on answering from the old file.
-                _log.error("history database %s was deleted or replaced; reading the one now at that path", self.path)
+                _log.error("history database %s was deleted or replaced while searches read it", self.path)
                 self._connection.close()
                 self._connection = None
             if self._connection is None:

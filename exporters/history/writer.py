@@ -53,6 +53,7 @@ _GATHER_S = 0.05
 _READ_SIZE = 1 << 20
 # While the disk is below the watermark, free space is looked at this often.
 _DISK_POLL_S = 0.5
+_IDLE_CHECK_S = 1.0
 
 
 class Settings(NamedTuple):
@@ -175,7 +176,12 @@ class Writer:
                 if not self._retry(backend, functools.partial(self._purge, backend)):
                     return
                 next_purge = time.monotonic() + self.s.retention_interval_s
-            idle_s = max(0.0, next_purge - time.monotonic()) if self.s.retention_days > 0 else 1.0
+            # Idle, the writer still looks at its database file about once a second (deleted or replaced?).
+            idle_s = (
+                min(_IDLE_CHECK_S, max(0.0, next_purge - time.monotonic()))
+                if self.s.retention_days > 0
+                else _IDLE_CHECK_S
+            )
             batch = self._collect(idle_s)
             if self._database_replaced():
                 if not self._rebuild(backend):
