@@ -57,6 +57,17 @@ INSTANCES_STOPPED_BY_BUDGET = Counter(
     "Process instances stopped with an incident for exceeding the step budget (a loop without a wait state)",
     ["partition"],
 )
+PARTITION_TASK_FAILURES = Counter(
+    "weir_partition_task_failures_total",
+    "Unexpected failures of a partition's tasks (processor, checker, exporters); each is logged and restarted",
+    ["partition", "task"],
+)
+SNAPSHOT_FAILURES = Counter(
+    "weir_snapshot_failures_total", "Snapshots that failed or were put off for lack of disk space", ["partition"]
+)
+DISK_FULL = Gauge(
+    "weir_partition_disk_full", "1 while free disk space is below the watermark and commands are refused", ["partition"]
+)
 RAFT_TERM = Gauge("weir_raft_term", "Raft term of the partition's replica here", ["partition"])
 LOG_BYTES = Gauge("weir_log_size_bytes", "Bytes of log segments the partition keeps", ["partition"])
 SNAPSHOT_AGE = Gauge("weir_snapshot_age_seconds", "Seconds since the partition's last snapshot", ["partition"])

@@ -94,7 +94,8 @@ class BrokerNode:
 
     async def start(self) -> None:
         cfg = self.config
-        cfg.data_dir.mkdir(parents=True, exist_ok=True)
+        # Only the broker's user may read the state, log and history it keeps (an existing folder is left as it is).
+        cfg.data_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
         layout = None
         hosted = list(range(1, cfg.partitions + 1))
         if cfg.clustered:
@@ -294,10 +295,16 @@ class BrokerNode:
         return 200, {"partitions": out}
 
     def _admin_snapshot(self) -> tuple[int, dict]:
-        taken = {}
+        taken: dict[str, int] = {}
+        failed: dict[str, str] = {}
         for pid, p in self.partitions.items():
             if p.healthy and p.db is not None:
-                taken[str(pid)] = p.take_snapshot().applied_position
+                try:
+                    taken[str(pid)] = p.take_snapshot().applied_position
+                except OSError as e:
+                    failed[str(pid)] = str(e)
+        if failed:
+            return 503, {"snapshots": taken, "failed": failed}
         return 200, {"snapshots": taken}
 
     def _admin_exporting(self, *, pause: bool) -> tuple[int, dict]:
@@ -320,15 +327,17 @@ class BrokerNode:
                     "backlog": p.backlog,
                     "instancesStoppedByStepBudget": p.instances_stopped_by_budget,
                     **({"failure": p.failure} if p.failure else {}),
+                    **({"problem": p.problem} if p.problem else {}),
+                    **({"diskFull": p.disk_full_reason} if p.disk_full else {}),
                 }
                 for pid, p in self.partitions.items()
             }
         }
 
     def _health(self) -> tuple[bool, dict]:
-        ok = all(p.healthy for p in self.partitions.values())
+        ok = all(p.healthy and p.problem is None for p in self.partitions.values())
         for pid, p in self.partitions.items():
-            monitoring.PARTITION_HEALTH.labels(str(pid)).set(1 if p.healthy else 0)
+            monitoring.PARTITION_HEALTH.labels(str(pid)).set(1 if p.healthy and p.problem is None else 0)
             monitoring.PARTITION_ROLE.labels(str(pid)).set({"LEADER": 0, "FOLLOWER": 1}.get(p.role, 2))
             monitoring.BACKLOG.labels(str(pid)).set(p.backlog)
         return ok, self._partition_details()

@@ -126,6 +126,13 @@ class Controller(Protocol):
         """
         ...
 
+    def export_again_from(self, position: int) -> None:
+        """Offer again every record after ``position`` still in the log (the exporter's store lost them), in order.
+
+        The acknowledged position does not go back; records the log no longer holds are reported as lost.
+        """
+        ...
+
     def schedule_task(self, delay_s: float, task: ScheduledCallable) -> ScheduledTask:
         """Run ``task`` once after ``delay_s`` seconds, between exports (never concurrently with one).
 
@@ -144,6 +151,8 @@ class Context:
     configuration: Mapping[str, Any]
     logger: logging.Logger
     clock: Clock
+    # The broker's disk watermark: an exporter writing to local disk stops writing below this much free space.
+    min_free_disk_bytes: int = 0
     broker_version: str = field(default_factory=broker_version)
     record_filter: RecordFilter = field(default_factory=RecordFilter)
 

@@ -23,7 +23,7 @@ import itertools
 import logging
 import time
 from collections import deque
-from collections.abc import Awaitable, Callable, Iterator, Mapping
+from collections.abc import Awaitable, Callable, Coroutine, Iterator, Mapping
 from typing import Any
 
 from prometheus_client import Counter, Gauge
@@ -43,6 +43,8 @@ log = logging.getLogger("weir.exporter")
 ReadRecords = Callable[[int], Iterator[Record]]
 ExporterConfig = Mapping[str, Any]
 Built = tuple[Any, Context]
+# Starts a named task that is restarted when it fails (the partition's `TaskSupervisor.spawn`).
+Spawn = Callable[[str, Callable[[], Coroutine[Any, Any, None]]], "asyncio.Task[None]"]
 
 # With no exporter configured nothing holds the log back.
 NO_EXPORTER_BOUND = 2**63 - 1
@@ -92,7 +94,9 @@ def load_exporter_class(class_name: str) -> type[Exporter]:
     return cls
 
 
-def build_exporter(exporter_id: str, config: ExporterConfig, partition_id: int, clock: Clock) -> Built:
+def build_exporter(
+    exporter_id: str, config: ExporterConfig, partition_id: int, clock: Clock, min_free_disk_bytes: int = 0
+) -> Built:
     """Load, construct and configure one exporter; any problem becomes an `ExporterConfigurationError`."""
     where = f"broker.exporters.{exporter_id}"
     if not isinstance(config, Mapping):
@@ -111,6 +115,7 @@ def build_exporter(exporter_id: str, config: ExporterConfig, partition_id: int, 
             configuration=dict(args),
             logger=logging.getLogger(f"weir.exporter.{exporter_id}"),
             clock=clock,
+            min_free_disk_bytes=min_free_disk_bytes,
         )
         exporter.configure(context)
     except ExporterConfigurationError as e:
@@ -172,8 +177,10 @@ class ExporterContainer:
         recent: RecentRecords | None = None,
         retry_max_s: float,
         yield_every: int,
+        spawn: Spawn | None = None,
     ) -> None:
         self.exporter_id = exporter_id
+        self._spawn = spawn
         self.exporter = exporter
         self.context = context
         self.partition_id = partition_id
@@ -200,6 +207,8 @@ class ExporterContainer:
         self.failures = 0
         self.retry_delay_s = 0.0
         self._task: asyncio.Task[None] | None = None
+        self._rewind_to: int | None = None  # asked for by export_again_from, applied between exports
+        self._rewound_from: int | None = None  # rewound: the first record read says whether some are gone
         labels = (exporter_id, str(partition_id))
         self._position_gauge = EXPORTED_POSITION.labels(*labels)
         self._lag_gauge = EXPORTER_LAG.labels(*labels)
@@ -232,6 +241,26 @@ class ExporterContainer:
             else:
                 self._update_gauges()
 
+    def export_again_from(self, position: int) -> None:
+        self._rewind_to = max(0, position)
+        self._wake.set()
+
+    def _rewind(self) -> None:
+        position, self._rewind_to = self._rewind_to, None
+        assert position is not None
+        log.warning(
+            "exporter %s (partition %d): exporting again from position %d",
+            self.exporter_id,
+            self.partition_id,
+            position + 1,
+        )
+        self._next_position = position + 1
+        self._last_offered = self._skipped_through = position
+        self._reader = None
+        self._lookahead = None
+        self._pending = None
+        self._rewound_from = position
+
     def schedule_task(self, delay_s: float, task: ScheduledCallable) -> _Task:
         handle = _Task(asyncio.get_running_loop().time() + max(0.0, delay_s), task)
         heapq.heappush(self._tasks, (handle.due, next(self._sequence), handle))
@@ -251,7 +280,11 @@ class ExporterContainer:
             self._wake.set()
 
     def start(self) -> None:
-        self._task = asyncio.create_task(self._run(), name=f"exporter-{self.exporter_id}-{self.partition_id}")
+        """Run the container: supervised (restarted after an unexpected error) when the director was given a spawn."""
+        if self._spawn is not None:
+            self._task = self._spawn(f"exporter-{self.exporter_id}", self._run)
+        else:
+            self._task = asyncio.create_task(self._run_alone(), name=f"exporter-{self.exporter_id}-{self.partition_id}")
 
     def pause(self) -> None:
         self._resumed.clear()
@@ -286,33 +319,40 @@ class ExporterContainer:
 
     # -- the loop --------------------------------------------------------------------------------------------
 
-    async def _run(self) -> None:
-        loop = asyncio.get_running_loop()
+    async def _run_alone(self) -> None:
         try:
-            await self._open()
-            while not self._closing:
-                if self.paused:
-                    await self._resumed.wait()
-                    continue
-                if self._tasks and self._tasks[0][0] <= loop.time():  # checked here: most rounds have none due
-                    await self._run_due_tasks()
-                try:
-                    outcome = self._offer_available(self._yield_every)
-                except _ReadFailed as e:
-                    await self._failed(f"reading the log from position {self._next_position}", e.__cause__ or e)
-                    continue
-                if outcome is _CAUGHT_UP:
-                    self._count_exported()
-                    await self._wait_for_work()
-                elif outcome is _YIELD:
-                    self._count_exported()
-                    await asyncio.sleep(0)  # let the partition process commands between batches of exports
-                else:
-                    await self._finish_export(*outcome)
-        except asyncio.CancelledError:
-            raise
+            await self._run()
         except Exception:
             log.exception("exporter %s: stopped by an unexpected error", self.exporter_id)
+
+    async def _run(self) -> None:
+        """Open the exporter (once), then offer records until closed; may be run again after it raised."""
+        loop = asyncio.get_running_loop()
+        self._reader = None  # read again from the next position: a failed run may have left the reader anywhere
+        self._lookahead = None
+        if not self._opened:
+            await self._open()
+        while not self._closing:
+            if self.paused:
+                await self._resumed.wait()
+                continue
+            if self._rewind_to is not None:
+                self._rewind()
+            if self._tasks and self._tasks[0][0] <= loop.time():  # checked here: most rounds have none due
+                await self._run_due_tasks()
+            try:
+                outcome = self._offer_available(self._yield_every)
+            except _ReadFailed as e:
+                await self._failed(f"reading the log from position {self._next_position}", e.__cause__ or e)
+                continue
+            if outcome is _CAUGHT_UP:
+                self._count_exported()
+                await self._wait_for_work()
+            elif outcome is _YIELD:
+                self._count_exported()
+                await asyncio.sleep(0)  # let the partition process commands between batches of exports
+            else:
+                await self._finish_export(*outcome)
 
     async def _open(self) -> None:
         while not self._closing:
@@ -437,6 +477,17 @@ class ExporterContainer:
         if self._reader is None:
             self._reader = self._read_records(self._next_position)
         for record in self._reader:
+            if self._rewound_from is not None:
+                if record.position > self._rewound_from + 1:
+                    log.error(
+                        "exporter %s (partition %d): records %d..%d are no longer in the log (compacted): they "
+                        "cannot be exported again and are lost to this exporter",
+                        self.exporter_id,
+                        self.partition_id,
+                        self._rewound_from + 1,
+                        record.position - 1,
+                    )
+                self._rewound_from = None
             if record.position < self._next_position:
                 continue
             if record.position > self._committed:
@@ -571,11 +622,14 @@ class ExporterDirector:
         retry_max_s: float = 10.0,
         close_timeout_s: float = 10.0,
         yield_every: int = 200,
+        spawn: Spawn | None = None,
+        min_free_disk_bytes: int = 0,
     ) -> None:
         self.partition_id = partition_id
         self._close_timeout_s = close_timeout_s
+        self._spawn = spawn
         self._built = [
-            (exporter_id, *build_exporter(exporter_id, config, partition_id, clock))
+            (exporter_id, *build_exporter(exporter_id, config, partition_id, clock, min_free_disk_bytes))
             for exporter_id, config in configs.items()
         ]
         self._read_records = read_records
@@ -590,6 +644,8 @@ class ExporterDirector:
     async def start(self) -> None:
         """Open every exporter (in its own task) and begin exporting from its acknowledged position."""
         for exporter_id, exporter, context in self._built:
+            if exporter_id in self.containers:
+                continue  # started by an earlier run of this method that failed later on
             container = ExporterContainer(
                 exporter_id,
                 exporter,
@@ -601,6 +657,7 @@ class ExporterDirector:
                 retry_initial_s=self._retry[0],
                 retry_max_s=self._retry[1],
                 yield_every=self._yield_every,
+                spawn=self._spawn,
             )
             container.notify_committed(self._committed)
             if self._paused:

@@ -14,11 +14,12 @@ Raft member with transport, clock and disk swapped.
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import logging
 import struct
-from collections.abc import Callable
-from typing import Protocol
+from collections.abc import Callable, Coroutine
+from typing import Any, Protocol
 
 from broker import monitoring
 from broker.log import LogBlock, LogStorage
@@ -52,6 +53,9 @@ class Replica(Protocol):
 
     def fail_stop(self, reason: str) -> None:
         """The partition cannot go on safely here (e.g. its log does not line up with what was committed)."""
+
+    def spawn(self, name: str, factory: Callable[[], Coroutine[Any, Any, None]]) -> asyncio.Task[None]:
+        """Run a task of the partition under its supervision (restarted if it fails)."""
 
 
 class CommitSeam(Protocol):
@@ -253,10 +257,10 @@ class RaftCommit:
                 self._leadership = None
             monitoring.PARTITION_ROLE.labels(str(self.partition_id)).set(0 if role == RaftRole.LEADER else 1)
             if role == RaftRole.LEADER:
-                self._leadership = loop.create_task(self._take_leadership(term))
+                self._leadership = self._replica.spawn("leadership", functools.partial(self._take_leadership, term))
             else:
                 self._role = "FOLLOWER"
-                loop.create_task(self._replica.follow())
+                self._replica.spawn("follow", self._replica.follow)
 
         loop.call_soon_threadsafe(change)
 

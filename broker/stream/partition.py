@@ -48,6 +48,7 @@ from broker.stream.commit import CommitSeam, LocalCommit, RaftCommit, RoundNotCo
 from broker.stream.core import CoreConfig, Idle, Round, StreamCore, UnencodableRound
 from broker.stream.replay import replay_start
 from broker.stream.step_budget import DEFAULT_MAX_STEPS_PER_INSTANCE
+from broker.stream.supervision import TaskFactory, TaskSupervisor
 from exporters import ExporterDirector
 
 log = logging.getLogger("weir.partition")
@@ -56,6 +57,8 @@ Clock = Callable[[], int]
 
 # While the disk is full, snapshots that record exporter progress (and so compact the log) come at most this often.
 _DISK_FULL_SNAPSHOT_INTERVAL_S = 1.0
+# A snapshot that failed or had no room is tried again after this long at the earliest.
+_SNAPSHOT_RETRY_S = 5.0
 
 # Every (value type, intent) pair a command may have: what :meth:`Partition.execute` accepts.
 _KNOWN_COMMANDS: Final = frozenset((value_type, int(intent)) for value_type, enum in INTENTS.items() for intent in enum)
@@ -146,6 +149,8 @@ class Partition:
         self._next_request_id = 1
         self._wake = asyncio.Event()
         self._tasks: list[asyncio.Task[Any]] = []
+        self._supervisor = TaskSupervisor(self.config.partition_id, self._log)
+        self._snapshot_not_before = 0.0
         self.jobs_available_listeners: list[Callable[[set[str]], None]] = []
         self.job_stream_sinks: dict[int, Callable[[Record], bool]] = {}
         self.records_processed = 0
@@ -267,8 +272,8 @@ class Partition:
         """Begin serving (inside the event loop): alone, this replica leads at once; with Raft, when elected."""
         assert self.log_storage is not None and self._marker is not None
         self._loop = asyncio.get_running_loop()
-        self._tasks.append(asyncio.create_task(self._run(), name=f"partition-{self.partition_id}-processor"))
-        self._tasks.append(asyncio.create_task(self._check_due(), name=f"partition-{self.partition_id}-checker"))
+        self._tasks.append(self._supervisor.spawn("processor", self._run))
+        self._tasks.append(self._supervisor.spawn("checker", self._check_due))
         if raft_config is None:
             self.seam = LocalCommit(self.log_storage, self._marker)
         else:
@@ -299,9 +304,14 @@ class Partition:
             exporters, self.exporters = self.exporters, None
             await exporters.close()
 
+    def spawn(self, name: str, factory: TaskFactory) -> asyncio.Task[None]:
+        """Run a task of this partition under supervision: restarted with back-off if it fails (see supervision)."""
+        return self._supervisor.spawn(name, factory)
+
     async def close(self, *, snapshot: bool = True) -> None:
         """Stop after the round in flight (its clients get their answers), snapshot, release files."""
         self.closing = True
+        self._supervisor.stop()
         self._wake.set()
         processor, others = self._tasks[:1], self._tasks[1:]
         for t in others:
@@ -343,6 +353,7 @@ class Partition:
         and files are released. What survives is what the disk held (the simulated disk drops unflushed blocks).
         """
         self.closing = True
+        self._supervisor.stop()
         self.healthy = False
         self._processing = False
         for task in [*self._tasks, *self._sends]:
@@ -387,9 +398,7 @@ class Partition:
             raise NotLeaderError(f"this broker does not lead partition {self.partition_id} (role {self.role})")
         if self.disk_full:
             raise BackpressureError(
-                f"partition {self.partition_id} is not accepting new commands: free disk space under "
-                f"{self.directory} is below {self.config.min_free_disk_bytes} bytes; it resumes once exporters catch "
-                "up and the log is compacted, or space is freed"
+                f"partition {self.partition_id} is not accepting new commands: {self.disk_full_reason}"
             )
         if len(self.core.inbox) >= self.config.max_inbox:
             raise BackpressureError(
@@ -452,6 +461,19 @@ class Partition:
         return self._last_snapshot_time
 
     @property
+    def disk_full_reason(self) -> str:
+        """Why commands are refused while the disk is full, and what ends it."""
+        return (
+            f"free disk space under {self.directory} is below {self.config.min_free_disk_bytes} bytes; it resumes once "
+            "exporters catch up and the log is compacted, or space is freed"
+        )
+
+    @property
+    def problem(self) -> str | None:
+        """Why a running partition is not healthy (a task failed and is being restarted), or None."""
+        return self._supervisor.problem
+
+    @property
     def processing(self) -> bool:
         """True while this replica leads and takes commands."""
         return self._processing
@@ -463,6 +485,7 @@ class Partition:
     # -- processing ------------------------------------------------------------------------------------------
 
     async def _run(self) -> None:
+        self._wake.set()  # (re)started: look at what is waiting
         while not self.closing:
             await self._wake.wait()
             self._wake.clear()
@@ -660,11 +683,14 @@ class Partition:
             read_records=self._read_committed_records,
             positions=self._exporter_positions,
             clock=self.clock,
+            spawn=self._supervisor.spawn,
+            min_free_disk_bytes=self.config.min_free_disk_bytes,
         )
-        self._tasks.append(asyncio.create_task(self._run_exporters(), name=f"partition-{self.partition_id}-exporters"))
+        self._tasks.append(self._supervisor.spawn("exporters", self._run_exporters))
 
     async def _run_exporters(self) -> None:
-        assert self.exporters is not None and self.log_storage is not None
+        if self.exporters is None or self.log_storage is None:
+            return  # no longer leading (restarted after leadership moved on)
         await self.exporters.start()
         self.exporters.notify_committed(self.log_storage.commit_position)
 
@@ -712,6 +738,7 @@ class Partition:
             return
         low = free < self.config.min_free_disk_bytes
         was_full, self.disk_full = self.disk_full, low
+        monitoring.DISK_FULL.labels(str(self.partition_id)).set(1 if low else 0)
         if low and not was_full:
             self._log.warning(
                 "partition %d: only %d bytes free under %s (watermark %d): rejecting new commands",
@@ -721,7 +748,7 @@ class Partition:
                 self.config.min_free_disk_bytes,
             )
             if self._records_since_snapshot:
-                self.take_snapshot()  # compaction may give space back right away
+                self._snapshot_safely()  # compaction may give space back right away
         elif not low and was_full:
             self._log.info(
                 "partition %d: disk space is back (%d bytes free): accepting commands", self.partition_id, free
@@ -737,13 +764,47 @@ class Partition:
         if self.disk_full and self._exporters_advanced():
             if self.monotonic() - self._last_snapshot_time >= _DISK_FULL_SNAPSHOT_INTERVAL_S:
                 self._persist_exporter_positions()
-                self.take_snapshot()  # compacts up to what the exporters acknowledged: space comes back
+                self._snapshot_safely()  # compacts up to what the exporters acknowledged: space comes back
             return
         if self._records_since_snapshot == 0:
             return
         elapsed = self.monotonic() - self._last_snapshot_time
         if self._records_since_snapshot >= self.config.snapshot_min_records or elapsed >= self.config.snapshot_period_s:
+            self._snapshot_safely()
+
+    def _snapshot_safely(self) -> None:
+        """Snapshot unless there is no room for the copy; a failure (a full disk) is logged, counted and tried again
+        later: it never stops processing, and `snapshots.take` leaves nothing half-written behind."""
+        assert self.db is not None
+        if self.monotonic() < self._snapshot_not_before:
+            return
+        label = str(self.partition_id)
+        try:
+            needed = snapshots.size_needed(self.db.env)
+            free = self._free_disk(self.directory)
+            if free < needed:
+                monitoring.SNAPSHOT_FAILURES.labels(label).inc()
+                self._snapshot_not_before = self.monotonic() + _SNAPSHOT_RETRY_S
+                self._log.warning(
+                    "partition %d: snapshot put off: it needs up to %d bytes but only %d are free under %s; "
+                    "retrying in %.0fs",
+                    self.partition_id,
+                    needed,
+                    free,
+                    self.directory,
+                    _SNAPSHOT_RETRY_S,
+                )
+                return
             self.take_snapshot()
+        except OSError as e:
+            monitoring.SNAPSHOT_FAILURES.labels(label).inc()
+            self._snapshot_not_before = self.monotonic() + _SNAPSHOT_RETRY_S
+            self._log.error(
+                "partition %d: snapshot failed (%s); processing goes on, retrying in %.0fs",
+                self.partition_id,
+                e,
+                _SNAPSHOT_RETRY_S,
+            )
 
     def take_snapshot(self) -> snapshots.Snapshot:
         """Snapshot the state and compact the log below the oldest snapshot still kept."""

@@ -57,28 +57,43 @@ def _fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
+def size_needed(env: lmdb.Environment) -> int:
+    """At most what a snapshot of ``env`` takes on disk (the compacted copy is never larger than the used pages)."""
+    return (env.info()["last_pgno"] + 1) * env.stat()["psize"]
+
+
 def take(env: lmdb.Environment, snapshots_dir: Path) -> Snapshot:
-    """Copy the current state (LMDB's own consistent copy), then verify, checksum, fsync and publish it atomically."""
+    """Copy the current state (LMDB's own consistent copy), then verify, checksum, fsync and publish it atomically.
+
+    A failure (a full disk) raises `OSError` and removes the unpublished copy: nothing half-written stays behind.
+    """
     snapshots_dir.mkdir(parents=True, exist_ok=True)
     tmp = snapshots_dir / ".pending"
     shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir()
-    env.copy(str(tmp), compact=True)
-    applied, processed, exporter_positions = _positions(tmp)
-    data = tmp / _DATA
-    manifest = {
-        "appliedPosition": applied,
-        "processedPosition": processed,
-        "exporterPositions": exporter_positions,
-        "crc32": _crc_file(data),
-    }
-    (tmp / _MANIFEST).write_text(json.dumps(manifest))
-    for name in (_DATA, _MANIFEST):
-        fd = os.open(tmp / name, os.O_RDONLY)
+    try:
+        tmp.mkdir()
         try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+            env.copy(str(tmp), compact=True)
+            applied, processed, exporter_positions = _positions(tmp)
+        except lmdb.Error as e:
+            raise OSError(f"copying the state to {tmp} failed: {e}") from e
+        data = tmp / _DATA
+        manifest = {
+            "appliedPosition": applied,
+            "processedPosition": processed,
+            "exporterPositions": exporter_positions,
+            "crc32": _crc_file(data),
+        }
+        (tmp / _MANIFEST).write_text(json.dumps(manifest))
+        for name in (_DATA, _MANIFEST):
+            fd = os.open(tmp / name, os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
     final = snapshots_dir / f"{applied:020d}"
     if final.exists():
         shutil.rmtree(final)

@@ -13,6 +13,7 @@ returned (`RejectedRow`), every other row is written.
 from __future__ import annotations
 
 import contextlib
+import os
 import sqlite3
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -55,6 +56,15 @@ def sqlite_path(url: str) -> Path | None:
     if not path:
         raise HistoryUrlError(f"{url!r}: the SQLite URL names no file")
     return Path(path)
+
+
+def file_identity(path: Path) -> tuple[int, int] | None:
+    """(device, inode) of a database file, None when it does not exist: a deleted or replaced file shows as a change."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return None
+    return st.st_dev, st.st_ino
 
 
 def check_url(url: str) -> None:
@@ -265,7 +275,9 @@ class SqliteBackend(Backend):
         self._connection: sqlite3.Connection | None = None
 
     def connect(self) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        # Created private: SQLite gives its -wal and -shm files the database file's permissions.
+        os.close(os.open(self.path, os.O_CREAT | os.O_WRONLY, 0o600))
         connection = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False, timeout=30)
         connection.execute("PRAGMA journal_mode=WAL")
         # WAL with synchronous=NORMAL survives a killed process; only a power loss may drop the last batches,

@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 import msgpack
-from prometheus_client import Counter
+from prometheus_client import Counter, Gauge
 
 from broker.protocol.codec import record_to_list
 from broker.protocol.enums import RecordType
@@ -54,10 +54,22 @@ _DEFAULTS: dict[str, Any] = {
     "retentionDays": 30,
     "retentionCheckInterval": 3600.0,
     "retryMaxDelay": 5.0,
+    # Below this much free disk where the SQLite file lives, writing waits; None: the broker's own watermark.
+    "minFreeDiskBytes": None,
 }
 WRITE_FAILURES = Counter(
     "weir_history_write_failures_total",
     "Failed history database writes and connections (each is retried; the exporter's position waits)",
+    ["partition"],
+)
+DISK_FULL = Gauge(
+    "weir_history_disk_full",
+    "1 while the history writer holds its writes because the database's disk is below the watermark",
+    ["partition"],
+)
+DATABASE_REPLACED = Counter(
+    "weir_history_database_replaced_total",
+    "Times the history database file was deleted or replaced while in use (rebuilt from the log)",
     ["partition"],
 )
 ROWS_SKIPPED = Counter(
@@ -115,6 +127,10 @@ class _WriterProcess(asyncio.Protocol):
                 self.exporter.log.log(message[1], "%s", message[2])
             elif kind == "write_failure":
                 WRITE_FAILURES.labels(str(self.exporter.partition_id)).inc()
+            elif kind == "replaced":
+                self.exporter._database_replaced(message[1], self)
+            elif kind == "disk_full":
+                DISK_FULL.labels(str(self.exporter.partition_id)).set(message[1])
             elif kind == "skipped":
                 ROWS_SKIPPED.labels(str(self.exporter.partition_id), message[1]).inc()
             elif kind == "ready":
@@ -173,6 +189,10 @@ class HistoryExporter(Exporter):
         self.retention_days = _number(a, "retentionDays", float, 0)
         self.retention_interval_s = _number(a, "retentionCheckInterval", float, 0.01)
         self.retry_max_s = _number(a, "retryMaxDelay", float, 0.01)
+        watermark = a["minFreeDiskBytes"]
+        self.min_free_disk_bytes = (
+            context.min_free_disk_bytes if watermark is None else _number(a, "minFreeDiskBytes", int, 0)
+        )
         self.partition_id = context.partition_id
         self.log = context.logger
         self._clock = context.clock
@@ -192,6 +212,7 @@ class HistoryExporter(Exporter):
         self._last_seen = 0  # the last position offered to export
         self._last_enqueued = 0  # the last position handed to the writer
         self._acknowledged = 0  # the last position acknowledged to the director
+        self._generation = 0  # counts database rebuilds: a record waiting for room across one is offered again
 
     @property
     def in_flight(self) -> int:
@@ -207,6 +228,17 @@ class HistoryExporter(Exporter):
         self._in_flight = 0
         await self._start_writer()
         self._last_seen = self._last_enqueued = self._acknowledged = self._stored_position
+        exported = controller.last_exported_position
+        if self._stored_position == 0 < exported:
+            # A new, empty database where records were exported: it was deleted or replaced while the broker was down.
+            DATABASE_REPLACED.labels(str(self.partition_id)).inc()
+            self.log.error(
+                "the history database %s is empty, but records up to position %d were exported to it (deleted or "
+                "replaced?); exporting again from the start of the log",
+                self.url,
+                exported,
+            )
+            controller.export_again_from(self._stored_position)
 
     def export(self, record: Record) -> Any:
         position = record.position
@@ -265,6 +297,7 @@ class HistoryExporter(Exporter):
             writer.send_records(self._clock(), packed)
 
     async def _wait_for_room(self, record: Record) -> None:
+        generation = self._generation
         while self._in_flight >= self.queue_size:
             writer = self._writer
             if writer is None or writer.failure is not None:
@@ -272,6 +305,8 @@ class HistoryExporter(Exporter):
             self._room.clear()
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._room.wait(), 0.1)
+            if generation != self._generation:
+                return None  # the database was rebuilt meanwhile: this record is offered again in order
         self._enqueue(record)
 
     def _acknowledge(self, position: int, writer: _WriterProcess) -> None:
@@ -287,6 +322,30 @@ class HistoryExporter(Exporter):
         if position > self._acknowledged:
             self._acknowledged = position
             self.controller.update_last_exported_position(position)
+
+    def _database_replaced(self, position: int, writer: _WriterProcess) -> None:
+        """The writer found its SQLite file deleted or replaced and made a new one holding records up to
+        ``position``: drop what is in flight and have the director offer every record after it again."""
+        if writer is not self._writer:
+            return
+        DATABASE_REPLACED.labels(str(self.partition_id)).inc()
+        self.log.warning(
+            "rebuilding the history database %s from position %d of the log (the writer found it deleted or replaced)",
+            self.url,
+            position + 1,
+        )
+        if self._send_handle is not None:
+            self._send_handle.cancel()
+            self._send_handle = None
+        self._generation += 1
+        self._outbox = []
+        self._sent.clear()
+        self._in_flight = 0
+        self._stored_position = position
+        self._last_seen = self._last_enqueued = position
+        self._room.set()
+        writer.send("rewound")
+        self.controller.export_again_from(position)
 
     # -- the writer process --------------------------------------------------------------------------------------
 
@@ -319,6 +378,7 @@ class HistoryExporter(Exporter):
                     "retention_interval_s": self.retention_interval_s,
                     "retry_max_s": self.retry_max_s,
                     "now_ms": self._clock(),
+                    "min_free_disk_bytes": self.min_free_disk_bytes,
                 },
             )
             self._stored_position = await writer.ready

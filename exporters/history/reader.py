@@ -12,6 +12,7 @@ start before any broker has exported. A request the history cannot answer raises
 from __future__ import annotations
 
 import asyncio
+import logging
 import sqlite3
 import threading
 from typing import Any
@@ -19,9 +20,11 @@ from typing import Any
 import defusedxml.ElementTree as ET
 
 from exporters.history import entities, query
-from exporters.history.backends import Backend, PostgresBackend, SqliteBackend, check_url, sqlite_path
+from exporters.history.backends import Backend, PostgresBackend, SqliteBackend, check_url, file_identity, sqlite_path
 from exporters.history.entities import Entity
 from exporters.history.query import InvalidQuery, encode_cursor
+
+_log = logging.getLogger("weir.history.reader")
 
 __all__ = ["ENTITIES", "HistoryReader", "InvalidQuery", "open_reader"]
 
@@ -208,6 +211,7 @@ class SqliteHistoryReader(HistoryReader):
         assert path is not None
         self.path = path
         self._connection: sqlite3.Connection | None = None
+        self._identity: tuple[int, int] | None = None  # the file the connection has open
         self._lock = threading.Lock()
 
     async def _fetch(self, sql: str, params: list[Any]) -> list[tuple[Any, ...]]:
@@ -223,9 +227,21 @@ class SqliteHistoryReader(HistoryReader):
 
     def _run(self, statements: list[tuple[str, list[Any]]]) -> list[list[tuple[Any, ...]]]:
         with self._lock:
+            identity = file_identity(self.path)
+            if self._connection is not None and identity != self._identity:
+                # Deleted or replaced under us: the open connection would go on answering from the old file.
+                _log.error("history database %s was deleted or replaced while searches read it", self.path)
+                self._connection.close()
+                self._connection = None
             if self._connection is None:
+                if identity is None:  # connecting would create an empty database and answer searches with nothing
+                    raise FileNotFoundError(
+                        f"the history database {self.path} does not exist (deleted?); the history exporter writes a "
+                        "new one from the broker's log"
+                    )
                 self._connection = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
                 self._connection.execute("PRAGMA busy_timeout=10000")
+                self._identity = identity
             connection = self._connection
             connection.execute("BEGIN")  # one snapshot for the count and the page
             try:

@@ -10,6 +10,7 @@ broker to writer
   ``["records", now_ms, [record, ...]]``  committed records in position order, in `codec.record_to_list` form, with
                                 the broker's clock at sending (retention measures age against it)
   ``["close"]``                 write what was received, then answer ``closed`` and exit
+  ``["rewound"]``               after ``replaced``: the records that follow start again after the new position
 
 writer to broker
   ``["ready", position]``       opened and migrated; records up to ``position`` are already written
@@ -17,6 +18,9 @@ writer to broker
   ``["ack", position]``         every record up to ``position`` is committed to the database
   ``["log", level, message]``   a log line, logged by the broker with its own context
   ``["write_failure"]``, ``["skipped", table]``  metric increments, counted by the broker
+  ``["replaced", position]``    the SQLite file was deleted or replaced under the writer: it made a new one holding
+                                records up to ``position``, dropped what it held, and waits for ``rewound``
+  ``["disk_full", 0 or 1]``     writing is held (1) because the database's disk is below the watermark, or resumed (0)
   ``["closed"]``                the last message
 
 If the broker goes away without ``close`` (killed), the writer exits at once without writing more: the broker
@@ -28,6 +32,7 @@ from __future__ import annotations
 import functools
 import logging
 import selectors
+import shutil
 import signal
 import socket
 import sys
@@ -39,13 +44,16 @@ from typing import Any, NamedTuple
 import msgpack
 
 from broker.protocol.codec import record_from_list
-from exporters.history.backends import Backend, open_backend
+from exporters.history.backends import Backend, file_identity, open_backend, sqlite_path
 from exporters.history.rows import Batch
 
 _DAY_MS = 86_400_000
 # How long the writer lets records gather between two helpings while it fills a batch.
 _GATHER_S = 0.05
 _READ_SIZE = 1 << 20
+# While the disk is below the watermark, free space is looked at this often.
+_DISK_POLL_S = 0.5
+_IDLE_CHECK_S = 1.0
 
 
 class Settings(NamedTuple):
@@ -59,6 +67,8 @@ class Settings(NamedTuple):
     retention_interval_s: float
     retry_max_s: float
     now_ms: int
+    # Below this much free space on the SQLite file's disk the writer holds its batches (0: never).
+    min_free_disk_bytes: int = 0
 
 
 class BrokerGone(Exception):
@@ -125,16 +135,21 @@ class Writer:
         self.log = logging.getLogger("weir.history.writer")
         self.records: deque[list[Any]] = deque()  # received, not yet folded into a batch
         self.stored_position = 0  # the database's position at open: records up to it are written already
+        self.written_position = 0  # the last position written
         self.closing = False
         self._now_ms = settings.now_ms
         self._now_at = time.monotonic()
+        self._path = sqlite_path(settings.url)
+        self._identity: tuple[int, int] | None = None  # the SQLite file the connection has open
+        self._discarding = False  # after `replaced`: records sent before the broker heard of it are dropped
 
     def run(self) -> None:
         backend = open_backend(self.s.url)
         try:
             backend.connect()
             applied = backend.migrate(self.now_ms())
-            position = self.stored_position = backend.exported_position(self.s.partition_id)
+            position = self.stored_position = self.written_position = backend.exported_position(self.s.partition_id)
+            self._identity = file_identity(self._path) if self._path is not None else None
         except Exception as e:
             self.channel.send("failed", f"{type(e).__name__}: {e}")
             backend.close()
@@ -161,11 +176,23 @@ class Writer:
                 if not self._retry(backend, functools.partial(self._purge, backend)):
                     return
                 next_purge = time.monotonic() + self.s.retention_interval_s
-            idle_s = max(0.0, next_purge - time.monotonic()) if self.s.retention_days > 0 else 1.0
+            # Idle, the writer still looks at its database file about once a second (deleted or replaced?).
+            idle_s = (
+                min(_IDLE_CHECK_S, max(0.0, next_purge - time.monotonic()))
+                if self.s.retention_days > 0
+                else _IDLE_CHECK_S
+            )
             batch = self._collect(idle_s)
+            if self._database_replaced():
+                if not self._rebuild(backend):
+                    return
+                continue  # the batch is dropped: its records come again, in order, after the rewind
             if len(batch):
+                if not self._wait_for_disk_space():
+                    return  # closing while the disk was full: the records are offered again next time
                 if not self._retry(backend, functools.partial(self._write, backend, batch)):
                     return  # closing while the database was down: the records are offered again next time
+                self.written_position = batch.last_position
                 self.channel.send("ack", batch.last_position)
             elif self.closing and not self.records:
                 return
@@ -181,7 +208,10 @@ class Writer:
             kind = message[0]
             if kind == "records":
                 self._now_ms, self._now_at = message[1], time.monotonic()
-                self.records.extend(message[2])
+                if not self._discarding:
+                    self.records.extend(message[2])
+            elif kind == "rewound":
+                self._discarding = False
             elif kind == "close":
                 self.closing = True
         if channel.eof and not self.closing:
@@ -209,7 +239,77 @@ class Writer:
             time.sleep(min(remaining, _GATHER_S))
             self._receive(0.0)
 
+    # -- the database file going away --------------------------------------------------------------------------
+
+    def _database_replaced(self) -> bool:
+        """Whether the SQLite file the connection writes is no longer the one at its path (deleted or replaced)."""
+        return self._path is not None and self._identity is not None and file_identity(self._path) != self._identity
+
+    def _rebuild(self, backend: Backend) -> bool:
+        """Open a new database at the path and have the broker export again what it lacks (from its log).
+
+        False when the broker closed the writer before the new database could be opened.
+        """
+        self.log.error(
+            "history database %s was deleted or replaced while in use (it held records up to position %d); "
+            "writing a new one and exporting again from the broker's log",
+            self._path,
+            self.written_position,
+        )
+        if not self._retry(backend, functools.partial(self._reopen, backend)):
+            return False
+        self.records.clear()
+        self._discarding = True
+        self.channel.send("replaced", self.stored_position)
+        return True
+
+    def _reopen(self, backend: Backend) -> None:
+        backend.close()
+        backend.connect()
+        backend.migrate(self.now_ms())
+        self.stored_position = self.written_position = backend.exported_position(self.s.partition_id)
+        self._identity = file_identity(self._path) if self._path is not None else None
+
     # -- writing -----------------------------------------------------------------------------------------------
+
+    def _free_disk_bytes(self) -> int | None:
+        """Free space where the SQLite file lives (None for PostgreSQL, or when it cannot be read)."""
+        path = sqlite_path(self.s.url)
+        if path is None:
+            return None
+        try:
+            return shutil.disk_usage(path.parent).free
+        except OSError:
+            return None
+
+    def _wait_for_disk_space(self) -> bool:
+        """Hold the batch while its disk is below the watermark (True once there is room, False when closing).
+
+        Nothing is acknowledged meanwhile, so the exporter's position waits, the broker keeps the records, and its
+        queue fills up until ``export`` waits for room: the writer never fills the disk the broker needs.
+        """
+        watermark = self.s.min_free_disk_bytes
+        if watermark <= 0:
+            return True
+        held = False
+        while (free := self._free_disk_bytes()) is not None and free < watermark:
+            if not held:
+                held = True
+                self.channel.send("disk_full", 1)
+                self.log.warning(
+                    "history writer holds its writes: %d bytes free for %s, below the watermark of %d bytes; "
+                    "it resumes when space returns (nothing is lost: the records wait unacknowledged)",
+                    free,
+                    self.s.url,
+                    watermark,
+                )
+            if self.closing:
+                return False
+            self._receive(_DISK_POLL_S)
+        if held:
+            self.channel.send("disk_full", 0)
+            self.log.info("history writer resumes: disk space is back for %s", self.s.url)
+        return True
 
     def _write(self, backend: Backend, batch: Batch) -> None:
         """Write the batch; when the database rejects a value in it, write it row by row without the rejected rows."""
