@@ -57,6 +57,11 @@ INSTANCES_STOPPED_BY_BUDGET = Counter(
     "Process instances stopped with an incident for exceeding the step budget (a loop without a wait state)",
     ["partition"],
 )
+SIGNAL_CHAINS_STOPPED = Counter(
+    "weir_signal_chains_stopped_total",
+    "Chains of signal broadcasts stopped for starting more process instances than broker.maxInstancesPerSignalChain",
+    ["partition"],
+)
 RAFT_TERM = Gauge("weir_raft_term", "Raft term of the partition's replica here", ["partition"])
 LOG_BYTES = Gauge("weir_log_size_bytes", "Bytes of log segments the partition keeps", ["partition"])
 SNAPSHOT_AGE = Gauge("weir_snapshot_age_seconds", "Seconds since the partition's last snapshot", ["partition"])

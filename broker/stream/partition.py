@@ -31,6 +31,7 @@ from typing import Any, Final
 import msgpack
 
 from broker import monitoring
+from broker.engine.behaviors import DEFAULT_MAX_PROCESS_DEPTH
 from broker.engine.context import ProcessingContext
 from broker.engine.engine import Engine
 from broker.engine.job_streams import JobStreams
@@ -62,7 +63,8 @@ from broker.state.repositories import MetaState, PartitionState
 from broker.stream import commit_marker, snapshots
 from broker.stream.backpressure import BackpressureConfig
 from broker.stream.replay import replay_blocks, replay_start
-from broker.stream.step_budget import DEFAULT_MAX_STEPS_PER_INSTANCE, StepBudget
+from broker.stream.scheduling import CommandScheduler
+from broker.stream.step_budget import DEFAULT_MAX_CHAIN_INSTANCES, DEFAULT_MAX_STEPS_PER_INSTANCE, StepBudget
 from exporters import ExporterDirector
 
 log = logging.getLogger("weir.partition")
@@ -123,6 +125,11 @@ class PartitionConfig:
     # Element activations one process instance may make in one chain of follow-ups before it is stopped with an
     # incident (see broker/stream/step_budget.py); 0 turns the budget off.
     max_steps_per_instance: int = DEFAULT_MAX_STEPS_PER_INSTANCE
+    # Process instances one chain of signal broadcasts may start before the next one stops with an incident (see
+    # broker/stream/step_budget.py); 0 turns the bound off.
+    max_instances_per_signal_chain: int = DEFAULT_MAX_CHAIN_INSTANCES
+    # Process instances in one chain of call activities (the root is 1): a deeper call raises an incident.
+    max_process_depth: int = DEFAULT_MAX_PROCESS_DEPTH
     # What one FEEL evaluation may spend (steps and produced size); its result may be at most max_message_size.
     expression_limits: Limits = DEFAULT_LIMITS
 
@@ -184,7 +191,8 @@ class Partition:
         self._distributing: set[tuple[int, int]] = set()
         # After a round whose block could not be encoded: check each command's records before it commits.
         self._careful = False
-        self._step_budget = StepBudget(self.config.max_steps_per_instance)
+        self._step_budget = StepBudget(self.config.max_steps_per_instance, self.config.max_instances_per_signal_chain)
+        self._scheduler = CommandScheduler(self.config.max_commands_per_round)
         # Process instances stopped by the step budget since this replica started (also a metric).
         self.instances_stopped_by_budget = 0
 
@@ -206,6 +214,7 @@ class Partition:
             partitions_count=self.config.partitions_count,
             max_message_size=self.config.max_message_size,
             expression_limits=self.config.expression_limits,
+            max_process_depth=self.config.max_process_depth,
         )
         with self.db.begin() as txn:
             self.state.bind(txn)
@@ -489,27 +498,36 @@ class Partition:
         processed = self.processed_position
         commands = 0
         stopped: list[Record] = []  # element activations the step budget stopped
-        taken_from_queue: list[Record] = []
         taken_from_inbox: list[tuple[Record, asyncio.Future[Record] | None]] = []
         queue_before = list(self._queue)
         exporter_positions_before = self._exporter_positions
+        scheduler = self._scheduler
+
+        def admit() -> None:
+            """Give the next client command its position in the log, behind the commands already queued."""
+            taken = self._inbox.popleft()
+            taken_from_inbox.append(taken)
+            cmd = taken[0]
+            if self._careful and not self._encodable(cmd, taken[1]):
+                return
+            cmd.timestamp = now
+            ctx.append_client_command(cmd)
+            self._queue.append(cmd)
+            scheduler.admitted(cmd)
+
         try:
+            scheduler.forget_until(processed)
+            for _ in range(scheduler.admissions(len(self._queue), len(self._inbox))):
+                admit()
             while (
                 len(ctx.records) < self.config.max_records_per_round and commands < self.config.max_commands_per_round
             ):
-                if self._queue:
-                    cmd = self._queue.popleft()
-                    taken_from_queue.append(cmd)
-                elif self._inbox:
-                    taken = self._inbox.popleft()
-                    taken_from_inbox.append(taken)
-                    cmd = taken[0]
-                    if self._careful and not self._encodable(cmd, taken[1]):
-                        continue
-                    cmd.timestamp = now
-                    ctx.append_client_command(cmd)
-                else:
-                    break
+                if not self._queue:
+                    if not self._inbox:
+                        break
+                    admit()
+                    continue
+                cmd = scheduler.taken(self._queue.popleft())
                 ctx.over_step_budget = self._step_budget.charge(cmd)
                 written = len(ctx.records)
                 self._process_one(ctx, txn, cmd)
@@ -583,16 +601,7 @@ class Partition:
         self._step_budget.forget_processed(self._queue)
         if stopped:
             self.instances_stopped_by_budget += len(stopped)
-            monitoring.INSTANCES_STOPPED_BY_BUDGET.labels(label).inc(len(stopped))
-            for cmd in stopped:
-                self._log.warning(
-                    "partition %d: process instance %s stopped by the step budget (%d element activations without "
-                    "a wait state) at '%s'; an incident waits for its resolution",
-                    self.partition_id,
-                    cmd.value.get("processInstanceKey"),
-                    self._step_budget.limit,
-                    cmd.value.get("elementId"),
-                )
+            self._step_budget.report(stopped, self.partition_id, self._log)
         if self._admitted:
             for rec in ctx.records:
                 if rec.request is not None:
