@@ -3,8 +3,8 @@
 A command and the follow-ups it causes, transitively, form a *chain*: a client command (or a checker's, or another
 partition's) starts one, and each follow-up names its cause through ``source_position``. Elements that do not wait
 (gateways, pass-through tasks, FEEL script tasks) are activated by follow-ups of the previous element, so a cycle of
-them that a condition keeps open is a chain that never ends, and since follow-ups are processed before new commands
-it would hold the partition for good.
+them that a condition keeps open is a chain that never ends: client commands are still served between its steps
+(see scheduling.py), but it would fill the log and take most of the partition's time for good.
 
 The budget counts the element activations (ACTIVATE_ELEMENT commands) of each process instance within one chain;
 the instances a multi-instance body starts over its collection (in the body's chain) are not loop steps and do not
