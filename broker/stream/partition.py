@@ -63,7 +63,7 @@ from broker.state.repositories import MetaState, PartitionState
 from broker.stream import commit_marker, snapshots
 from broker.stream.backpressure import BackpressureConfig
 from broker.stream.replay import replay_blocks, replay_start
-from broker.stream.scheduling import CommandScheduler
+from broker.stream.scheduling import FairTake
 from broker.stream.step_budget import DEFAULT_MAX_CHAIN_INSTANCES, DEFAULT_MAX_STEPS_PER_INSTANCE, StepBudget
 from exporters import ExporterDirector
 
@@ -192,7 +192,7 @@ class Partition:
         # After a round whose block could not be encoded: check each command's records before it commits.
         self._careful = False
         self._step_budget = StepBudget(self.config.max_steps_per_instance, self.config.max_instances_per_signal_chain)
-        self._scheduler = CommandScheduler(self.config.max_commands_per_round)
+        self._scheduler = FairTake(self.config.max_commands_per_round)
         # Process instances stopped by the step budget since this replica started (also a metric).
         self.instances_stopped_by_budget = 0
 

@@ -26,7 +26,7 @@ from broker.protocol.record import Record
 ADMIT_SHARE: Final = 4
 
 
-class CommandScheduler:
+class FairTake:
     """Decides how many client commands a round admits ahead of its queue, and which queued commands were admitted
     by this replica (so their responses go to a requester waiting here)."""
 

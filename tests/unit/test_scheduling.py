@@ -1,11 +1,11 @@
-"""The command scheduler: how many client commands a round admits behind queued follow-ups, and whose requests a
+"""Fair taking of commands: how many client commands a round admits behind queued follow-ups, and whose requests a
 queued client command still answers."""
 
 from __future__ import annotations
 
 from broker.protocol.enums import RecordType, SignalIntent, ValueType
 from broker.protocol.record import Record, RequestMetadata
-from broker.stream.scheduling import CommandScheduler
+from broker.stream.scheduling import FairTake
 
 
 def client_command(position: int, request_id: int) -> Record:
@@ -22,15 +22,15 @@ def client_command(position: int, request_id: int) -> Record:
 
 
 def test_a_round_admits_a_share_of_the_waiting_commands_only_while_follow_ups_are_queued() -> None:
-    scheduler = CommandScheduler(max_commands_per_round=500)
+    scheduler = FairTake(max_commands_per_round=500)
     assert scheduler.admissions(queued=0, waiting=1000) == 0, "nothing queued: admitted one by one as the round goes"
     assert scheduler.admissions(queued=3, waiting=1000) == 125
     assert scheduler.admissions(queued=3, waiting=2) == 2
-    assert CommandScheduler(max_commands_per_round=1).admissions(queued=1, waiting=5) == 1
+    assert FairTake(max_commands_per_round=1).admissions(queued=1, waiting=5) == 1
 
 
 def test_only_commands_admitted_here_keep_their_requester() -> None:
-    scheduler = CommandScheduler(500)
+    scheduler = FairTake(500)
     mine = client_command(10, request_id=3)
     scheduler.admitted(mine)
     assert scheduler.taken(mine).request == RequestMetadata(0, 3)
@@ -40,7 +40,7 @@ def test_only_commands_admitted_here_keep_their_requester() -> None:
 
 
 def test_admissions_the_log_moved_past_are_forgotten() -> None:
-    scheduler = CommandScheduler(500)
+    scheduler = FairTake(500)
     first, second = client_command(10, 1), client_command(20, 2)
     scheduler.admitted(first)
     scheduler.admitted(second)
