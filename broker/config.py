@@ -45,6 +45,12 @@ DEFAULTS: dict[str, Any] = {
         # Element activations one process instance may make without reaching a wait state (one chain of follow-ups)
         # before it is stopped with an incident, so a loop without a wait state cannot hold a partition; 0: no limit.
         "maxStepsPerInstance": 10_000,
+        # Process instances in one chain of call activities, the root included (Zeebe's maxProcessDepth): a call
+        # activity that would go deeper raises an incident; 0: no limit.
+        "maxProcessDepth": 1000,
+        # Process instances one chain of signal broadcasts may start (a signal, the instances its start events start,
+        # the signals they broadcast without waiting, ...) before the next one stops with an incident; 0: no limit.
+        "maxInstancesPerSignalChain": 1000,
         # What one FEEL evaluation may spend: steps (about one per evaluated node; the default is ~100 ms of work)
         # and size (characters and list/context items produced, ~bytes). Over either, the expression fails with an
         # incident naming it. A result larger than gateway.maxMessageSize is refused the same way.
@@ -284,6 +290,10 @@ def validate(config: dict[str, Any]) -> None:
     steps = config["broker"]["maxStepsPerInstance"]
     if not isinstance(steps, int) or isinstance(steps, bool) or steps < 0:
         raise ConfigError("broker.maxStepsPerInstance: must be an integer of at least 0 (0: no limit)")
+    for key in ("maxProcessDepth", "maxInstancesPerSignalChain"):
+        value = config["broker"][key]
+        if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+            raise ConfigError(f"broker.{key}: must be an integer of at least 0 (0: no limit)")
     for key, value in config["broker"]["expressions"].items():
         if not isinstance(value, int) or isinstance(value, bool) or value < 1:
             raise ConfigError(f"broker.expressions.{key}: must be a positive integer")

@@ -68,6 +68,11 @@ SNAPSHOT_FAILURES = Counter(
 DISK_FULL = Gauge(
     "weir_partition_disk_full", "1 while free disk space is below the watermark and commands are refused", ["partition"]
 )
+SIGNAL_CHAINS_STOPPED = Counter(
+    "weir_signal_chains_stopped_total",
+    "Chains of signal broadcasts stopped for starting more process instances than broker.maxInstancesPerSignalChain",
+    ["partition"],
+)
 RAFT_TERM = Gauge("weir_raft_term", "Raft term of the partition's replica here", ["partition"])
 LOG_BYTES = Gauge("weir_log_size_bytes", "Bytes of log segments the partition keeps", ["partition"])
 SNAPSHOT_AGE = Gauge("weir_snapshot_age_seconds", "Seconds since the partition's last snapshot", ["partition"])

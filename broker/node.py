@@ -15,11 +15,12 @@ from typing import TYPE_CHECKING, Any
 import grpc
 
 from broker import monitoring
+from broker.engine.behaviors import DEFAULT_MAX_PROCESS_DEPTH
 from broker.engine.deployment_limits import DeploymentLimits
 from broker.feel import DEFAULT_LIMITS, Limits
 from broker.stream.backpressure import BackpressureConfig
 from broker.stream.partition import Partition, PartitionConfig
-from broker.stream.step_budget import DEFAULT_MAX_STEPS_PER_INSTANCE
+from broker.stream.step_budget import DEFAULT_MAX_CHAIN_INSTANCES, DEFAULT_MAX_STEPS_PER_INSTANCE
 
 if TYPE_CHECKING:
     from broker.command_api import CommandApiSecurity
@@ -52,6 +53,8 @@ class NodeConfig:
     exporters: dict = field(default_factory=dict)
     min_free_disk_bytes: int = 256 << 20
     max_steps_per_instance: int = DEFAULT_MAX_STEPS_PER_INSTANCE
+    max_process_depth: int = DEFAULT_MAX_PROCESS_DEPTH
+    max_instances_per_signal_chain: int = DEFAULT_MAX_CHAIN_INSTANCES
     # The FEEL budget of one evaluation (broker.expressions.maxSteps / maxSize, see broker.feel.Limits).
     expression_max_steps: int = DEFAULT_LIMITS.max_steps
     expression_max_size: int = DEFAULT_LIMITS.max_size
@@ -123,6 +126,8 @@ class BrokerNode:
                 backpressure=cfg.backpressure,
                 max_message_size=cfg.max_message_size,
                 max_steps_per_instance=cfg.max_steps_per_instance,
+                max_process_depth=cfg.max_process_depth,
+                max_instances_per_signal_chain=cfg.max_instances_per_signal_chain,
                 expression_limits=Limits(max_steps=cfg.expression_max_steps, max_size=cfg.expression_max_size),
                 deployment_limits=cfg.deployment_limits,
             )

@@ -6,7 +6,7 @@ Each function writes events through the processing context (which applies them) 
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, Final
 
 from broker.engine.bpmn import model as bpmn
 from broker.engine.context import ProcessingContext
@@ -30,12 +30,20 @@ from broker.state.repositories import JobState
 
 PI = ProcessInstanceIntent
 
+DEFAULT_MAX_PROCESS_DEPTH: Final = 1000
+"""Most process instances in one chain of call activities, the root included (Zeebe's ``maxProcessDepth``)."""
+
 
 class Services:
     """What processors share besides state: the model cache, the expression evaluator and the job streams."""
 
     def __init__(
-        self, models: ModelCache, expressions: ExpressionEvaluator, job_streams: Any, partitions_count: int = 1
+        self,
+        models: ModelCache,
+        expressions: ExpressionEvaluator,
+        job_streams: Any,
+        partitions_count: int = 1,
+        max_process_depth: int = DEFAULT_MAX_PROCESS_DEPTH,
     ) -> None:
         self.models = models
         self.expressions = expressions
@@ -43,6 +51,7 @@ class Services:
         self.partitions_count = partitions_count
         # What checking one deployment may spend (broker.deployments.*, set by the engine).
         self.deployment_limits = DeploymentLimits()
+        self.max_process_depth = max_process_depth
         # Parsed DMN decision requirements graphs by key (a ``decision_processors.DrgCache``, set by the engine).
         self.drgs: Any = None
         # Sends a command to a partition after commit (set by the leader's partition; None while replaying).

@@ -15,7 +15,7 @@ from broker.engine import instance_processors as instances
 from broker.engine import job_processors as jobs
 from broker.engine import message_processors as messages
 from broker.engine.appliers import EventAppliers
-from broker.engine.behaviors import Services
+from broker.engine.behaviors import DEFAULT_MAX_PROCESS_DEPTH, Services
 from broker.engine.context import ProcessingContext
 from broker.engine.deployment_limits import DeploymentLimits
 from broker.engine.elements import commands as elements
@@ -62,6 +62,7 @@ class Engine:
         max_message_size: int = 4 * 1024 * 1024,
         expression_limits: feel.Limits = feel.DEFAULT_LIMITS,
         deployment_limits: DeploymentLimits | None = None,
+        max_process_depth: int = DEFAULT_MAX_PROCESS_DEPTH,
     ) -> None:
         self.state = state
         # a response message also carries its own framing: jobs take at most this much of it
@@ -71,7 +72,7 @@ class Engine:
         self.models = ModelCache(lambda key: state.processes.get(key))
         self.appliers = EventAppliers(self.models)
         self.job_streams = job_streams if job_streams is not None else JobStreams()
-        self.services = Services(self.models, expressions, self.job_streams, partitions_count)
+        self.services = Services(self.models, expressions, self.job_streams, partitions_count, max_process_depth)
         self.services.deployment_limits = deployment_limits or DeploymentLimits()
         self.services.drgs = decisions.DrgCache(lambda key: state.decision_requirements.get(key))
         pi = ProcessInstanceIntent

@@ -40,7 +40,8 @@ from broker.protocol.record import Record
 from broker.state.db import StateDb
 from broker.state.repositories import PartitionState
 from broker.stream.replay import ReplayResult, replay_blocks
-from broker.stream.step_budget import DEFAULT_MAX_STEPS_PER_INSTANCE, StepBudget
+from broker.stream.scheduling import FairTake
+from broker.stream.step_budget import DEFAULT_MAX_CHAIN_INSTANCES, DEFAULT_MAX_STEPS_PER_INSTANCE, StepBudget
 
 log = logging.getLogger("weir.partition")
 
@@ -55,6 +56,8 @@ class CoreConfig:
     max_commands_per_round: int = 500
     # Element activations one process instance may make in one chain of follow-ups (see step_budget.py).
     max_steps_per_instance: int = DEFAULT_MAX_STEPS_PER_INSTANCE
+    # Process instances one chain of signal broadcasts may start (see step_budget.py).
+    max_instances_per_signal_chain: int = DEFAULT_MAX_CHAIN_INSTANCES
 
 
 @dataclass(slots=True)
@@ -126,7 +129,8 @@ class StreamCore:
         self.processed_position = processed_position
         self._committed_key_counter = keys.counter
         self._careful = False
-        self.step_budget = StepBudget(config.max_steps_per_instance)
+        self.step_budget = StepBudget(config.max_steps_per_instance, config.max_instances_per_signal_chain)
+        self._fair = FairTake(config.max_commands_per_round)
         # The round processed but neither completed nor aborted yet (its transaction is open).
         self._open: Round | None = None
 
@@ -168,20 +172,31 @@ class StreamCore:
         queue_before = list(self.queue)
         queue, inbox = self.queue, self.inbox
         max_records, max_commands = self.config.max_records_per_round, self.config.max_commands_per_round
+        fair = self._fair
+
+        def admit(now: int) -> None:
+            """Give the next client command its position in the log, behind the commands already queued."""
+            cmd = inbox.popleft()
+            inbox_taken.append(cmd)
+            if self._careful and not self._encodable(cmd, refusals):
+                return
+            cmd.timestamp = now
+            ctx.append_client_command(cmd)
+            queue.append(cmd)
+            fair.admitted(cmd)
+
         try:
             now = self.stream_time(clock_now)
+            fair.forget_until(processed)
+            for _ in range(fair.admissions(len(queue), len(inbox))):
+                admit(now)
             while len(ctx.records) < max_records and commands < max_commands:
-                if queue:
-                    cmd = queue.popleft()
-                elif inbox:
-                    cmd = inbox.popleft()
-                    inbox_taken.append(cmd)
-                    if self._careful and not self._encodable(cmd, refusals):
-                        continue
-                    cmd.timestamp = now
-                    ctx.append_client_command(cmd)
-                else:
-                    break
+                if not queue:
+                    if not inbox:
+                        break
+                    admit(now)
+                    continue
+                cmd = fair.taken(queue.popleft())
                 ctx.over_step_budget = self.step_budget.charge(cmd)
                 written = len(ctx.records)
                 self._process_one(ctx, txn, cmd)

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from broker import monitoring
+from broker.engine.behaviors import DEFAULT_MAX_PROCESS_DEPTH
 from broker.engine.deployment_limits import DeploymentLimits
 from broker.engine.engine import Engine
 from broker.engine.job_streams import JobStreams
@@ -47,7 +48,7 @@ from broker.stream.backpressure import BackpressureConfig
 from broker.stream.commit import CommitSeam, LocalCommit, RaftCommit, RoundNotCommitted
 from broker.stream.core import CoreConfig, Idle, Round, StreamCore, UnencodableRound
 from broker.stream.replay import replay_start
-from broker.stream.step_budget import DEFAULT_MAX_STEPS_PER_INSTANCE
+from broker.stream.step_budget import DEFAULT_MAX_CHAIN_INSTANCES, DEFAULT_MAX_STEPS_PER_INSTANCE
 from broker.stream.supervision import TaskFactory, TaskSupervisor
 from exporters import ExporterDirector
 
@@ -104,6 +105,11 @@ class PartitionConfig:
     # Element activations one process instance may make in one chain of follow-ups before it is stopped with an
     # incident (see broker/stream/step_budget.py); 0 turns the budget off.
     max_steps_per_instance: int = DEFAULT_MAX_STEPS_PER_INSTANCE
+    # Process instances one chain of signal broadcasts may start before the next one stops with an incident (see
+    # broker/stream/step_budget.py); 0 turns the bound off.
+    max_instances_per_signal_chain: int = DEFAULT_MAX_CHAIN_INSTANCES
+    # Process instances in one chain of call activities (the root is 1): a deeper call raises an incident.
+    max_process_depth: int = DEFAULT_MAX_PROCESS_DEPTH
     # What one FEEL evaluation may spend (steps and produced size); its result may be at most max_message_size.
     expression_limits: Limits = DEFAULT_LIMITS
     # What checking one deployment may spend (resources, XML elements, invalid resources checked).
@@ -115,6 +121,7 @@ class PartitionConfig:
             max_records_per_round=self.max_records_per_round,
             max_commands_per_round=self.max_commands_per_round,
             max_steps_per_instance=self.max_steps_per_instance,
+            max_instances_per_signal_chain=self.max_instances_per_signal_chain,
         )
 
 
@@ -195,6 +202,7 @@ class Partition:
             max_message_size=self.config.max_message_size,
             expression_limits=self.config.expression_limits,
             deployment_limits=self.config.deployment_limits,
+            max_process_depth=self.config.max_process_depth,
         )
         with self.db.begin() as txn:
             self.state.bind(txn)
@@ -551,16 +559,7 @@ class Partition:
         if done.stopped:
             assert self.core is not None
             self.instances_stopped_by_budget += len(done.stopped)
-            monitoring.INSTANCES_STOPPED_BY_BUDGET.labels(label).inc(len(done.stopped))
-            for cmd in done.stopped:
-                self._log.warning(
-                    "partition %d: process instance %s stopped by the step budget (%d element activations without "
-                    "a wait state) at '%s'; an incident waits for its resolution",
-                    self.partition_id,
-                    cmd.value.get("processInstanceKey"),
-                    self.core.step_budget.limit,
-                    cmd.value.get("elementId"),
-                )
+            self.core.step_budget.report(done.stopped, self.partition_id, self._log)
         if self._admitted:
             for rec in done.records:
                 if rec.request is not None:

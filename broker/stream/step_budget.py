@@ -3,14 +3,19 @@
 A command and the follow-ups it causes, transitively, form a *chain*: a client command (or a checker's, or another
 partition's) starts one, and each follow-up names its cause through ``source_position``. Elements that do not wait
 (gateways, pass-through tasks, FEEL script tasks) are activated by follow-ups of the previous element, so a cycle of
-them that a condition keeps open is a chain that never ends, and since follow-ups are processed before new commands
-it would hold the partition for good.
+them that a condition keeps open is a chain that never ends: client commands are still served between its steps
+(see scheduling.py), but it would fill the log and take most of the partition's time for good.
 
 The budget counts the element activations (ACTIVATE_ELEMENT commands) of each process instance within one chain;
 the instances a multi-instance body starts over its collection (in the body's chain) are not loop steps and do not
 count.
 The one that goes beyond it is not run: the element stops ACTIVATING with an incident naming the budget, the chain of
 that instance ends there, and resolving the incident starts a new chain (a new count) that activates the element again.
+
+The same chains bound how many process instances a chain may start without a parent (signal start events: a
+signal whose started instances broadcast it again, each instance short, none over the step budget). The instance
+beyond ``max_chain_instances`` stops ACTIVATING with an incident the same way; the stop is logged and counted per chain
+(``weir_signal_chains_stopped_total``). Called instances (call activities) are bounded by the process depth instead.
 
 The count is a function of the log: the chain of a command follows source positions, and the commands of a chain are
 processed in log order, so the n-th activation of an instance in a chain is the same record whichever leader
@@ -21,26 +26,36 @@ again from zero, which can postpone an incident by at most one budget, never bri
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable
 from typing import Final
 
+from broker import monitoring
 from broker.protocol.enums import ProcessInstanceIntent, ValueType
 from broker.protocol.record import Record
 
 DEFAULT_MAX_STEPS_PER_INSTANCE: Final = 10_000
+DEFAULT_MAX_CHAIN_INSTANCES: Final = 1000
 
 _ACTIVATE: Final = int(ProcessInstanceIntent.ACTIVATE_ELEMENT)
 _PROCESS_INSTANCE: Final = ValueType.PROCESS_INSTANCE
 
 
 class StepBudget:
-    """Counts element activations per (chain, process instance); ``limit`` ≤ 0 turns the budget off."""
+    """Counts element activations per (chain, process instance) and instances started per chain; a limit ≤ 0 turns
+    its count off."""
 
-    def __init__(self, limit: int = DEFAULT_MAX_STEPS_PER_INSTANCE) -> None:
+    def __init__(
+        self, limit: int = DEFAULT_MAX_STEPS_PER_INSTANCE, max_chain_instances: int = DEFAULT_MAX_CHAIN_INSTANCES
+    ) -> None:
         self.limit = limit
+        self.max_chain_instances = max_chain_instances
         self._root_of: dict[int, int] = {}  # command position → position of the command that began its chain
         self._steps: dict[tuple[int, int], int] = {}  # (chain root, process instance key) → activations so far
         self._bodies: dict[int, int] = {}  # multi-instance body element instance key → its chain root
+        self._started: dict[int, int] = {}  # chain root → process instances started without a parent so far
+        # Activations stopped by the chain bound, by command position → whether it is the chain's first stop.
+        self._chain_stops: dict[int, bool] = {}
 
     def charge(self, command: Record) -> str | None:
         """Count ``command`` (about to be processed, in log order) in its chain.
@@ -58,6 +73,12 @@ class StepBudget:
         elif self._bodies and self._bodies.get(value.get("flowScopeKey", -1)) == root:
             return None  # an instance its multi-instance body starts: a loop over a collection, not a cycle
         instance = int(value.get("processInstanceKey", -1))
+        if value.get("bpmnElementType") == "PROCESS" and value.get("parentProcessInstanceKey", -1) <= 0:
+            started = self._started.get(root, 0) + 1
+            self._started[root] = started
+            if 0 < self.max_chain_instances < started:
+                self._chain_stops[command.position] = started == self.max_chain_instances + 1
+                return self._chain_message(instance, value)
         key = (root, instance)
         steps = self._steps.get(key, 0) + 1
         self._steps[key] = steps
@@ -72,19 +93,65 @@ class StepBudget:
             "continue."
         )
 
+    def _chain_message(self, instance: int, value: dict) -> str:
+        process_id = value.get("bpmnProcessId", "?")
+        return (
+            f"Process instance {instance} of '{process_id}' was not started: one chain of signal broadcasts (a signal, "
+            f"the instances its start events start, the signals they broadcast without waiting, and so on) started "
+            f"{self.max_chain_instances} process instances already (broker.maxInstancesPerSignalChain = "
+            f"{self.max_chain_instances}). A process that broadcasts the signal that starts it is likely: deploy a "
+            "version that does not (or that waits before it broadcasts), then cancel this instance, or resolve this "
+            "incident to let the chain go on."
+        )
+
+    def report(self, stopped: Iterable[Record], partition_id: int, log: logging.Logger | logging.LoggerAdapter) -> None:
+        """Log and count the activations of a committed round that were stopped with an incident."""
+        label = str(partition_id)
+        for command in stopped:
+            value = command.value
+            first_of_chain = self._chain_stops.pop(command.position, None)
+            if first_of_chain is None:
+                monitoring.INSTANCES_STOPPED_BY_BUDGET.labels(label).inc()
+                log.warning(
+                    "partition %d: process instance %s stopped by the step budget (%d element activations without "
+                    "a wait state) at '%s'; an incident waits for its resolution",
+                    partition_id,
+                    value.get("processInstanceKey"),
+                    self.limit,
+                    value.get("elementId"),
+                )
+            elif first_of_chain:
+                monitoring.SIGNAL_CHAINS_STOPPED.labels(label).inc()
+                log.warning(
+                    "partition %d: a chain of signal broadcasts started %d process instances; instance %s of '%s' "
+                    "(key %s) was stopped with an incident, and so is every further one of this chain (a process "
+                    "that broadcasts the signal that starts it?)",
+                    partition_id,
+                    self.max_chain_instances,
+                    value.get("processInstanceKey"),
+                    value.get("bpmnProcessId"),
+                    command.key,
+                )
+
     def forget_processed(self, pending: Iterable[Record]) -> None:
         """Keep only what the ``pending`` commands (queued follow-ups) still need to find their chains."""
         sources = {record.source_position for record in pending}
         if not sources:
-            self.clear()
+            self._forget_chains()
             return
         self._root_of = {p: r for p, r in self._root_of.items() if p in sources}
         roots = {self._root_of.get(s, s) for s in sources}
         self._steps = {k: n for k, n in self._steps.items() if k[0] in roots}
         self._bodies = {k: r for k, r in self._bodies.items() if r in roots}
+        self._started = {r: n for r, n in self._started.items() if r in roots}
 
     def clear(self) -> None:
         """Forget every chain (a rolled-back round, a change of leader): counts start again from zero."""
+        self._forget_chains()
+        self._chain_stops.clear()
+
+    def _forget_chains(self) -> None:
         self._root_of.clear()
         self._steps.clear()
         self._bodies.clear()
+        self._started.clear()

@@ -869,13 +869,8 @@ async def test_binding_types_resolve_on_a_partition_the_deployments_were_distrib
     check_replay_equals_live(second.directory, tmp_path)
 
 
-async def test_a_process_calling_itself_stops_at_the_depth_limit_with_an_incident(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    from broker.engine.elements import call_activity
-
-    monkeypatch.setattr(call_activity, "MAX_PROCESS_DEPTH", 5)
-    d = Driver(tmp_path / "p" / "1")
+async def test_a_process_calling_itself_stops_at_the_depth_limit_with_an_incident(tmp_path: Path) -> None:
+    d = Driver(tmp_path / "p" / "1", PartitionConfig(checker_interval_s=0.005, max_process_depth=5))
     d.open()
     accepted(await d.deploy("call-recursive.bpmn"))
     root = accepted(await d.create("call-recursive", {"depth": 1})).value["processInstanceKey"]

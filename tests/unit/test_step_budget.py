@@ -81,3 +81,51 @@ def test_the_instances_a_multi_instance_body_starts_are_not_steps() -> None:
     # what follows the body is counted again: start (1), body (2), this (3), the next is over
     assert budget.charge(command(1003, 2)) is None
     assert budget.charge(command(1004, 1003)) is not None
+
+
+def start(position: int, source: int, instance: int, *, parent: int = -1) -> Record:
+    """The activation of a process instance (started by a signal, a message, a timer or a call activity)."""
+    value = {
+        "processInstanceKey": instance,
+        "elementId": "storm",
+        "bpmnProcessId": "storm",
+        "bpmnElementType": "PROCESS",
+        "parentProcessInstanceKey": parent,
+    }
+    intent = int(ProcessInstanceIntent.ACTIVATE_ELEMENT)
+    return Record(position, instance, RecordType.COMMAND, ValueType.PROCESS_INSTANCE, intent, 0, value, source)
+
+
+def test_a_chain_may_start_a_bounded_number_of_instances_without_a_parent() -> None:
+    budget = StepBudget(100, max_chain_instances=2)
+    assert budget.charge(command(1, -1)) is None  # the broadcast begins the chain
+    assert budget.charge(start(2, 1, instance=20)) is None
+    assert budget.charge(start(3, 2, instance=30)) is None
+    message = budget.charge(start(4, 3, instance=40))
+    assert message is not None
+    assert "Process instance 40 of 'storm' was not started" in message
+    assert "broker.maxInstancesPerSignalChain = 2" in message
+    assert budget.charge(start(5, 3, instance=50)) is not None, "every further one of the chain stops too"
+    # called instances count toward the process depth, not this bound; another chain has a count of its own
+    assert budget.charge(start(6, 3, instance=60, parent=30)) is None
+    assert budget.charge(start(8, 7, instance=80)) is None
+
+
+def test_the_chain_bound_is_off_at_zero_and_reports_each_chain_once() -> None:
+    assert all(StepBudget(100, max_chain_instances=0).charge(start(p, p - 1, p)) is None for p in range(2, 50))
+    budget = StepBudget(100, max_chain_instances=1)
+    budget.charge(start(1, 0, 10))
+    stopped = [start(p, p - 1, p * 10) for p in (2, 3)]
+    assert all(budget.charge(r) is not None for r in stopped)
+
+    class Log:
+        def __init__(self) -> None:
+            self.lines: list[str] = []
+
+        def warning(self, text: str, *args: object) -> None:
+            self.lines.append(text % args)
+
+    log = Log()
+    budget.report(stopped, 7, log)  # type: ignore[arg-type]
+    (line,) = log.lines
+    assert line.startswith("partition 7: a chain of signal broadcasts started 1 process instances; instance 20 ")

@@ -10,6 +10,8 @@
 - The child's completion hands its root variables back: as local variables of the call activity when it has output
   mappings (which then decide what reaches the flow scope), else merged into the flow scope unless
   ``propagateAllChildVariables`` is false; then COMPLETE_ELEMENT of the call activity follows.
+- A call that would make the chain of called instances deeper than ``broker.maxProcessDepth`` (the root is 1) raises
+  a CALLED_ELEMENT_ERROR incident instead, which stops a process that calls itself without end.
 - Terminating the call activity terminates the child instance first; the child's termination ends the call activity.
 
 The child process's own processor (:mod:`.process`) calls the ``child_*`` functions here at those steps.
@@ -30,10 +32,6 @@ from broker.protocol.values import ProcessInstanceValue
 from broker.state.element_instance import ElementInstance
 
 PI = ProcessInstanceIntent
-
-MAX_PROCESS_DEPTH: Final = 1000
-"""Most process instances in one chain of calls (the root included): a call activity that would go deeper raises an
-incident instead, which stops a process that calls itself without end (Zeebe's default limit)."""
 
 CALLED_ELEMENT_ERROR: Final = "CALLED_ELEMENT_ERROR"
 
@@ -148,20 +146,23 @@ def _called_process(ctx: ProcessingContext, called: bpmn.CalledElement, inst: El
             CALLED_ELEMENT_ERROR,
             f"Expected process with BPMN process id '{process_id}' to have a none start event, but not found.",
         )
-    if _depth(ctx, inst.value) >= MAX_PROCESS_DEPTH:
+    limit = b.services(ctx).max_process_depth
+    if limit > 0 and _depth(ctx, inst.value, limit) >= limit:
         return _Failure(
             CALLED_ELEMENT_ERROR,
-            f"The call activity has reached the maximum depth of {MAX_PROCESS_DEPTH}. This is likely due to a "
-            "recursive call. Cancel the root process instance if this was unintentional.",
+            f"The call activity has reached the maximum depth of {limit}. This is likely due to a recursive call. "
+            "Cancel the root process instance if this was unintentional; if the process needs deeper calls, raise "
+            f"broker.maxProcessDepth (now {limit} process instances, the root included) and resolve this incident.",
         )
     return stored
 
 
-def _depth(ctx: ProcessingContext, v: ProcessInstanceValue) -> int:
-    """How many process instances the chain of calls up to ``v``'s instance holds (1: a root instance)."""
+def _depth(ctx: ProcessingContext, v: ProcessInstanceValue, limit: int) -> int:
+    """How many process instances the chain of calls up to ``v``'s instance holds (1: a root instance), counting
+    up to ``limit``. The parent links are state, so replay rebuilds the same depth."""
     depth = 1
     parent_key = v.parent_process_instance_key
-    while parent_key > 0 and depth < MAX_PROCESS_DEPTH:
+    while parent_key > 0 and depth < limit:
         parent = ctx.state.elements.get(parent_key)
         if parent is None:
             break
