@@ -470,6 +470,12 @@ def cmd_bench(args: argparse.Namespace) -> int:
     return run(args)
 
 
+def cmd_sim(args: argparse.Namespace) -> int:
+    from client.sim.run import main
+
+    return main(args)
+
+
 def cmd_status(args: argparse.Namespace) -> int:
     from gateway.api import gateway_pb2 as pb
 
@@ -623,6 +629,12 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_bench_arguments(p)
     p.set_defaults(fn=cmd_bench)
+
+    p = sub.add_parser("sim", help="simulate a whole cluster on simulated time, network and disk, with faults")
+    from client.sim.run import add_arguments as add_sim_arguments
+
+    add_sim_arguments(p)
+    p.set_defaults(fn=cmd_sim)
 
     p = sub.add_parser("status", help="show brokers, partitions and roles")
     p.add_argument("--output", choices=("text", "json"), default="text")

@@ -16,17 +16,20 @@ and the transcript's tail.
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import hashlib
 import random
 import sys
 import tempfile
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TextIO
 
 from client.sim import checks
+from client.sim.bugs import BUGS, injected
 from client.sim.cluster import SimCluster
 from client.sim.loop import SimLoop
 from client.sim.sink import SINKS
@@ -35,6 +38,7 @@ from client.sim.workload import Workload
 TICK_S = 0.01
 DRAIN_S = 120.0
 CANARY_BOUND_S = 30.0
+FSYNC_S = (0.0002, 0.003)  # how long an fsync takes, simulated seconds
 FAULTS = ("crash", "cut", "drop", "duplicate", "delay", "disk-full", "slow-fsync", "clock-jump")
 
 
@@ -69,6 +73,12 @@ class _Faults:
         self.note = note
         self.active: dict[str, float] = {}  # fault → simulated time it heals
         self.crashed: set[int] = set()
+        # Every fsync takes a little simulated time, so a crash can fall between a round's append and its commit.
+        self.normal_fsync = lambda: rng.uniform(*FSYNC_S)
+        assert isinstance(cluster.loop, SimLoop)
+        cluster.loop.executor_delay = self.normal_fsync
+        self.windows: list[tuple[float, float]] = []  # (started, healed) of every fault, in simulated time
+        self._started: dict[str, float] = {}
 
     @property
     def quiet(self) -> bool:
@@ -83,6 +93,7 @@ class _Faults:
             if fault not in self.active:
                 await self._start(fault)
                 self.active[fault] = now + self.rng.uniform(0.5, 5.0)
+                self._started[fault] = now
 
     async def _start(self, fault: str) -> None:
         cluster, rng = self.cluster, self.rng
@@ -116,7 +127,7 @@ class _Faults:
         elif fault == "slow-fsync":
             assert isinstance(cluster.loop, SimLoop)
             delay = rng.choice([0.01, 0.1, 0.5])
-            cluster.loop.executor_delay = lambda: rng.uniform(0, delay)
+            cluster.loop.executor_delay = lambda: rng.uniform(FSYNC_S[0], delay)
             self.note(f"fault slow fsync up to {delay}s")
         elif fault == "clock-jump":
             node = rng.choice(sorted(cluster.brokers))
@@ -126,6 +137,7 @@ class _Faults:
 
     async def _heal(self, fault: str) -> None:
         del self.active[fault]
+        self.windows.append((self._started.pop(fault, 0.0), self.cluster.loop.time()))
         cluster = self.cluster
         if fault == "crash":
             for node in sorted(self.crashed):
@@ -141,7 +153,7 @@ class _Faults:
             self.note("heal disk space")
         elif fault == "slow-fsync":
             assert isinstance(cluster.loop, SimLoop)
-            cluster.loop.executor_delay = None
+            cluster.loop.executor_delay = self.normal_fsync
             self.note("heal fsync")
         elif fault == "clock-jump":
             self.note("heal clock (skew stays: clocks do not jump back on their own)")
@@ -188,7 +200,7 @@ async def _simulate(config: SimConfig, result: SimResult, root: Path, out: TextI
         note(f"drained: {_outcomes(workload)}")
         for line in sorted(f"{k}={v}" for k, v in workload.history.outcomes.items()):
             note(line, show=False)
-        result.violations += _check(cluster, workload, SINKS[sink])
+        result.violations += _check(cluster, workload, SINKS[sink], faults.windows)
         await cluster.stop()
         result.violations += _check_replay(cluster)
     finally:
@@ -211,7 +223,7 @@ def _all_done(cluster: SimCluster, workload: Workload) -> bool:
     return bool(workload.history.instances) and workload.history.instances.keys() <= workload._finished
 
 
-def _check(cluster: SimCluster, workload: Workload, sink: dict) -> list[str]:
+def _check(cluster: SimCluster, workload: Workload, sink: dict, faults: list[tuple[float, float]]) -> list[str]:
     history = workload.history
     replica_logs = {pid: cluster.logs(pid) for pid in range(1, cluster.partitions_count + 1)}
     logs = {pid: list(checks.records(replica_logs[pid][0])) for pid in replica_logs if replica_logs[pid]}
@@ -223,7 +235,7 @@ def _check(cluster: SimCluster, workload: Workload, sink: dict) -> list[str]:
     violations += checks.exported_once_in_order(sink, logs)
     violations += checks.deployments_everywhere(history, logs)
     violations += checks.completed_instances(history, logs)
-    violations += checks.canaries_in_time(history, CANARY_BOUND_S)
+    violations += checks.canaries_in_time(history, CANARY_BOUND_S, faults)
     return violations
 
 
@@ -251,3 +263,67 @@ def run(config: SimConfig, out: TextIO | None = sys.stdout) -> SimResult:
         asyncio.set_event_loop(None)
         loop.close()
     return result
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--seed", type=int, default=1, help="the first seed (1)")
+    parser.add_argument("--seeds", type=int, default=1, help="how many seeds to run, from --seed on (1)")
+    parser.add_argument("--ticks", type=int, default=3000, help="ticks of 10 ms of load and faults per run (3000)")
+    parser.add_argument("--brokers", type=int, default=1)
+    parser.add_argument("--partitions", type=int, default=1)
+    parser.add_argument("--replication", type=int, default=1)
+    parser.add_argument(
+        "--faults",
+        default="",
+        help=f"comma-separated faults to inject, from: {', '.join(FAULTS)}; 'all' for every one (none)",
+    )
+    parser.add_argument("--inject-bug", choices=sorted(BUGS), help="run with a deliberate bug (to see it caught)")
+    parser.add_argument("--quiet", action="store_true", help="print only each run's final lines")
+
+
+def parse_faults(text: str) -> tuple[str, ...]:
+    if text == "all":
+        return FAULTS
+    faults = tuple(f for f in text.split(",") if f)
+    unknown = [f for f in faults if f not in FAULTS]
+    if unknown:
+        raise SystemExit(f"weir sim: unknown fault(s) {', '.join(unknown)}; known: {', '.join(FAULTS)}")
+    return faults
+
+
+def main(args: argparse.Namespace) -> int:
+    """Run ``--seeds`` seeds; exit 1 at the first violation, naming the seed, the invariant and the tail."""
+    if args.replication != 1:
+        raise SystemExit("weir sim: only --replication 1 is simulated so far")
+    faults = parse_faults(args.faults)
+    for seed in range(args.seed, args.seed + args.seeds):
+        config = SimConfig(seed, args.ticks, args.brokers, args.partitions, args.replication, faults)
+        started = time.monotonic()
+        with injected(args.inject_bug):
+            result = run(config, None if args.quiet else sys.stdout)
+        counts = [line for line in result.transcript if " drained: " in line]
+        print(
+            f"seed {seed}: {counts[-1].split(' drained: ')[-1] if counts else 'no drain'}; "
+            f"{len(result.transcript)} transcript lines, {len(result.violations)} violations, "
+            f"{time.monotonic() - started:.1f}s"
+        )
+        print(f"transcript sha256 {result.sha256}")
+        if result.violations:
+            print(f"seed {seed} violated:", file=sys.stderr)
+            for violation in result.violations:
+                print(f"  {violation}", file=sys.stderr)
+            print("transcript tail:", file=sys.stderr)
+            for line in result.transcript[-20:]:
+                print(f"  {line}", file=sys.stderr)
+            print(f"reproduce: weir sim --seed {seed} {_flags(args)}", file=sys.stderr)
+            return 1
+    return 0
+
+
+def _flags(args: argparse.Namespace) -> str:
+    flags = f"--ticks {args.ticks} --brokers {args.brokers} --partitions {args.partitions}"
+    if args.faults:
+        flags += f" --faults {args.faults}"
+    if args.inject_bug:
+        flags += f" --inject-bug {args.inject_bug}"
+    return flags

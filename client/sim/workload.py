@@ -179,7 +179,8 @@ class Workload:
                 self.history.completed_jobs.add(key)
 
     async def _complete_user_task(self, key: int) -> None:
-        await self._call("user task", lambda: user_tasks.complete(self.gateway, key, {}))
+        if await self._call("user task", lambda: user_tasks.complete(self.gateway, key, {})) is None:
+            self._user_tasks.add(key)  # tried again later (a completion that did land is refused NOT_FOUND then)
 
     async def _resolve(self, incident: int, job: int) -> None:
         if job > 0 and await self._call("retries", lambda: self.gateway.update_job_retries(job, 1)) is None:

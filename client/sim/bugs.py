@@ -1,0 +1,123 @@
+"""Deliberately injected bugs, for proving that the simulator catches what it claims to catch.
+
+Each bug is a small, realistic mistake in production code (named after the promise it breaks), switched on only for
+one simulated run by patching the production function with a broken variant: ``weir sim --inject-bug NAME`` or
+``with injected("NAME"): ...``. The production code carries no test switch of its own.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from broker.engine.context import ProcessingContext
+from broker.log import LogBlock, MemoryLog
+from broker.protocol.keys import KeyGenerator
+from broker.protocol.record import Record
+from broker.stream import replay
+from broker.stream.commit import LocalCommit
+from broker.stream.core import StreamCore
+
+
+def _ack_before_commit() -> Iterator[None]:
+    """The round is answered before its block is durable: the commit runs in the background."""
+    original = LocalCommit.commit
+
+    async def commit(self: LocalCommit, block: LogBlock) -> None:
+        task = asyncio.get_running_loop().create_task(original(self, block))
+        _keep.add(task)
+        task.add_done_callback(_keep.discard)
+
+    LocalCommit.commit = commit  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        LocalCommit.commit = original  # type: ignore[method-assign]
+
+
+def _skip_fsync() -> Iterator[None]:
+    """Every other flush of the log returns without making anything durable (a lost fsync)."""
+    original = MemoryLog.flush
+    calls = [0]
+
+    def flush(self: MemoryLog) -> int:
+        calls[0] += 1
+        if calls[0] % 2 == 0:
+            return self.commit_position
+        return original(self)
+
+    MemoryLog.flush = flush  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        MemoryLog.flush = original  # type: ignore[method-assign]
+
+
+def _apply_event_twice() -> Iterator[None]:
+    """The leader applies each event it writes twice (replay applies it once)."""
+    original = ProcessingContext.event
+
+    def event(self: ProcessingContext, value_type: Any, intent: int, key: int, value: dict) -> Record:
+        record = original(self, value_type, intent, key, value)
+        self._apply_event(self.state, record)
+        return record
+
+    ProcessingContext.event = event  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        ProcessingContext.event = original  # type: ignore[method-assign]
+
+
+def _forget_keys_on_recovery() -> Iterator[None]:
+    """Recovery does not raise the key generator past the keys in the log: a restarted leader reissues keys."""
+    original = KeyGenerator.observe
+
+    def observe(self: KeyGenerator, key: int) -> None:
+        return None
+
+    KeyGenerator.observe = observe  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        KeyGenerator.observe = original  # type: ignore[method-assign]
+
+
+def _drop_pending_follow_ups() -> Iterator[None]:
+    """Recovery forgets the follow-up commands that were written but not processed before the crash."""
+    original = StreamCore.replay
+
+    def replay_(self: StreamCore, blocks: Any) -> replay.ReplayResult:
+        result = original(self, blocks)
+        self.queue.clear()
+        return result
+
+    StreamCore.replay = replay_  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        StreamCore.replay = original  # type: ignore[method-assign]
+
+
+_keep: set[asyncio.Task[None]] = set()
+
+BUGS: dict[str, Callable[[], Iterator[None]]] = {
+    "ack-before-commit": _ack_before_commit,
+    "skip-fsync": _skip_fsync,
+    "apply-event-twice": _apply_event_twice,
+    "reuse-keys-after-restart": _forget_keys_on_recovery,
+    "drop-pending-follow-ups": _drop_pending_follow_ups,
+}
+
+
+@contextlib.contextmanager
+def injected(name: str | None) -> Iterator[None]:
+    """Run the block with bug ``name`` in place (None: no bug)."""
+    if name is None:
+        yield
+        return
+    if name not in BUGS:
+        raise ValueError(f"unknown bug {name!r}; known: {', '.join(sorted(BUGS))}")
+    yield from BUGS[name]()
