@@ -214,7 +214,8 @@ class RestServer:
         origin = request.get(_CORS_ORIGIN)
         if origin is not None:
             response.headers["Access-Control-Allow-Origin"] = origin
-            response.headers["Access-Control-Allow-Credentials"] = "true"
+            if origin in self.policy.allowed_origins:  # named, not merely let in by "*": may send credentials
+                response.headers["Access-Control-Allow-Credentials"] = "true"
             response.headers.add("Vary", "Origin")
 
     @web.middleware

@@ -156,6 +156,7 @@ def test_the_web_view_s_own_requests_and_allowed_origins_are_served(guarded: Wei
     assert "content-type" in headers["access-control-allow-headers"].lower()
     status, headers, _ = request(guarded, "POST", "/v2/process-instances/search", {}, allowed)
     assert status == 200 and headers["access-control-allow-origin"] == ALLOWED_ORIGIN
+    assert headers["access-control-allow-credentials"] == "true"
     assert "origin" in headers["vary"].lower()
 
 
