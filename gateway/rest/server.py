@@ -130,9 +130,16 @@ class RestServer:
         self.connections = ConnectionLimiter(
             runner.server, max_connections=self.policy.max_connections, header_timeout=self.policy.header_timeout
         )
+        ssl_context = self._ssl_context()
         try:
             self._server = await asyncio.get_running_loop().create_server(
-                self.connections, self.config.host, self.config.port, ssl=self._ssl_context(), reuse_address=True
+                self.connections,
+                self.config.host,
+                self.config.port,
+                ssl=ssl_context,
+                # a TLS handshake comes before the connection counts against the cap: bound it like a request head
+                ssl_handshake_timeout=self.policy.header_timeout if ssl_context is not None else None,
+                reuse_address=True,
             )
         except OSError as e:
             await runner.cleanup()
