@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from aiohttp import web
+from aiohttp.http_exceptions import HttpProcessingError
 
 from broker import monitoring
 from broker.http_guard import host_refusal, origin_refusal
@@ -107,7 +108,11 @@ class RestServer:
         app = web.Application(
             middlewares=[self._track, self._count, self._problems, self._browsers, self._authenticate],
             client_max_size=self.config.max_request_bytes + 64 * 1024,
-            handler_args={"max_field_size": 16 * 1024, "keepalive_timeout": self.policy.idle_timeout},
+            handler_args={
+                "max_field_size": 16 * 1024,
+                "keepalive_timeout": self.policy.idle_timeout,
+                "logger": _ServerLog(logging.getLogger("aiohttp.server")),
+            },
         )
         app[BODY_TIMEOUT] = self.policy.body_timeout
         app.on_response_prepare.append(self._security_headers)
@@ -296,6 +301,17 @@ class RestServer:
         if not found:
             raise web.HTTPNotFound(text=f"No such file: {request.raw_path}")
         return web.FileResponse(target)
+
+
+class _ServerLog(logging.LoggerAdapter):  # type: ignore[type-arg]
+    """aiohttp's server log, where a request it cannot parse (a bad Content-Length, header or chunk) is the client's
+    error, answered with 400: one debug line, not an error with a traceback anyone may add to the log at will."""
+
+    def exception(self, msg: object, *args: object, exc_info: Any = True, **kwargs: Any) -> None:
+        if isinstance(exc_info, HttpProcessingError) and exc_info.code < 500:
+            self.debug("refused a malformed HTTP request: %s", str(exc_info).splitlines()[0])
+            return
+        super().exception(msg, *args, exc_info=exc_info, **kwargs)
 
 
 def _warn_about_descriptors(max_connections: int) -> None:

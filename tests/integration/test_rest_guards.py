@@ -200,6 +200,10 @@ def test_bad_input_gets_a_client_error_not_a_traceback(guarded: WeirProcess) -> 
     problem(request(guarded, "POST", search, {"page": {"after": cursor}}), 400, "page.after")
     lone = b'{"filter": {"processDefinitionName": "\\ud800"}}'
     problem(request(guarded, "POST", search, raw=lone, headers={"Content-Type": "application/json"}), 400, "surrogate")
+    for malformed in (b"Content-Length: -1\r\n", b"Content-Length: 2\r\nContent-Length: 3\r\n", b"X: \x01\r\n"):
+        with socket.create_connection(("127.0.0.1", guarded.rest_port), timeout=30) as sock:
+            sock.sendall(b"POST /v2/process-instances/search HTTP/1.1\r\nHost: 127.0.0.1\r\n" + malformed + b"\r\n{}")
+            assert sock.recv(4096).split(b" ")[1] == b"400"
     assert "Traceback" not in guarded.log()
 
 
