@@ -82,7 +82,24 @@ DEFAULTS: dict[str, Any] = {
         # HTTP/2 streams a client connection may have open at once; clients queue calls beyond it.
         "maxConcurrentStreams": 2048,
         # The REST API (Camunda 8.8 Orchestration Cluster API, /v2) on gateway.host; 0: a free port, -1: off.
-        "rest": {"port": 8080},
+        "rest": {
+            "port": 8080,
+            # Origins (scheme://host[:port]) of web pages allowed to call the API from a browser (CORS); "*": any.
+            # Other pages are refused; the web view on this port is always allowed.
+            "allowedOrigins": [],
+            # Host names clients use for the API besides loopback names and gateway.host; "*": any (DNS rebinding).
+            "allowedHosts": [],
+            # Open connections at most: a new one over it closes the longest idle one, or is closed itself.
+            "maxConnections": 512,
+            # Seconds for a request head (from its first byte), for a request body, and for an idle connection.
+            "headerTimeout": 10.0,
+            "bodyTimeout": 30.0,
+            "idleTimeout": 60.0,
+            # Variable values one search with truncateValues=false returns at most (the page ends early beyond it),
+            # and how many such searches run at once.
+            "maxResponseBytes": 32 * 1024 * 1024,
+            "maxConcurrentLargeResponses": 2,
+        },
         # The history store the REST API's searches read: sqlite:///path/history.db or postgresql://user@host/db.
         # Empty: `weir start` reads <dataDir>/history.db; a standalone gateway answers searches with 503.
         "history": {"url": ""},
@@ -128,6 +145,9 @@ DEFAULTS: dict[str, Any] = {
         },
     },
     "logging": {"level": "INFO", "format": "text"},
+    # PUT /v2/clock and POST /v2/clock/reset pin and reset the engine's clock on every partition (Camunda's
+    # zeebe.clock.controlled): for tests only, off by default.
+    "clock": {"controlled": False},
 }
 
 
@@ -315,6 +335,9 @@ def validate(config: dict[str, Any]) -> None:
     rest_port = gw["rest"]["port"]
     if not isinstance(rest_port, int) or isinstance(rest_port, bool) or not -1 <= rest_port <= 65535:
         raise ConfigError(f"gateway.rest.port: not a port number (0: a free one, -1: off): {rest_port!r}")
+    _validate_rest(gw["rest"])
+    if not isinstance(config["clock"]["controlled"], bool):
+        raise ConfigError("clock.controlled: must be true or false")
     history_url = gw["history"]["url"]
     if not isinstance(history_url, str) or (
         history_url and not history_url.startswith(("sqlite:///", "postgresql://", "postgres://"))
@@ -326,6 +349,22 @@ def validate(config: dict[str, Any]) -> None:
     for exporter_id, entry in config["broker"]["exporters"].items():
         if not isinstance(entry, Mapping) or not entry.get("className"):
             raise ConfigError(f"broker.exporters.{exporter_id}.className: required (an import path)")
+
+
+def _validate_rest(rest: dict[str, Any]) -> None:
+    """The REST port's lists, caps and timeouts."""
+    for key in ("allowedOrigins", "allowedHosts"):
+        if not isinstance(rest[key], list) or not all(isinstance(v, str) and v for v in rest[key]):
+            raise ConfigError(f"gateway.rest.{key}: must be a list of non-empty strings")
+    for origin in rest["allowedOrigins"]:
+        if origin != "*" and not re.match(r"https?://[^/]+/?$", origin):
+            raise ConfigError(f"gateway.rest.allowedOrigins: '{origin}' is not an origin like https://host[:port]")
+    for key in ("maxConnections", "maxResponseBytes", "maxConcurrentLargeResponses"):
+        if not isinstance(rest[key], int) or isinstance(rest[key], bool) or rest[key] < 1:
+            raise ConfigError(f"gateway.rest.{key}: must be a positive integer")
+    for key in ("headerTimeout", "bodyTimeout", "idleTimeout"):
+        if not isinstance(rest[key], int | float) or isinstance(rest[key], bool) or rest[key] <= 0:
+            raise ConfigError(f"gateway.rest.{key}: must be a positive number of seconds")
 
 
 def _validate_security(config: dict[str, Any]) -> None:

@@ -18,12 +18,13 @@ from __future__ import annotations
 
 import asyncio
 import hmac
-import ipaddress
 import json
 import logging
 from collections.abc import Callable
 
 from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, Counter, Gauge, Histogram, generate_latest
+
+from broker.http_guard import is_loopback, origin_refusal
 
 log = logging.getLogger("weir.monitoring")
 
@@ -103,16 +104,6 @@ class _BadRequest(Exception):
     """A request head we do not answer (too long, too many lines): the connection is just closed."""
 
 
-def is_loopback(host: str) -> bool:
-    """Whether a bind address only accepts connections from this host (a name other than localhost: no)."""
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
-
-
 class MonitoringServer:
     """Serves /metrics, /health (liveness), /ready and /startup from probe callbacks."""
 
@@ -156,7 +147,7 @@ class MonitoringServer:
         """Why an admin request must be refused (status, JSON body), or None to run it; see the module doc."""
         if method == "GET":
             return None
-        if "origin" in headers:
+        if origin_refusal(headers) is not None:
             return 403, {"error": "admin actions are not accepted from browsers (the request has an Origin header)"}
         if self._admin_token:
             scheme, _, presented = headers.get("authorization", "").partition(" ")

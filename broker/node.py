@@ -25,6 +25,7 @@ from broker.stream.step_budget import DEFAULT_MAX_CHAIN_INSTANCES, DEFAULT_MAX_S
 if TYPE_CHECKING:
     from broker.command_api import CommandApiSecurity
     from gateway.auth import GatewaySecurity
+    from gateway.rest.policy import RestPolicy
 
 log = logging.getLogger("weir.node")
 
@@ -42,6 +43,8 @@ class NodeConfig:
     rest_port: int = 8080
     # The history store REST searches read (gateway.history.url); None: searching answers 503.
     history_url: str | None = None
+    # What the REST port accepts and bounds (gateway.rest.*, clock.controlled); None: the defaults.
+    rest_policy: RestPolicy | None = None
     command_port: int = 26501
     monitoring_port: int = 9600
     embedded_gateway: bool = True
@@ -216,6 +219,7 @@ class BrokerNode:
             )
             log.info("gateway listening on %s:%d (gateway_protocol.Gateway)", cfg.host, self.gateway_port)
             if cfg.rest_port >= 0:
+                from gateway.rest.policy import RestPolicy
                 from gateway.rest.server import RestConfig, RestServer
                 from gateway.service import VERSION as GATEWAY_VERSION
 
@@ -224,6 +228,7 @@ class BrokerNode:
                     port=cfg.rest_port,
                     history_url=cfg.history_url,
                     max_request_bytes=cfg.max_message_size,
+                    policy=cfg.rest_policy or RestPolicy(),
                 )
                 self.rest_server = RestServer(
                     service.commands, rest, security=cfg.gateway_security, gateway_version=GATEWAY_VERSION

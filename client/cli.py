@@ -39,6 +39,12 @@ def _pick(cli_value: Any, configured: Any) -> Any:
     return configured if cli_value is None else cli_value
 
 
+def _rest_policy(cfg: dict[str, Any]) -> Any:
+    from gateway.rest.policy import RestPolicy
+
+    return RestPolicy.from_config(cfg)
+
+
 def _load_config(args: argparse.Namespace) -> dict[str, Any]:
     from broker.config import load
 
@@ -58,6 +64,7 @@ def _node_config(args: argparse.Namespace, *, embedded_gateway: bool) -> Any:
         gateway_port=_pick(args.gateway_port, g["port"]),
         rest_port=_pick(args.rest_port, g["rest"]["port"]),
         history_url=_history_url(args, b, g),
+        rest_policy=_rest_policy(cfg),
         command_port=_pick(args.command_port, b["ports"]["command"]),
         monitoring_port=_pick(args.monitoring_port, b["ports"]["monitoring"]),
         embedded_gateway=embedded_gateway,
@@ -239,6 +246,7 @@ def cmd_gateway(args: argparse.Namespace) -> int:
         port=_pick(args.gateway_port, g["port"]),
         rest_port=_pick(args.rest_port, g["rest"]["port"]),
         history_url=g["history"]["url"] or None,
+        rest_policy=_rest_policy(cfg),
         monitoring_port=_pick(args.monitoring_port, g["monitoringPort"]),
         max_message_size=_pick(args.max_message_size, g["maxMessageSize"]),
         long_poll_ms=g["longPollTimeout"],

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 from broker import gc_policy
 from broker.monitoring import MonitoringServer
 from gateway.remote import RemoteBrokerClient
+from gateway.rest.policy import RestPolicy
 from gateway.rest.server import RestConfig, RestServer
 from gateway.server import start_gateway_server
 from gateway.service import VERSION, GatewayService
@@ -36,6 +37,8 @@ class GatewayConfig:
     rest_port: int = 8080
     # The history store REST searches read (gateway.history.url); None: searching answers 503.
     history_url: str | None = None
+    # What the REST port accepts and bounds (gateway.rest.*, clock.controlled).
+    rest_policy: RestPolicy = field(default_factory=RestPolicy)
     # TLS and authentication of the client API (gateway.auth.GatewaySecurity); None: open, as on loopback.
     security: GatewaySecurity | None = None
     # How to reach the brokers' command API; None: plaintext, no secret.
@@ -70,6 +73,7 @@ async def run_gateway(config: GatewayConfig, stop: asyncio.Event) -> int:
             port=config.rest_port,
             history_url=config.history_url,
             max_request_bytes=config.max_message_size,
+            policy=config.rest_policy,
         )
         rest = RestServer(service.commands, rest_config, security=config.security, gateway_version=VERSION)
         try:

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import asyncio
-import ipaddress
 import logging
 
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
+from broker.http_guard import is_loopback
 from gateway.api import gateway_pb2_grpc as pb_grpc
 from gateway.auth import Authenticator, GatewaySecurity, gateway_interceptors
 from gateway.decoding import RequestDecodingInterceptor
@@ -39,15 +39,6 @@ def server_options(
         ("grpc.keepalive_timeout_ms", 20_000),
         ("grpc.so_reuseport", 0),
     ]
-
-
-def is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 async def start_gateway_server(

@@ -9,11 +9,19 @@ from typing import Any
 from gateway.rest import problems
 from gateway.rest.endpoints import Endpoint, key_param
 
-#: Problem statuses any endpoint may answer: bad input, missing credentials, an internal error, no broker.
-COMMON_ERRORS = (400, 401, 500, 503)
+#: Problem statuses any endpoint may answer: bad input, missing credentials, a refused web page or disabled action,
+#: a Host that does not name the server, an internal error, no broker.
+COMMON_ERRORS = (400, 401, 403, 421, 500, 503)
+#: Besides, of endpoints with a request body: it arrived too slowly, or not as JSON.
+BODY_ERRORS = (408, 415)
 _REASONS = {
     400: "The request is invalid (the detail names the field)",
     401: "Credentials are missing or invalid",
+    403: "Refused: a web page of another origin (gateway.rest.allowedOrigins), or an action the configuration "
+    "turns off (the detail names the setting)",
+    408: "The request body did not arrive within gateway.rest.bodyTimeout",
+    415: "The request body is not of the content type the endpoint reads (application/json)",
+    421: "The Host header does not name this server (gateway.rest.allowedHosts)",
     404: "Nothing has this key",
     409: "The target is not in a state that allows this",
     500: "An internal error",
@@ -82,6 +90,8 @@ def _operation(endpoint: Endpoint, auth_methods: list[str]) -> dict[str, Any]:
                 "content": {endpoint.content_type: {"schema": schema}},
             }
     errors = set(COMMON_ERRORS) | set(endpoint.errors)
+    if endpoint.body is not None or endpoint.raw_body is not None or endpoint.multipart is not None:
+        errors |= set(BODY_ERRORS)
     if not auth_methods:
         errors.discard(401)
     for status in sorted(errors):

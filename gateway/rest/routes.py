@@ -3,7 +3,13 @@ calls the transport-neutral :class:`GatewayCommands` and renders the record it r
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import itertools
 import json
+import operator
+import re
+from collections.abc import AsyncIterator
 from typing import Any
 
 from aiohttp import BodyPartReader, web
@@ -22,17 +28,74 @@ OPERATION_REFERENCE = Field(
 )
 
 
-async def read_json(request: web.Request, body: Body, *, optional: bool = False) -> dict[str, Any]:
-    """The request's JSON body checked against ``body``; an empty body reads as {} when ``optional``."""
-    raw = await request.read()
+#: How deep JSON bodies may nest (objects and arrays); deeper ones are refused before anything walks them.
+MAX_JSON_DEPTH = 64
+#: Seconds to receive a request body when the application sets none (gateway.rest.bodyTimeout).
+DEFAULT_BODY_TIMEOUT = 30.0
+BODY_TIMEOUT = web.AppKey("body_timeout", float)
+
+
+@contextlib.asynccontextmanager
+async def receiving_body(request: web.Request) -> AsyncIterator[None]:
+    """Bounds the time to receive the request body: a 408 problem when it takes longer than the body timeout."""
+    timeout = request.config_dict.get(BODY_TIMEOUT, DEFAULT_BODY_TIMEOUT)
+    try:
+        async with asyncio.timeout(timeout):
+            yield
+    except TimeoutError:
+        raise web.HTTPRequestTimeout(
+            text=f"The request body did not arrive within {timeout:g} seconds (gateway.rest.bodyTimeout)"
+        ) from None
+
+
+async def read_body(request: web.Request) -> bytes:
+    async with receiving_body(request):
+        return await request.read()
+
+
+async def read_json_value(request: web.Request) -> Any:
+    """The JSON value of the request body (None when it is empty).
+
+    A body needs a JSON content type (415 otherwise): a browser page may send a text/plain body to any site without
+    asking it first, but not a JSON one. Nesting is bounded (MAX_JSON_DEPTH) so that nothing recurses on it.
+    """
+    raw = await read_body(request)
     if not raw.strip():
-        if optional:
-            return {}
-        invalid("Expected a JSON object as the request body, but the body is empty")
+        return None
+    ctype = request.content_type.lower()
+    if not (ctype == "application/json" or (ctype.startswith("application/") and ctype.endswith("+json"))):
+        raise web.HTTPUnsupportedMediaType(
+            text=f"Expected the request body with the content type application/json, but it is '{ctype}'"
+        )
     try:
         value = json.loads(raw, parse_constant=_no_constant)
     except (ValueError, RecursionError) as e:
         invalid(f"Expected the request body to be JSON, but it is not valid JSON: {e}")
+    if _nests_deeper(raw, MAX_JSON_DEPTH):
+        invalid(f"Expected the request body to nest at most {MAX_JSON_DEPTH} objects or arrays deep, but it is deeper")
+    return value
+
+
+_STRINGS = re.compile(rb'"(?:[^"\\]|\\.)*"')
+_NOT_BRACKETS = bytes(b for b in range(256) if b not in b"[]{}")
+#: an opening bracket counts 2 and a closing one 0: the depth after n brackets is their sum minus n
+_WEIGHTS = bytes.maketrans(b"[{]}", b"\x02\x02\x00\x00")
+
+
+def _nests_deeper(text: bytes, limit: int) -> bool:
+    """Whether valid JSON nests deeper than ``limit`` (brackets inside strings do not count); runs at C speed."""
+    weights = _STRINGS.sub(b"", text).translate(None, _NOT_BRACKETS).translate(_WEIGHTS)
+    depths = map(operator.sub, itertools.accumulate(weights), range(1, len(weights) + 1))
+    return max(depths, default=0) > limit
+
+
+async def read_json(request: web.Request, body: Body, *, optional: bool = False) -> dict[str, Any]:
+    """The request's JSON body checked against ``body``; an empty body reads as {} when ``optional``."""
+    value = await read_json_value(request)
+    if value is None:
+        if optional:
+            return {}
+        invalid("Expected a JSON object as the request body, but the body is empty")
     return body.read(value)
 
 
@@ -385,10 +448,18 @@ SET_VARIABLES = Body(
 class CommandRoutes:
     """The command endpoints over one :class:`GatewayCommands`."""
 
-    def __init__(self, commands: GatewayCommands, *, gateway_version: str, max_resource_bytes: int) -> None:
+    def __init__(
+        self,
+        commands: GatewayCommands,
+        *,
+        gateway_version: str,
+        max_resource_bytes: int,
+        clock_controlled: bool = False,
+    ) -> None:
         self.commands = commands
         self.gateway_version = gateway_version
         self.max_resource_bytes = max_resource_bytes
+        self.clock_controlled = clock_controlled
 
     # -- cluster ---------------------------------------------------------------------------------------------
 
@@ -429,30 +500,8 @@ class CommandRoutes:
                 f"Expected a multipart/form-data body with the files as 'resources' parts, but the content type is "
                 f"'{request.content_type}'"
             )
-        resources: list[tuple[str, bytes]] = []
-        total = 0
-        try:
-            reader = await request.multipart()
-            while (part := await reader.next()) is not None:
-                if not isinstance(part, BodyPartReader):
-                    invalid("Expected flat form parts, but got a nested multipart part")
-                if part.name == "tenantId":
-                    check_tenant((await part.text()).strip())
-                    continue
-                if part.name != "resources":
-                    invalid(f"Unknown form part '{part.name}'; the parts are: resources, tenantId")
-                content = await part.read()
-                total += len(content)
-                if total > self.max_resource_bytes:
-                    invalid(
-                        f"Expected the resources to take at most {self.max_resource_bytes} bytes, but they take more"
-                    )
-                name = part.filename or ""
-                if not name:
-                    invalid("Expected every 'resources' part to have a file name (Content-Disposition filename)")
-                resources.append((name, bytes(content)))
-        except (ValueError, AssertionError, HttpProcessingError) as e:
-            invalid(f"Expected a valid multipart/form-data body, but it is not: {e}")
+        async with receiving_body(request):
+            resources = await self._read_resources(request)
         rec = await self.commands.deploy(resources)
         value = rec.value
         deployments: list[dict[str, Any]] = [
@@ -507,6 +556,34 @@ class CommandRoutes:
             for m in value.get("formMetadata") or []
         ]
         return json_response({"deploymentKey": _key(rec.key), "tenantId": TENANT, "deployments": deployments})
+
+    async def _read_resources(self, request: web.Request) -> list[tuple[str, bytes]]:
+        """The files of a multipart deployment body ('resources' parts), within the resource size bound."""
+        resources: list[tuple[str, bytes]] = []
+        total = 0
+        try:
+            reader = await request.multipart()
+            while (part := await reader.next()) is not None:
+                if not isinstance(part, BodyPartReader):
+                    invalid("Expected flat form parts, but got a nested multipart part")
+                if part.name == "tenantId":
+                    check_tenant((await part.text()).strip())
+                    continue
+                if part.name != "resources":
+                    invalid(f"Unknown form part '{part.name}'; the parts are: resources, tenantId")
+                content = await part.read()
+                total += len(content)
+                if total > self.max_resource_bytes:
+                    invalid(
+                        f"Expected the resources to take at most {self.max_resource_bytes} bytes, but they take more"
+                    )
+                name = part.filename or ""
+                if not name:
+                    invalid("Expected every 'resources' part to have a file name (Content-Disposition filename)")
+                resources.append((name, bytes(content)))
+        except (ValueError, AssertionError, HttpProcessingError) as e:
+            invalid(f"Expected a valid multipart/form-data body, but it is not: {e}")
+        return resources
 
     async def delete_resource(self, request: web.Request) -> web.Response:
         await read_json(request, OPERATION_ONLY, optional=True)
@@ -566,12 +643,22 @@ class CommandRoutes:
 
     # -- the clock -------------------------------------------------------------------------------------------
 
+    def _check_clock_controlled(self) -> None:
+        """Moving the clock fires every due timer on every partition: only where a setting allows it (tests)."""
+        if not self.clock_controlled:
+            raise web.HTTPForbidden(
+                text="The clock is not controllable here: set clock.controlled (WEIR_CLOCK_CONTROLLED=true) to pin "
+                "and reset it, as zeebe.clock.controlled does for Camunda; meant for tests, not production"
+            )
+
     async def pin_clock(self, request: web.Request) -> web.Response:
+        self._check_clock_controlled()
         body = await read_json(request, PIN_CLOCK)
         await self.commands.pin_clock(body["timestamp"])
         return no_content()
 
     async def reset_clock(self, request: web.Request) -> web.Response:
+        self._check_clock_controlled()
         await self.commands.reset_clock()
         return no_content()
 

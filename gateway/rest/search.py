@@ -7,16 +7,19 @@ URL configured) every search endpoint answers 503 naming the setting to add.
 
 from __future__ import annotations
 
-import json
+import asyncio
 import logging
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from aiohttp import web
 
+from exporters.history.query import decode_cursor, encode_cursor
 from exporters.history.reader import InvalidQuery
 from gateway.commands import CommandError, ErrorCode, fail, invalid
 from gateway.rest.endpoints import ANY_OBJECT, INTEGER, Endpoint, obj
-from gateway.rest.routes import json_response
+from gateway.rest.policy import RestPolicy
+from gateway.rest.routes import json_response, read_json_value
 from gateway.rest.schema import parse_key
 
 log = logging.getLogger("weir.gateway.rest")
@@ -64,7 +67,8 @@ TRUNCATE_VALUES: dict[str, Any] = {
     "in": "query",
     "required": False,
     "description": "When true (the default), long variable values in the response are truncated (isTruncated); "
-    "when false, full values are returned.",
+    "when false, full values are returned, and the page ends early (fewer items than the limit, its endCursor "
+    "continuing) where the values would exceed gateway.rest.maxResponseBytes.",
     "schema": {"type": "boolean"},
 }
 #: Entities whose searches take ``truncateValues``.
@@ -99,10 +103,13 @@ SEARCH_RESPONSE = obj(
 class SearchRoutes:
     """Search and get-by-key endpoints over a history reader (None: no store configured)."""
 
-    def __init__(self, history_url: str | None, *, setting: str) -> None:
+    def __init__(self, history_url: str | None, *, setting: str, policy: RestPolicy | None = None) -> None:
         self.history_url = history_url
         self.setting = setting
         self._reader: Any = None
+        self.policy = policy or RestPolicy()
+        #: searches with whole values running; more wait (then 503), so their memory stays bounded
+        self._large = asyncio.Semaphore(self.policy.max_large_responses)
 
     async def close(self) -> None:
         if self._reader is not None:
@@ -140,9 +147,10 @@ class SearchRoutes:
 
     def _search_handler(self, entity: str) -> Any:
         async def search(request: web.Request) -> web.Response:
-            options = {"truncate_values": truncate_values(request)} if entity in _TRUNCATING else {}
             query = await _search_query(request)
-            return json_response(await self._call("search", entity, query, **options))
+            if entity in _TRUNCATING and not truncate_values(request):
+                return json_response(await self._whole_values(lambda: self._call("search", entity, query)))
+            return json_response(await self._call("search", entity, query))
 
         return search
 
@@ -150,10 +158,52 @@ class SearchRoutes:
         key = parse_key("userTaskKey", request.match_info["userTaskKey"])
         truncate = truncate_values(request)
         query = await _search_query(request)
-        found = await self._call("search_user_task_variables", str(key), query, truncate_values=truncate)
+
+        async def previews() -> dict[str, Any] | None:
+            return await self._call("search_user_task_variables", str(key), query)
+
+        found = await (previews() if truncate else self._whole_values(previews))
         if found is None:
             fail(ErrorCode.NOT_FOUND, f"Expected to find the user task with key '{key}', but it is not in the history")
         return json_response(found)
+
+    async def _whole_values(self, previews: Callable[[], Awaitable[dict[str, Any] | None]]) -> dict[str, Any] | None:
+        """A variable search with whole values, within gateway.rest.maxResponseBytes of values.
+
+        The search runs with previews; then the cut values are fetched one by one until the next would pass the
+        bound, and the page ends there (its endCursor continues after the last item; at least one item is given).
+        Only maxConcurrentLargeResponses of these run at once; a search waiting longer than the body timeout for its
+        turn is refused (503), so the memory whole values take stays bounded.
+        """
+        try:
+            async with asyncio.timeout(self.policy.body_timeout):
+                await self._large.acquire()
+        except TimeoutError:
+            fail(
+                ErrorCode.RESOURCE_EXHAUSTED,
+                f"{self.policy.max_large_responses} searches with truncateValues=false are running "
+                "(gateway.rest.maxConcurrentLargeResponses); retry later, or search with truncateValues=true",
+            )
+        try:
+            result = await previews()
+            if result is None:
+                return None
+            items: list[dict[str, Any]] = result["items"]
+            budget = self.policy.max_response_bytes
+            for i, item in enumerate(items):
+                if item.get("isTruncated"):
+                    whole = await self._call("get", "variables", item["variableKey"])
+                    if whole is not None:
+                        item["value"], item["isTruncated"] = whole["value"], False
+                budget -= len(str(item.get("value", "")).encode())
+                if budget < 0 and i > 0:
+                    del items[i:]
+                    start = decode_cursor(result["page"]["startCursor"], "startCursor")
+                    result["page"]["endCursor"] = encode_cursor(start + i - 1)
+                    break
+            return result
+        finally:
+            self._large.release()
 
     def _get_handler(self, entity: str) -> Any:
         param, noun, _ = ENTITIES[entity]
@@ -233,11 +283,48 @@ class SearchRoutes:
 
 async def _search_query(request: web.Request) -> dict[str, Any]:
     """The JSON search query of a request body (an empty body: the empty query)."""
-    raw = await request.read()
-    try:
-        query = json.loads(raw) if raw.strip() else {}
-    except ValueError as e:
-        invalid(f"Expected the request body to be JSON, but it is not valid JSON: {e}")
+    query = await read_json_value(request)
+    if query is None:
+        return {}
     if not isinstance(query, dict):
         invalid("Expected the search query to be a JSON object")
+    _check_values(query)
     return query
+
+
+#: The largest integer a history store column or a page offset holds (SQL BIGINT).
+MAX_INTEGER = 2**63 - 1
+#: The largest page offset (``from`` or a cursor's): an offset plus a page stays a BIGINT.
+MAX_OFFSET = 2**62
+
+
+def _check_values(query: dict[str, Any]) -> None:
+    """Values no history store can take are the client's error (400), not the store's: integers beyond 64 bits,
+    page offsets beyond MAX_OFFSET (``from`` and the offset a cursor holds) and text that is not Unicode."""
+    pending: list[tuple[str, Any]] = [("", query)]
+    while pending:
+        path, value = pending.pop()
+        if isinstance(value, dict):
+            pending.extend((f"{path}.{k}" if path else k, v) for k, v in value.items())
+        elif isinstance(value, list):
+            pending.extend((f"{path}[{i}]", v) for i, v in enumerate(value))
+        elif isinstance(value, int) and not isinstance(value, bool) and abs(value) > MAX_INTEGER:
+            invalid(f"{path}: expected an integer of at most 64 bits, got {value}")
+        elif isinstance(value, str):
+            try:
+                value.encode()
+            except UnicodeEncodeError:
+                invalid(f"{path}: expected text, but it holds a lone surrogate (\\ud800-\\udfff)")
+    page = query.get("page")
+    if not isinstance(page, dict):
+        return
+    offsets = {"page.from": page.get("from")}
+    for name in ("after", "before"):
+        if isinstance(page.get(name), str):
+            try:
+                offsets[f"page.{name}"] = decode_cursor(page[name], f"page.{name}")
+            except InvalidQuery as e:
+                invalid(str(e))
+    for name, offset in offsets.items():
+        if isinstance(offset, int) and offset > MAX_OFFSET:
+            invalid(f"{name}: expected an offset of at most {MAX_OFFSET}, got {offset}")

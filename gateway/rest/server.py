@@ -4,24 +4,34 @@ It runs on aiohttp in the gateway's own event loop, beside the gRPC server, over
 :class:`GatewayCommands`. Authentication and TLS are the gRPC gateway's (gateway.security): every ``/v2`` route but
 ``/v2/openapi.json`` needs valid credentials in the ``Authorization`` header; static files are open (they hold no
 data; the web view's API calls carry credentials).
+
+Browsers are kept from driving it (broker.http_guard): a request whose ``Host`` does not name this server is refused
+(421), and one from a page of another origin (403) unless that origin is in ``gateway.rest.allowedOrigins``, which
+also get CORS answers. Connections are capped and timed (gateway.rest.connections).
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import resource
 import ssl
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from aiohttp import web
+from aiohttp.http_exceptions import HttpProcessingError
 
 from broker import monitoring
+from broker.http_guard import host_refusal, origin_refusal
 from gateway.auth import Authenticator, GatewaySecurity, Unauthenticated
 from gateway.commands import CommandError, GatewayCommands
 from gateway.rest import openapi, problems
+from gateway.rest.connections import ConnectionLimiter
 from gateway.rest.endpoints import Endpoint
-from gateway.rest.routes import CommandRoutes, json_response
+from gateway.rest.policy import RestPolicy
+from gateway.rest.routes import BODY_TIMEOUT, CommandRoutes, json_response
 from gateway.rest.search import SearchRoutes
 from gateway.rest.user_task_routes import UserTaskRoutes
 
@@ -30,6 +40,21 @@ log = logging.getLogger("weir.gateway.rest")
 DEFAULT_REST_PORT = 8080
 WEB_ROOT = Path(__file__).resolve().parent.parent / "web" / "dist"
 OPEN_PATHS = frozenset({"/v2/openapi.json"})
+#: The web view's policy: its own scripts, styles and API only; never inside a frame. (bpmn-js styles its elements
+#: through the DOM, which style-src does not restrict, so no 'unsafe-inline'; tests/web checks the page for violations.)
+CONTENT_SECURITY_POLICY = (
+    "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+    "font-src 'self' data:; connect-src 'self'; object-src 'none'; base-uri 'none'; form-action 'self'; "
+    "frame-ancestors 'none'"
+)
+SECURITY_HEADERS = {
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "no-referrer",
+    "X-Frame-Options": "DENY",
+}
+CORS_ALLOW_HEADERS = "Authorization, Content-Type, X-Requested-With"
+CORS_MAX_AGE = "600"
+_CORS_ORIGIN = web.RequestKey("cors_origin", str)
 
 
 @dataclass(slots=True)
@@ -42,6 +67,7 @@ class RestConfig:
     history_setting: str = "gateway.history.url"
     max_request_bytes: int = 4 * 1024 * 1024
     web_root: Path = WEB_ROOT
+    policy: RestPolicy = field(default_factory=RestPolicy)
 
 
 class RestServer:
@@ -58,10 +84,14 @@ class RestServer:
         self.config = config
         self.security = security or GatewaySecurity()
         self.authenticator = Authenticator(self.security.auth)
-        self.search = SearchRoutes(config.history_url, setting=config.history_setting)
+        self.policy = config.policy
+        self.search = SearchRoutes(config.history_url, setting=config.history_setting, policy=self.policy)
         self.endpoints: list[Endpoint] = [
             *CommandRoutes(
-                commands, gateway_version=gateway_version, max_resource_bytes=config.max_request_bytes
+                commands,
+                gateway_version=gateway_version,
+                max_resource_bytes=config.max_request_bytes,
+                clock_controlled=self.policy.clock_controlled,
             ).endpoints(),
             *UserTaskRoutes(commands).endpoints(),
             *self.search.endpoints(),
@@ -70,14 +100,22 @@ class RestServer:
             self.endpoints, version=gateway_version, auth_methods=list(self.security.auth.methods)
         )
         self._runner: web.AppRunner | None = None
+        self._server: asyncio.Server | None = None
+        self.connections: ConnectionLimiter | None = None
         self.port = 0
 
     def application(self) -> web.Application:
         app = web.Application(
-            middlewares=[self._count, self._problems, self._authenticate],
+            middlewares=[self._track, self._count, self._problems, self._browsers, self._authenticate],
             client_max_size=self.config.max_request_bytes + 64 * 1024,
-            handler_args={"max_field_size": 16 * 1024},
+            handler_args={
+                "max_field_size": 16 * 1024,
+                "keepalive_timeout": self.policy.idle_timeout,
+                "logger": _ServerLog(logging.getLogger("aiohttp.server")),
+            },
         )
+        app[BODY_TIMEOUT] = self.policy.body_timeout
+        app.on_response_prepare.append(self._security_headers)
         for endpoint in self.endpoints:
             app.router.add_route(endpoint.method, endpoint.path, endpoint.handler)
         app.router.add_get("/v2/openapi.json", self._openapi)
@@ -93,9 +131,21 @@ class RestServer:
         await self.authenticator.start()
         runner = web.AppRunner(self.application(), access_log=None, handle_signals=False)
         await runner.setup()
-        site = web.TCPSite(runner, self.config.host, self.config.port, ssl_context=self._ssl_context())
+        assert runner.server is not None
+        self.connections = ConnectionLimiter(
+            runner.server, max_connections=self.policy.max_connections, header_timeout=self.policy.header_timeout
+        )
+        ssl_context = self._ssl_context()
         try:
-            await site.start()
+            self._server = await asyncio.get_running_loop().create_server(
+                self.connections,
+                self.config.host,
+                self.config.port,
+                ssl=ssl_context,
+                # a TLS handshake comes before the connection counts against the cap: bound it like a request head
+                ssl_handshake_timeout=self.policy.header_timeout if ssl_context is not None else None,
+                reuse_address=True,
+            )
         except OSError as e:
             await runner.cleanup()
             await self.authenticator.close()
@@ -103,12 +153,14 @@ class RestServer:
                 f"could not bind the REST API to {self.config.host}:{self.config.port} (is the port in use?): {e}"
             ) from None
         self._runner = runner
-        server = getattr(site, "_server", None)
-        sockets = getattr(server, "sockets", None) or []
-        self.port = sockets[0].getsockname()[1] if sockets else self.config.port
+        self.port = self._server.sockets[0].getsockname()[1]
+        _warn_about_descriptors(self.policy.max_connections)
         return self.port
 
     async def close(self) -> None:
+        if self._server is not None:
+            self._server.close()
+            self._server = None
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None
@@ -127,6 +179,56 @@ class RestServer:
         return context
 
     # -- middlewares -----------------------------------------------------------------------------------------
+
+    @web.middleware
+    async def _track(self, request: web.Request, handler: Any) -> web.StreamResponse:
+        """Tells the connection cap which connections are inside a request (the others may be closed for room)."""
+        connections = self.connections
+        if connections is None:
+            return await handler(request)
+        connections.request_started(request.protocol)
+        try:
+            return await handler(request)
+        finally:
+            connections.request_finished(request.protocol)
+
+    @web.middleware
+    async def _browsers(self, request: web.Request, handler: Any) -> web.StreamResponse:
+        """Refuses requests that do not name this server or come from a foreign page; answers CORS preflights."""
+        refusal = host_refusal(request.headers.get("Host"), self.config.host, self.policy.allowed_hosts)
+        if refusal is not None:
+            detail = f"Refused: {refusal}; add the name clients use to gateway.rest.allowedHosts"
+            return problems.problem(421, "MISDIRECTED_REQUEST", detail, request.path)
+        origin = request.headers.get("Origin")
+        refusal = origin_refusal(request.headers, self.policy.allowed_origins, same_origin_ok=True)
+        if refusal is not None:
+            detail = f"Refused: {refusal}; allow the page's origin in gateway.rest.allowedOrigins"
+            return problems.problem(403, "FORBIDDEN", detail, request.path)
+        if origin is not None:
+            request[_CORS_ORIGIN] = origin
+            if request.method == "OPTIONS" and "Access-Control-Request-Method" in request.headers:
+                return web.Response(
+                    status=204,
+                    headers={
+                        "Access-Control-Allow-Methods": "GET, POST, PUT, PATCH, DELETE",
+                        "Access-Control-Allow-Headers": CORS_ALLOW_HEADERS,
+                        "Access-Control-Max-Age": CORS_MAX_AGE,
+                    },
+                )
+        return await handler(request)
+
+    async def _security_headers(self, request: web.Request, response: web.StreamResponse) -> None:
+        """Every answer: no sniffing, no referrer, no framing; the web view's pages: a content security policy;
+        an allowed cross-origin caller: CORS headers."""
+        response.headers.update(SECURITY_HEADERS)
+        if not request.path.startswith("/v2/"):
+            response.headers["Content-Security-Policy"] = CONTENT_SECURITY_POLICY
+        origin = request.get(_CORS_ORIGIN)
+        if origin is not None:
+            response.headers["Access-Control-Allow-Origin"] = origin
+            if origin in self.policy.allowed_origins:  # named, not merely let in by "*": may send credentials
+                response.headers["Access-Control-Allow-Credentials"] = "true"
+            response.headers.add("Vary", "Origin")
 
     @web.middleware
     async def _count(self, request: web.Request, handler: Any) -> web.StreamResponse:
@@ -191,7 +293,34 @@ class RestServer:
     async def _web_file(self, request: web.Request) -> web.FileResponse:
         """A file of the web view; nothing outside its folder (no '..', no symlinks out)."""
         root = self.config.web_root.resolve()
-        target = (root / request.match_info["name"]).resolve()
-        if root not in target.parents or not target.is_file():
-            raise web.HTTPNotFound(text=f"No such file: {request.path}")
+        try:
+            target = (root / request.match_info["name"]).resolve()
+            found = root in target.parents and target.is_file()
+        except (ValueError, OSError):  # a NUL in the name, a name too long for the file system
+            found = False
+        if not found:
+            raise web.HTTPNotFound(text=f"No such file: {request.raw_path}")
         return web.FileResponse(target)
+
+
+class _ServerLog(logging.LoggerAdapter):  # type: ignore[type-arg]
+    """aiohttp's server log, where a request it cannot parse (a bad Content-Length, header or chunk) is the client's
+    error, answered with 400: one debug line, not an error with a traceback anyone may add to the log at will."""
+
+    def exception(self, msg: object, *args: object, exc_info: Any = True, **kwargs: Any) -> None:
+        if isinstance(exc_info, HttpProcessingError) and exc_info.code < 500:
+            self.debug("refused a malformed HTTP request: %s", str(exc_info).splitlines()[0])
+            return
+        super().exception(msg, *args, exc_info=exc_info, **kwargs)
+
+
+def _warn_about_descriptors(max_connections: int) -> None:
+    """Connections past the process's file descriptor limit would also starve the gRPC and monitoring ports."""
+    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft != resource.RLIM_INFINITY and max_connections > soft // 2:
+        log.warning(
+            "gateway.rest.maxConnections (%d) is more than half of this process's open file limit (%d): "
+            "raise the limit (ulimit -n) or lower the setting",
+            max_connections,
+            soft,
+        )

@@ -663,7 +663,7 @@ async def test_requests_are_counted_by_route_and_status(http: aiohttp.ClientSess
 @pytest.fixture
 async def two_partitions(tmp_path: Path) -> AsyncIterator[aiohttp.ClientSession]:
     """A Weir of the test's own with two partitions: pinning its clock must not leak into other tests."""
-    w = WeirProcess(tmp_path / "data", extra_args=["--partitions", "2"])
+    w = WeirProcess(tmp_path / "data", extra_args=["--partitions", "2"], env={"WEIR_CLOCK_CONTROLLED": "true"})
     w.start()
     try:
         async with aiohttp.ClientSession(base_url=w.rest_url) as session:

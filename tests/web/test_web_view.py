@@ -88,6 +88,8 @@ def drive(web: WebWeir, steps: list[dict[str, Any]], name: str) -> list[dict[str
     except ValueError:
         pytest.fail(f"the browser driver failed ({out.returncode}): {out.stderr[-3000:]}")
     assert "error" not in report, f"{report['error']}\nbrowser console: {report['console']}"
+    blocked = [line for line in report["console"] if "Content Security Policy" in line]
+    assert not blocked, f"the web view's content security policy blocked part of the page: {blocked}"
     print(f"screenshots in {ARTIFACTS}")
     return list(report["steps"])
 
@@ -264,7 +266,7 @@ def test_the_gateway_serves_the_pages_beside_the_api(web: WebWeir) -> None:
     # an unknown API path is still a problem detail, not a missing page
     assert get("/v2/no-such-thing")[:2] == (404, "application/problem+json")
     with socket.create_connection(("127.0.0.1", int(web.process.rest_url.rsplit(":", 1)[1])), timeout=10) as s:
-        s.sendall(b"GET /../../rest/server.py HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        s.sendall(b"GET /../../rest/server.py HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
         answer = s.recv(65536)
     assert answer.startswith(b"HTTP/1.1 404"), answer[:100]
 
