@@ -1,0 +1,130 @@
+"""Basic authentication under password guessing: authenticated throughput and the timing of refusals.
+
+Against a fresh ``weir start`` with basic authentication (one user), per run:
+1. authenticated throughput: ``--clients`` loops calling Topology with the right credentials for ``--seconds``;
+2. refusal times: a known user with a wrong password and an unknown user, ``--probes`` calls each, alternating
+   (the medians should match: the time of a refusal must not tell which user names exist);
+3. authenticated throughput again while ``--guessers`` loops send wrong passwords (from the same address, as
+   guessing through a shared proxy would) as fast as they are answered;
+4. the time of a refusal once the guessers are over the per-address failure limit.
+Prints each figure as the median of ``--runs`` runs (a fresh process each). ``--repo`` runs another checkout's
+gateway (e.g. one made with ``git archive main | tar -x -C /tmp/main``), to compare before and after.
+
+    .venv/bin/python tests/bench/basic_auth_bench.py --runs 3
+    .venv/bin/python tests/bench/basic_auth_bench.py --runs 3 --repo /tmp/main
+"""
+
+import argparse
+import asyncio
+import base64
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+import grpc
+
+from gateway.api import gateway_pb2 as pb
+from gateway.api import gateway_pb2_grpc as pb_grpc
+from gateway.auth import hash_password
+from tests.harness import REPO, WeirProcess
+
+USER, PASSWORD = "alice", "correct horse battery staple"
+
+
+def basic(user: str, password: str) -> tuple[tuple[str, str]]:
+    return (("authorization", "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()),)
+
+
+async def throughput(stub: pb_grpc.GatewayStub, clients: int, seconds: float) -> float:
+    """Authenticated Topology calls per second."""
+    done = 0
+    deadline = time.monotonic() + seconds
+
+    async def loop() -> None:
+        nonlocal done
+        while time.monotonic() < deadline:
+            await stub.Topology(pb.TopologyRequest(), metadata=basic(USER, PASSWORD), timeout=30)
+            done += 1
+
+    started = time.monotonic()
+    await asyncio.gather(*(loop() for _ in range(clients)))
+    return done / (time.monotonic() - started)
+
+
+async def refusal_ms(stub: pb_grpc.GatewayStub, user: str, password: str) -> float:
+    started = time.perf_counter()
+    try:
+        await stub.Topology(pb.TopologyRequest(), metadata=basic(user, password), timeout=30)
+    except grpc.aio.AioRpcError as e:
+        assert e.code() == grpc.StatusCode.UNAUTHENTICATED, e
+    else:
+        raise AssertionError("a wrong password was accepted")
+    return (time.perf_counter() - started) * 1000
+
+
+async def guess(stub: pb_grpc.GatewayStub, stop: asyncio.Event, counter: list[int]) -> None:
+    n = 0
+    while not stop.is_set():
+        n += 1
+        await refusal_ms(stub, USER, f"guess-{n}")
+        counter[0] += 1
+
+
+async def one_run(address: str, args: argparse.Namespace) -> dict[str, float]:
+    async with grpc.aio.insecure_channel(address) as channel:
+        stub = pb_grpc.GatewayStub(channel)
+        await stub.Topology(pb.TopologyRequest(), metadata=basic(USER, PASSWORD), timeout=30)  # warm the cache
+        figures = {"throughput (calls/s)": await throughput(stub, args.clients, args.seconds)}
+        known, unknown = [], []
+        for n in range(args.probes):
+            known.append(await refusal_ms(stub, USER, f"wrong-{n}"))
+            unknown.append(await refusal_ms(stub, f"nobody-{n}", "wrong"))
+        figures["refusal, known user (ms)"] = statistics.median(known)
+        figures["refusal, unknown user (ms)"] = statistics.median(unknown)
+        stop, refused = asyncio.Event(), [0]
+        guessers = [asyncio.create_task(guess(stub, stop, refused)) for _ in range(args.guessers)]
+        figures["throughput while guessing (calls/s)"] = await throughput(stub, args.clients, args.seconds)
+        figures["guesses answered (/s)"] = refused[0] / args.seconds
+        stop.set()
+        await asyncio.gather(*guessers)
+        figures["refusal over the limit (ms)"] = statistics.median(
+            [await refusal_ms(stub, USER, "again") for _ in range(args.probes)]
+        )
+        return figures
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--seconds", type=float, default=4.0)
+    parser.add_argument("--clients", type=int, default=8)
+    parser.add_argument("--guessers", type=int, default=4)
+    parser.add_argument("--probes", type=int, default=7)
+    parser.add_argument("--repo", type=Path, default=REPO, help="the checkout whose gateway runs")
+    args = parser.parse_args()
+    runs: list[dict[str, float]] = []
+    with tempfile.TemporaryDirectory() as tmp:
+        users = Path(tmp) / "users"
+        users.write_text(f"{USER}:{hash_password(PASSWORD)}\n")
+        env = {
+            "WEIR_GATEWAY_SECURITY_AUTHENTICATION_METHODS": "basic",
+            "WEIR_GATEWAY_SECURITY_AUTHENTICATION_BASIC_USERS_FILE": str(users),
+        }
+        for n in range(args.runs):
+            weir = WeirProcess(Path(tmp) / f"run-{n}", env=env, repo=args.repo).start()
+            try:
+                runs.append(asyncio.run(one_run(weir.address, args)))
+            finally:
+                weir.stop()
+            print(f"run {n + 1}: " + ", ".join(f"{k} {v:.1f}" for k, v in runs[-1].items()), flush=True)
+    print(f"medians of {len(runs)} runs ({args.repo}):")
+    for key in runs[0]:
+        print(f"  {key:40} {statistics.median(r[key] for r in runs):10.1f}")
+
+
+if __name__ == "__main__":
+    main()
