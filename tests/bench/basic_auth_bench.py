@@ -4,8 +4,8 @@ Against a fresh ``weir start`` with basic authentication (one user), per run:
 1. authenticated throughput: ``--clients`` loops calling Topology with the right credentials for ``--seconds``;
 2. refusal times: a known user with a wrong password and an unknown user, ``--probes`` calls each, alternating
    (the medians should match: the time of a refusal must not tell which user names exist);
-3. authenticated throughput again while ``--guessers`` loops send wrong passwords (from the same address, as
-   guessing through a shared proxy would) as fast as they are answered;
+3. authenticated throughput again while wrong passwords arrive at ``--guess-rate`` a second (from the same address,
+   as guessing through a shared proxy would);
 4. the time of a refusal once the guessers are over the per-address failure limit.
 Prints each figure as the median of ``--runs`` runs (a fresh process each). ``--repo`` runs another checkout's
 gateway (e.g. one made with ``git archive main | tar -x -C /tmp/main``), to compare before and after.
@@ -66,12 +66,21 @@ async def refusal_ms(stub: pb_grpc.GatewayStub, user: str, password: str) -> flo
     return (time.perf_counter() - started) * 1000
 
 
-async def guess(stub: pb_grpc.GatewayStub, stop: asyncio.Event, counter: list[int]) -> None:
+async def guess(stub: pb_grpc.GatewayStub, rate: float, stop: asyncio.Event, counter: list[int]) -> None:
+    """Wrong passwords at ``rate`` a second (open loop: a guesser does not slow down when answers take long), at
+    most 256 waiting."""
+    waiting: set[asyncio.Task[float]] = set()
     n = 0
+    started = time.monotonic()
     while not stop.is_set():
         n += 1
-        await refusal_ms(stub, USER, f"guess-{n}")
-        counter[0] += 1
+        if len(waiting) < 256:
+            task = asyncio.create_task(refusal_ms(stub, USER, f"guess-{n}"))
+            waiting.add(task)
+            task.add_done_callback(waiting.discard)
+            task.add_done_callback(lambda _: counter.__setitem__(0, counter[0] + 1))
+        await asyncio.sleep(max(0.0, started + n / rate - time.monotonic()))
+    await asyncio.gather(*waiting)
 
 
 async def one_run(address: str, args: argparse.Namespace) -> dict[str, float]:
@@ -86,11 +95,11 @@ async def one_run(address: str, args: argparse.Namespace) -> dict[str, float]:
         figures["refusal, known user (ms)"] = statistics.median(known)
         figures["refusal, unknown user (ms)"] = statistics.median(unknown)
         stop, refused = asyncio.Event(), [0]
-        guessers = [asyncio.create_task(guess(stub, stop, refused)) for _ in range(args.guessers)]
+        guesser = asyncio.create_task(guess(stub, args.guess_rate, stop, refused))
         figures["throughput while guessing (calls/s)"] = await throughput(stub, args.clients, args.seconds)
         figures["guesses answered (/s)"] = refused[0] / args.seconds
         stop.set()
-        await asyncio.gather(*guessers)
+        await guesser
         figures["refusal over the limit (ms)"] = statistics.median(
             [await refusal_ms(stub, USER, "again") for _ in range(args.probes)]
         )
@@ -102,7 +111,7 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--seconds", type=float, default=4.0)
     parser.add_argument("--clients", type=int, default=8)
-    parser.add_argument("--guessers", type=int, default=4)
+    parser.add_argument("--guess-rate", type=float, default=100.0, help="wrong passwords a second while measuring")
     parser.add_argument("--probes", type=int, default=7)
     parser.add_argument("--repo", type=Path, default=REPO, help="the checkout whose gateway runs")
     args = parser.parse_args()
