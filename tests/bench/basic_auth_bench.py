@@ -4,9 +4,10 @@ Against a fresh ``weir start`` with basic authentication (one user), per run:
 1. authenticated throughput: ``--clients`` loops calling Topology with the right credentials for ``--seconds``;
 2. refusal times: a known user with a wrong password and an unknown user, ``--probes`` calls each, alternating
    (the medians should match: the time of a refusal must not tell which user names exist);
-3. authenticated throughput again while wrong passwords arrive at ``--guess-rate`` a second (from the same address,
-   as guessing through a shared proxy would);
-4. the time of a refusal once the guessers are over the per-address failure limit.
+3. the gateway's CPU time per wrong password while they arrive at ``--guess-rate`` a second (from another process,
+   on the same address, as guessing through a shared proxy would);
+4. authenticated throughput again while the guessing goes on;
+5. the time of a refusal once the guesser is over the per-address failure limit.
 Prints each figure as the median of ``--runs`` runs (a fresh process each). ``--repo`` runs another checkout's
 gateway (e.g. one made with ``git archive main | tar -x -C /tmp/main``), to compare before and after.
 
@@ -17,10 +18,13 @@ gateway (e.g. one made with ``git archive main | tar -x -C /tmp/main``), to comp
 import argparse
 import asyncio
 import base64
+import multiprocessing
+import os
 import statistics
 import sys
 import tempfile
 import time
+from multiprocessing.queues import Queue
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
@@ -66,24 +70,50 @@ async def refusal_ms(stub: pb_grpc.GatewayStub, user: str, password: str) -> flo
     return (time.perf_counter() - started) * 1000
 
 
-async def guess(stub: pb_grpc.GatewayStub, rate: float, stop: asyncio.Event, counter: list[int]) -> None:
-    """Wrong passwords at ``rate`` a second (open loop: a guesser does not slow down when answers take long), at
-    most 256 waiting."""
-    waiting: set[asyncio.Task[float]] = set()
-    n = 0
-    started = time.monotonic()
-    while not stop.is_set():
-        n += 1
-        if len(waiting) < 256:
-            task = asyncio.create_task(refusal_ms(stub, USER, f"guess-{n}"))
-            waiting.add(task)
-            task.add_done_callback(waiting.discard)
-            task.add_done_callback(lambda _: counter.__setitem__(0, counter[0] + 1))
-        await asyncio.sleep(max(0.0, started + n / rate - time.monotonic()))
-    await asyncio.gather(*waiting)
+async def guess(address: str, rate: float, seconds: float) -> int:
+    """Wrong passwords at ``rate`` a second for ``seconds`` (open loop: a guesser does not slow down when answers
+    take long; at most 256 waiting); how many were answered."""
+    async with grpc.aio.insecure_channel(address) as channel:
+        stub = pb_grpc.GatewayStub(channel)
+        waiting: set[asyncio.Task[float]] = set()
+        answered, n, started = 0, 0, time.monotonic()
+
+        def count(_: asyncio.Task[float]) -> None:
+            nonlocal answered
+            answered += 1
+
+        while time.monotonic() < started + seconds:
+            n += 1
+            if len(waiting) < 256:
+                task = asyncio.create_task(refusal_ms(stub, USER, f"guess-{n}"))
+                waiting.add(task)
+                task.add_done_callback(waiting.discard)
+                task.add_done_callback(count)
+            await asyncio.sleep(max(0.0, started + n / rate - time.monotonic()))
+        await asyncio.gather(*waiting)
+        return answered
 
 
-async def one_run(address: str, args: argparse.Namespace) -> dict[str, float]:
+def _guesser(address: str, rate: float, seconds: float, answered: Queue) -> None:
+    answered.put(asyncio.run(guess(address, rate, seconds)))
+
+
+def start_guesser(address: str, rate: float, seconds: float) -> tuple[multiprocessing.Process, Queue]:
+    """A process of its own guesses (as an attacker elsewhere would), so it takes no time from the measuring loop."""
+    context = multiprocessing.get_context("spawn")
+    answered = context.Queue()
+    process = context.Process(target=_guesser, args=(address, rate, seconds, answered))
+    process.start()
+    return process, answered
+
+
+def cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+async def one_run(weir: WeirProcess, args: argparse.Namespace) -> dict[str, float]:
+    address = weir.address
     async with grpc.aio.insecure_channel(address) as channel:
         stub = pb_grpc.GatewayStub(channel)
         await stub.Topology(pb.TopologyRequest(), metadata=basic(USER, PASSWORD), timeout=30)  # warm the cache
@@ -94,12 +124,16 @@ async def one_run(address: str, args: argparse.Namespace) -> dict[str, float]:
             unknown.append(await refusal_ms(stub, f"nobody-{n}", "wrong"))
         figures["refusal, known user (ms)"] = statistics.median(known)
         figures["refusal, unknown user (ms)"] = statistics.median(unknown)
-        stop, refused = asyncio.Event(), [0]
-        guesser = asyncio.create_task(guess(stub, args.guess_rate, stop, refused))
+        cpu = cpu_seconds(weir.pid)
+        guesser, answered = start_guesser(address, args.guess_rate, args.seconds)
+        guesses = await asyncio.to_thread(answered.get)
+        guesser.join()
+        figures["gateway CPU per wrong password (ms)"] = (cpu_seconds(weir.pid) - cpu) * 1000 / guesses
+        guesser, answered = start_guesser(address, args.guess_rate, args.seconds + 2)
+        await asyncio.sleep(1)  # the guesser is under way
         figures["throughput while guessing (calls/s)"] = await throughput(stub, args.clients, args.seconds)
-        figures["guesses answered (/s)"] = refused[0] / args.seconds
-        stop.set()
-        await guesser
+        figures["guesses answered (/s)"] = await asyncio.to_thread(answered.get) / (args.seconds + 2)
+        guesser.join()
         figures["refusal over the limit (ms)"] = statistics.median(
             [await refusal_ms(stub, USER, "again") for _ in range(args.probes)]
         )
@@ -126,7 +160,7 @@ def main() -> None:
         for n in range(args.runs):
             weir = WeirProcess(Path(tmp) / f"run-{n}", env=env, repo=args.repo).start()
             try:
-                runs.append(asyncio.run(one_run(weir.address, args)))
+                runs.append(asyncio.run(one_run(weir, args)))
             finally:
                 weir.stop()
             print(f"run {n + 1}: " + ", ".join(f"{k} {v:.1f}" for k, v in runs[-1].items()), flush=True)
