@@ -59,10 +59,10 @@ async def throughput(stub: pb_grpc.GatewayStub, clients: int, seconds: float) ->
     return done / (time.monotonic() - started)
 
 
-async def refusal_ms(stub: pb_grpc.GatewayStub, user: str, password: str) -> float:
+async def refusal_ms(stub: pb_grpc.GatewayStub, user: str, password: str, timeout: float = 30) -> float:
     started = time.perf_counter()
     try:
-        await stub.Topology(pb.TopologyRequest(), metadata=basic(user, password), timeout=30)
+        await stub.Topology(pb.TopologyRequest(), metadata=basic(user, password), timeout=timeout)
     except grpc.aio.AioRpcError as e:
         assert e.code() == grpc.StatusCode.UNAUTHENTICATED, e
     else:
@@ -72,25 +72,25 @@ async def refusal_ms(stub: pb_grpc.GatewayStub, user: str, password: str) -> flo
 
 async def guess(address: str, rate: float, seconds: float) -> int:
     """Wrong passwords at ``rate`` a second for ``seconds`` (open loop: a guesser does not slow down when answers
-    take long; at most 256 waiting); how many were answered."""
+    take long; at most 256 waiting, each for 10 s at most); how many were answered in time."""
     async with grpc.aio.insecure_channel(address) as channel:
         stub = pb_grpc.GatewayStub(channel)
         waiting: set[asyncio.Task[float]] = set()
         answered, n, started = 0, 0, time.monotonic()
 
-        def count(_: asyncio.Task[float]) -> None:
+        def count(task: asyncio.Task[float]) -> None:
             nonlocal answered
-            answered += 1
+            answered += task.exception() is None  # a guess can time out behind others waiting for scrypt
 
         while time.monotonic() < started + seconds:
             n += 1
             if len(waiting) < 256:
-                task = asyncio.create_task(refusal_ms(stub, USER, f"guess-{n}"))
+                task = asyncio.create_task(refusal_ms(stub, USER, f"guess-{n}", timeout=10))
                 waiting.add(task)
                 task.add_done_callback(waiting.discard)
                 task.add_done_callback(count)
             await asyncio.sleep(max(0.0, started + n / rate - time.monotonic()))
-        await asyncio.gather(*waiting)
+        await asyncio.gather(*waiting, return_exceptions=True)
         return answered
 
 
@@ -126,13 +126,15 @@ async def one_run(weir: WeirProcess, args: argparse.Namespace) -> dict[str, floa
         figures["refusal, unknown user (ms)"] = statistics.median(unknown)
         cpu = cpu_seconds(weir.pid)
         guesser, answered = start_guesser(address, args.guess_rate, args.seconds)
-        guesses = await asyncio.to_thread(answered.get)
+        guesses = await asyncio.to_thread(answered.get, timeout=args.seconds + 60)
         guesser.join()
-        figures["gateway CPU per wrong password (ms)"] = (cpu_seconds(weir.pid) - cpu) * 1000 / guesses
+        figures["gateway CPU per wrong password (ms)"] = (cpu_seconds(weir.pid) - cpu) * 1000 / max(1, guesses)
         guesser, answered = start_guesser(address, args.guess_rate, args.seconds + 2)
         await asyncio.sleep(1)  # the guesser is under way
         figures["throughput while guessing (calls/s)"] = await throughput(stub, args.clients, args.seconds)
-        figures["guesses answered (/s)"] = await asyncio.to_thread(answered.get) / (args.seconds + 2)
+        figures["guesses answered (/s)"] = await asyncio.to_thread(answered.get, timeout=args.seconds + 60) / (
+            args.seconds + 2
+        )
         guesser.join()
         figures["refusal over the limit (ms)"] = statistics.median(
             [await refusal_ms(stub, USER, "again") for _ in range(args.probes)]
