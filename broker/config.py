@@ -121,8 +121,10 @@ DEFAULTS: dict[str, Any] = {
                     "algorithms": ["RS256"],
                     "leeway": 30.0,
                 },
-                # Lines "user:scrypt$…" (make them with `weir hash-password`).
-                "basic": {"usersFile": ""},
+                # Lines "user:scrypt$…" (make them with `weir hash-password`). Accepted credentials are remembered
+                # for cacheTtl seconds; each client address may fail failuresPerMinute checks a minute, then new
+                # credentials from it are refused without a check until it waits (0: no limit).
+                "basic": {"usersFile": "", "cacheTtl": 60.0, "failuresPerMinute": 30},
             },
         },
     },
@@ -385,6 +387,12 @@ def _validate_security(config: dict[str, Any]) -> None:
         )
     if "basic" in authn["methods"] and not authn["basic"]["usersFile"]:
         raise ConfigError("gateway.security.authentication.basic.usersFile: required with basic")
+    basic = authn["basic"]
+    if not isinstance(basic["cacheTtl"], int | float) or isinstance(basic["cacheTtl"], bool) or basic["cacheTtl"] < 0:
+        raise ConfigError("gateway.security.authentication.basic.cacheTtl: must be a number of seconds, at least 0")
+    failures = basic["failuresPerMinute"]
+    if not isinstance(failures, int) or isinstance(failures, bool) or failures < 0:
+        raise ConfigError("gateway.security.authentication.basic.failuresPerMinute: must be an integer, at least 0")
     ctls = config["commandApi"]["tls"]
     if ctls["enabled"] and not (ctls["certificateChainPath"] and ctls["privateKeyPath"] and ctls["caPath"]):
         raise ConfigError("commandApi.tls: enabled needs certificateChainPath, privateKeyPath and caPath")

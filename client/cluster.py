@@ -5,6 +5,13 @@ partition has a leader, writes ``DIR/cluster.json`` (gateway address; per broker
 directory, the exact command and environment) and keeps running until interrupted, then stops everything.
 ``restart-broker ID`` restarts one broker from ``cluster.json`` (after a ``kill -9`` in a test, say);
 ``down`` stops the cluster.
+
+Every process's ``WEIR_…`` settings are recorded at ``up`` (those of the environment it ran in, TLS paths
+included), so a restart from any shell brings the broker back exactly as it was: its own environment's ``WEIR_…``
+variables are not used. Settings that are secrets (the Raft password, the command API secret, anything named like a
+password, token, secret or key, exporter arguments and URLs, which may carry credentials) go to
+``DIR/cluster-secrets.json`` instead, which only its owner can read; ``cluster.json`` names the file and which
+variables each process takes from it.
 """
 
 from __future__ import annotations
@@ -23,6 +30,9 @@ from pathlib import Path
 from typing import Any
 
 CLUSTER_FILE = "cluster.json"
+SECRETS_FILE = "cluster-secrets.json"
+# Parts of a WEIR_… variable's name that make its value a secret (see the module docstring).
+_SECRET_PARTS = ("SECRET", "PASSWORD", "PASSPHRASE", "TOKEN", "CREDENTIAL", "KEY", "_URL", "_ARGS_")
 
 
 def _ephemeral_range() -> tuple[int, int]:
@@ -95,11 +105,46 @@ def free_port() -> int:
     return free_port_range(1)
 
 
+def is_secret(name: str) -> bool:
+    """Whether the value of setting ``name`` must stay out of ``cluster.json``; paths (``…_PATH``, ``…_FILE``) are
+    not secrets, what they point to is protected by its own mode."""
+    if name.endswith(("_PATH", "_FILE")):
+        return False
+    return any(part in name for part in _SECRET_PARTS)
+
+
+def _weir_settings() -> dict[str, str]:
+    return {name: value for name, value in os.environ.items() if name.startswith("WEIR_")}
+
+
+def _record_env(process: dict[str, Any], env: dict[str, str], secrets: dict[str, str]) -> None:
+    """Split ``env`` into the process's plain ``env`` and the names it takes from the secrets file."""
+    process["env"] = {name: value for name, value in env.items() if not is_secret(name)}
+    process["secretEnv"] = sorted(name for name in env if is_secret(name))
+    secrets.update((name, env[name]) for name in process["secretEnv"])
+
+
+def process_env(cluster: dict[str, Any], process: dict[str, Any]) -> dict[str, str]:
+    """The ``WEIR_…`` settings ``process`` was started with: its ``env`` plus its secrets, read from their file."""
+    env = dict(process.get("env", {}))
+    names = process.get("secretEnv", [])
+    if names:
+        path = Path(cluster["secretsFile"])
+        try:
+            secrets = json.loads(path.read_text())
+        except OSError as e:
+            raise SystemExit(f"error: cannot read the cluster's secrets {path}: {e.strerror}") from None
+        env.update((name, secrets[name]) for name in names)
+    return env
+
+
 def _spawn(command: list[str], env: dict[str, str], log_path: Path) -> int:
+    """Start ``command`` with the ``WEIR_…`` settings ``env`` only (none of this process's own)."""
+    base = {name: value for name, value in os.environ.items() if not name.startswith("WEIR_")}
     with log_path.open("ab") as log:
         proc = subprocess.Popen(
             command,
-            env={**os.environ, **env},
+            env={**base, **env},
             stdout=log,
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
@@ -162,15 +207,19 @@ def read_cluster(data_dir: Path) -> dict[str, Any]:
 
 
 def write_cluster(data_dir: Path, cluster: dict[str, Any]) -> None:
-    """Replace ``cluster.json`` atomically. It holds the Raft password (in each broker's environment), so the file
-    is created readable by its owner only: mode 0600 from the start, never a window with the umask's mode. A
-    leftover temporary file is removed first, since ``O_CREAT`` would keep an existing file's mode."""
-    tmp = data_dir / (CLUSTER_FILE + ".tmp")
+    """Replace ``cluster.json`` atomically (readable by its owner only, like the secrets file it names)."""
+    _write_private(data_dir / CLUSTER_FILE, json.dumps(cluster, indent=2))
+
+
+def _write_private(path: Path, text: str) -> None:
+    """Replace ``path`` atomically with a file readable by its owner only: mode 0600 from the start, never a window
+    with the umask's mode. A leftover temporary file is removed first, since ``O_CREAT`` would keep its mode."""
+    tmp = path.with_name(path.name + ".tmp")
     tmp.unlink(missing_ok=True)
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     with os.fdopen(fd, "w") as f:
-        f.write(json.dumps(cluster, indent=2))
-    os.replace(tmp, data_dir / CLUSTER_FILE)
+        f.write(text)
+    os.replace(tmp, path)
 
 
 def plan(args: argparse.Namespace) -> dict[str, Any]:
@@ -186,12 +235,15 @@ def plan(args: argparse.Namespace) -> dict[str, Any]:
     )
     password = os.environ.get("WEIR_BROKER_CLUSTER_RAFT_PASSWORD") or os.urandom(16).hex()
     # Gateways and brokers prove themselves to brokers' command APIs with it (TLS settings, if any, come from the
-    # WEIR_COMMAND_API_TLS_… variables every process inherits).
+    # WEIR_COMMAND_API_TLS_… variables of this environment, recorded for every process).
     command_secret = os.environ.get("WEIR_COMMAND_API_SECRET") or os.urandom(16).hex()
+    settings = _weir_settings()
+    secrets: dict[str, str] = {}
     for node_id in range(args.brokers):
         command_port, monitoring_port = command_ports[node_id], free_port()
         broker_dir = data_dir / f"broker-{node_id}"
         env = {
+            **settings,
             "WEIR_BROKER_CLUSTER_NODE_ID": str(node_id),
             "WEIR_BROKER_CLUSTER_CLUSTER_SIZE": str(args.brokers),
             "WEIR_BROKER_CLUSTER_PARTITIONS_COUNT": str(args.partitions),
@@ -219,20 +271,19 @@ def plan(args: argparse.Namespace) -> dict[str, Any]:
             hosts[node_id],
             *args.broker_args,
         ]
-        brokers.append(
-            {
-                "nodeId": node_id,
-                "host": hosts[node_id],
-                "pid": 0,
-                "commandPort": command_port,
-                "monitoringPort": monitoring_port,
-                "raftBasePort": raft_bases[node_id],
-                "dataDir": str(broker_dir),
-                "log": str(data_dir / f"broker-{node_id}.log"),
-                "command": command,
-                "env": env,
-            }
-        )
+        broker = {
+            "nodeId": node_id,
+            "host": hosts[node_id],
+            "pid": 0,
+            "commandPort": command_port,
+            "monitoringPort": monitoring_port,
+            "raftBasePort": raft_bases[node_id],
+            "dataDir": str(broker_dir),
+            "log": str(data_dir / f"broker-{node_id}.log"),
+            "command": command,
+        }
+        _record_env(broker, env, secrets)
+        brokers.append(broker)
     gateway_port = args.gateway_port or free_port()
     gateway_monitoring = free_port()
     rest_port = free_port()
@@ -249,27 +300,31 @@ def plan(args: argparse.Namespace) -> dict[str, Any]:
         str(gateway_monitoring),
         *[a for b in brokers for a in ("--broker", f"{b['host']}:{b['commandPort']}")],
     ]
+    gateway = {
+        "address": f"127.0.0.1:{gateway_port}",
+        "restUrl": f"http://127.0.0.1:{rest_port}",
+        "monitoringPort": gateway_monitoring,
+        "pid": 0,
+        "log": str(data_dir / "gateway.log"),
+        "command": gateway_command,
+    }
+    _record_env(gateway, {**settings, "WEIR_COMMAND_API_SECRET": command_secret}, secrets)
+    secrets_file = data_dir / SECRETS_FILE
+    _write_private(secrets_file, json.dumps(secrets, indent=2))
     return {
         "dataDir": str(data_dir),
+        "secretsFile": str(secrets_file),
         "brokers": brokers,
         "partitionsCount": args.partitions,
         "replicationFactor": args.replication,
-        "gateway": {
-            "address": f"127.0.0.1:{gateway_port}",
-            "restUrl": f"http://127.0.0.1:{rest_port}",
-            "monitoringPort": gateway_monitoring,
-            "pid": 0,
-            "log": str(data_dir / "gateway.log"),
-            "command": gateway_command,
-            "env": {"WEIR_COMMAND_API_SECRET": command_secret},
-        },
+        "gateway": gateway,
         "supervisorPid": os.getpid(),
     }
 
 
-def start_broker(broker: dict[str, Any]) -> None:
+def start_broker(cluster: dict[str, Any], broker: dict[str, Any]) -> None:
     Path(broker["dataDir"]).mkdir(parents=True, exist_ok=True)
-    broker["pid"] = _spawn(broker["command"], broker["env"], Path(broker["log"]))
+    broker["pid"] = _spawn(broker["command"], process_env(cluster, broker), Path(broker["log"]))
 
 
 def wait_ready(cluster: dict[str, Any], timeout: float) -> None:
@@ -308,9 +363,9 @@ def cmd_up(args: argparse.Namespace) -> int:
     data_dir.mkdir(parents=True, exist_ok=True)
     cluster = plan(args)
     for broker in cluster["brokers"]:
-        start_broker(broker)
+        start_broker(cluster, broker)
     gw = cluster["gateway"]
-    gw["pid"] = _spawn(gw["command"], gw.get("env", {}), Path(gw["log"]))
+    gw["pid"] = _spawn(gw["command"], process_env(cluster, gw), Path(gw["log"]))
     write_cluster(data_dir, cluster)
     stop = False
 
@@ -354,7 +409,7 @@ def cmd_restart_broker(args: argparse.Namespace) -> int:
         return 2
     broker = matches[0]
     stop_pids([broker["pid"]])
-    start_broker(broker)
+    start_broker(cluster, broker)
     write_cluster(data_dir, cluster)
     deadline = time.monotonic() + args.timeout
     while time.monotonic() < deadline:

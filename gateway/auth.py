@@ -26,6 +26,7 @@ import logging
 import os
 import time
 import urllib.request
+from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -34,6 +35,8 @@ from typing import Any
 
 import grpc
 import jwt
+
+from gateway.messages import bounded_message, shown
 
 log = logging.getLogger("weir.gateway.auth")
 
@@ -44,8 +47,18 @@ OPEN_SERVICES = ("/grpc.health.v1.Health/",)
 TOKEN_CACHE_SIZE = 10_000
 # An unknown key id triggers at most one JWKS fetch per this many seconds (a key rotation), never one per call.
 JWKS_MIN_REFETCH_S = 30.0
-# scrypt checks of basic credentials running at once (each takes tens of milliseconds of CPU).
+# scrypt checks of basic credentials running at once (each takes tens of milliseconds of CPU), and waiting for a turn;
+# beyond that, a check fails at once rather than queue without bound.
 BASIC_VERIFY_CONCURRENCY = 2
+BASIC_VERIFY_WAITING = 64
+# Accepted basic credentials remembered at most (least recently used go first), and client addresses whose failures
+# are counted at most (the longest quiet go first).
+BASIC_CACHE_SIZE = 10_000
+FAILURE_TABLE_SIZE = 10_000
+MALFORMED_HEADER = (
+    "the access token's header is malformed ('kid' and 'alg' must be strings); send the access_token the "
+    "authorization server issued"
+)
 SUPPORTED_ALGORITHMS = ("RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "ES512", "EdDSA")
 
 
@@ -93,11 +106,18 @@ class OAuthConfig:
 
 @dataclass(slots=True)
 class AuthConfig:
-    """Which credentials the gateway accepts: any of ``oauth`` and ``basic``; none means every call is let in."""
+    """Which credentials the gateway accepts: any of ``oauth`` and ``basic``; none means every call is let in.
+
+    Basic credentials that passed their scrypt check are remembered for ``basic_cache_ttl_s`` seconds; a client
+    address may fail ``basic_failures_per_minute`` checks a minute (as a burst, refilled evenly), then its new
+    credentials are refused without a check until it has waited (0: no limit).
+    """
 
     methods: list[str] = field(default_factory=list)
     oauth: OAuthConfig = field(default_factory=OAuthConfig)
     basic_users_file: str = ""
+    basic_cache_ttl_s: float = 60.0
+    basic_failures_per_minute: int = 30
 
 
 def _read(path: str, what: str) -> bytes:
@@ -149,6 +169,116 @@ def load_users(path: str) -> dict[str, str]:
             )
         users[name] = stored
     return users
+
+
+class FailureLimiter:
+    """Failed credential checks per client address: a token bucket of ``per_minute`` failures each, refilled evenly.
+
+    A check takes a token before it runs (so a burst of concurrent guesses cannot all slip in) and gets it back when
+    it succeeds. At most ``size`` addresses are tracked; the one quiet longest is forgotten first (it would have
+    refilled soonest). ``per_minute`` 0 disables the limit; an unknown (empty) address is not limited.
+    """
+
+    def __init__(self, per_minute: int, size: int = FAILURE_TABLE_SIZE) -> None:
+        self._capacity = float(per_minute)
+        self._rate = per_minute / 60.0
+        self._size = size
+        self._buckets: OrderedDict[str, tuple[float, float]] = OrderedDict()  # address → (tokens, at)
+
+    def take(self, address: str) -> float:
+        """Take a token for ``address``: 0.0 when taken, else the seconds until one is back."""
+        if self._capacity <= 0 or not address:
+            return 0.0
+        now = time.monotonic()
+        tokens, at = self._buckets.pop(address, (self._capacity, now))
+        tokens = min(self._capacity, tokens + (now - at) * self._rate)
+        if tokens < 1.0:
+            self._buckets[address] = (tokens, now)
+            return (1.0 - tokens) / self._rate
+        self._buckets[address] = (tokens - 1.0, now)
+        while len(self._buckets) > self._size:
+            self._buckets.popitem(last=False)
+        return 0.0
+
+    def give_back(self, address: str) -> None:
+        entry = self._buckets.get(address)
+        if entry is not None:
+            self._buckets[address] = (min(self._capacity, entry[0] + 1.0), entry[1])
+
+
+class BasicCredentials:
+    """Checks ``user:password`` pairs against the users file, cheaply for repeats and evenly for failures.
+
+    - Accepted pairs are remembered for ``ttl_s`` (a bounded LRU keyed by an HMAC of the pair under a key made at
+      start, so the table holds nothing a password could be recovered from), so a worker's calls pay scrypt once.
+    - An unknown user name costs the same scrypt as a wrong password (against a dummy hash): the time of a refusal
+      does not tell which user names exist.
+    - Failures are limited per client address (:class:`FailureLimiter`): over the limit a new pair is refused
+      without scrypt, so guessing cannot take the gateway's CPU from authenticated calls.
+    - scrypt runs in worker threads, at most ``BASIC_VERIFY_CONCURRENCY`` at once with ``BASIC_VERIFY_WAITING``
+      waiting; the event loop never runs it.
+    """
+
+    def __init__(self, users: dict[str, str], *, ttl_s: float, failures_per_minute: int) -> None:
+        self.users = users
+        self._ttl_s = ttl_s
+        self._key = os.urandom(32)
+        self._dummy = hash_password(os.urandom(16).hex())
+        self._accepted: OrderedDict[bytes, tuple[str, float]] = OrderedDict()  # HMAC of the pair → (user, until)
+        self._failures = FailureLimiter(failures_per_minute)
+        self._verifying = asyncio.Semaphore(BASIC_VERIFY_CONCURRENCY)
+        self._waiting = 0
+
+    def digest(self, credentials: str) -> bytes:
+        """What accepted credentials are remembered by: an HMAC under a key of this process."""
+        return hmac.new(self._key, credentials.encode(), hashlib.sha256).digest()
+
+    def remembered(self, digest: bytes) -> str | None:
+        """The user of remembered credentials, while their time lasts."""
+        entry = self._accepted.get(digest)
+        if entry is None:
+            return None
+        if time.monotonic() >= entry[1]:
+            del self._accepted[digest]
+            return None
+        self._accepted.move_to_end(digest)
+        return entry[0]
+
+    async def check(self, credentials: str, address: str) -> str:
+        """The user of base64 ``credentials``; raises Unauthenticated."""
+        digest = self.digest(credentials)
+        user = self.remembered(digest)
+        if user is not None:
+            return user
+        try:
+            user, sep, password = base64.b64decode(credentials, validate=True).decode().partition(":")
+        except (ValueError, UnicodeDecodeError):
+            sep, user, password = "", "", ""
+        if not sep:
+            raise Unauthenticated("basic credentials must be base64('user:password')")
+        wait = self._failures.take(address)
+        if wait:
+            raise Unauthenticated(
+                f"too many failed sign-ins from {shown(address)}: try again in {max(1, round(wait))} s"
+            )
+        if self._waiting >= BASIC_VERIFY_WAITING:
+            self._failures.give_back(address)
+            raise Unauthenticated("the gateway is busy checking other credentials: try again shortly")
+        stored = self.users.get(user)
+        self._waiting += 1
+        try:
+            async with self._verifying:
+                loop = asyncio.get_running_loop()
+                ok = await loop.run_in_executor(None, verify_password, password, stored or self._dummy)
+        finally:
+            self._waiting -= 1
+        if not ok or stored is None:
+            raise Unauthenticated(f"wrong user name or password for {shown(user)!r}")
+        self._failures.give_back(address)
+        self._accepted[digest] = (user, time.monotonic() + self._ttl_s)
+        while len(self._accepted) > BASIC_CACHE_SIZE:
+            self._accepted.popitem(last=False)
+        return user
 
 
 # -- JWKS ----------------------------------------------------------------------------------------------------
@@ -242,15 +372,21 @@ class Authenticator:
         self.jwks = JwksKeys(config.oauth) if "oauth" in config.methods else None
         if "basic" in config.methods and not config.basic_users_file:
             raise SecurityConfigError("basic authentication needs a users file (basic.usersFile)")
-        self.users = load_users(config.basic_users_file) if "basic" in config.methods else {}
+        self.basic = (
+            BasicCredentials(
+                load_users(config.basic_users_file),
+                ttl_s=config.basic_cache_ttl_s,
+                failures_per_minute=config.basic_failures_per_minute,
+            )
+            if "basic" in config.methods
+            else None
+        )
         bad = set(config.oauth.algorithms) - set(SUPPORTED_ALGORITHMS)
         if self.jwks is not None and bad:
             raise SecurityConfigError(
                 f"unsupported JWT algorithm(s) {sorted(bad)}; use {', '.join(SUPPORTED_ALGORITHMS)}"
             )
         self._tokens: dict[str, float] = {}  # accepted bearer token → its expiry (epoch seconds)
-        self._basic: dict[bytes, str] = {}  # sha256 of accepted "user:password" → user
-        self._verifying = asyncio.Semaphore(BASIC_VERIFY_CONCURRENCY)
 
     @property
     def enabled(self) -> bool:
@@ -278,17 +414,22 @@ class Authenticator:
             )
         return " or ".join(hints)
 
-    async def check(self, authorization: str | None) -> str:
-        """The caller's identity; raises Unauthenticated with a message a person can act on."""
+    async def check(self, authorization: str | None, peer: str = "") -> str:
+        """The caller's identity; raises Unauthenticated with a message a person can act on.
+
+        ``peer`` is the client's address (failed basic checks are limited per address); empty when unknown.
+        """
         if not authorization:
             raise Unauthenticated(f"this gateway requires credentials: send {self._hint()}")
         scheme, _, credentials = authorization.strip().partition(" ")
         scheme = scheme.lower()
         if scheme == "bearer" and "oauth" in self.config.methods:
             return self._check_bearer(credentials.strip())
-        if scheme == "basic" and "basic" in self.config.methods:
-            return await self._check_basic(credentials.strip())
-        raise Unauthenticated(f"'{scheme.capitalize()}' credentials are not accepted here: send {self._hint()}")
+        if scheme == "basic" and self.basic is not None:
+            return await self.basic.check(credentials.strip(), client_address(peer))
+        raise Unauthenticated(
+            f"'{shown(scheme.capitalize(), 20)}' credentials are not accepted here: send {self._hint()}"
+        )
 
     def _check_bearer(self, token: str) -> str:
         now = time.time()
@@ -303,10 +444,15 @@ class Authenticator:
             raise Unauthenticated(
                 "the bearer token is not a JWT; send the access_token the authorization server issued"
             ) from None
-        key = self.jwks.key(header.get("kid"))
+        except jwt.InvalidTokenError:  # a header of the wrong shape: a 'kid' that is not a string, say
+            raise Unauthenticated(MALFORMED_HEADER) from None
+        kid, alg = header.get("kid"), header.get("alg")
+        if not (kid is None or isinstance(kid, str)) or not isinstance(alg, str):
+            raise Unauthenticated(MALFORMED_HEADER)
+        key = self.jwks.key(kid)
         if key is None:
             raise Unauthenticated(
-                f"the access token is signed with key id {header.get('kid')!r}, which is not in the gateway's JWKS; "
+                f"the access token is signed with key id {shown(kid)!r}, which is not in the gateway's JWKS; "
                 "check that the client and gateway use the same authorization server"
             )
         try:
@@ -321,6 +467,11 @@ class Authenticator:
             )
         except jwt.InvalidTokenError as e:
             raise Unauthenticated(self._explain(token, header, e)) from None
+        except Exception as e:  # a parser's surprise at crafted input is still a refusal, not an internal error
+            log.debug("could not check an access token: %r", e)
+            raise Unauthenticated(
+                "the access token could not be read; send the access_token the authorization server issued"
+            ) from None
         if len(self._tokens) >= TOKEN_CACHE_SIZE:
             self._tokens.clear()
         self._tokens[token] = float(claims["exp"])
@@ -331,50 +482,27 @@ class Authenticator:
         oauth = self.config.oauth
         if isinstance(error, jwt.ExpiredSignatureError):
             expired = _unverified_claim(token, "exp")
-            when = datetime.fromtimestamp(expired, UTC).isoformat() if isinstance(expired, int | float) else "?"
+            try:
+                when = datetime.fromtimestamp(expired, UTC).isoformat()
+            except (TypeError, ValueError, OverflowError, OSError):
+                when = "?"
             return f"the access token expired at {when}; get a new one from the authorization server"
         if isinstance(error, jwt.InvalidAudienceError):
             return (
-                f"the access token is for audience {_unverified_claim(token, 'aud')!r}, but this gateway accepts "
-                f"tokens for {oauth.audience!r} (set ZEEBE_TOKEN_AUDIENCE={oauth.audience})"
+                f"the access token is for audience {shown(_unverified_claim(token, 'aud'))!r}, but this gateway "
+                f"accepts tokens for {oauth.audience!r} (set ZEEBE_TOKEN_AUDIENCE={oauth.audience})"
             )
         if isinstance(error, jwt.InvalidIssuerError):
             return (
-                f"the access token was issued by {_unverified_claim(token, 'iss')!r}, but this gateway trusts "
+                f"the access token was issued by {shown(_unverified_claim(token, 'iss'))!r}, but this gateway trusts "
                 f"{oauth.issuer!r}"
             )
         if isinstance(error, jwt.InvalidSignatureError):
             return "the access token's signature does not verify with the gateway's JWKS"
         if isinstance(error, jwt.InvalidAlgorithmError):
-            return f"the access token is signed with {header.get('alg')!r}; this gateway accepts {oauth.algorithms}"
-        return f"the access token is not valid: {error}"
-
-    async def _check_basic(self, credentials: str) -> str:
-        """Accepted credentials are remembered (by digest); new ones pay one scrypt, off the event loop.
-
-        At most ``BASIC_VERIFY_CONCURRENCY`` scrypt checks run at once, so guessing passwords cannot occupy the
-        gateway's threads or stall its calls.
-        """
-        digest = hashlib.sha256(credentials.encode()).digest()
-        known = self._basic.get(digest)
-        if known is not None:
-            return known
-        try:
-            user, sep, password = base64.b64decode(credentials, validate=True).decode().partition(":")
-        except (ValueError, UnicodeDecodeError):
-            sep, user, password = "", "", ""
-        if not sep:
-            raise Unauthenticated("basic credentials must be base64('user:password')")
-        stored = self.users.get(user)
-        async with self._verifying:
-            loop = asyncio.get_running_loop()
-            ok = stored is not None and await loop.run_in_executor(None, verify_password, password, stored)
-        if not ok:
-            raise Unauthenticated(f"wrong user name or password for {user!r}")
-        if len(self._basic) >= TOKEN_CACHE_SIZE:
-            self._basic.clear()
-        self._basic[digest] = user
-        return user
+            alg = shown(header.get("alg"))
+            return f"the access token is signed with {alg!r}; this gateway accepts {oauth.algorithms}"
+        return f"the access token is not valid: {shown(error, 300)}"
 
 
 def _unverified_claim(token: str, name: str) -> Any:
@@ -391,36 +519,71 @@ def _metadata_value(metadata: Sequence[tuple[str, Any]] | None, name: str) -> st
     return None
 
 
-def _refusal(handler: grpc.RpcMethodHandler, message: str) -> grpc.RpcMethodHandler:
-    """A handler of the same shape as ``handler`` that ends the call with UNAUTHENTICATED."""
+def client_address(peer: str) -> str:
+    """The address part of a gRPC peer (``ipv4:10.0.0.7:51234`` → ``10.0.0.7``); other forms as given."""
+    kind, _, rest = peer.partition(":")
+    if kind in ("ipv4", "ipv6"):
+        return rest.rpartition(":")[0].strip("[]")
+    return peer
 
-    async def abort(request: Any, context: grpc.aio.ServicerContext) -> Any:
-        await context.abort(grpc.StatusCode.UNAUTHENTICATED, message)
 
-    async def abort_stream(request: Any, context: grpc.aio.ServicerContext) -> Any:
-        await context.abort(grpc.StatusCode.UNAUTHENTICATED, message)
-        yield  # pragma: no cover - makes this an async generator
+def _guarded(
+    handler: grpc.RpcMethodHandler, check: Callable[[grpc.aio.ServicerContext], Awaitable[None]]
+) -> grpc.RpcMethodHandler:
+    """``handler`` behind ``check``: when it raises :class:`Unauthenticated`, the call ends with UNAUTHENTICATED
+    before the handler runs. (The check runs in the call, not the interceptor, because only the call's context
+    knows the client's address.)"""
+
+    async def admit(context: grpc.aio.ServicerContext) -> None:
+        try:
+            await check(context)
+        except Unauthenticated as e:
+            await context.abort(grpc.StatusCode.UNAUTHENTICATED, bounded_message(str(e)))
 
     kw = {"request_deserializer": handler.request_deserializer, "response_serializer": handler.response_serializer}
     if handler.request_streaming and handler.response_streaming:
-        return grpc.stream_stream_rpc_method_handler(abort_stream, **kw)
-    if handler.request_streaming:
-        return grpc.stream_unary_rpc_method_handler(abort, **kw)
-    if handler.response_streaming:
-        return grpc.unary_stream_rpc_method_handler(abort_stream, **kw)
-    return grpc.unary_unary_rpc_method_handler(abort, **kw)
+        behaviour, make = handler.stream_stream, grpc.stream_stream_rpc_method_handler
+    elif handler.request_streaming:
+        behaviour, make = handler.stream_unary, grpc.stream_unary_rpc_method_handler
+    elif handler.response_streaming:
+        behaviour, make = handler.unary_stream, grpc.unary_stream_rpc_method_handler
+    else:
+        behaviour, make = handler.unary_unary, grpc.unary_unary_rpc_method_handler
+    if inspect.isasyncgenfunction(behaviour):
+
+        async def generated(request: Any, context: grpc.aio.ServicerContext) -> Any:
+            await admit(context)
+            async for response in behaviour(request, context):
+                yield response
+
+        return make(generated, **kw)
+
+    async def called(request: Any, context: grpc.aio.ServicerContext) -> Any:
+        await admit(context)
+        return await behaviour(request, context)
+
+    return make(called, **kw)
 
 
 class MetadataCheckInterceptor(grpc.aio.ServerInterceptor):
-    """Runs ``check(metadata value)`` before every call outside ``open_prefixes``; a refusal ends the call.
+    """Runs ``check(metadata value)`` at the start of every call outside ``open_prefixes``; a refusal ends the call.
 
-    ``check`` (a function or a coroutine function) raises :class:`Unauthenticated` with the text the caller gets.
+    ``check`` (a function or a coroutine function) raises :class:`Unauthenticated` with the text the caller gets;
+    with ``with_peer`` it is called as ``check(value, peer)`` with the client's gRPC peer string.
     """
 
-    def __init__(self, header: str, check: Callable[[str | None], Any], open_prefixes: Sequence[str] = ()) -> None:
+    def __init__(
+        self,
+        header: str,
+        check: Callable[..., Any],
+        open_prefixes: Sequence[str] = (),
+        *,
+        with_peer: bool = False,
+    ) -> None:
         self._header = header
         self._check = check
         self._open = tuple(open_prefixes)
+        self._with_peer = with_peer
 
     async def intercept_service(
         self,
@@ -428,22 +591,27 @@ class MetadataCheckInterceptor(grpc.aio.ServerInterceptor):
         handler_call_details: grpc.HandlerCallDetails,
     ) -> grpc.RpcMethodHandler:
         handler = await continuation(handler_call_details)
-        if handler is None or handler_call_details.method.startswith(self._open):
+        method = handler_call_details.method
+        if handler is None or method.startswith(self._open):
             return handler
-        try:
-            checked = self._check(_metadata_value(handler_call_details.invocation_metadata, self._header))
-            if inspect.isawaitable(checked):
-                await checked
-        except Unauthenticated as e:
-            log.debug("refused %s: %s", handler_call_details.method, e)
-            return _refusal(handler, str(e))
-        return handler
+        value = _metadata_value(handler_call_details.invocation_metadata, self._header)
+
+        async def check(context: grpc.aio.ServicerContext) -> None:
+            try:
+                checked = self._check(value, context.peer()) if self._with_peer else self._check(value)
+                if inspect.isawaitable(checked):
+                    await checked
+            except Unauthenticated as e:
+                log.debug("refused %s: %s", method, e)
+                raise
+
+        return _guarded(handler, check)
 
 
 def gateway_interceptors(authenticator: Authenticator | None) -> list[grpc.aio.ServerInterceptor]:
     if authenticator is None or not authenticator.enabled:
         return []
-    return [MetadataCheckInterceptor("authorization", authenticator.check, OPEN_SERVICES)]
+    return [MetadataCheckInterceptor("authorization", authenticator.check, OPEN_SERVICES, with_peer=True)]
 
 
 @dataclass(slots=True)
@@ -477,5 +645,7 @@ class GatewaySecurity:
                     jwks_ca_path=oauth["jwksCaPath"],
                 ),
                 basic_users_file=authn["basic"]["usersFile"],
+                basic_cache_ttl_s=float(authn["basic"]["cacheTtl"]),
+                basic_failures_per_minute=int(authn["basic"]["failuresPerMinute"]),
             ),
         )

@@ -44,6 +44,7 @@ from broker.protocol.limits import MAX_DURATION_MS, duration_problem
 from broker.protocol.record import Record
 from broker.stream.partition import BackpressureError, PartitionUnavailableError
 from gateway.broker_client import BrokerClient, Topology
+from gateway.messages import bounded_message, shown
 
 log = logging.getLogger("weir.gateway")
 
@@ -80,10 +81,13 @@ _REJECTION_CODES = {
 class CommandError(Exception):
     """A request that cannot be served: bad input, a rejection by the broker, or a broker that cannot answer.
 
-    ``title`` is a short name of the problem: the rejection type for rejected commands, else the code's name.
+    ``title`` is a short name of the problem: the rejection type for rejected commands, else the code's name. The
+    message is bounded (gateway/messages.py): it may quote a caller's value of any size, or a broker's reason that
+    does.
     """
 
     def __init__(self, code: ErrorCode, message: str, *, title: str | None = None) -> None:
+        message = bounded_message(message)
         super().__init__(message)
         self.code = code
         self.message = message
@@ -157,7 +161,7 @@ def check_request_timeout(value: int) -> None:
 
 def check_tenant(tenant_id: str) -> None:
     if tenant_id not in ("", TENANT):
-        invalid(f"Expected tenant id to be '{TENANT}' (multi-tenancy is disabled), but got '{tenant_id}'")
+        invalid(f"Expected tenant id to be '{TENANT}' (multi-tenancy is disabled), but got '{shown(tenant_id)}'")
 
 
 def check_tenants(tenant_ids: Any) -> None:

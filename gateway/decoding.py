@@ -15,6 +15,8 @@ from typing import Any
 
 import grpc
 
+from gateway.messages import bounded_message
+
 log = logging.getLogger("weir.gateway")
 
 
@@ -36,7 +38,7 @@ def _tolerant(decode: Callable[[bytes], Any]) -> Callable[[bytes], Any]:
 
 
 def _message(method: str, request: _Undecodable) -> str:
-    return (
+    return bounded_message(
         f"Expected a valid request for {method}, but it could not be decoded ({request.reason}); "
         "string fields must be valid UTF-8"
     )

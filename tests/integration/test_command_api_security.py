@@ -8,6 +8,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
+import os
+import stat
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -18,7 +23,7 @@ from pyzeebe import ZeebeClient, ZeebeWorker, create_insecure_channel
 from pyzeebe.errors import ProcessDefinitionNotFoundError
 
 from tests.cluster.harness import Cluster
-from tests.harness import BPMN, CliProcess, eventually, free_port, retry_on_taken_port
+from tests.harness import BPMN, REPO, CliProcess, eventually, free_port, retry_on_taken_port
 from tests.security import Certificates, make_certificates
 
 SECRET = "the-brokers-secret"
@@ -230,16 +235,40 @@ def test_a_gateway_without_the_secret_is_refused(tmp_path: Path) -> None:
 def test_cluster_up_carries_a_secret_to_brokers_and_gateway(
     tmp_path: Path, certs: Certificates, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Two brokers, two partitions: deployments cross brokers over the command API with TLS and the secret."""
+    """Two brokers, two partitions: deployments cross brokers over the command API with TLS and the secret.
+
+    The secret is kept in an owner-only file, out of cluster.json; a broker restarted from a shell without any
+    WEIR_… setting comes back with the same TLS and secret.
+    """
     for name, value in _tls_env(certs).items():
         monkeypatch.setenv(name, value)
+    monkeypatch.delenv("WEIR_COMMAND_API_SECRET", raising=False)
     cluster = Cluster(tmp_path / "cluster", brokers=2, partitions=2, replication=1).up()
     try:
         info = cluster.reload()
-        secrets = {b["env"]["WEIR_COMMAND_API_SECRET"] for b in info["brokers"]}
-        assert len(secrets) == 1 and secrets == {info["gateway"]["env"]["WEIR_COMMAND_API_SECRET"]}
+        secrets_file = Path(info["secretsFile"])
+        secret = json.loads(secrets_file.read_text())["WEIR_COMMAND_API_SECRET"]
+        assert all("WEIR_COMMAND_API_SECRET" in p["secretEnv"] for p in [*info["brokers"], info["gateway"]])
+        assert secret not in (cluster.data_dir / "cluster.json").read_text()
+        assert {_mode(secrets_file), _mode(cluster.data_dir / "cluster.json")} == {0o600}
         for broker in info["brokers"]:
             assert _statuses(f"127.0.0.1:{broker['commandPort']}", certs) == {grpc.StatusCode.UNAUTHENTICATED}
         assert _workflow(cluster.gateway, instances=4) == {"n": 3, "seen": 3}  # round-robin: both partitions
+
+        clean = {name: value for name, value in os.environ.items() if not name.startswith("WEIR_")}
+        restart = [sys.executable, "-m", "client.cli", "cluster", "restart-broker", "0"]
+        done = subprocess.run(
+            [*restart, "--data-dir", str(cluster.data_dir)], cwd=REPO, env=clean, capture_output=True, text=True
+        )
+        assert done.returncode == 0, done.stdout + done.stderr
+        address = f"127.0.0.1:{cluster.reload()['brokers'][0]['commandPort']}"
+        assert _statuses(address, certs) == {grpc.StatusCode.UNAUTHENTICATED}  # TLS, and the secret is required
+        assert _statuses(address, None, (("weir-command-secret", secret),)) == {grpc.StatusCode.UNAVAILABLE}
+        assert _statuses(address, certs, (("weir-command-secret", secret),)) == {grpc.StatusCode.OK}
+        assert _workflow(cluster.gateway, instances=4) == {"n": 3, "seen": 3}
     finally:
         cluster.down()
+
+
+def _mode(path: Path) -> int:
+    return stat.S_IMODE(path.stat().st_mode)

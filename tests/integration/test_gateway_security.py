@@ -437,7 +437,13 @@ def test_the_gateway_bounds_concurrent_streams_per_connection(tmp_path: Path) ->
 
 
 def _rest(
-    weir: WeirProcess, certs: Certificates, path: str, *, method: str = "GET", authorization: str | None = None
+    weir: WeirProcess,
+    certs: Certificates,
+    path: str,
+    *,
+    method: str = "GET",
+    authorization: str | None = None,
+    body: dict | None = None,
 ) -> tuple[int, dict, dict]:
     """(status, JSON body, headers) of one HTTPS call to the REST API, trusting the test CA."""
     import ssl
@@ -449,7 +455,7 @@ def _rest(
         headers = {"Authorization": authorization} if authorization else {}
         async with aiohttp.ClientSession() as session:
             url = f"https://127.0.0.1:{weir.rest_port}{path}"
-            async with session.request(method, url, headers=headers, ssl=context) as response:
+            async with session.request(method, url, headers=headers, ssl=context, json=body) as response:
                 return response.status, await response.json(content_type=None), dict(response.headers)
 
     return asyncio.run(go())
@@ -481,3 +487,103 @@ def test_rest_api_accepts_basic_credentials_and_bearer_tokens(
     expired = "Bearer " + issuer.token(audience=AUDIENCE, lifetime_s=-120)
     status, body, _ = _rest(secured, certs, "/v2/topology", authorization=expired)
     assert status == 401 and "expired" in body["detail"]
+
+
+# -- basic-auth guessing, malformed tokens, huge echoed inputs ----------------------------------------------------
+
+
+def _basic(user: str, password: str) -> list[tuple[str, str]]:
+    return [("authorization", "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode())]
+
+
+def test_basic_auth_failures_are_limited_per_client_address(tmp_path: Path, certs: Certificates) -> None:
+    """Over the limit, new credentials from the address are refused without a check; remembered ones still pass.
+    Unknown users and wrong passwords are refused alike."""
+    users = tmp_path / "users"
+    users.write_text(f"{USER}:{hash_password(PASSWORD)}\nbob:{hash_password('bobs password')}\n")
+    env = {
+        **_tls_env(certs),
+        "WEIR_GATEWAY_SECURITY_AUTHENTICATION_METHODS": "basic",
+        "WEIR_GATEWAY_SECURITY_AUTHENTICATION_BASIC_USERS_FILE": str(users),
+        "WEIR_GATEWAY_SECURITY_AUTHENTICATION_BASIC_FAILURES_PER_MINUTE": "4",
+    }
+    w = WeirProcess(tmp_path / "data", env=env).start()
+    try:
+        stub = _stub(w, certs)
+        assert stub.Topology(pb.TopologyRequest(), metadata=_basic(USER, PASSWORD), timeout=10).partitionsCount == 1
+        wrong, unknown = _refusal(stub, _basic(USER, "guess")), _refusal(stub, _basic("mallory", "guess"))
+        assert wrong.details() == f"wrong user name or password for '{USER}'"
+        assert unknown.details() == "wrong user name or password for 'mallory'"
+        for n in range(2):
+            assert "wrong user name or password" in (_refusal(stub, _basic(USER, f"guess {n}")).details() or "")
+        over = _refusal(stub, _basic(USER, "one more"))
+        assert over.code() == grpc.StatusCode.UNAUTHENTICATED
+        assert "too many failed sign-ins from 127.0.0.1" in (over.details() or ""), over.details()
+        # Right credentials not seen before wait too (checking them would be checking a guess) …
+        assert "too many failed sign-ins" in (_refusal(stub, _basic("bob", "bobs password")).details() or "")
+        # … while those already checked pass (the REST API keeps counts of its own).
+        assert stub.Topology(pb.TopologyRequest(), metadata=_basic(USER, PASSWORD), timeout=10).partitionsCount == 1
+        status, _, _ = _rest(w, certs, "/v2/topology", authorization=_basic(USER, PASSWORD)[0][1])
+        assert status == 200
+    finally:
+        w.stop()
+
+
+def _jwt(header: object, claims: object) -> str:
+    """A token of any shape, with a signature that verifies nowhere."""
+    part = lambda value: base64.urlsafe_b64encode(json.dumps(value).encode()).rstrip(b"=").decode()  # noqa: E731
+    return f"{part(header)}.{part(claims)}.c2lnbmF0dXJl"
+
+
+def test_malformed_tokens_are_unauthenticated_not_internal_errors(
+    secured: WeirProcess, certs: Certificates, issuer: TokenIssuer
+) -> None:
+    claims = {"aud": AUDIENCE, "exp": 4_000_000_000, "iss": issuer.issuer}
+    tokens = {
+        "kid a list": _jwt({"alg": "RS256", "kid": ["a"]}, claims),
+        "kid a number": _jwt({"alg": "RS256", "kid": 7}, claims),
+        "kid an object": _jwt({"alg": "RS256", "kid": {"a": 1}}, claims),
+        "alg a number": _jwt({"alg": 256, "kid": issuer.key_id}, claims),
+        "alg missing": _jwt({"kid": issuer.key_id}, claims),
+        "header a list": _jwt(["RS256"], claims),
+        "claims a list": _jwt({"alg": "RS256", "kid": issuer.key_id}, [1]),
+        "exp a string": _jwt({"alg": "RS256", "kid": issuer.key_id}, {**claims, "exp": "never"}),
+        "exp huge": _jwt({"alg": "RS256", "kid": issuer.key_id}, {**claims, "exp": 10**400}),
+        "header not JSON": "bm90IGpzb24." + _jwt({}, claims).split(".", 1)[1],
+        "huge kid": _jwt({"alg": "RS256", "kid": "k" * 6000}, claims),
+    }
+    stub = _stub(secured, certs)
+    for name, token in tokens.items():
+        error = _refusal(stub, [("authorization", f"Bearer {token}")])
+        assert error.code() == grpc.StatusCode.UNAUTHENTICATED, (name, error.code(), error.details())
+        assert len(error.details() or "") < 1000, name
+        status, body, _ = _rest(secured, certs, "/v2/topology", authorization=f"Bearer {token}")
+        assert status == 401 and len(body["detail"]) < 1000, (name, status, body)
+
+
+def test_errors_echo_huge_inputs_shortened(secured: WeirProcess, certs: Certificates) -> None:
+    """A 3 MB process id or tenant id comes back as its first characters and its length, within metadata limits."""
+    stub, huge = _stub(secured, certs), "p" * 3_000_000
+    calls = {
+        grpc.StatusCode.NOT_FOUND: lambda: stub.CreateProcessInstance(
+            pb.CreateProcessInstanceRequest(bpmnProcessId=huge), metadata=_basic(USER, PASSWORD), timeout=30
+        ),
+        grpc.StatusCode.INVALID_ARGUMENT: lambda: stub.PublishMessage(
+            pb.PublishMessageRequest(name="m", tenantId=huge), metadata=_basic(USER, PASSWORD), timeout=30
+        ),
+    }
+    for code, call in calls.items():
+        with pytest.raises(grpc.RpcError) as info:
+            call()
+        assert info.value.code() == code, (code, info.value.code(), (info.value.details() or "")[:300])
+        details = info.value.details() or ""
+        assert "p" * 100 + "… (3000000 characters)" in details and len(details) < 1000, details
+    authorization = _basic(USER, PASSWORD)[0][1]
+    body = {"processDefinitionId": "p" * 1_000_000}
+    status, problem, _ = _rest(
+        secured, certs, "/v2/process-instances", method="POST", authorization=authorization, body=body
+    )
+    assert status == 404 and "… (1000000 characters)" in problem["detail"] and len(problem["detail"]) < 1000, (
+        status,
+        str(problem)[:300],
+    )
