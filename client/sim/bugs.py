@@ -56,19 +56,19 @@ def _skip_fsync() -> Iterator[None]:
 
 
 def _apply_event_twice() -> Iterator[None]:
-    """The leader applies each event it writes twice (replay applies it once)."""
-    original = ProcessingContext.event
+    """The leader applies each process-instance event it writes twice (replay applies it once)."""
+    original = ProcessingContext.instance_event
 
-    def event(self: ProcessingContext, value_type: Any, intent: int, key: int, value: dict) -> Record:
-        record = original(self, value_type, intent, key, value)
+    def instance_event(self: ProcessingContext, intent: Any, key: int, value: Any, as_dict: Any = None) -> Record:
+        record = original(self, intent, key, value, as_dict)
         self._apply_event(self.state, record)
         return record
 
-    ProcessingContext.event = event  # type: ignore[method-assign]
+    ProcessingContext.instance_event = instance_event  # type: ignore[method-assign]
     try:
         yield
     finally:
-        ProcessingContext.event = original  # type: ignore[method-assign]
+        ProcessingContext.instance_event = original  # type: ignore[method-assign]
 
 
 def _forget_keys_on_recovery() -> Iterator[None]:

@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from broker.engine.engine import Engine
-from broker.log import MemoryLog
+from broker.log import LogBlock, MemoryLog
 from broker.protocol.codec import decode_block
 from broker.protocol.enums import (
     IncidentIntent,
@@ -29,7 +29,8 @@ from broker.protocol.keys import KeyGenerator, partition_of
 from broker.protocol.record import Record
 from broker.state.db import StateDb
 from broker.state.repositories import PartitionState
-from broker.stream.replay import replay_blocks
+from broker.stream import snapshots
+from broker.stream.replay import replay_blocks, replay_start
 from broker.tools.inspect import StateDump, diff_dumps, dump_state
 from client.sim import models
 from client.sim.workload import History
@@ -45,11 +46,9 @@ _CREATIONS = {
 }
 
 
-def records(log: MemoryLog) -> Iterator[Record]:
-    """Every committed record of a log, in position order."""
-    if log.commit_position == 0:
-        return
-    for block in log.read(max(1, log.first_position)):
+def records(blocks: list[LogBlock]) -> Iterator[Record]:
+    """Every record of committed blocks, in position order."""
+    for block in blocks:
         yield from decode_block(block.payload)[1]
 
 
@@ -107,17 +106,14 @@ def duplicate_keys(logs: dict[int, list[Record]]) -> list[str]:
     return out
 
 
-def replicas_agree(replica_logs: dict[int, list[MemoryLog]]) -> list[str]:
-    """Every replica's committed log is a prefix of the longest one (they agree on every common position)."""
+def replicas_agree(replica_blocks: dict[int, list[list[LogBlock]]]) -> list[str]:
+    """Every replica's committed log agrees with the others on every position they both hold."""
     out = []
-    for pid, logs in sorted(replica_logs.items()):
-        blocks = [
-            {b.first_position: b for b in log.read(max(1, log.first_position))} if log.commit_position else {}
-            for log in logs
-        ]
-        for i in range(1, len(blocks)):
-            for first, block in blocks[i].items():
-                other = blocks[0].get(first)
+    for pid, replicas in sorted(replica_blocks.items()):
+        by_first = [{b.first_position: b for b in blocks} for blocks in replicas]
+        for i in range(1, len(by_first)):
+            for first, block in by_first[i].items():
+                other = by_first[0].get(first)
                 if other is not None and other.payload != block.payload:
                     out.append(f"partition {pid}: replicas differ in the block at position {first}")
     return out
@@ -144,19 +140,27 @@ def exported_once_in_order(sink: dict[int, list[tuple[int, Record]]], logs: dict
     return out
 
 
-def replay_equals_live(pid: int, log: MemoryLog, live_runtime: Path, partitions_count: int) -> list[str]:
-    """Replaying the whole committed log into an empty state gives the replica's live state."""
+def replay_equals_live(pid: int, log: MemoryLog, partition_dir: Path, partitions_count: int) -> list[str]:
+    """Recovering from the newest snapshot (or nothing) plus the committed log gives the replica's live state."""
     with tempfile.TemporaryDirectory(prefix=f"weir-sim-replay-{pid}-") as scratch:
-        db = StateDb(Path(scratch))
+        target = Path(scratch) / "state"
+        snapshots.restore_latest(partition_dir / "snapshots", target)
+        db = StateDb(target)
         try:
             state = PartitionState(db)
             engine = Engine(state, partitions_count=partitions_count)
-            keys = KeyGenerator(pid, 0)
-            replay_blocks(log.read(1), db, state, engine, keys, applied=0, processed=0)
+            with db.begin() as txn:
+                state.bind(txn)
+                applied, processed = state.meta.last_applied_position(), state.meta.last_processed_position()
+                keys = KeyGenerator(pid, state.meta.key_counter())
+                state.bind(None)
+            start = replay_start(applied, processed)
+            if log.last_position >= start:
+                replay_blocks(log.read(start), db, state, engine, keys, applied=applied, processed=processed)
         finally:
             db.close()
-        replayed: StateDump = dump_state(Path(scratch))
-    live = dump_state(live_runtime)
+        replayed: StateDump = dump_state(target)
+    live = dump_state(partition_dir / "runtime")
     return [f"partition {pid}: replay differs from the live state: {line}" for line in diff_dumps(live, replayed)]
 
 

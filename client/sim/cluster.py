@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from broker.log import LogStorage, MemoryLog
+from broker.log import LogBlock, LogStorage, MemoryLog
 from broker.protocol.enums import ValueType
 from broker.protocol.record import Record
 from broker.stream.backpressure import BackpressureConfig
@@ -32,26 +32,46 @@ GATEWAY = 0  # the gateway's node id in the network (brokers are 1..N)
 
 
 class SimDisk:
-    """One broker's disk: partition directories under ``root`` (LMDB state, snapshots), logs in memory."""
+    """One broker's disk: partition directories under ``root`` (LMDB state, snapshots), logs in memory.
+
+    ``archive`` keeps every block that was ever durable here, compaction or not: the checkers' record of what this
+    replica committed (the log itself forgets compacted blocks).
+    """
 
     def __init__(self, root: Path) -> None:
         self.root = root
         self.logs: dict[int, MemoryLog] = {}
+        self.archive: dict[int, list[LogBlock]] = {}
         self.free_bytes = 1 << 40
-        self.fsync_delay_s = 0.0
 
     def log_opener(self, partition_id: int) -> Callable[[Path, int], LogStorage]:
         def open_log(directory: Path, committed: int) -> LogStorage:
-            return self.logs.setdefault(partition_id, MemoryLog())
+            log = self.logs.get(partition_id)
+            if log is None:
+                log = self.logs[partition_id] = MemoryLog()
+                self._archive(partition_id, log)
+            return log
 
         return open_log
+
+    def _archive(self, partition_id: int, log: MemoryLog) -> None:
+        archive = self.archive.setdefault(partition_id, [])
+
+        def committed(position: int) -> None:
+            done = archive[-1].last_position if archive else 0
+            if position > done:
+                archive.extend(b for b in log.read(max(done + 1, log.first_position)) if b.last_position > done)
+
+        log.add_commit_listener(committed)
 
     def free(self, directory: Path) -> int:
         return self.free_bytes
 
     def crash(self) -> None:
         """What a power cut leaves: every log keeps its flushed blocks only."""
-        self.logs = {pid: log.survivor() for pid, log in self.logs.items()}
+        for pid, log in list(self.logs.items()):
+            self.logs[pid] = log.survivor()
+            self._archive(pid, self.logs[pid])
 
 
 @dataclass(slots=True)
@@ -122,6 +142,8 @@ class SimCluster:
             for n in range(1, brokers + 1)
         }
         self.jobs_listeners: list[JobsAvailableListener] = []
+        # Round sizes vary by run: small rounds leave follow-ups queued across rounds (and so across crashes).
+        self.max_commands_per_round = rng.choice([2, 8, 64, 500])
         self.gateway = GatewayCommands(SimBrokerClient(self), long_poll_ms=0, request_timeout_ms=15_000)
 
     # -- brokers ---------------------------------------------------------------------------------------------
@@ -135,6 +157,7 @@ class SimCluster:
             config = PartitionConfig(
                 partition_id=pid,
                 partitions_count=self.partitions_count,
+                max_commands_per_round=self.max_commands_per_round,
                 exporters={"sim": {"className": "client.sim.sink.MemoryExporter", "args": {"sink": self.sink}}},
                 backpressure=BackpressureConfig(),
                 snapshot_period_s=1e9,
@@ -160,10 +183,10 @@ class SimCluster:
     async def crash_broker(self, node_id: int) -> None:
         """kill -9 and a power cut: replicas stop mid-round, unflushed log blocks are lost."""
         broker = self.brokers[node_id]
+        broker.disk.crash()  # at once: nothing the replicas do while they are torn down reaches the disk
         partitions, broker.partitions = broker.partitions, {}
         for partition in partitions.values():
             await partition.abandon()
-        broker.disk.crash()
 
     async def stop(self) -> None:
         """Stop every replica cleanly (no snapshot: the state on disk stays what processing and replay made)."""
@@ -185,10 +208,10 @@ class SimCluster:
         partition = self.broker_of(partition_id).partitions.get(partition_id)
         return [partition] if partition is not None else []
 
-    def logs(self, partition_id: int) -> list[MemoryLog]:
-        """Every replica's log of the partition (running or not)."""
-        log = self.broker_of(partition_id).disk.logs.get(partition_id)
-        return [log] if log is not None else []
+    def committed(self, partition_id: int) -> list[list[LogBlock]]:
+        """Every replica's committed blocks of the partition, compacted ones included (see SimDisk.archive)."""
+        blocks = self.broker_of(partition_id).disk.archive.get(partition_id)
+        return [blocks] if blocks is not None else []
 
     async def send(
         self,

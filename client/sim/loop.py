@@ -66,16 +66,12 @@ class SimLoop(asyncio.BaseEventLoop):
 
     def run_in_executor(self, executor: Any, func: Callable[..., Any], *args: Any) -> asyncio.Future[Any]:
         future: asyncio.Future[Any] = self.create_future()
-        try:
-            result = func(*args)
-        except BaseException as e:  # handed to the awaiting coroutine, as an executor would
-            future.set_exception(e)
-            return future
         delay = self.executor_delay() if self.executor_delay is not None else 0.0
         if delay > 0:
-            self.call_later(delay, _settle, future, result)
+            # the work happens when it ends (an fsync is durable only once it returned): a crash before loses it
+            self.call_later(delay, _run_into, future, func, args)
         else:
-            future.set_result(result)
+            _run_into(future, func, args)
         return future
 
     def add_reader(self, *args: Any, **kwargs: Any) -> None:
@@ -88,6 +84,12 @@ class SimLoop(asyncio.BaseEventLoop):
             super().close()
 
 
-def _settle(future: asyncio.Future[Any], result: Any) -> None:
-    if not future.done():
-        future.set_result(result)
+def _run_into(future: asyncio.Future[Any], func: Callable[..., Any], args: tuple[Any, ...]) -> None:
+    if future.done():  # cancelled: the caller is gone (a crashed replica), and so is its work
+        return
+    try:
+        result = func(*args)
+    except BaseException as e:  # handed to the awaiting coroutine, as an executor would
+        future.set_exception(e)
+        return
+    future.set_result(result)

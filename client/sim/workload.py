@@ -11,8 +11,9 @@ from __future__ import annotations
 import asyncio
 import random
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
+from typing import Any
 
 from broker.protocol.enums import (
     IncidentIntent,
@@ -83,10 +84,16 @@ class Workload:
                 del self._incidents[incident]
                 self._spawn(self._resolve(incident, job))
 
-    def _spawn(self, coroutine: object) -> None:
-        task = asyncio.get_running_loop().create_task(coroutine)  # type: ignore[arg-type]
+    def _spawn(self, coroutine: Coroutine[Any, Any, None]) -> None:
+        """Start a client call at a random moment within the tick (clients do not act in lockstep)."""
+        task = asyncio.get_running_loop().create_task(self._after(self.rng.uniform(0, 0.01), coroutine))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
+
+    @staticmethod
+    async def _after(delay: float, coroutine: Coroutine[Any, Any, None]) -> None:
+        await asyncio.sleep(delay)
+        await coroutine
 
     async def drain(self) -> None:
         """Stop starting instances; cancel client calls still waiting (their outcome stays unknown)."""
