@@ -49,7 +49,9 @@ from typing import Any, Protocol
 
 import pysyncobj.tcp_connection
 from pysyncobj import SyncObj, replicated
+from pysyncobj.node import Node, TCPNode
 from pysyncobj.pipe_notifier import PipeNotifier
+from pysyncobj.transport import Transport
 from pysyncobj.version import VERSION as PYSYNCOBJ_VERSION
 
 from broker.raft._transport import GuardedTransport
@@ -133,25 +135,112 @@ class MemberOwner(Protocol):
     def _on_fatal(self, reason: str) -> None: ...
 
 
-class RaftMember(SyncObj):  # type: ignore[misc]
-    """One pysyncobj group member carrying opaque payloads; see the module docstring for what is changed."""
+class MemberDisk(Protocol):
+    """Where the member's own durability points go (pysyncobj's journal itself is created by pysyncobj).
 
-    def __init__(self, config: RaftConfig, owner: MemberOwner) -> None:
+    `FileDisk` is the real one; the simulator (`broker.raft.simulation`) passes a disk that records what was
+    synced, so that a simulated crash loses exactly the rest."""
+
+    def prepare(self) -> None: ...
+
+    def sync_journal(self) -> None: ...
+
+    def sync_term(self) -> None: ...
+
+    def sync_directory(self) -> None: ...
+
+    def write_snapshot(self, path: str, snapshot: RaftSnapshot) -> None: ...
+
+    def read_snapshot(self, path: str) -> RaftSnapshot: ...
+
+    def read_snapshot_index(self, path: str) -> int: ...
+
+    def close(self) -> None: ...
+
+
+class FileDisk:
+    """The member's data directory on the real file system: fdatasync/fsync as described in the module docstring."""
+
+    def __init__(self, config: RaftConfig) -> None:
+        self._config = config
+        self._journal_fd: int | None = None
+
+    def prepare(self) -> None:
+        self._config.data_dir.mkdir(parents=True, exist_ok=True)
+
+    def sync_journal(self) -> None:
+        """fdatasync on the file writes back the mmap's dirty pages; ~0.1 ms here, msync ~3 ms."""
+        if self._journal_fd is None:
+            self._journal_fd = os.open(self._config.journal_path, os.O_RDWR)
+        os.fdatasync(self._journal_fd)
+
+    def sync_term(self) -> None:
+        meta = f"{self._config.journal_path}.meta"
+        if os.path.exists(meta):
+            fd = os.open(meta, os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        _fsync_directory(self._config.data_dir)
+
+    def sync_directory(self) -> None:
+        _fsync_directory(self._config.data_dir)
+
+    def write_snapshot(self, path: str, snapshot: RaftSnapshot) -> None:
+        write_snapshot_file(path, snapshot, fsync=self._config.fsync)
+
+    def read_snapshot(self, path: str) -> RaftSnapshot:
+        return read_snapshot_file(path)
+
+    def read_snapshot_index(self, path: str) -> int:
+        return read_snapshot_index(path)
+
+    def close(self) -> None:
+        if self._journal_fd is not None:
+            os.close(self._journal_fd)
+            self._journal_fd = None
+
+
+class RaftMember(SyncObj):  # type: ignore[misc]
+    """One pysyncobj group member carrying opaque payloads; see the module docstring for what is changed.
+
+    Production passes only `config` and `owner`. The keyword arguments are the simulator's seam: another disk,
+    an in-memory transport, nodes with a deterministic hash, and pysyncobj settings such as `autoTick=False`
+    (the caller ticks; no thread)."""
+
+    def __init__(
+        self,
+        config: RaftConfig,
+        owner: MemberOwner,
+        *,
+        disk: MemberDisk | None = None,
+        transport_class: type[Transport] = GuardedTransport,
+        node_class: type[Node] = TCPNode,
+        syncobj_overrides: dict[str, object] | None = None,
+    ) -> None:
         if PYSYNCOBJ_VERSION != SUPPORTED_PYSYNCOBJ:
             logger.warning("pysyncobj %s is not the verified %s", PYSYNCOBJ_VERSION, SUPPORTED_PYSYNCOBJ)
-        config.data_dir.mkdir(parents=True, exist_ok=True)
+        self._weir_disk: MemberDisk = FileDisk(config) if disk is None else disk
+        self._weir_disk.prepare()
         self._weir_config = config
         self._weir_owner = owner
         self._weir_fixes = config.apply_load_fixes
         self._weir_keep_suffix = False
         self._weir_refused_snapshot = False
         self._weir_flushed: tuple[int, int, int, int] | None = None
-        self._weir_journal_fd: int | None = None
         self._weir_wakeup: PipeNotifier | None = None
         self._weir_wakeup_pending = False
-        conf = config.to_syncobj_conf(serializer=self._weir_serialize, deserializer=self._weir_deserialize)
+        conf = config.to_syncobj_conf(
+            serializer=self._weir_serialize, deserializer=self._weir_deserialize, **(syncobj_overrides or {})
+        )
+        self._weir_auto_tick = bool(conf.autoTick)
         super().__init__(
-            config.self_address, list(config.partner_addresses), conf=conf, transportClass=GuardedTransport
+            config.self_address,
+            list(config.partner_addresses),
+            conf=conf,
+            nodeClass=node_class,
+            transportClass=transport_class,
         )
         self.addOnTickCallback(self._weir_tick)
 
@@ -269,7 +358,7 @@ class RaftMember(SyncObj):  # type: ignore[misc]
             logger.error("skipping compaction up to %d: the log ends at %d", to_index, self.last_log_index)
             return
         if self._weir_config.fsync:
-            _fsync_directory(self._weir_config.data_dir)
+            self._weir_disk.sync_directory()
         _base_delete_to(self, to_index)
         self._weir_flush_journal()
 
@@ -280,7 +369,7 @@ class RaftMember(SyncObj):  # type: ignore[misc]
         caught up through regular AppendEntries."""
         if clearJournal and self._weir_fixes:
             try:
-                index = read_snapshot_index(self._weir_config.snapshot_path)
+                index = self._weir_disk.read_snapshot_index(str(self._weir_config.snapshot_path))
             except (OSError, SnapshotCorruptError):
                 index = None
             if index is not None and index <= self.raftLastApplied:
@@ -294,12 +383,12 @@ class RaftMember(SyncObj):  # type: ignore[misc]
         last, previous = data[0], data[1]
         user_data = self._weir_owner._take_snapshot(int(last[1]))
         snapshot = RaftSnapshot(last=tuple(last), previous=tuple(previous), user_data=user_data)  # type: ignore[arg-type]
-        write_snapshot_file(path, snapshot, fsync=self._weir_config.fsync)
+        self._weir_disk.write_snapshot(path, snapshot)
 
     def _weir_deserialize(self, path: str) -> tuple[Any, ...]:
         """pysyncobj's `deserializer` hook: at restart and when a snapshot from the leader has arrived."""
         try:
-            snapshot = read_snapshot_file(path)
+            snapshot = self._weir_disk.read_snapshot(path)
         except (OSError, SnapshotCorruptError) as exc:
             self._weir_owner._on_fatal(f"unreadable snapshot {path}: {exc}")
             raise
@@ -336,41 +425,29 @@ class RaftMember(SyncObj):  # type: ignore[misc]
     def _SyncObj__setCurrentTerm(self, term: int, voted_for: Any) -> None:
         _base_set_term(self, term, voted_for)
         if self._weir_config.fsync:
-            meta = f"{self._weir_config.journal_path}.meta"
-            if os.path.exists(meta):
-                fd = os.open(meta, os.O_RDONLY)
-                try:
-                    os.fsync(fd)
-                finally:
-                    os.close(fd)
-            _fsync_directory(self._weir_config.data_dir)
+            self._weir_disk.sync_term()
 
     def _weir_flush_journal(self) -> None:
-        """fdatasync the journal if it changed since the last flush. pysyncobj never flushes its mmap journal;
-        fdatasync on the file writes back the mapping's dirty pages and cost ~0.1 ms here, msync ~3 ms."""
+        """Sync the journal if it changed since the last flush (pysyncobj never flushes its mmap journal)."""
         if not self._weir_config.fsync:
             return
         log = self._SyncObj__raftLog
         marker = (log[0][1], log[-1][1], log[-1][2], len(log))
         if marker == self._weir_flushed:
             return
-        if self._weir_journal_fd is None:
-            self._weir_journal_fd = os.open(self._weir_config.journal_path, os.O_RDWR)
-        os.fdatasync(self._weir_journal_fd)
+        self._weir_disk.sync_journal()
         self._weir_flushed = marker
 
     # ----------------------------------------------------------------- tick and shutdown
 
     def _weir_tick(self) -> None:
-        if self._weir_wakeup is None and self._weir_config.send_on_propose:
+        if self._weir_wakeup is None and self._weir_config.send_on_propose and self._weir_auto_tick:
             self._weir_wakeup = PipeNotifier(self._poller)
         self._weir_owner._on_tick()
 
     def _doDestroy(self) -> None:
         super()._doDestroy()
-        if self._weir_journal_fd is not None:
-            os.close(self._weir_journal_fd)
-            self._weir_journal_fd = None
+        self._weir_disk.close()
 
 
 def _fsync_directory(path: os.PathLike[str] | str) -> None:
