@@ -185,6 +185,12 @@ class SimFiles:
             inode.synced = bytes(data)
         self._names[str(path)] = inode
 
+    def sync(self, path: str) -> None:
+        inode = self._names.get(str(path))
+        if inode is None:
+            raise FileNotFoundError(path)
+        inode.synced = bytes(inode.data)
+
     def rename(self, source: str, target: str) -> None:
         self._names[str(target)] = self._names.pop(str(source))
 
@@ -228,6 +234,11 @@ class SimDisk:
         self._on_sync()
 
     def sync_directory(self) -> None:
+        self.files.sync_directory()
+        self._on_sync()
+
+    def sync_snapshot(self, path: str) -> None:
+        self.files.sync(path)
         self.files.sync_directory()
         self._on_sync()
 
