@@ -19,6 +19,10 @@ Overrides and why:
   `_SyncObj__deleteEntriesFrom` is suppressed for that message so a matching suffix survives (or, when the
   member's last entry is from the leader's own term, the ack covers the whole log). The leader's
   commit index is clamped to the last entry the message vouches for (a kept suffix may hold stale entries).
+- `_SyncObj__onMessageReceived` (load fix 5, found by the simulator): a snapshot-transfer AppendEntries carries
+  no `prevLogIdx`, yet pysyncobj raises the follower's commit index to the leader's over the follower's own,
+  possibly conflicting, log; such a follower applied entries that the leader had replaced. The commit index
+  such a message carries is clamped to the member's own.
 - `_SyncObj__loadDumpFile` (load fix 4, found by the soak test): a snapshot from the leader covering no more
   than the member applied is refused (pysyncobj would move the applied index back and apply entries twice);
   the member answers with a reset to its applied index instead of a success.
@@ -306,6 +310,12 @@ class RaftMember(SyncObj):  # type: ignore[misc]
             return
         kind = message.get("type")
         regular_append = "prevLogIdx" in message and "transmission" not in message
+        if kind == "append_entries" and "prevLogIdx" not in message and message["term"] >= self.raftCurrentTerm:
+            # Load fix 5: a snapshot chunk vouches for no entry of this member's log, but pysyncobj moves the
+            # commit index up to the leader's anyway, over entries that may conflict with the leader's.
+            message = dict(message, commit_index=min(message["commit_index"], self.raftCommitIndex))
+            _base_on_message(self, node, message)
+            return
         if kind == "append_entries" and regular_append and message["term"] >= self.raftCurrentTerm:
             message, keep_suffix = self._weir_trim_known_entries(message)
             self._weir_keep_suffix = _keeping_suffix.active = keep_suffix
