@@ -490,6 +490,9 @@ class SimTransport(Transport):  # type: ignore[misc]
         self._ready = False
 
 
+CLOCK_READ_SECONDS = 1e-5
+
+
 class NodeEnv:
     """Everything one simulated member reads from the world: its clock, randomness, disk, and network."""
 
@@ -499,6 +502,7 @@ class NodeEnv:
         self.network = network
         self.rng = random.Random(seed)
         self.clock_offset = 0.0
+        self._last_read = float("-inf")
         self.busy_until = 0.0
         self.slow_sync_seconds = 0.0
         self.disk = SimDisk(on_sync=self._stall)
@@ -506,7 +510,11 @@ class NodeEnv:
         self.inbox: deque[tuple[str, Any]] = deque()
 
     def monotonic(self) -> float:
-        return self.world_now() + self.clock_offset
+        """The member's clock: world time plus its jumps, and `CLOCK_READ_SECONDS` more for every read within
+        one world tick, so that pysyncobj's loops bounded by elapsed time end as they do on a real CPU."""
+        now = max(self.world_now() + self.clock_offset, self._last_read + CLOCK_READ_SECONDS)
+        self._last_read = now
+        return now
 
     def busy(self) -> bool:
         return self.busy_until > self.world_now()

@@ -261,19 +261,29 @@ class Simulation:
 
     def run(self) -> SimResult:
         with world_switch():
-            self.record(f"seed {self.seed} members {len(self.addresses)} lossy {self.lossy}")
-            for address in self.addresses:
-                self._start(address)
+            self.start()
             for _ in range(self.options.ticks):
                 if self.violations:
                     break
                 self._inject_faults()
-                self._step()
+                self.step()
             if not self.violations:
                 self._heal_and_check()
-            for member in self.members.values():
-                if member.log is not None:
-                    member.log.close()
+            self.close()
+        return self.result()
+
+    def start(self) -> None:
+        """Start every member (inside `world_switch()`, as every call that runs members)."""
+        self.record(f"seed {self.seed} members {len(self.addresses)} lossy {self.lossy}")
+        for address in self.addresses:
+            self._start(address)
+
+    def close(self) -> None:
+        for member in self.members.values():
+            if member.log is not None:
+                member.log.close()
+
+    def result(self) -> SimResult:
         stats = dict(self.stats, sent=self.network.sent, dropped=self.network.dropped)
         stats["duplicated"] = self.network.duplicated
         return SimResult(self.seed, self.options, self.violations, self.transcript, stats)
@@ -465,7 +475,8 @@ class Simulation:
 
     # ------------------------------------------------------------------------------------------------ step
 
-    def _step(self) -> None:
+    def step(self) -> None:
+        """Advance the world by one tick: due events, due messages, then one tick of each member."""
         self.now += self.tick_seconds
         while self._events and self._events[0][0] <= self.now:
             _, _, what, action = heapq.heappop(self._events)
@@ -505,7 +516,7 @@ class Simulation:
         deadline = self.now + self.options.heal_seconds
         probe: Future[int] | None = None
         while self.now < deadline and not self.violations:
-            self._step()
+            self.step()
             if probe is not None and probe.done() and probe.exception() is not None:
                 probe = None
             if probe is None:
