@@ -186,22 +186,14 @@ class FileDisk:
     def sync_term(self) -> None:
         meta = f"{self._config.journal_path}.meta"
         if os.path.exists(meta):
-            fd = os.open(meta, os.O_RDONLY)
-            try:
-                os.fsync(fd)
-            finally:
-                os.close(fd)
+            _fsync_path(meta)
         _fsync_directory(self._config.data_dir)
 
     def sync_directory(self) -> None:
         _fsync_directory(self._config.data_dir)
 
     def sync_snapshot(self, path: str) -> None:
-        fd = os.open(path, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        _fsync_path(path)
         _fsync_directory(self._config.data_dir)
 
     def write_snapshot(self, path: str, snapshot: RaftSnapshot) -> None:
@@ -478,7 +470,11 @@ class RaftMember(SyncObj):  # type: ignore[misc]
 
 
 def _fsync_directory(path: os.PathLike[str] | str) -> None:
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    _fsync_path(path, os.O_DIRECTORY)
+
+
+def _fsync_path(path: os.PathLike[str] | str, flags: int = 0) -> None:
+    fd = os.open(path, os.O_RDONLY | flags)
     try:
         os.fsync(fd)
     finally:

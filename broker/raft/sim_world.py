@@ -164,13 +164,9 @@ class SimFiles:
 
     def open(self, path: str, mode: str = "r") -> io.IOBase:
         if "w" in mode:
-            inode = _Inode()
-            self._names[str(path)] = inode
-            return _Writer(inode)
-        inode = self._names.get(str(path))
-        if inode is None:
-            raise FileNotFoundError(path)
-        return io.BytesIO(bytes(inode.data))
+            created = self._names[str(path)] = _Inode()
+            return _Writer(created)
+        return io.BytesIO(self.read(path))
 
     def read(self, path: str) -> bytes:
         inode = self._names.get(str(path))
