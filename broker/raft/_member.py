@@ -25,7 +25,9 @@ Overrides and why:
   such a message carries is clamped to the member's own.
 - `_SyncObj__loadDumpFile` (load fix 4, found by the soak test): a snapshot from the leader covering no more
   than the member applied is refused (pysyncobj would move the applied index back and apply entries twice);
-  the member answers with a reset to its applied index instead of a success.
+  the member answers with a reset to its applied index instead of a success. Likewise a snapshot whose last
+  entry the member's log already holds (found by the simulator): pysyncobj would clear the journal and drop
+  entries after it that the member had acknowledged; the member asks for the entry after the snapshot.
 - `_SyncObj__deleteEntriesTo` (load fix 3): compaction refuses to leave fewer than two entries instead of
   emptying the log (which made every later tick raise IndexError). It also fsyncs the data directory first so
   the renamed snapshot is durable before the journal forgets the entries it covers.
@@ -67,7 +69,6 @@ from broker.raft.snapshot import (
     RaftSnapshot,
     SnapshotCorruptError,
     read_snapshot_file,
-    read_snapshot_index,
     write_snapshot_file,
 )
 
@@ -162,8 +163,6 @@ class MemberDisk(Protocol):
 
     def read_snapshot(self, path: str) -> RaftSnapshot: ...
 
-    def read_snapshot_index(self, path: str) -> int: ...
-
     def close(self) -> None: ...
 
 
@@ -202,9 +201,6 @@ class FileDisk:
     def read_snapshot(self, path: str) -> RaftSnapshot:
         return read_snapshot_file(path)
 
-    def read_snapshot_index(self, path: str) -> int:
-        return read_snapshot_index(path)
-
     def close(self) -> None:
         if self._journal_fd is not None:
             os.close(self._journal_fd)
@@ -236,7 +232,8 @@ class RaftMember(SyncObj):  # type: ignore[misc]
         self._weir_owner = owner
         self._weir_fixes = config.apply_load_fixes
         self._weir_keep_suffix = False
-        self._weir_refused_snapshot = False
+        self._weir_refused_snapshot: int | None = None
+        """After refusing a snapshot from the leader: the index to ask for instead."""
         self._weir_flushed: tuple[int, int, int, int] | None = None
         self._weir_wakeup: PipeNotifier | None = None
         self._weir_wakeup_pending = False
@@ -359,6 +356,11 @@ class RaftMember(SyncObj):  # type: ignore[misc]
         trimmed["commit_index"] = min(message["commit_index"], vouched_until)
         return trimmed, held == len(entries) and vouched_until != last
 
+    def _weir_holds(self, index: int, term: int) -> bool:
+        log = self._SyncObj__raftLog
+        first = log[0][1]
+        return bool(first <= index <= log[-1][1] and log[index - first][2] == term)
+
     def _SyncObj__deleteEntriesFrom(self, from_index: int) -> None:
         if self._weir_keep_suffix:
             return
@@ -378,18 +380,23 @@ class RaftMember(SyncObj):  # type: ignore[misc]
         self._weir_flush_journal()
 
     def _SyncObj__loadDumpFile(self, clearJournal: bool) -> None:
-        """Load fix 4: a snapshot from the leader that covers no more than this member already applied is
-        refused. pysyncobj would load it, move the applied index backwards and apply (deliver) entries again;
-        this happened when a snapshot transfer started for a lagging follower finished after the follower had
-        caught up through regular AppendEntries."""
+        """Load fix 4: a snapshot from the leader is refused when it brings nothing new: it covers no more than
+        this member already applied, or this member's log already holds the snapshot's last entry (same index
+        and term; found by the simulator, seed 307). pysyncobj would load it anyway: move the applied index
+        backwards and deliver entries again (a transfer for a lagging follower that finished after it caught
+        up), or clear a journal that ran past the snapshot, dropping entries this member had acknowledged."""
         if clearJournal and self._weir_fixes:
             try:
-                index = self._weir_disk.read_snapshot_index(str(self._weir_config.snapshot_path))
+                last = self._weir_disk.read_snapshot(str(self._weir_config.snapshot_path)).last
             except (OSError, SnapshotCorruptError):
-                index = None
-            if index is not None and index <= self.raftLastApplied:
-                logger.info("refusing snapshot up to %d: applied up to %d already", index, self.raftLastApplied)
-                self._weir_refused_snapshot = True
+                last = None
+            if last is not None and last[1] <= self.raftLastApplied:
+                logger.info("refusing snapshot up to %d: applied up to %d already", last[1], self.raftLastApplied)
+                self._weir_refused_snapshot = self.raftLastApplied + 1
+                return
+            if last is not None and self._weir_holds(last[1], last[2]):
+                logger.info("refusing snapshot up to %d: the log holds that entry already", last[1])
+                self._weir_refused_snapshot = last[1] + 1
                 return
         if clearJournal and self._weir_config.fsync:
             # pysyncobj wrote the leader's snapshot without syncing it; the journal it is about to clear is
@@ -420,10 +427,10 @@ class RaftMember(SyncObj):  # type: ignore[misc]
     def _SyncObj__sendNextNodeIdx(
         self, node: Any, reset: bool = False, nextNodeIdx: int | None = None, success: bool = False
     ) -> None:
-        if success and self._weir_refused_snapshot:
-            # Not installed: tell the leader where this member really is (applied entries are committed).
-            self._weir_refused_snapshot = False
-            reset, success, nextNodeIdx = True, False, self.raftLastApplied + 1
+        if success and self._weir_refused_snapshot is not None:
+            # Not installed: tell the leader where this member really is.
+            reset, success, nextNodeIdx = True, False, self._weir_refused_snapshot
+            self._weir_refused_snapshot = None
         if success:
             self._weir_flush_journal()
         _base_send_ack(self, node, reset=reset, nextNodeIdx=nextNodeIdx, success=success)

@@ -245,9 +245,6 @@ class SimDisk:
     def read_snapshot(self, path: str) -> RaftSnapshot:
         return RaftSnapshot.decode(self.files.read(path))
 
-    def read_snapshot_index(self, path: str) -> int:
-        return self.read_snapshot(path).index
-
     def close(self) -> None:
         pass
 

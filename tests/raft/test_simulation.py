@@ -55,6 +55,27 @@ def test_the_real_replication_code_passes_every_checker() -> None:
 
 
 @pytest.mark.parametrize(
+    "seed",
+    [
+        pytest.param(28, id="snapshot-transfer-commits-stale-entries"),
+        pytest.param(24, id="unsynced-received-snapshot"),
+        pytest.param(307, id="late-snapshot-drops-acknowledged-entries"),
+    ],
+)
+def test_bugs_the_simulator_found_stay_fixed(seed: int) -> None:
+    """Seed 28 failed agreement (load fix 5); seed 24 stopped a member on an empty snapshot after a power loss;
+    seed 307 acknowledged an entry that a follower had dropped when it loaded a snapshot older than its log."""
+    result = run_seed(seed)
+    assert result.ok, result.violations[0]
+
+
+@pytest.mark.slow
+def test_many_seeds() -> None:
+    failed = [(seed, str(r.violations[0])) for seed in range(300) if not (r := run_seed(seed)).ok]
+    assert failed == []
+
+
+@pytest.mark.parametrize(
     ("bug", "durable_check"),
     [("skip-journal-sync", True), ("skip-journal-sync", False), ("no-load-fixes", True)],
     ids=["no-fsync-caught-at-ack", "no-fsync-caught-after-crashes", "no-load-fixes"],
