@@ -356,6 +356,19 @@ class RaftMember(SyncObj):  # type: ignore[misc]
         trimmed["commit_index"] = min(message["commit_index"], vouched_until)
         return trimmed, held == len(entries) and vouched_until != last
 
+    def _weir_refuses(self, last: tuple[bytes, int, int]) -> bool:
+        """Load fix 4's decision; on refusal, `_weir_refused_snapshot` is the index to ask the leader for."""
+        index, term = last[1], last[2]
+        if index <= self.raftLastApplied:
+            logger.info("refusing snapshot up to %d: applied up to %d already", index, self.raftLastApplied)
+            self._weir_refused_snapshot = self.raftLastApplied + 1
+            return True
+        if self._weir_holds(index, term):
+            logger.info("refusing snapshot up to %d: the log holds that entry already", index)
+            self._weir_refused_snapshot = index + 1
+            return True
+        return False
+
     def _weir_holds(self, index: int, term: int) -> bool:
         log = self._SyncObj__raftLog
         first = log[0][1]
@@ -385,23 +398,28 @@ class RaftMember(SyncObj):  # type: ignore[misc]
         and term; found by the simulator, seed 307). pysyncobj would load it anyway: move the applied index
         backwards and deliver entries again (a transfer for a lagging follower that finished after it caught
         up), or clear a journal that ran past the snapshot, dropping entries this member had acknowledged."""
-        if clearJournal and self._weir_fixes:
+        path = str(self._weir_config.snapshot_path)
+        if clearJournal and self._weir_config.fsync:
+            # pysyncobj renamed the leader's snapshot over ours without syncing it. Loaded, it replaces the
+            # journal (synced before the ack); refused, it is still our snapshot file from now on. Either way a
+            # later directory sync would otherwise make the name durable and the content lost on power loss.
+            self._weir_disk.sync_snapshot(path)
+        if self._weir_fixes:
             try:
-                last = self._weir_disk.read_snapshot(str(self._weir_config.snapshot_path)).last
+                last = self._weir_disk.read_snapshot(path).last
             except (OSError, SnapshotCorruptError):
                 last = None
-            if last is not None and last[1] <= self.raftLastApplied:
-                logger.info("refusing snapshot up to %d: applied up to %d already", last[1], self.raftLastApplied)
-                self._weir_refused_snapshot = self.raftLastApplied + 1
+            if last is not None and clearJournal and self._weir_refuses(last):
+                # Our own snapshot, aligned with our journal, replaces it at the next tick (even if one was
+                # already taken at the current applied index: that file is gone).
+                self._SyncObj__lastSerializedEntry = None
+                self.forceLogCompaction()
                 return
-            if last is not None and self._weir_holds(last[1], last[2]):
-                logger.info("refusing snapshot up to %d: the log holds that entry already", last[1])
-                self._weir_refused_snapshot = last[1] + 1
-                return
-        if clearJournal and self._weir_config.fsync:
-            # pysyncobj wrote the leader's snapshot without syncing it; the journal it is about to clear is
-            # synced before the ack, and a journal that starts past a lost snapshot never applies again.
-            self._weir_disk.sync_snapshot(str(self._weir_config.snapshot_path))
+            behind = last is not None and self._SyncObj__raftLog[0][1] < last[1] - 1
+            if last is not None and not clearJournal and behind and self._weir_holds(last[1], last[2]):
+                # A restart before that compaction: the journal must start at the snapshot's boundary, or
+                # pysyncobj clears it and forgets the entries after the snapshot that this member acknowledged.
+                self._SyncObj__deleteEntriesTo(last[1] - 1)
         _base_load_dump(self, clearJournal)
 
     def _weir_serialize(self, path: str, data: tuple[Any, ...]) -> None:

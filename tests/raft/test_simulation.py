@@ -60,11 +60,13 @@ def test_the_real_replication_code_passes_every_checker() -> None:
         pytest.param(28, id="snapshot-transfer-commits-stale-entries"),
         pytest.param(24, id="unsynced-received-snapshot"),
         pytest.param(307, id="late-snapshot-drops-acknowledged-entries"),
+        pytest.param(595, id="refused-snapshot-left-unsynced"),
     ],
 )
 def test_bugs_the_simulator_found_stay_fixed(seed: int) -> None:
     """Seed 28 failed agreement (load fix 5); seed 24 stopped a member on an empty snapshot after a power loss;
-    seed 307 acknowledged an entry that a follower had dropped when it loaded a snapshot older than its log."""
+    seed 307 acknowledged an entry that a follower had dropped when it loaded a snapshot older than its log;
+    seed 595 found an empty snapshot after a power loss (a refused snapshot from the leader, never synced)."""
     result = run_seed(seed)
     assert result.ok, result.violations[0]
 
