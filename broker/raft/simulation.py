@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import heapq
+import logging
 import pickle
 import random
 import sys
@@ -228,6 +229,7 @@ class Simulation:
         self.members = {
             a: _Member(a, NodeEnv(a, self._world_now, self.network, self.rng.randrange(2**32))) for a in self.addresses
         }
+        self._snapshot_paths = {a: str(options.config(a, []).snapshot_path) for a in self.addresses}
         self.committed: dict[int, tuple[bytes, str]] = {}
         self.acked: dict[int, bytes] = {}
         self.leaders: dict[int, str] = {}
@@ -398,7 +400,7 @@ class Simulation:
             synced = member_disk.synced_entries
             start = synced[0][1] if synced else 0
             in_journal = start <= index < start + len(synced) and synced[index - start] == entry
-            snapshot = member_disk.durable_snapshot_index(str(self.options.config(member.address, []).snapshot_path))
+            snapshot = member_disk.durable_snapshot_index(self._snapshot_paths[member.address])
             if in_journal or snapshot >= index:
                 holders.append(member.address)
         if len(holders) <= len(self.members) // 2:
@@ -559,6 +561,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--bug", choices=BUGS, help="inject a known bug (the checkers must catch it)")
     parser.add_argument("--transcript", action="store_true", help="print the transcript of failing seeds")
     args = parser.parse_args(argv)
+    logging.getLogger("pysyncobj").setLevel(logging.ERROR)  # its warnings about expected crash effects are noise here
     options = SimOptions(ticks=args.ticks, members=args.members, bug=args.bug)
     failed = 0
     started = time.perf_counter()
