@@ -73,7 +73,7 @@ def test_bugs_the_simulator_found_stay_fixed(seed: int) -> None:
 
 @pytest.mark.slow
 def test_many_seeds() -> None:
-    failed = [(seed, str(r.violations[0])) for seed in range(300) if not (r := run_seed(seed)).ok]
+    failed = [(seed, str(r.violations[0])) for seed in range(100) if not (r := run_seed(seed)).ok]
     assert failed == []
 
 
