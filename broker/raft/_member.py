@@ -19,9 +19,15 @@ Overrides and why:
   `_SyncObj__deleteEntriesFrom` is suppressed for that message so a matching suffix survives (or, when the
   member's last entry is from the leader's own term, the ack covers the whole log). The leader's
   commit index is clamped to the last entry the message vouches for (a kept suffix may hold stale entries).
+- `_SyncObj__onMessageReceived` (load fix 5, found by the simulator): a snapshot-transfer AppendEntries carries
+  no `prevLogIdx`, yet pysyncobj raises the follower's commit index to the leader's over the follower's own,
+  possibly conflicting, log; such a follower applied entries that the leader had replaced. The commit index
+  such a message carries is clamped to the member's own.
 - `_SyncObj__loadDumpFile` (load fix 4, found by the soak test): a snapshot from the leader covering no more
   than the member applied is refused (pysyncobj would move the applied index back and apply entries twice);
-  the member answers with a reset to its applied index instead of a success.
+  the member answers with a reset to its applied index instead of a success. Likewise a snapshot whose last
+  entry the member's log already holds (found by the simulator): pysyncobj would clear the journal and drop
+  entries after it that the member had acknowledged; the member asks for the entry after the snapshot.
 - `_SyncObj__deleteEntriesTo` (load fix 3): compaction refuses to leave fewer than two entries instead of
   emptying the log (which made every later tick raise IndexError). It also fsyncs the data directory first so
   the renamed snapshot is durable before the journal forgets the entries it covers.
@@ -29,6 +35,9 @@ Overrides and why:
 - `_SyncObj__sendAppendEntries` and `_checkCommandsToApply`: the leader fsyncs new entries before sending them
   (so before anyone can count them), and sends right after appending instead of waiting for the heartbeat.
 - `_SyncObj__setCurrentTerm`: term and vote are fsynced before the vote or request that carries them is sent.
+- `_SyncObj__loadDumpFile`: a snapshot received from the leader is fsynced (file and directory) before it
+  replaces the journal; pysyncobj wrote it unsynced, and after a power loss the member found a synced journal
+  starting past a missing or empty snapshot and never applied an entry again (found by the simulator).
 
 Wire: pysyncobj zlib-compresses every message at level 3, which ran at ~34 MB/s on incompressible blocks and
 took ~75 % of a leader's CPU with 10-KiB blocks. Weir blocks are compressed upstream, so this module points
@@ -49,7 +58,9 @@ from typing import Any, Protocol
 
 import pysyncobj.tcp_connection
 from pysyncobj import SyncObj, replicated
+from pysyncobj.node import Node, TCPNode
 from pysyncobj.pipe_notifier import PipeNotifier
+from pysyncobj.transport import Transport
 from pysyncobj.version import VERSION as PYSYNCOBJ_VERSION
 
 from broker.raft._transport import GuardedTransport
@@ -58,7 +69,6 @@ from broker.raft.snapshot import (
     RaftSnapshot,
     SnapshotCorruptError,
     read_snapshot_file,
-    read_snapshot_index,
     write_snapshot_file,
 )
 
@@ -133,25 +143,110 @@ class MemberOwner(Protocol):
     def _on_fatal(self, reason: str) -> None: ...
 
 
-class RaftMember(SyncObj):  # type: ignore[misc]
-    """One pysyncobj group member carrying opaque payloads; see the module docstring for what is changed."""
+class MemberDisk(Protocol):
+    """Where the member's own durability points go (pysyncobj's journal itself is created by pysyncobj).
 
-    def __init__(self, config: RaftConfig, owner: MemberOwner) -> None:
+    `FileDisk` is the real one; the simulator (`broker.raft.simulation`) passes a disk that records what was
+    synced, so that a simulated crash loses exactly the rest."""
+
+    def prepare(self) -> None: ...
+
+    def sync_journal(self) -> None: ...
+
+    def sync_term(self) -> None: ...
+
+    def sync_directory(self) -> None: ...
+
+    def sync_snapshot(self, path: str) -> None: ...
+
+    def write_snapshot(self, path: str, snapshot: RaftSnapshot) -> None: ...
+
+    def read_snapshot(self, path: str) -> RaftSnapshot: ...
+
+    def close(self) -> None: ...
+
+
+class FileDisk:
+    """The member's data directory on the real file system: fdatasync/fsync as described in the module docstring."""
+
+    def __init__(self, config: RaftConfig) -> None:
+        self._config = config
+        self._journal_fd: int | None = None
+
+    def prepare(self) -> None:
+        self._config.data_dir.mkdir(parents=True, exist_ok=True)
+
+    def sync_journal(self) -> None:
+        """fdatasync on the file writes back the mmap's dirty pages; ~0.1 ms here, msync ~3 ms."""
+        if self._journal_fd is None:
+            self._journal_fd = os.open(self._config.journal_path, os.O_RDWR)
+        os.fdatasync(self._journal_fd)
+
+    def sync_term(self) -> None:
+        meta = f"{self._config.journal_path}.meta"
+        if os.path.exists(meta):
+            _fsync_path(meta)
+        _fsync_directory(self._config.data_dir)
+
+    def sync_directory(self) -> None:
+        _fsync_directory(self._config.data_dir)
+
+    def sync_snapshot(self, path: str) -> None:
+        _fsync_path(path)
+        _fsync_directory(self._config.data_dir)
+
+    def write_snapshot(self, path: str, snapshot: RaftSnapshot) -> None:
+        write_snapshot_file(path, snapshot, fsync=self._config.fsync)
+
+    def read_snapshot(self, path: str) -> RaftSnapshot:
+        return read_snapshot_file(path)
+
+    def close(self) -> None:
+        if self._journal_fd is not None:
+            os.close(self._journal_fd)
+            self._journal_fd = None
+
+
+class RaftMember(SyncObj):  # type: ignore[misc]
+    """One pysyncobj group member carrying opaque payloads; see the module docstring for what is changed.
+
+    Production passes only `config` and `owner`. The keyword arguments are the simulator's seam: another disk,
+    an in-memory transport, nodes with a deterministic hash, and pysyncobj settings such as `autoTick=False`
+    (the caller ticks; no thread)."""
+
+    def __init__(
+        self,
+        config: RaftConfig,
+        owner: MemberOwner,
+        *,
+        disk: MemberDisk | None = None,
+        transport_class: type[Transport] = GuardedTransport,
+        node_class: type[Node] = TCPNode,
+        syncobj_overrides: dict[str, object] | None = None,
+    ) -> None:
         if PYSYNCOBJ_VERSION != SUPPORTED_PYSYNCOBJ:
             logger.warning("pysyncobj %s is not the verified %s", PYSYNCOBJ_VERSION, SUPPORTED_PYSYNCOBJ)
-        config.data_dir.mkdir(parents=True, exist_ok=True)
+        self._weir_disk: MemberDisk = FileDisk(config) if disk is None else disk
+        self._weir_disk.prepare()
         self._weir_config = config
         self._weir_owner = owner
         self._weir_fixes = config.apply_load_fixes
         self._weir_keep_suffix = False
-        self._weir_refused_snapshot = False
+        self._weir_refused_snapshot: int | None = None
+        """After refusing a snapshot from the leader: the index to ask for instead."""
         self._weir_flushed: tuple[int, int, int, int] | None = None
-        self._weir_journal_fd: int | None = None
         self._weir_wakeup: PipeNotifier | None = None
         self._weir_wakeup_pending = False
-        conf = config.to_syncobj_conf(serializer=self._weir_serialize, deserializer=self._weir_deserialize)
+        conf = config.to_syncobj_conf(
+            serializer=self._weir_serialize, deserializer=self._weir_deserialize, **(syncobj_overrides or {})
+        )
+        self._weir_auto_tick = bool(conf.autoTick)
         super().__init__(
-            config.self_address, list(config.partner_addresses), conf=conf, transportClass=GuardedTransport
+            config.self_address,
+            list(config.partner_addresses),
+            conf=conf,
+            nodeClass=node_class,
+            transportClass=transport_class,
         )
         self.addOnTickCallback(self._weir_tick)
 
@@ -204,6 +299,12 @@ class RaftMember(SyncObj):  # type: ignore[misc]
             return
         kind = message.get("type")
         regular_append = "prevLogIdx" in message and "transmission" not in message
+        if kind == "append_entries" and "prevLogIdx" not in message and message["term"] >= self.raftCurrentTerm:
+            # Load fix 5: a snapshot chunk vouches for no entry of this member's log, but pysyncobj moves the
+            # commit index up to the leader's anyway, over entries that may conflict with the leader's.
+            message = dict(message, commit_index=min(message["commit_index"], self.raftCommitIndex))
+            _base_on_message(self, node, message)
+            return
         if kind == "append_entries" and regular_append and message["term"] >= self.raftCurrentTerm:
             message, keep_suffix = self._weir_trim_known_entries(message)
             self._weir_keep_suffix = _keeping_suffix.active = keep_suffix
@@ -255,6 +356,24 @@ class RaftMember(SyncObj):  # type: ignore[misc]
         trimmed["commit_index"] = min(message["commit_index"], vouched_until)
         return trimmed, held == len(entries) and vouched_until != last
 
+    def _weir_refuses(self, last: tuple[bytes, int, int]) -> bool:
+        """Load fix 4's decision; on refusal, `_weir_refused_snapshot` is the index to ask the leader for."""
+        index, term = last[1], last[2]
+        if index <= self.raftLastApplied:
+            logger.info("refusing snapshot up to %d: applied up to %d already", index, self.raftLastApplied)
+            self._weir_refused_snapshot = self.raftLastApplied + 1
+            return True
+        if self._weir_holds(index, term):
+            logger.info("refusing snapshot up to %d: the log holds that entry already", index)
+            self._weir_refused_snapshot = index + 1
+            return True
+        return False
+
+    def _weir_holds(self, index: int, term: int) -> bool:
+        log = self._SyncObj__raftLog
+        first = log[0][1]
+        return bool(first <= index <= log[-1][1] and log[index - first][2] == term)
+
     def _SyncObj__deleteEntriesFrom(self, from_index: int) -> None:
         if self._weir_keep_suffix:
             return
@@ -269,24 +388,38 @@ class RaftMember(SyncObj):  # type: ignore[misc]
             logger.error("skipping compaction up to %d: the log ends at %d", to_index, self.last_log_index)
             return
         if self._weir_config.fsync:
-            _fsync_directory(self._weir_config.data_dir)
+            self._weir_disk.sync_directory()
         _base_delete_to(self, to_index)
         self._weir_flush_journal()
 
     def _SyncObj__loadDumpFile(self, clearJournal: bool) -> None:
-        """Load fix 4: a snapshot from the leader that covers no more than this member already applied is
-        refused. pysyncobj would load it, move the applied index backwards and apply (deliver) entries again;
-        this happened when a snapshot transfer started for a lagging follower finished after the follower had
-        caught up through regular AppendEntries."""
-        if clearJournal and self._weir_fixes:
+        """Load fix 4: a snapshot from the leader is refused when it brings nothing new: it covers no more than
+        this member already applied, or this member's log already holds the snapshot's last entry (same index
+        and term; found by the simulator, seed 307). pysyncobj would load it anyway: move the applied index
+        backwards and deliver entries again (a transfer for a lagging follower that finished after it caught
+        up), or clear a journal that ran past the snapshot, dropping entries this member had acknowledged."""
+        path = str(self._weir_config.snapshot_path)
+        if clearJournal and self._weir_config.fsync:
+            # pysyncobj renamed the leader's snapshot over ours without syncing it. Loaded, it replaces the
+            # journal (synced before the ack); refused, it is still our snapshot file from now on. Either way a
+            # later directory sync would otherwise make the name durable and the content lost on power loss.
+            self._weir_disk.sync_snapshot(path)
+        if self._weir_fixes:
             try:
-                index = read_snapshot_index(self._weir_config.snapshot_path)
+                last = self._weir_disk.read_snapshot(path).last
             except (OSError, SnapshotCorruptError):
-                index = None
-            if index is not None and index <= self.raftLastApplied:
-                logger.info("refusing snapshot up to %d: applied up to %d already", index, self.raftLastApplied)
-                self._weir_refused_snapshot = True
+                last = None
+            if last is not None and clearJournal and self._weir_refuses(last):
+                # Our own snapshot, aligned with our journal, replaces it at the next tick (even if one was
+                # already taken at the current applied index: that file is gone).
+                self._SyncObj__lastSerializedEntry = None
+                self.forceLogCompaction()
                 return
+            behind = last is not None and self._SyncObj__raftLog[0][1] < last[1] - 1
+            if last is not None and not clearJournal and behind and self._weir_holds(last[1], last[2]):
+                # A restart before that compaction: the journal must start at the snapshot's boundary, or
+                # pysyncobj clears it and forgets the entries after the snapshot that this member acknowledged.
+                self._SyncObj__deleteEntriesTo(last[1] - 1)
         _base_load_dump(self, clearJournal)
 
     def _weir_serialize(self, path: str, data: tuple[Any, ...]) -> None:
@@ -294,12 +427,12 @@ class RaftMember(SyncObj):  # type: ignore[misc]
         last, previous = data[0], data[1]
         user_data = self._weir_owner._take_snapshot(int(last[1]))
         snapshot = RaftSnapshot(last=tuple(last), previous=tuple(previous), user_data=user_data)  # type: ignore[arg-type]
-        write_snapshot_file(path, snapshot, fsync=self._weir_config.fsync)
+        self._weir_disk.write_snapshot(path, snapshot)
 
     def _weir_deserialize(self, path: str) -> tuple[Any, ...]:
         """pysyncobj's `deserializer` hook: at restart and when a snapshot from the leader has arrived."""
         try:
-            snapshot = read_snapshot_file(path)
+            snapshot = self._weir_disk.read_snapshot(path)
         except (OSError, SnapshotCorruptError) as exc:
             self._weir_owner._on_fatal(f"unreadable snapshot {path}: {exc}")
             raise
@@ -312,10 +445,10 @@ class RaftMember(SyncObj):  # type: ignore[misc]
     def _SyncObj__sendNextNodeIdx(
         self, node: Any, reset: bool = False, nextNodeIdx: int | None = None, success: bool = False
     ) -> None:
-        if success and self._weir_refused_snapshot:
-            # Not installed: tell the leader where this member really is (applied entries are committed).
-            self._weir_refused_snapshot = False
-            reset, success, nextNodeIdx = True, False, self.raftLastApplied + 1
+        if success and self._weir_refused_snapshot is not None:
+            # Not installed: tell the leader where this member really is.
+            reset, success, nextNodeIdx = True, False, self._weir_refused_snapshot
+            self._weir_refused_snapshot = None
         if success:
             self._weir_flush_journal()
         _base_send_ack(self, node, reset=reset, nextNodeIdx=nextNodeIdx, success=success)
@@ -336,45 +469,37 @@ class RaftMember(SyncObj):  # type: ignore[misc]
     def _SyncObj__setCurrentTerm(self, term: int, voted_for: Any) -> None:
         _base_set_term(self, term, voted_for)
         if self._weir_config.fsync:
-            meta = f"{self._weir_config.journal_path}.meta"
-            if os.path.exists(meta):
-                fd = os.open(meta, os.O_RDONLY)
-                try:
-                    os.fsync(fd)
-                finally:
-                    os.close(fd)
-            _fsync_directory(self._weir_config.data_dir)
+            self._weir_disk.sync_term()
 
     def _weir_flush_journal(self) -> None:
-        """fdatasync the journal if it changed since the last flush. pysyncobj never flushes its mmap journal;
-        fdatasync on the file writes back the mapping's dirty pages and cost ~0.1 ms here, msync ~3 ms."""
+        """Sync the journal if it changed since the last flush (pysyncobj never flushes its mmap journal)."""
         if not self._weir_config.fsync:
             return
         log = self._SyncObj__raftLog
         marker = (log[0][1], log[-1][1], log[-1][2], len(log))
         if marker == self._weir_flushed:
             return
-        if self._weir_journal_fd is None:
-            self._weir_journal_fd = os.open(self._weir_config.journal_path, os.O_RDWR)
-        os.fdatasync(self._weir_journal_fd)
+        self._weir_disk.sync_journal()
         self._weir_flushed = marker
 
     # ----------------------------------------------------------------- tick and shutdown
 
     def _weir_tick(self) -> None:
-        if self._weir_wakeup is None and self._weir_config.send_on_propose:
+        if self._weir_wakeup is None and self._weir_config.send_on_propose and self._weir_auto_tick:
             self._weir_wakeup = PipeNotifier(self._poller)
         self._weir_owner._on_tick()
 
     def _doDestroy(self) -> None:
         super()._doDestroy()
-        if self._weir_journal_fd is not None:
-            os.close(self._weir_journal_fd)
-            self._weir_journal_fd = None
+        self._weir_disk.close()
 
 
 def _fsync_directory(path: os.PathLike[str] | str) -> None:
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    _fsync_path(path, os.O_DIRECTORY)
+
+
+def _fsync_path(path: os.PathLike[str] | str, flags: int = 0) -> None:
+    fd = os.open(path, os.O_RDONLY | flags)
     try:
         os.fsync(fd)
     finally:

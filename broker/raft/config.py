@@ -134,9 +134,10 @@ class RaftConfig:
         host, _, port = self.self_address.rpartition(":")
         return f"{self.bind_host or host}:{port}"
 
-    def to_syncobj_conf(self, **hooks: object) -> SyncObjConf:
-        """pysyncobj's configuration; `hooks` carries the callbacks that the member wires in."""
-        return SyncObjConf(
+    def to_syncobj_conf(self, **overrides: object) -> SyncObjConf:
+        """pysyncobj's configuration; `overrides` carries the callbacks that the member wires in (and, for the
+        simulator, `autoTick=False` and `password=None`: its messages never leave the process)."""
+        settings: dict[str, object] = dict(
             password=self.password,
             bindAddress=self.bind_address,
             autoTick=True,
@@ -160,8 +161,9 @@ class RaftConfig:
             fullDumpFile=str(self.snapshot_path),
             useFork=False,
             dynamicMembershipChange=False,
-            **hooks,
         )
+        settings.update(overrides)
+        return SyncObjConf(**settings)
 
 
 def _check_address(field: str, address: str) -> None:

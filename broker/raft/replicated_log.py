@@ -105,7 +105,12 @@ class _Pending:
 
 
 class ReplicatedLog:
-    """One Raft group member; see the module docstring for the contract."""
+    """One Raft group member; see the module docstring for the contract.
+
+    `broker.raft.simulation.SimulatedReplicatedLog` reuses all of this with a member it ticks itself: it
+    overrides `_make_member` and `_now` (the clock that deadlines are measured on) only."""
+
+    _now: Callable[[], float] = staticmethod(time.monotonic)
 
     def __init__(
         self,
@@ -130,10 +135,14 @@ class ReplicatedLog:
         self._fatal: str | None = None
         self._stopped = False
         self._member: RaftMember | None = None
-        self._member = RaftMember(config, self)
-        thread = self._member._SyncObj__thread
+        self._member = self._make_member(self._config)
+
+    def _make_member(self, config: RaftConfig) -> RaftMember:
+        member = RaftMember(config, self)
+        thread = member._SyncObj__thread
         if thread is not None:
             thread.name = f"raft-{config.self_address}"
+        return member
 
     # ----------------------------------------------------------------- public API
 
@@ -154,7 +163,7 @@ class ReplicatedLog:
             raise NotLeaderError(f"{self._config.self_address} is not the leader", member.leader_address)
         future: Future[int] = Future()
         future.set_running_or_notify_cancel()  # cancelling cannot un-propose: make cancel() refuse
-        deadline = time.monotonic() + (self._config.default_timeout_seconds if timeout is None else timeout)
+        deadline = self._now() + (self._config.default_timeout_seconds if timeout is None else timeout)
         with self._lock:
             if len(self._pending) >= self._config.max_in_flight:
                 raise BackpressureError(f"{len(self._pending)} replicate calls in flight")
@@ -267,7 +276,7 @@ class ReplicatedLog:
         self._report_role(role, term, member.leader_address)
         if not self._pending:
             return
-        now = time.monotonic()
+        now = self._now()
         if role is not RaftRole.LEADER:
             self._fail_where(lambda p: True, lambda: LeadershipLostError(f"no longer leader (term {term})"))
         else:

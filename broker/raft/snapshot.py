@@ -88,15 +88,5 @@ def write_snapshot_file(path: Path | str, snapshot: RaftSnapshot, fsync: bool) -
             os.fsync(f.fileno())
 
 
-def read_snapshot_index(path: Path | str) -> int:
-    """The Raft index a snapshot file covers, from its header alone (the full read verifies the checksum)."""
-    with open(path, "rb") as f:
-        head = f.read(_HEADER.size + _ENTRY.size)
-    if len(head) < _HEADER.size + _ENTRY.size or _HEADER.unpack_from(head, 0) != (MAGIC, VERSION):
-        raise SnapshotCorruptError(f"{path} is not a Weir snapshot")
-    index, _term, _length = _ENTRY.unpack_from(head, _HEADER.size)
-    return int(index)
-
-
 def read_snapshot_file(path: Path | str) -> RaftSnapshot:
     return RaftSnapshot.decode(Path(path).read_bytes())
