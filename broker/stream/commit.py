@@ -126,8 +126,18 @@ class LocalCommit:
 class RaftCommit:
     """A partition replicated by a Raft group; see the module docstring."""
 
-    def __init__(self, partition_id: int, storage: LogStorage, marker: CommitMarker, raft_config: RaftConfig) -> None:
+    def __init__(
+        self,
+        partition_id: int,
+        storage: LogStorage,
+        marker: CommitMarker,
+        raft_config: RaftConfig,
+        replicated_log: Callable[..., ReplicatedLog] = ReplicatedLog,
+    ) -> None:
+        """``replicated_log``: builds the Raft member (the production one, or the simulation's on swapped
+        transport, clock and disk), called with the config and the callbacks as keywords."""
         self.partition_id = partition_id
+        self._replicated_log = replicated_log
         self._storage = storage
         self._flush = _FileLogFlush(storage, marker)
         self._raft_config = raft_config
@@ -156,7 +166,7 @@ class RaftCommit:
         self._replica = replica
         self._loop = asyncio.get_running_loop()
         self._role = "FOLLOWER"
-        self.raft = ReplicatedLog(
+        self.raft = self._replicated_log(
             self._raft_config,
             on_commit=self._raft_committed,
             snapshot_provider=self._raft_snapshot,

@@ -40,7 +40,7 @@ from broker.protocol.documents import InvalidDocumentError, check_command_value
 from broker.protocol.enums import INTENTS, RecordType, ValueType
 from broker.protocol.keys import KeyGenerator
 from broker.protocol.record import Record, RequestMetadata
-from broker.raft import RaftConfig
+from broker.raft import RaftConfig, ReplicatedLog
 from broker.state.db import StateDb
 from broker.state.repositories import PartitionState
 from broker.stream import commit_marker, snapshots
@@ -276,8 +276,12 @@ class Partition:
     def term(self) -> int:
         return self.seam.term if self.seam is not None else 0
 
-    def start(self, raft_config: RaftConfig | None = None) -> None:
-        """Begin serving (inside the event loop): alone, this replica leads at once; with Raft, when elected."""
+    def start(
+        self, raft_config: RaftConfig | None = None, *, replicated_log: Callable[..., ReplicatedLog] = ReplicatedLog
+    ) -> None:
+        """Begin serving (inside the event loop): alone, this replica leads at once; with Raft, when elected.
+
+        ``replicated_log`` builds the Raft member (see :class:`RaftCommit`); the simulation passes its own."""
         assert self.log_storage is not None and self._marker is not None
         self._loop = asyncio.get_running_loop()
         self._tasks.append(self._supervisor.spawn("processor", self._run))
@@ -285,7 +289,7 @@ class Partition:
         if raft_config is None:
             self.seam = LocalCommit(self.log_storage, self._marker)
         else:
-            self.seam = RaftCommit(self.partition_id, self.log_storage, self._marker, raft_config)
+            self.seam = RaftCommit(self.partition_id, self.log_storage, self._marker, raft_config, replicated_log)
         self.seam.start(self)
 
     def lead(self) -> None:
