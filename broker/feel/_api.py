@@ -22,11 +22,7 @@ def _new_env(context: Mapping[str, Any] | None, now: dt.datetime | None, limits:
 
 def _run(function: Compiled, env: Env, text: str) -> Any:
     try:
-        value = function(env)
-        t = type(value)
-        if t is list or t is dict:
-            env.admit(value)  # the caller writes the result out in full (converts, encodes, stores it)
-        return value
+        return env.admit(function(env))  # the caller writes the result out in full (converts, encodes, stores it)
     except RecursionError as error:
         raise FeelEvaluationError(f"Evaluation of '{text}' recursed too deeply") from error
     except FeelBudgetExceeded as error:

@@ -194,8 +194,7 @@ def _context(env: Env, entries: Any) -> dict[str, Any]:
 
 @builtin("to json", "value")
 def _to_json(env: Env, value: Any) -> str:
-    if type(value) is list or type(value) is dict:
-        env.admit(value)
+    env.admit(value)
     env.ensure_room(rendered_size(value, env.size_left))
     return json.dumps(_jsonable(to_host(value)), separators=(",", ":"), ensure_ascii=False)
 

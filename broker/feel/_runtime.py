@@ -121,15 +121,17 @@ class Env:
         if self.size_left < 0:
             raise FeelBudgetExceeded("size", self.limits.max_size)
 
-    def admit(self, value: list[Any] | dict[str, Any]) -> None:
-        """Fail on the size budget unless ``value``, written out in full, fits in what is left of it.
+    def admit(self, value: Any) -> Any:
+        """``value``, after failing on the size budget unless it fits, written out in full, in what is left.
 
         Holding a value is cheap however often it is referenced, but converting, encoding or flattening it
         writes each reference out again: a value nesting a shared part level by level is tiny in memory and
         exponential once written. This is checked before anything writes a value out.
         """
-        if expanded_size(value, {}) > self.size_left:
+        t = type(value)
+        if (t is list or t is dict) and expanded_size(value, {}) > self.size_left:
             raise FeelBudgetExceeded("size", self.limits.max_size)
+        return value
 
     def warn(self, message: str) -> None:
         """Record a suppressed failure, keeping the first ``MAX_WARNINGS`` distinct messages."""
