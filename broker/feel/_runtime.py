@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, NoReturn
 
-from ._values import MISSING, from_host
+from ._values import MISSING, from_host, to_host
 
 #: At most this many warnings are kept per evaluation; loops over big lists must not flood incidents.
 MAX_WARNINGS = 50
@@ -132,6 +132,46 @@ class Env:
         if (t is list or t is dict) and expanded_size(value, {}) > self.size_left:
             raise FeelBudgetExceeded("size", self.limits.max_size)
         return value
+
+    def host_result(self, value: Any) -> Any:
+        """``to_host(self.admit(value))`` in one pass over the top level of ``value`` (the usual result is a flat
+        list or context, so this adds little to the conversion every result needs anyway)."""
+        t = type(value)
+        if t is list:
+            total = ITEM_SIZE * len(value)
+            listed: list[Any] = []
+            items: Any = enumerate(value)
+            out: Any = listed
+        elif t is dict:
+            total = ITEM_SIZE * len(value) + sum(map(len, value))
+            listed = []
+            items = value.items()
+            out = {}
+        else:
+            return to_host(value)
+        measured: dict[int, int] | None = None
+        for key, item in items:
+            ti = type(item)
+            if ti is str:
+                total += len(item)
+            elif ti is list or ti is dict:
+                if measured is None:
+                    measured = {}
+                known = measured.get(id(item))
+                total += expanded_size(item, measured) if known is None else known
+            elif ti is not int and ti is not bool and item is not None:
+                item = to_host(item)
+            if t is list:
+                listed.append(item)
+            else:
+                out[key] = item
+        if total > self.size_left:
+            raise FeelBudgetExceeded("size", self.limits.max_size)
+        if measured is not None:  # nested lists and contexts are converted once they are known to fit
+            for key, item in enumerate(listed) if t is list else out.items():
+                if type(item) is list or type(item) is dict:
+                    out[key] = to_host(item)
+        return out
 
     def warn(self, message: str) -> None:
         """Record a suppressed failure, keeping the first ``MAX_WARNINGS`` distinct messages."""
