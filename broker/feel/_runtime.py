@@ -122,7 +122,7 @@ class Env:
             raise FeelBudgetExceeded("size", self.limits.max_size)
 
     def admit(self, value: Any) -> Any:
-        """``value``, after failing on the size budget unless it fits, written out in full, in what is left.
+        """``value`` if it fits, written out in full, in what is left of the size budget; else fail on that budget.
 
         Holding a value is cheap however often it is referenced, but converting, encoding or flattening it
         writes each reference out again: a value nesting a shared part level by level is tiny in memory and
