@@ -116,11 +116,12 @@ class _Evaluation:
         scope = Scope(functions, variables) if functions else variables
         env = self.call_env
         if env is None:
-            return function(Env(scope, self.now, self.limits or feel.DEFAULT_LIMITS))
+            env = Env(scope, self.now, self.limits or feel.DEFAULT_LIMITS)
+            return env.admit(function(env))  # written out in full next (see ``Env.admit``)
         saved = env.scope, env.converted
         env.scope, env.converted = scope, None
         try:
-            return function(env)
+            return env.admit(function(env))
         finally:
             env.scope, env.converted = saved
 
@@ -190,7 +191,7 @@ class _Evaluation:
 
         def call(env: Env, args: list[Any]) -> Any:
             for parameter, arg in zip(bkm.parameters, args, strict=False):
-                check_type(to_host(arg), parameter.type_ref)
+                check_type(to_host(env.admit(arg)), parameter.type_ref)
             env.spend(_CALL_COST)
             outer = self.call_env
             self.call_env = env  # the BKM's expressions spend the budget of the expression calling it

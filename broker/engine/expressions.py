@@ -142,7 +142,8 @@ def exceeds_size(value: Any, limit: int) -> bool:
     """Whether ``value`` would take more than ``limit`` bytes encoded (estimated; stops as soon as it knows).
 
     Strings count their UTF-8 bytes, whole numbers their bytes, other scalars 9, and each list item or context
-    entry a byte of framing: close to the msgpack size of the variable.
+    entry a byte of framing: close to the msgpack size of the variable. A value held in several places counts in
+    each, as encoding writes it out each time (FEEL results were already measured so, against the size budget).
     """
     left = limit
     pending = [value]

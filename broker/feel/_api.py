@@ -10,7 +10,7 @@ from typing import Any
 from ._compiler import Compiled, Compiler, UnaryTest
 from ._parser import parse_expression_tree, parse_unary_tests_tree
 from ._runtime import DEFAULT_LIMITS, Env, FeelBudgetExceeded, FeelEvaluationError, Limits, Scope
-from ._values import from_host, to_host
+from ._values import from_host
 
 _EMPTY: Mapping[str, Any] = {}
 
@@ -20,9 +20,12 @@ def _new_env(context: Mapping[str, Any] | None, now: dt.datetime | None, limits:
     return Env(scope, now, limits if limits is not None else DEFAULT_LIMITS)
 
 
-def _run(function: Compiled, env: Env, text: str) -> Any:
+def _run(function: Compiled, env: Env, text: str, host: bool = True) -> Any:
+    """Evaluate; the result is written out in full next (converted, encoded, stored), so it must fit the size budget
+    so (``Env.admit``). With ``host`` it comes back as a host value (see ``to_host``)."""
     try:
-        return function(env)
+        value = function(env)
+        return env.host_result(value) if host else env.admit(value)
     except RecursionError as error:
         raise FeelEvaluationError(f"Evaluation of '{text}' recursed too deeply") from error
     except FeelBudgetExceeded as error:
@@ -46,14 +49,14 @@ class CompiledExpression:
     ) -> Any:
         """Evaluate and return the result as a plain Python value (see ``broker.feel``)."""
         env = _new_env(context, now, limits)
-        return to_host(_run(self._function, env, self.text))
+        return _run(self._function, env, self.text)
 
     def evaluate_with_warnings(
         self, context: Mapping[str, Any] | None = None, now: dt.datetime | None = None, limits: Limits | None = None
     ) -> tuple[Any, list[str]]:
         """Evaluate and also return the warnings (suppressed failures) in the order they occurred."""
         env = _new_env(context, now, limits)
-        value = to_host(_run(self._function, env, self.text))
+        value = _run(self._function, env, self.text)
         return value, env.warnings
 
 
@@ -80,7 +83,7 @@ class CompiledUnaryTests:
         env = _new_env(context, now, limits)
         value = from_host(input_value)
         test = self._test
-        result = _run(lambda e: test(e, value), env, self.text)
+        result = _run(lambda e: test(e, value), env, self.text, host=False)
         return result, env.warnings
 
 

@@ -7,7 +7,8 @@ The evaluation budget (``Env.spend`` / ``Env.grow``) is charged where work can r
 without bound: each loop iteration and filtered item costs the number of syntax nodes in its body (counted
 once at compile time), each function call its body or the items a built-in reads, and every string, list
 or context built is charged by its size. Straight-line code needs no charge: its cost is bounded by the
-length of the text.
+length of the text. Values share their parts by reference, so a value is also measured written out in full
+(``Env.admit``) before anything writes it out: the result, and what ``flatten``, ``string`` and ``to json`` expand.
 """
 
 from __future__ import annotations
@@ -52,6 +53,7 @@ class Compiler:
     def __init__(self, source: str) -> None:
         self.source = source
         self.nodes = 0  # syntax nodes compiled so far: the step cost of a loop body is the difference
+        self.partial_uses = 0  # references to the name ``partial`` compiled so far
 
     def compile(self, node: Node) -> Compiled:
         self.nodes += 1
@@ -68,6 +70,8 @@ class Compiler:
     def c_name(self, node: Node) -> Compiled:
         name = node[2]
         message = f"No variable found with name '{name}'"
+        if name == "partial":
+            self.partial_uses += 1
 
         def variable(env: Env) -> Any:
             scope: Scope | None = env.scope
@@ -196,9 +200,7 @@ class Compiler:
         self._check_type(spec, node[1])
 
         def instance_of(env: Env) -> bool:
-            result = value(env)
-            _spend_on_items(env, result)
-            return _instance_of(result, spec)
+            return _instance_of(env, value(env), spec)
 
         return instance_of
 
@@ -271,9 +273,12 @@ class Compiler:
     def c_for(self, node: Node) -> Compiled:
         iterators = self._iterators(node[2])
         before = self.nodes
+        partial_uses = self.partial_uses
         body = self.compile(node[3])
         cost = self.nodes - before + 1  # the body, plus the iteration itself
         depth = len(iterators)
+        if self.partial_uses > partial_uses:
+            body = _copying_partial(body)
 
         def loop(env: Env) -> list[Any] | None:
             results: list[Any] = []
@@ -566,6 +571,21 @@ _ORDER_TESTS: dict[str, Callable[[Any, Any], bool]] = {
 }
 
 
+def _copying_partial(body: Compiled) -> Compiled:
+    """A loop body that returns ``partial`` itself adds the list as it is now, not the list it is filling
+    (which would come to hold itself)."""
+
+    def copying(env: Env) -> Any:
+        value = body(env)
+        scope = env.scope  # the loop's bindings again, now that the body is done
+        if type(value) is list and scope is not None and value is scope.vars.get("partial"):
+            env.grow(len(value) * ITEM_SIZE)
+            return list(value)
+        return value
+
+    return copying
+
+
 def _warn_not_boolean(env: Env, a: Any, b: Any) -> None:
     for value in (a, b):
         if value is not None and not _is_bool(value):
@@ -759,7 +779,10 @@ def _invoke_builtin(env: Env, builtin: Builtin, kind: str, args: list[Any]) -> A
     return _charge_result(env, result, inputs)
 
 
-def _instance_of(value: Any, spec: Any) -> bool:
+def _instance_of(env: Env, value: Any, spec: Any) -> bool:
+    """Whether ``value`` has the type ``spec``; the items of every list and context looked at are charged
+    (a nested type reads each level, where a shared part is read once per reference)."""
+    _spend_on_items(env, value)
     if spec == "Any":
         return value is not None
     if spec == "Null":
@@ -767,10 +790,10 @@ def _instance_of(value: Any, spec: Any) -> bool:
     if isinstance(spec, tuple):
         kind, inner = spec
         if kind == "list":
-            return type(value) is list and all(_instance_of(v, inner) for v in value)
+            return type(value) is list and all(_instance_of(env, v, inner) for v in value)
         if kind == "range":
             return type(value) is FeelRange and all(
-                v is None or _instance_of(v, inner) for v in (value.start, value.end)
+                v is None or _instance_of(env, v, inner) for v in (value.start, value.end)
             )
-        return type(value) is dict and all(k in value and _instance_of(value[k], t) for k, t in inner)
+        return type(value) is dict and all(k in value and _instance_of(env, value[k], t) for k, t in inner)
     return value is not None and type_name(value) == spec

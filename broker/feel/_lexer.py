@@ -90,6 +90,10 @@ class Token:
     end: int
 
 
+#: The low half of a UTF-16 surrogate pair, as the ``\\u`` escape that follows a high half.
+_LOW_SURROGATE_RE = re.compile(r"\\u(d[c-f][0-9a-f]{2})", re.IGNORECASE)
+
+
 def _unescape(text: str, start: int, source: str) -> str:
     """Resolve FEEL string escapes; unknown escapes keep their backslash (regex patterns rely on it)."""
     if "\\" not in text:
@@ -113,8 +117,13 @@ def _unescape(text: str, start: int, source: str) -> str:
             if not digits:
                 raise FeelSyntaxError("invalid unicode escape in string", source, start + i)
             code = int(digits.group(0), 16)
-            out.append(chr(code))
             i += 2 + len(digits.group(0))
+            if 0xD800 <= code < 0xDC00:  # a UTF-16 pair written as two escapes is one character, as in Java
+                low = _LOW_SURROGATE_RE.match(text, i)
+                if low:
+                    code = 0x10000 + ((code - 0xD800) << 10) + (int(low.group(1), 16) - 0xDC00)
+                    i = low.end()
+            out.append(chr(code))
         else:
             out.append(ch)
             i += 1

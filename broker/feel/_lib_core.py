@@ -35,6 +35,7 @@ def _string(env: Env, value: Any) -> str | None:
     if value is None:
         return None
     if type(value) is list or type(value) is dict:
+        env.admit(value)  # first, as it takes one visit per distinct value: a value shared many times is cheap
         env.ensure_room(rendered_size(value, env.size_left))
     return to_feel_string(value)
 
@@ -193,6 +194,7 @@ def _context(env: Env, entries: Any) -> dict[str, Any]:
 
 @builtin("to json", "value")
 def _to_json(env: Env, value: Any) -> str:
+    env.admit(value)
     env.ensure_room(rendered_size(value, env.size_left))
     return json.dumps(_jsonable(to_host(value)), separators=(",", ":"), ensure_ascii=False)
 

@@ -394,7 +394,8 @@ def _flatten(values: list[Any]) -> list[Any]:
 
 @builtin("flatten", "list")
 def _flatten_builtin(env: Env, values: Any) -> list[Any]:
-    return _flatten(arg_list(values))
+    env.admit(arg_list(values))  # flattening writes out every reference to a shared inner list
+    return _flatten(values)
 
 
 @builtin("partition", "list, size")

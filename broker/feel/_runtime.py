@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, NoReturn
 
-from ._values import MISSING, from_host
+from ._values import MISSING, from_host, to_host
 
 #: At most this many warnings are kept per evaluation; loops over big lists must not flood incidents.
 MAX_WARNINGS = 50
@@ -15,6 +15,12 @@ MAX_WARNINGS = 50
 
 #: Size units one list item or context entry costs (about the bytes of its slot); a character costs one.
 ITEM_SIZE = 8
+
+#: The types of items that add to the expanded size of the list or context holding them (beyond their slot).
+_SIZED_ITEMS = frozenset({str, list, dict})
+
+#: Marks a list or context whose expanded size is being measured (met again inside itself: a cycle).
+_MEASURING = -1
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,7 +34,9 @@ class Limits:
       calls (weighted by the body of a user function), and the items and characters a built-in reads.
       A step is about one evaluated syntax node: the default is roughly 100 ms of work.
     - ``max_size``: everything the evaluation produces, summed: one unit per character of each string
-      built and ``ITEM_SIZE`` per list item or context entry. About bytes; the default is 16 MB.
+      built and ``ITEM_SIZE`` per list item or context entry. About bytes; the default is 16 MB. A value
+      about to be written out in full (the result, and what ``flatten``, ``string`` or ``to json`` expand)
+      must also fit, expanded, in what is left of it: see :func:`expanded_size`.
     """
 
     max_steps: int = 500_000
@@ -113,6 +121,58 @@ class Env:
         if self.size_left < 0:
             raise FeelBudgetExceeded("size", self.limits.max_size)
 
+    def admit(self, value: Any) -> Any:
+        """``value`` if it fits, written out in full, in what is left of the size budget; else fail on that budget.
+
+        Holding a value is cheap however often it is referenced, but converting, encoding or flattening it
+        writes each reference out again: a value nesting a shared part level by level is tiny in memory and
+        exponential once written. This is checked before anything writes a value out.
+        """
+        t = type(value)
+        if (t is list or t is dict) and expanded_size(value, {}) > self.size_left:
+            raise FeelBudgetExceeded("size", self.limits.max_size)
+        return value
+
+    def host_result(self, value: Any) -> Any:
+        """``to_host(self.admit(value))`` in one pass over the top level of ``value`` (the usual result is a flat
+        list or context, so this adds little to the conversion every result needs anyway)."""
+        t = type(value)
+        if t is list:
+            total = ITEM_SIZE * len(value)
+            listed: list[Any] = []
+            items: Any = enumerate(value)
+            out: Any = listed
+        elif t is dict:
+            total = ITEM_SIZE * len(value) + sum(map(len, value))
+            listed = []
+            items = value.items()
+            out = {}
+        else:
+            return to_host(value)
+        measured: dict[int, int] | None = None
+        for key, item in items:
+            ti = type(item)
+            if ti is str:
+                total += len(item)
+            elif ti is list or ti is dict:
+                if measured is None:
+                    measured = {}
+                known = measured.get(id(item))
+                total += expanded_size(item, measured) if known is None else known
+            elif ti is not int and ti is not bool and item is not None:
+                item = to_host(item)
+            if t is list:
+                listed.append(item)
+            else:
+                out[key] = item
+        if total > self.size_left:
+            raise FeelBudgetExceeded("size", self.limits.max_size)
+        if measured is not None:  # nested lists and contexts are converted once they are known to fit
+            for key, item in enumerate(listed) if t is list else out.items():
+                if type(item) is list or type(item) is dict:
+                    out[key] = to_host(item)
+        return out
+
     def warn(self, message: str) -> None:
         """Record a suppressed failure, keeping the first ``MAX_WARNINGS`` distinct messages."""
         warnings = self.warnings
@@ -150,3 +210,38 @@ class Env:
         previous = self.scope
         self.scope = Scope(variables, previous)
         return previous
+
+
+def expanded_size(value: list[Any] | dict[str, Any], measured: dict[int, int]) -> int:
+    """The size of a list or context written out in full, in the units of the size budget.
+
+    ``ITEM_SIZE`` per item or entry, the characters of its keys and strings, and the expanded size of each
+    list or context it holds, counted again wherever it is held. ``measured`` caches the size of each list
+    and context by identity (all are alive while ``value`` is), so the walk takes one visit per distinct
+    value however often each is shared. Numbers and other scalars count as their slot.
+    """
+    count = len(value)
+    if type(value) is list:
+        total = ITEM_SIZE * count
+        items: Any = value
+    else:
+        total = ITEM_SIZE * count + sum(map(len, value))
+        items = value.values()
+    key = id(value)
+    if count > 16 and _SIZED_ITEMS.isdisjoint(map(type, items)):  # scalars only: no walk in Python
+        measured[key] = total
+        return total
+    measured[key] = _MEASURING
+    for item in items:
+        t = type(item)
+        if t is str:
+            total += len(item)
+        elif t is list or t is dict:
+            known = measured.get(id(item))
+            if known is None:
+                known = expanded_size(item, measured)
+            elif known == _MEASURING:
+                raise FeelEvaluationError("a list holds itself (a 'for' loop returned a value holding 'partial')")
+            total += known
+    measured[key] = total
+    return total
