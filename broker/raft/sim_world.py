@@ -418,6 +418,11 @@ class SimNetwork:
     def in_flight(self) -> int:
         return len(self._queue)
 
+    @property
+    def next_arrival(self) -> float | None:
+        """When the earliest message in flight arrives (None: nothing in flight)."""
+        return self._queue[0].arrival if self._queue else None
+
 
 class SimNode(Node):  # type: ignore[misc]
     """pysyncobj's node with a hash that does not depend on PYTHONHASHSEED: pysyncobj iterates sets of nodes

@@ -13,28 +13,34 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from broker.engine.context import ProcessingContext
+from broker.engine.scheduled import ScheduledWork
 from broker.log import LogBlock, MemoryLog
 from broker.protocol.keys import KeyGenerator
 from broker.protocol.record import Record
 from broker.stream import replay
-from broker.stream.commit import LocalCommit
+from broker.stream.commit import LocalCommit, RaftCommit
 from broker.stream.core import StreamCore
 
 
 def _ack_before_commit() -> Iterator[None]:
-    """The round is answered before its block is durable: the commit runs in the background."""
-    original = LocalCommit.commit
+    """The round is answered before its block is committed: the commit runs in the background."""
+    originals = {seam: seam.commit for seam in (LocalCommit, RaftCommit)}
 
-    async def commit(self: LocalCommit, block: LogBlock) -> None:
-        task = asyncio.get_running_loop().create_task(original(self, block))
-        _keep.add(task)
-        task.add_done_callback(_keep.discard)
+    def early(original: Any) -> Any:
+        async def commit(self: Any, block: LogBlock) -> None:
+            task = asyncio.get_running_loop().create_task(original(self, block))
+            _keep.add(task)
+            task.add_done_callback(_keep.discard)
 
-    LocalCommit.commit = commit  # type: ignore[method-assign]
+        return commit
+
+    for seam, original in originals.items():
+        seam.commit = early(original)  # type: ignore[method-assign]
     try:
         yield
     finally:
-        LocalCommit.commit = original  # type: ignore[method-assign]
+        for seam, original in originals.items():
+            seam.commit = original  # type: ignore[method-assign]
 
 
 def _skip_fsync() -> Iterator[None]:
@@ -101,6 +107,21 @@ def _drop_pending_follow_ups() -> Iterator[None]:
         StreamCore.replay = original  # type: ignore[method-assign]
 
 
+def _keep_due_work_on_leader_change() -> Iterator[None]:
+    """A replica that stops leading keeps its bookkeeping of handed-out due commands (timers, deadlines): the ones
+    that were still in its inbox are never written, and when it leads again it thinks they were."""
+    original = ScheduledWork.reset
+
+    def reset(self: ScheduledWork) -> None:
+        return None
+
+    ScheduledWork.reset = reset  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        ScheduledWork.reset = original  # type: ignore[method-assign]
+
+
 _keep: set[asyncio.Task[None]] = set()
 
 BUGS: dict[str, Callable[[], Iterator[None]]] = {
@@ -109,6 +130,7 @@ BUGS: dict[str, Callable[[], Iterator[None]]] = {
     "apply-event-twice": _apply_event_twice,
     "reuse-keys-after-restart": _forget_keys_on_recovery,
     "drop-pending-follow-ups": _drop_pending_follow_ups,
+    "lose-timers-on-leader-change": _keep_due_work_on_leader_change,
 }
 
 

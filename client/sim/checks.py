@@ -110,7 +110,7 @@ def replicas_agree(replica_blocks: dict[int, list[list[LogBlock]]]) -> list[str]
     """Every replica's committed log agrees with the others on every position they both hold."""
     out = []
     for pid, replicas in sorted(replica_blocks.items()):
-        by_first = [{b.first_position: b for b in blocks} for blocks in replicas]
+        by_first = sorted(({b.first_position: b for b in blocks} for blocks in replicas), key=len, reverse=True)
         for i in range(1, len(by_first)):
             for first, block in by_first[i].items():
                 other = by_first[0].get(first)

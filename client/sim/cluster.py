@@ -12,15 +12,23 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import random
 from collections.abc import Callable
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from broker.log import LogBlock, LogStorage, MemoryLog
 from broker.protocol.enums import ValueType
 from broker.protocol.record import Record
+from broker.raft import RaftConfig
+from broker.raft.sim_world import LinkFaults, NodeEnv
+from broker.raft.sim_world import SimNetwork as RaftNetwork
+from broker.raft.simulation import SimulatedReplicatedLog
 from broker.stream.backpressure import BackpressureConfig
+from broker.stream.commit import RaftCommit
 from broker.stream.partition import Partition, PartitionConfig, PartitionUnavailableError
 from gateway.broker_client import BrokerInfo, JobsAvailableListener, JobSink, PartitionInfo, Topology
 from gateway.commands import GatewayCommands
@@ -102,13 +110,14 @@ class SimNetwork:
 
 
 class SimBroker:
-    """A broker: its disk, and its partition replicas while it runs."""
+    """A broker: its disk, its Raft members' simulated disks and clocks, and its partition replicas while it runs."""
 
     def __init__(self, node_id: int, disk: SimDisk, partition_ids: list[int]) -> None:
         self.node_id = node_id
         self.disk = disk
         self.partition_ids = partition_ids
         self.partitions: dict[int, Partition] = {}
+        self.raft_envs: dict[int, NodeEnv] = {}  # by partition: the member's clock, disk and transport
         self.clock_skew_ms = 0
 
     @property
@@ -127,20 +136,37 @@ class SimCluster:
         *,
         brokers: int,
         partitions: int,
+        replication: int,
         sink: str,
     ) -> None:
+        if not 1 <= replication <= brokers:
+            raise ValueError(f"replication {replication} needs at least as many brokers ({brokers})")
         self.loop = loop
         self.rng = rng
         self.root = root
         self.partitions_count = partitions
+        self.replication = replication
         self.sink = sink
         self.network = SimNetwork(random.Random(rng.getrandbits(64)))
+        # Partition p's replicas lie on brokers p, p+1, … (round robin, as Zeebe lays them out).
+        self.replicas_of = {
+            p: [(p - 1 + i) % brokers + 1 for i in range(replication)] for p in range(1, partitions + 1)
+        }
         self.brokers = {
-            n: SimBroker(
-                n, SimDisk(root / f"broker-{n}"), [p for p in range(1, partitions + 1) if (p - 1) % brokers == n - 1]
-            )
+            n: SimBroker(n, SimDisk(root / f"broker-{n}"), [p for p, nodes in self.replicas_of.items() if n in nodes])
             for n in range(1, brokers + 1)
         }
+        self._raft_rng = random.Random(rng.getrandbits(64))
+        self.raft_networks: dict[int, RaftNetwork] = {}
+        if replication > 1:
+            for pid, nodes in self.replicas_of.items():
+                network = RaftNetwork([_raft_address(n, pid) for n in nodes], random.Random(rng.getrandbits(64)))
+                self.raft_networks[pid] = network
+                for n in nodes:
+                    env = NodeEnv(_raft_address(n, pid), loop.time, network, rng.getrandbits(32))
+                    self.brokers[n].raft_envs[pid] = env
+        self._raft_wake = {pid: asyncio.Event() for pid in self.raft_networks}
+        self._raft_tasks = [loop.create_task(self._run_raft(pid)) for pid in sorted(self.raft_networks)]
         self.jobs_listeners: list[JobsAvailableListener] = []
         # Round sizes vary by run: small rounds leave follow-ups queued across rounds (and so across crashes).
         self.max_commands_per_round = rng.choice([2, 8, 64, 500])
@@ -177,16 +203,104 @@ class SimCluster:
             partition.inter_partition = SimRoute(self, node_id)
             for listener in self.jobs_listeners:
                 partition.jobs_available_listeners.append(lambda types, p=pid, f=listener: f(p, types))
-            partition.start()
             broker.partitions[pid] = partition
+            env = broker.raft_envs.get(pid)
+            if env is None:
+                partition.start()
+                continue
+            network = self.raft_networks[pid]
+            network.up.add(env.address)
+            network.reset_links_of(env.address)
+            env.inbox.clear()
+            env.busy_until = 0.0
+            partners = [_raft_address(n, pid) for n in self.replicas_of[pid] if n != node_id]
+            factory = functools.partial(_simulated_log, env, self._raft_wake[pid].set)
+            partition.start(_raft_config(env.address, partners), replicated_log=factory)
+            self._refresh_raft(pid)
 
     async def crash_broker(self, node_id: int) -> None:
         """kill -9 and a power cut: replicas stop mid-round, unflushed log blocks are lost."""
         broker = self.brokers[node_id]
         broker.disk.crash()  # at once: nothing the replicas do while they are torn down reaches the disk
         partitions, broker.partitions = broker.partitions, {}
+        for pid, env in broker.raft_envs.items():
+            # the Raft member dies with the process: no goodbye to its peers, its unsynced writes are lost
+            seam = getattr(partitions.get(pid), "seam", None)
+            if isinstance(seam, RaftCommit):
+                seam.raft = None
+            env.transport = None
+            env.inbox.clear()
+            env.disk.crash(lose_unsynced=True)
+            network = self.raft_networks[pid]
+            network.up.discard(env.address)
+            network.reset_links_of(env.address)
+            self._refresh_raft(pid)
         for partition in partitions.values():
             await partition.abandon()
+
+    # -- Raft ------------------------------------------------------------------------------------------------
+
+    def _member(self, pid: int, node_id: int) -> SimulatedReplicatedLog | None:
+        seam = getattr(self.brokers[node_id].partitions.get(pid), "seam", None)
+        raft = seam.raft if isinstance(seam, RaftCommit) else None
+        return raft if isinstance(raft, SimulatedReplicatedLog) else None
+
+    def _refresh_raft(self, pid: int) -> None:
+        for node in self.replicas_of[pid]:
+            member = self._member(pid, node)
+            if member is not None:
+                member.refresh_connections()
+
+    async def _run_raft(self, pid: int) -> None:
+        """What the members' tick threads and sockets do: wake when a message arrives, a block is proposed or the
+        tick period passes; deliver the messages due; tick every member."""
+        loop, network, wake = self.loop, self.raft_networks[pid], self._raft_wake[pid]
+        nodes = {_raft_address(n, pid): n for n in self.replicas_of[pid]}
+        next_tick = loop.time()
+        while True:
+            arrival = network.next_arrival
+            until = next_tick if arrival is None else min(next_tick, arrival)
+            # (within the loop's clock resolution a timer counts as due: compare with the same slack)
+            if until > loop.time() + _EPSILON_S and not wake.is_set():
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(wake.wait(), until - loop.time())
+            wake.clear()
+            if loop.time() + _EPSILON_S >= next_tick:
+                next_tick = loop.time() + RAFT_TICK_S
+            for source, target, message in network.due(loop.time()):
+                self.brokers[nodes[target]].raft_envs[pid].inbox.append((source, message))
+            order = sorted(nodes)
+            self._raft_rng.shuffle(order)
+            for address in order:
+                node = nodes[address]
+                env = self.brokers[node].raft_envs[pid]
+                member = self._member(pid, node)
+                while member is not None and env.inbox and not env.busy():
+                    source, message = env.inbox.popleft()
+                    member.deliver(source, message)
+                if member is not None and not env.busy():
+                    member.tick()
+            await asyncio.sleep(0)
+
+    def cut_brokers(self, a: int, b: int) -> None:
+        """Cut the link from broker ``a`` to broker ``b`` (commands between partitions and Raft messages)."""
+        self.network.cut.add((a, b))
+        for pid, network in self.raft_networks.items():
+            if a in self.replicas_of[pid] and b in self.replicas_of[pid]:
+                network.set_cut(_raft_address(a, pid), _raft_address(b, pid), True)
+
+    def set_raft_link_faults(self, drop: float, duplicate: float) -> None:
+        for network in self.raft_networks.values():
+            for pair in network.faults:
+                network.faults[pair] = LinkFaults(drop=drop, duplicate=duplicate, fifo=not (drop or duplicate))
+
+    def heal_network(self) -> None:
+        self.network.heal()
+        for network in self.raft_networks.values():
+            for source, target in network.links:
+                network.set_cut(source, target, False)
+            for pair in network.faults:
+                network.faults[pair] = LinkFaults()
 
     async def stop(self) -> None:
         """Stop every replica cleanly (no snapshot: the state on disk stays what processing and replay made)."""
@@ -194,24 +308,53 @@ class SimCluster:
             partitions, broker.partitions = broker.partitions, {}
             for partition in partitions.values():
                 await partition.close(snapshot=False)
+        for task in self._raft_tasks:
+            task.cancel()
+
+    def describe(self) -> list[str]:
+        """One line per replica: what it is doing (for the transcript of a failed run)."""
+        lines = []
+        for pid in range(1, self.partitions_count + 1):
+            for node in self.replicas_of[pid]:
+                p = self.brokers[node].partitions.get(pid)
+                if p is None:
+                    lines.append(f"partition {pid} on broker {node}: down")
+                    continue
+                seam = p.seam
+                raft = seam.raft if isinstance(seam, RaftCommit) else None
+                status = (
+                    ""
+                    if raft is None
+                    else (
+                        f" raft {raft.status().role.value} term {raft.term} commit {raft.commit_index} "
+                        f"applied {raft.last_applied} in-flight {raft.in_flight}"
+                    )
+                )
+                lines.append(
+                    f"partition {pid} on broker {node}: {p.role} processing={p.processing} healthy={p.healthy} "
+                    f"backlog={p.backlog} applied={p.applied_position} processed={p.processed_position} "
+                    f"log={p.log_storage.commit_position if p.log_storage else 0}"
+                    f"/{p.log_storage.last_position if p.log_storage else 0}"
+                    f" round={getattr(seam, '_round_block', None)}{status}"
+                    + (f" failure={p.failure}" if p.failure else "")
+                    + (f" problem={p.problem}" if p.problem else "")
+                )
+        return lines
 
     # -- routing ---------------------------------------------------------------------------------------------
 
-    def broker_of(self, partition_id: int) -> SimBroker:
-        return self.brokers[(partition_id - 1) % len(self.brokers) + 1]
-
-    def leader(self, partition_id: int) -> Partition | None:
-        partition = self.broker_of(partition_id).partitions.get(partition_id)
-        return partition if partition is not None and partition.processing else None
-
-    def replicas(self, partition_id: int) -> list[Partition]:
-        partition = self.broker_of(partition_id).partitions.get(partition_id)
-        return [partition] if partition is not None else []
+    def leader(self, partition_id: int) -> tuple[int, Partition] | None:
+        """The broker whose replica of the partition processes commands now, and that replica."""
+        for node in self.replicas_of[partition_id]:
+            partition = self.brokers[node].partitions.get(partition_id)
+            if partition is not None and partition.processing:
+                return node, partition
+        return None
 
     def committed(self, partition_id: int) -> list[list[LogBlock]]:
         """Every replica's committed blocks of the partition, compacted ones included (see SimDisk.archive)."""
-        blocks = self.broker_of(partition_id).disk.archive.get(partition_id)
-        return [blocks] if blocks is not None else []
+        archives = (self.brokers[n].disk.archive.get(partition_id) for n in self.replicas_of[partition_id])
+        return [blocks for blocks in archives if blocks is not None]
 
     async def send(
         self,
@@ -225,15 +368,17 @@ class SimCluster:
         internal: bool,
     ) -> Record:
         """A command from ``source`` to the partition's leader through the network; its response comes back."""
-        target = self.broker_of(partition_id).node_id
+        leader = self.leader(partition_id)
+        if leader is None:
+            raise PartitionUnavailableError(f"no leader for partition {partition_id}")
+        target, partition = leader
         if not self.network.reachable(source, target):
             raise PartitionUnavailableError(f"node {target} is unreachable from node {source}")
         await asyncio.sleep(self.network.delay())
         if self.network.dropped():
             await asyncio.sleep(3600)  # lost on the way: the sender's timeout decides
-        partition = self.leader(partition_id)
-        if partition is None:
-            raise PartitionUnavailableError(f"no leader for partition {partition_id}")
+        if not partition.processing:
+            raise PartitionUnavailableError(f"node {target} no longer leads partition {partition_id}")
         future = partition.execute(value_type, intent, value, key, internal=internal)
         if self.network.duplicated():
             # the same command delivered twice (a retry the network made): the second is processed on its own
@@ -305,4 +450,44 @@ class SimBrokerClient:
             )
             for b in self.cluster.brokers.values()
         ]
-        return Topology(brokers, len(self.cluster.brokers), self.cluster.partitions_count, 1)
+        return Topology(brokers, len(self.cluster.brokers), self.cluster.partitions_count, self.cluster.replication)
+
+
+RAFT_TICK_S = 0.01
+_EPSILON_S = 1e-6
+
+
+def _raft_address(node_id: int, partition_id: int) -> str:
+    return f"b{node_id}-p{partition_id}:{26501 + partition_id}"
+
+
+def _raft_config(address: str, partners: list[str]) -> RaftConfig:
+    return RaftConfig(
+        self_address=address,
+        partner_addresses=tuple(partners),
+        password="simulated",
+        data_dir=Path("/simulated") / address.replace(":", "_"),
+        # Weir does not yet bring back a replica the leader compacted its Raft log past: keep every entry
+        compaction_min_entries=1 << 40,
+        compaction_min_seconds=1e12,
+        max_in_flight=64,
+    ).validate()
+
+
+class _WakingLog(SimulatedReplicatedLog):
+    """Wakes its group's driver on every proposal, as Weir's member wakes its tick thread (send_on_propose)."""
+
+    def __init__(self, config: RaftConfig, env: NodeEnv, wake: Callable[[], None], **callbacks: Any) -> None:
+        self._wake = wake
+        super().__init__(config, env, **callbacks)
+
+    def replicate(self, payload: bytes, timeout: float | None = None) -> Future[int]:
+        future = super().replicate(payload, timeout)
+        self._wake()
+        return future
+
+
+def _simulated_log(
+    env: NodeEnv, wake: Callable[[], None], config: RaftConfig, **callbacks: Any
+) -> SimulatedReplicatedLog:
+    return _WakingLog(config, env, wake, **callbacks)

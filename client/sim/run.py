@@ -28,6 +28,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TextIO
 
+from broker import logs
+from broker.raft.sim_world import world_switch
 from client.sim import checks
 from client.sim.bugs import BUGS, injected
 from client.sim.cluster import SimCluster
@@ -109,15 +111,17 @@ class _Faults:
             self.note(f"fault crash broker {node}")
         elif fault == "cut":
             a, b = rng.sample([0, *sorted(cluster.brokers)], 2)
-            network.cut.add((a, b))
+            cluster.cut_brokers(a, b)
             if rng.random() < 0.5:
-                network.cut.add((b, a))
+                cluster.cut_brokers(b, a)
             self.note(f"fault cut {sorted(network.cut)}")
         elif fault == "drop":
             network.drop_rate = rng.choice([0.01, 0.05, 0.2])
+            cluster.set_raft_link_faults(drop=network.drop_rate, duplicate=network.duplicate_rate)
             self.note(f"fault drop {network.drop_rate}")
         elif fault == "duplicate":
             network.duplicate_rate = rng.choice([0.01, 0.1])
+            cluster.set_raft_link_faults(drop=network.drop_rate, duplicate=network.duplicate_rate)
             self.note(f"fault duplicate {network.duplicate_rate}")
         elif fault == "delay":
             network.max_delay_s = rng.choice([0.005, 0.05, 0.5])
@@ -148,7 +152,7 @@ class _Faults:
                 self.note(f"heal restart broker {node}")
             self.crashed.clear()
         elif fault in ("cut", "drop", "duplicate", "delay"):
-            cluster.network.heal()
+            cluster.heal_network()
             self.note(f"heal network ({fault})")
         elif fault == "disk-full":
             for broker in cluster.brokers.values():
@@ -179,7 +183,15 @@ async def _simulate(config: SimConfig, result: SimResult, root: Path, out: TextI
             print(text, file=out, flush=True)
 
     sink = f"sim-{config.seed}-{id(result)}"
-    cluster = SimCluster(loop, rng, root, brokers=config.brokers, partitions=config.partitions, sink=sink)
+    cluster = SimCluster(
+        loop,
+        rng,
+        root,
+        brokers=config.brokers,
+        partitions=config.partitions,
+        replication=config.replication,
+        sink=sink,
+    )
     for node in sorted(cluster.brokers):
         cluster.start_broker(node)
     note(
@@ -209,6 +221,9 @@ async def _simulate(config: SimConfig, result: SimResult, root: Path, out: TextI
         for line in sorted(f"{k}={v}" for k, v in workload.history.outcomes.items()):
             note(line, show=False)
         result.violations += _check(cluster, workload, SINKS[sink], faults.windows)
+        if result.violations:
+            for line in cluster.describe():
+                note(line, show=False)
         await cluster.stop()
         result.violations += _check_replay(cluster)
     finally:
@@ -234,7 +249,7 @@ def _all_done(cluster: SimCluster, workload: Workload) -> bool:
 def _check(cluster: SimCluster, workload: Workload, sink: dict, faults: list[tuple[float, float]]) -> list[str]:
     history = workload.history
     replica_blocks = {pid: cluster.committed(pid) for pid in range(1, cluster.partitions_count + 1)}
-    logs = {pid: list(checks.records(replicas[0])) for pid, replicas in replica_blocks.items() if replicas}
+    logs = {pid: list(checks.records(max(replicas, key=len))) for pid, replicas in replica_blocks.items() if replicas}
     violations = []
     violations += checks.acknowledged_lost(history, logs)
     violations += checks.double_completion(logs)
@@ -251,11 +266,13 @@ def _check_replay(cluster: SimCluster) -> list[str]:
     """After the cluster stopped: each replica's live state equals a replay of its log."""
     out = []
     for pid in range(1, cluster.partitions_count + 1):
-        broker = cluster.broker_of(pid)
-        log = broker.disk.logs.get(pid)
-        if log is not None:
-            directory = broker.disk.root / "partitions" / str(pid)
-            out += checks.replay_equals_live(pid, log.survivor(), directory, cluster.partitions_count)
+        for node in cluster.replicas_of[pid]:
+            broker = cluster.brokers[node]
+            log = broker.disk.logs.get(pid)
+            if log is not None:
+                directory = broker.disk.root / "partitions" / str(pid)
+                found = checks.replay_equals_live(pid, log.survivor(), directory, cluster.partitions_count)
+                out += [f"broker {node}: {line}" for line in found]
     return out
 
 
@@ -265,7 +282,7 @@ def run(config: SimConfig, out: TextIO | None = sys.stdout) -> SimResult:
     loop = SimLoop()
     asyncio.set_event_loop(loop)
     try:
-        with tempfile.TemporaryDirectory(prefix=f"weir-sim-{config.seed}-") as root:
+        with world_switch(), tempfile.TemporaryDirectory(prefix=f"weir-sim-{config.seed}-") as root:
             loop.run_until_complete(_simulate(config, result, Path(root), out))
     finally:
         asyncio.set_event_loop(None)
@@ -287,6 +304,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--inject-bug", choices=sorted(BUGS), help="run with a deliberate bug (to see it caught)")
     parser.add_argument("--quiet", action="store_true", help="print only each run's final lines")
+    parser.add_argument(
+        "--log-level", default="CRITICAL", help="the brokers' own log lines, to stderr (CRITICAL: none but fatal)"
+    )
 
 
 def parse_faults(text: str) -> tuple[str, ...]:
@@ -301,9 +321,10 @@ def parse_faults(text: str) -> tuple[str, ...]:
 
 def main(args: argparse.Namespace) -> int:
     """Run ``--seeds`` seeds; exit 1 at the first violation, naming the seed, the invariant and the tail."""
-    if args.replication != 1:
-        raise SystemExit("weir sim: only --replication 1 is simulated so far")
+    if not 1 <= args.replication <= args.brokers:
+        raise SystemExit("weir sim: --replication must be between 1 and --brokers")
     faults = parse_faults(args.faults)
+    logs.configure(args.log_level)
     for seed in range(args.seed, args.seed + args.seeds):
         config = SimConfig(seed, args.ticks, args.brokers, args.partitions, args.replication, faults)
         started = time.monotonic()
