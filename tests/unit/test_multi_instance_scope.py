@@ -1,0 +1,144 @@
+"""Where a multi-instance activity's output variable lives: an ``outputElement`` that names a variable (or a path
+into one) makes that variable local to each instance, so what a worker completes with is collected per instance and
+does not reach the flow scope; without one (or with any other expression) completion variables propagate as usual.
+Each scenario also replays to the live state."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from broker.engine.elements.multi_instance import output_variable
+from broker.protocol.enums import DeploymentIntent, ValueType
+from tests.unit.test_replay import Driver, accepted, check_replay_equals_live
+
+PROCESS = """<?xml version="1.0" encoding="UTF-8"?>
+<bpmn:definitions xmlns:bpmn="http://www.omg.org/spec/BPMN/20100524/MODEL"
+    xmlns:zeebe="http://camunda.org/schema/zeebe/1.0" id="d" targetNamespace="t">
+  <bpmn:process id="{pid}" isExecutable="true">
+    <bpmn:startEvent id="start" />
+    <bpmn:serviceTask id="work">
+      <bpmn:extensionElements><zeebe:taskDefinition type="{pid}-work" /></bpmn:extensionElements>
+      <bpmn:multiInstanceLoopCharacteristics isSequential="{sequential}">
+        <bpmn:extensionElements>
+          <zeebe:loopCharacteristics inputCollection="=items" inputElement="item" {output} />
+        </bpmn:extensionElements>
+      </bpmn:multiInstanceLoopCharacteristics>
+    </bpmn:serviceTask>
+    <bpmn:serviceTask id="after">
+      <bpmn:extensionElements><zeebe:taskDefinition type="{pid}-after" /></bpmn:extensionElements>
+    </bpmn:serviceTask>
+    <bpmn:endEvent id="end" />
+    <bpmn:sequenceFlow id="f0" sourceRef="start" targetRef="work" />
+    <bpmn:sequenceFlow id="f1" sourceRef="work" targetRef="after" />
+    <bpmn:sequenceFlow id="f2" sourceRef="after" targetRef="end" />
+  </bpmn:process>
+</bpmn:definitions>
+"""
+
+COLLECTED = 'outputCollection="results" outputElement="=result"'
+
+
+async def _deploy(d: Driver, pid: str, *, sequential: bool, output: str) -> None:
+    xml = PROCESS.format(pid=pid, sequential=str(sequential).lower(), output=output)
+    resources = [{"resourceName": f"{pid}.bpmn", "resource": xml.encode()}]
+    accepted(await d.send(ValueType.DEPLOYMENT, DeploymentIntent.CREATE, {"resources": resources}))
+
+
+async def _run(d: Driver, pid: str, items: list[Any], completion: Any) -> dict[str, Any]:
+    """Run ``pid`` over ``items``, completing each instance's job with ``completion(item)``; the process scope's
+    variables once the body has completed (its ``after`` task waits)."""
+    key = accepted(await d.create(pid, {"items": items})).value["processInstanceKey"]
+    done = 0
+    while done < len(items):
+        await d.settle()
+        jobs = await d.activate(f"{pid}-work")
+        assert jobs, f"{pid}: {done} of {len(items)} instances completed, no job waits"
+        for job in reversed(jobs):  # completion order is not input order
+            scope = d.read(lambda s, j=job: s.jobs.get(j)["value"]["elementInstanceKey"])
+            item = d.read(lambda s, k=scope: s.variables.get_local(k, "item")[1])
+            accepted(await d.complete(job, completion(item)))
+            done += 1
+    await d.settle()
+    assert await d.activate(f"{pid}-after", 1), f"{pid}: the body did not complete"
+    return d.read(lambda s: s.variables.local(key))
+
+
+@pytest.mark.parametrize("sequential", [False, True], ids=["parallel", "sequential"])
+async def test_an_output_variable_stays_in_each_instance_and_is_collected(tmp_path: Path, sequential: bool) -> None:
+    d = Driver(tmp_path / "p" / "1")
+    d.open()
+    await _deploy(d, "plain", sequential=sequential, output=COLLECTED)
+    await _deploy(d, "path", sequential=sequential, output='outputCollection="totals" outputElement="=result.total"')
+    await _deploy(d, "input", sequential=sequential, output='outputCollection="seen" outputElement="=item"')
+
+    plain = await _run(d, "plain", [1, 2, 3], lambda item: {"result": item * 10, "other": item})
+    assert plain["results"] == [10, 20, 30]
+    assert "result" not in plain, "the output variable leaked into the process scope"
+    assert plain["other"] in (1, 2, 3)  # variables the output element does not read propagate as before
+    assert "item" not in plain and "loopCounter" not in plain
+
+    path = await _run(d, "path", ["a", "b"], lambda item: {"result": {"total": item.upper()}})
+    assert path == {"items": ["a", "b"], "totals": ["A", "B"]}
+
+    # the input element is local already: the worker's change to it is collected, nothing else is created
+    same = await _run(d, "input", [1, 2], lambda item: {"item": item + 100})
+    assert same == {"items": [1, 2], "seen": [101, 102]}
+
+    await d.close()
+    check_replay_equals_live(d.directory, tmp_path)
+
+
+@pytest.mark.parametrize("sequential", [False, True], ids=["parallel", "sequential"])
+async def test_without_an_output_variable_completion_variables_reach_the_flow_scope(
+    tmp_path: Path, sequential: bool
+) -> None:
+    d = Driver(tmp_path / "p" / "1")
+    d.open()
+    await _deploy(d, "none", sequential=sequential, output="")
+    await _deploy(d, "expr", sequential=sequential, output='outputCollection="results" outputElement="=result + 1"')
+
+    none = await _run(d, "none", [1, 2], lambda item: {"result": item})
+    assert none["result"] in (1, 2)
+
+    # an expression that is not a plain variable reference creates no local variable (as in Zeebe)
+    expr = await _run(d, "expr", [5], lambda item: {"result": item})
+    assert expr == {"items": [5], "result": 5, "results": [6]}
+
+    await d.close()
+    check_replay_equals_live(d.directory, tmp_path)
+
+
+async def test_the_instances_hold_the_output_variable_as_null_until_set(tmp_path: Path) -> None:
+    d = Driver(tmp_path / "p" / "1")
+    d.open()
+    await _deploy(d, "held", sequential=False, output=COLLECTED)
+    accepted(await d.create("held", {"items": ["x", "y"], "result": "outer"}))
+    await d.settle()
+    jobs = await d.activate("held-work")
+    scopes = [d.read(lambda s, j=j: s.jobs.get(j)["value"]["elementInstanceKey"]) for j in jobs]
+    assert [d.read(lambda s, k=k: s.variables.local(k)) for k in scopes] == [
+        {"item": "x", "result": None, "loopCounter": 1},
+        {"item": "y", "result": None, "loopCounter": 2},
+    ]
+    await d.close()
+
+
+@pytest.mark.parametrize(
+    ("output_element", "variable"),
+    [
+        ("=result", "result"),
+        ("= result.total.net", "result"),
+        ("=first name", "first name"),
+        ("=result + 1", None),
+        ("={x: result}", None),
+        ("=result[1]", None),
+        ("result", None),  # a static value
+        ("=(", None),
+        (None, None),
+    ],
+)
+def test_which_output_elements_name_a_variable(output_element: str | None, variable: str | None) -> None:
+    assert output_variable(output_element) == variable
