@@ -70,6 +70,14 @@ def _report(args: argparse.Namespace, text: str, response: Any) -> int:
     return 0
 
 
+def _call(args: argparse.Namespace, method: str, request: Any, text: str | Callable[[Any], str]) -> int:
+    """One gRPC call; prints ``text`` (or ``text(response)``), or the response as JSON with ``--output json``."""
+    from client.cli import _stub
+
+    response = getattr(_stub(args), method)(request, timeout=args.timeout)
+    return _report(args, text(response) if callable(text) else text, response)
+
+
 # -- job verbs ------------------------------------------------------------------------------------------------
 
 JOB_COLUMNS = [
@@ -108,73 +116,47 @@ def cmd_activate_jobs(args: argparse.Namespace) -> int:
 
 
 def cmd_complete_job(args: argparse.Namespace) -> int:
-    from client.cli import _stub
-
     request = _pb().CompleteJobRequest(jobKey=args.key, variables=args.variables or "")
-    response = _stub(args).CompleteJob(request, timeout=args.timeout)
-    return _report(args, f"Job {args.key} completed.", response)
+    return _call(args, "CompleteJob", request, f"Job {args.key} completed.")
+
+
+def _error_fields(args: argparse.Namespace) -> dict[str, str]:
+    """What failing a job and throwing an error for it share: the message and the variables set with it."""
+    return {"errorMessage": args.error_message or "", "variables": args.variables or ""}
 
 
 def cmd_fail_job(args: argparse.Namespace) -> int:
-    from client.cli import _stub
-
-    request = _pb().FailJobRequest(
-        jobKey=args.key,
-        retries=args.retries,
-        errorMessage=args.error_message or "",
-        retryBackOff=args.retry_backoff,
-        variables=args.variables or "",
-    )
-    response = _stub(args).FailJob(request, timeout=args.timeout)
-    return _report(args, f"Job {args.key} failed ({args.retries} retries left).", response)
+    retry = {"retries": args.retries, "retryBackOff": args.retry_backoff}
+    request = _pb().FailJobRequest(jobKey=args.key, **retry, **_error_fields(args))
+    return _call(args, "FailJob", request, f"Job {args.key} failed ({args.retries} retries left).")
 
 
 def cmd_throw_error(args: argparse.Namespace) -> int:
-    from client.cli import _stub
-
-    request = _pb().ThrowErrorRequest(
-        jobKey=args.key,
-        errorCode=args.error_code,
-        errorMessage=args.error_message or "",
-        variables=args.variables or "",
-    )
-    response = _stub(args).ThrowError(request, timeout=args.timeout)
-    return _report(args, f"Error {args.error_code} thrown for job {args.key}.", response)
+    request = _pb().ThrowErrorRequest(jobKey=args.key, errorCode=args.error_code, **_error_fields(args))
+    return _call(args, "ThrowError", request, f"Error {args.error_code} thrown for job {args.key}.")
 
 
 def cmd_update_retries(args: argparse.Namespace) -> int:
-    from client.cli import _stub
-
     request = _pb().UpdateJobRetriesRequest(jobKey=args.key, retries=args.retries)
-    response = _stub(args).UpdateJobRetries(request, timeout=args.timeout)
-    return _report(args, f"Job {args.key} has {args.retries} retries.", response)
+    return _call(args, "UpdateJobRetries", request, f"Job {args.key} has {args.retries} retries.")
 
 
 def cmd_update_timeout(args: argparse.Namespace) -> int:
-    from client.cli import _stub
-
     request = _pb().UpdateJobTimeoutRequest(jobKey=args.key, timeout=args.job_timeout)
-    response = _stub(args).UpdateJobTimeout(request, timeout=args.timeout)
-    return _report(args, f"Job {args.key} times out {args.job_timeout} ms from now.", response)
+    return _call(args, "UpdateJobTimeout", request, f"Job {args.key} times out {args.job_timeout} ms from now.")
 
 
 # -- variables, signals, decisions, resources -----------------------------------------------------------------
 
 
 def cmd_set_variables(args: argparse.Namespace) -> int:
-    from client.cli import _stub
-
     request = _pb().SetVariablesRequest(elementInstanceKey=args.key, variables=args.variables, local=args.local)
-    response = _stub(args).SetVariables(request, timeout=args.timeout)
-    return _report(args, f"Variables set on {args.key} (command key {response.key}).", response)
+    return _call(args, "SetVariables", request, lambda r: f"Variables set on {args.key} (command key {r.key}).")
 
 
 def cmd_broadcast_signal(args: argparse.Namespace) -> int:
-    from client.cli import _stub
-
     request = _pb().BroadcastSignalRequest(signalName=args.name, variables=args.variables or "")
-    response = _stub(args).BroadcastSignal(request, timeout=args.timeout)
-    return _report(args, f"Signal {args.name} broadcast with key {response.key}.", response)
+    return _call(args, "BroadcastSignal", request, lambda r: f"Signal {args.name} broadcast with key {r.key}.")
 
 
 def cmd_evaluate_decision(args: argparse.Namespace) -> int:
@@ -198,10 +180,8 @@ def cmd_evaluate_decision(args: argparse.Namespace) -> int:
 
 
 def cmd_delete_resource(args: argparse.Namespace) -> int:
-    from client.cli import _stub
-
-    response = _stub(args).DeleteResource(_pb().DeleteResourceRequest(resourceKey=args.key), timeout=args.timeout)
-    return _report(args, f"Resource {args.key} deleted.", response)
+    request = _pb().DeleteResourceRequest(resourceKey=args.key)
+    return _call(args, "DeleteResource", request, f"Resource {args.key} deleted.")
 
 
 # -- the worker -----------------------------------------------------------------------------------------------
