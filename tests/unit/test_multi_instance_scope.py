@@ -20,7 +20,7 @@ PROCESS = """<?xml version="1.0" encoding="UTF-8"?>
   <bpmn:process id="{pid}" isExecutable="true">
     <bpmn:startEvent id="start" />
     <bpmn:serviceTask id="work">
-      <bpmn:extensionElements><zeebe:taskDefinition type="{pid}-work" /></bpmn:extensionElements>
+      <bpmn:extensionElements><zeebe:taskDefinition type="{pid}-work" />{mappings}</bpmn:extensionElements>
       <bpmn:multiInstanceLoopCharacteristics isSequential="{sequential}">
         <bpmn:extensionElements>
           <zeebe:loopCharacteristics inputCollection="=items" inputElement="item" {output} />
@@ -41,8 +41,8 @@ PROCESS = """<?xml version="1.0" encoding="UTF-8"?>
 COLLECTED = 'outputCollection="results" outputElement="=result"'
 
 
-async def _deploy(d: Driver, pid: str, *, sequential: bool, output: str) -> None:
-    xml = PROCESS.format(pid=pid, sequential=str(sequential).lower(), output=output)
+async def _deploy(d: Driver, pid: str, *, sequential: bool, output: str, mappings: str = "") -> None:
+    xml = PROCESS.format(pid=pid, sequential=str(sequential).lower(), output=output, mappings=mappings)
     resources = [{"resourceName": f"{pid}.bpmn", "resource": xml.encode()}]
     accepted(await d.send(ValueType.DEPLOYMENT, DeploymentIntent.CREATE, {"resources": resources}))
 
@@ -87,6 +87,114 @@ async def test_an_output_variable_stays_in_each_instance_and_is_collected(tmp_pa
     same = await _run(d, "input", [1, 2], lambda item: {"item": item + 100})
     assert same == {"items": [1, 2], "seen": [101, 102]}
 
+    await d.close()
+    check_replay_equals_live(d.directory, tmp_path)
+
+
+@pytest.mark.parametrize("sequential", [False, True], ids=["parallel", "sequential"])
+async def test_output_mappings_of_an_instance_start_in_the_instance(tmp_path: Path, sequential: bool) -> None:
+    """As in Zeebe, an instance's output mappings merge from its own scope: one onto the output variable is
+    collected, others reach the flow scope; the job's variables stay in the task (it has output mappings)."""
+    d = Driver(tmp_path / "p" / "1")
+    d.open()
+    mappings = (
+        '<zeebe:ioMapping><zeebe:output source="=out * 2" target="result" />'
+        '<zeebe:output source="=out" target="last" /></zeebe:ioMapping>'
+    )
+    await _deploy(d, "mapped", sequential=sequential, output=COLLECTED, mappings=mappings)
+    mapped = await _run(d, "mapped", [1, 2, 3], lambda item: {"out": item})
+    assert mapped["results"] == [2, 4, 6]
+    assert "result" not in mapped and "out" not in mapped
+    assert mapped["last"] in (1, 2, 3)
+    await d.close()
+    check_replay_equals_live(d.directory, tmp_path)
+
+
+CONTAINERS = """<?xml version="1.0" encoding="UTF-8"?>
+<bpmn:definitions xmlns:bpmn="http://www.omg.org/spec/BPMN/20100524/MODEL"
+    xmlns:zeebe="http://camunda.org/schema/zeebe/1.0" id="d" targetNamespace="t">
+  <bpmn:process id="calls" isExecutable="true">
+    <bpmn:startEvent id="s1" />
+    <bpmn:callActivity id="each">
+      <bpmn:extensionElements>
+        <zeebe:calledElement processId="called" propagateAllParentVariables="false" />
+        <zeebe:ioMapping><zeebe:input source="=item" target="n" /></zeebe:ioMapping>
+      </bpmn:extensionElements>
+      <bpmn:multiInstanceLoopCharacteristics isSequential="{sequential}">
+        <bpmn:extensionElements>
+          <zeebe:loopCharacteristics inputCollection="=items" inputElement="item" {output} />
+        </bpmn:extensionElements>
+      </bpmn:multiInstanceLoopCharacteristics>
+    </bpmn:callActivity>
+    <bpmn:serviceTask id="after1">
+      <bpmn:extensionElements><zeebe:taskDefinition type="calls-after" /></bpmn:extensionElements>
+    </bpmn:serviceTask>
+    <bpmn:sequenceFlow id="fa" sourceRef="s1" targetRef="each" />
+    <bpmn:sequenceFlow id="fb" sourceRef="each" targetRef="after1" />
+  </bpmn:process>
+  <bpmn:process id="called" isExecutable="true">
+    <bpmn:startEvent id="s2" />
+    <bpmn:serviceTask id="work2">
+      <bpmn:extensionElements><zeebe:taskDefinition type="calls-work" /></bpmn:extensionElements>
+    </bpmn:serviceTask>
+    <bpmn:sequenceFlow id="fc" sourceRef="s2" targetRef="work2" />
+  </bpmn:process>
+  <bpmn:process id="subs" isExecutable="true">
+    <bpmn:startEvent id="s3" />
+    <bpmn:subProcess id="sub">
+      <bpmn:multiInstanceLoopCharacteristics isSequential="{sequential}">
+        <bpmn:extensionElements>
+          <zeebe:loopCharacteristics inputCollection="=items" inputElement="item" {output} />
+        </bpmn:extensionElements>
+      </bpmn:multiInstanceLoopCharacteristics>
+      <bpmn:startEvent id="s4" />
+      <bpmn:serviceTask id="work3">
+        <bpmn:extensionElements><zeebe:taskDefinition type="subs-work" /></bpmn:extensionElements>
+      </bpmn:serviceTask>
+      <bpmn:sequenceFlow id="fd" sourceRef="s4" targetRef="work3" />
+    </bpmn:subProcess>
+    <bpmn:serviceTask id="after3">
+      <bpmn:extensionElements><zeebe:taskDefinition type="subs-after" /></bpmn:extensionElements>
+    </bpmn:serviceTask>
+    <bpmn:sequenceFlow id="fe" sourceRef="s3" targetRef="sub" />
+    <bpmn:sequenceFlow id="ff" sourceRef="sub" targetRef="after3" />
+  </bpmn:process>
+</bpmn:definitions>
+"""
+
+
+def _visible(state: Any, scope_key: int, name: str) -> Any:
+    """The value of ``name`` seen from ``scope_key`` (its own scope, then each enclosing one)."""
+    while scope_key > 0:
+        found = state.variables.get_local(scope_key, name)
+        if found is not None:
+            return found[1]
+        scope_key = state.elements.get(scope_key).value.flow_scope_key
+    raise KeyError(name)
+
+
+@pytest.mark.parametrize("sequential", [False, True], ids=["parallel", "sequential"])
+async def test_a_called_process_or_sub_process_fills_its_instance_output_variable(
+    tmp_path: Path, sequential: bool
+) -> None:
+    """The output variable is local to each call activity / sub-process instance: the called process's variables
+    (propagated back) and a task inside the sub-process set it there, not in the parent scope. (The called process
+    gets only the call activity's own variables: a copy of the output collection would come back stale.)"""
+    d = Driver(tmp_path / "p" / "1")
+    d.open()
+    xml = CONTAINERS.format(sequential=str(sequential).lower(), output=COLLECTED)
+    resources = [{"resourceName": "containers.bpmn", "resource": xml.encode()}]
+    accepted(await d.send(ValueType.DEPLOYMENT, DeploymentIntent.CREATE, {"resources": resources}))
+    for pid in ("calls", "subs"):
+        key = accepted(await d.create(pid, {"items": [1, 2]})).value["processInstanceKey"]
+        for _ in range(2):
+            await d.settle()
+            for job in await d.activate(f"{pid}-work"):
+                item = d.read(lambda s, j=job: _visible(s, s.jobs.get(j)["value"]["elementInstanceKey"], "item"))
+                accepted(await d.complete(job, {"result": item * 10}))
+        await d.settle()
+        assert await d.activate(f"{pid}-after", 1), f"{pid}: the body did not complete"
+        assert d.read(lambda s, k=key: s.variables.local(k)) == {"items": [1, 2], "results": [10, 20]}, pid
     await d.close()
     check_replay_equals_live(d.directory, tmp_path)
 

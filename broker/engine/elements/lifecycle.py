@@ -163,7 +163,13 @@ def complete(
             inst = inst.with_listener_index(0)
     body = body_of(ctx, inst)
     # past the first end listener, the mappings were applied
-    if element is not None and inst.listener_index == 0 and not _apply_outputs(ctx, processor, element, inst):
+    # an instance of a multi-instance body holds its input and output element: its outputs start there (Zeebe too)
+    outputs_into = inst.key if body is not None else inst.value.flow_scope_key
+    if (
+        element is not None
+        and inst.listener_index == 0
+        and not _apply_outputs(ctx, processor, element, inst, outputs_into)
+    ):
         return
     if process.uses_execution_listeners:
         end_listeners = execution_listeners.of(process, inst, bpmn.LISTENER_END)
@@ -182,18 +188,19 @@ def complete(
 
 
 def _apply_outputs(
-    ctx: ProcessingContext, processor: ElementProcessor, element: bpmn.Element, inst: ElementInstance
+    ctx: ProcessingContext, processor: ElementProcessor, element: bpmn.Element, inst: ElementInstance, into: int
 ) -> bool:
-    """Output mappings, or what reaches the flow scope without them; False after raising an incident."""
+    """Output mappings, or what reaches the flow scope without them, merged from scope ``into`` up; False after
+    raising an incident."""
     if element.output_mappings:
-        failure = b.apply_output_mappings(ctx, element, inst)
+        failure = b.apply_output_mappings(ctx, element, inst, into)
         if failure is not None:
             b.raise_incident(ctx, inst, "IO_MAPPING_ERROR", failure.message)
             return False
         return True
     document = processor.variables_without_output_mappings(ctx, element, inst)
-    if document and inst.value.flow_scope_key > 0:
-        b.merge_document(ctx, inst.value.flow_scope_key, document)
+    if document and into > 0:
+        b.merge_document(ctx, into, document)
     return True
 
 
