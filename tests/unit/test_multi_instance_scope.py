@@ -10,8 +10,9 @@ from typing import Any
 
 import pytest
 
+from broker.engine.behaviors import TENANT
 from broker.engine.elements.multi_instance import output_variable
-from broker.protocol.enums import DeploymentIntent, ValueType
+from broker.protocol.enums import DeploymentIntent, MessageIntent, ValueType
 from tests.unit.test_replay import Driver, accepted, check_replay_equals_live
 
 PROCESS = """<?xml version="1.0" encoding="UTF-8"?>
@@ -195,6 +196,61 @@ async def test_a_called_process_or_sub_process_fills_its_instance_output_variabl
         await d.settle()
         assert await d.activate(f"{pid}-after", 1), f"{pid}: the body did not complete"
         assert d.read(lambda s, k=key: s.variables.local(k)) == {"items": [1, 2], "results": [10, 20]}, pid
+    await d.close()
+    check_replay_equals_live(d.directory, tmp_path)
+
+
+RECEIVE = """<?xml version="1.0" encoding="UTF-8"?>
+<bpmn:definitions xmlns:bpmn="http://www.omg.org/spec/BPMN/20100524/MODEL"
+    xmlns:zeebe="http://camunda.org/schema/zeebe/1.0" id="d" targetNamespace="t">
+  <bpmn:message id="m" name="answer">
+    <bpmn:extensionElements><zeebe:subscription correlationKey="=item" /></bpmn:extensionElements>
+  </bpmn:message>
+  <bpmn:process id="receive" isExecutable="true">
+    <bpmn:startEvent id="s" />
+    <bpmn:receiveTask id="wait" messageRef="m">
+      <bpmn:multiInstanceLoopCharacteristics isSequential="{sequential}">
+        <bpmn:extensionElements>
+          <zeebe:loopCharacteristics inputCollection="=items" inputElement="item" {output} />
+        </bpmn:extensionElements>
+      </bpmn:multiInstanceLoopCharacteristics>
+    </bpmn:receiveTask>
+    <bpmn:serviceTask id="after">
+      <bpmn:extensionElements><zeebe:taskDefinition type="receive-after" /></bpmn:extensionElements>
+    </bpmn:serviceTask>
+    <bpmn:sequenceFlow id="f0" sourceRef="s" targetRef="wait" />
+    <bpmn:sequenceFlow id="f1" sourceRef="wait" targetRef="after" />
+  </bpmn:process>
+</bpmn:definitions>
+"""
+
+
+@pytest.mark.parametrize("sequential", [False, True], ids=["parallel", "sequential"])
+async def test_message_variables_fill_the_instance_output_variable(tmp_path: Path, sequential: bool) -> None:
+    """A receive task's message variables merge from the instance: the output variable is collected, the others
+    reach the flow scope."""
+    d = Driver(tmp_path / "p" / "1")
+    d.open()
+    xml = RECEIVE.format(sequential=str(sequential).lower(), output=COLLECTED)
+    resources = [{"resourceName": "receive.bpmn", "resource": xml.encode()}]
+    accepted(await d.send(ValueType.DEPLOYMENT, DeploymentIntent.CREATE, {"resources": resources}))
+    key = accepted(await d.create("receive", {"items": ["a", "b"]})).value["processInstanceKey"]
+    for item in ("a", "b"):
+        await d.settle()
+        message = {
+            "name": "answer",
+            "correlationKey": item,
+            "timeToLive": 60_000,
+            "messageId": "",
+            "variables": {"result": item.upper(), "seen": item},
+            "tenantId": TENANT,
+        }
+        accepted(await d.send(ValueType.MESSAGE, MessageIntent.PUBLISH, message))
+    await d.settle()
+    assert await d.activate("receive-after", 1), "the body did not complete"
+    variables = d.read(lambda s: s.variables.local(key))
+    assert variables == {"items": ["a", "b"], "results": ["A", "B"], "seen": variables["seen"]}
+    assert variables["seen"] in ("a", "b")  # the message's other variables go on up
     await d.close()
     check_replay_equals_live(d.directory, tmp_path)
 

@@ -119,7 +119,7 @@ class MultiInstanceBodyProcessor(ContainerProcessor):
             item = items[index - 1] if index <= len(items) else None
             b.set_local_variable(ctx, child.key, loop.input_element, item, instance=child)
         output = output_variable(loop.output_element)
-        if output is not None and output not in (loop.input_element, LOOP_COUNTER):  # those are local already
+        if output is not None and output not in (loop.input_element, LOOP_COUNTER):  # those are set already
             b.set_local_variable(ctx, child.key, output, None, instance=child)
         b.set_local_variable(ctx, child.key, LOOP_COUNTER, index, instance=child)
         return True
@@ -211,6 +211,14 @@ def output_variable(output_element: str | None) -> str | None:
     while node[0] == "path":
         node = node[2]
     return node[2] if node[0] == "name" else None
+
+
+def loop_variables(loop: bpmn.MultiInstance | None) -> frozenset[str]:
+    """The variables each instance holds locally: its input element, ``loopCounter`` and its output variable."""
+    if loop is None:
+        return frozenset()
+    names = {LOOP_COUNTER, loop.input_element, output_variable(loop.output_element)}
+    return frozenset(name for name in names if name)
 
 
 def _loop(process: bpmn.Process, inst: ElementInstance) -> bpmn.MultiInstance:
