@@ -5,6 +5,7 @@ Each scenario also replays to the live state."""
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from typing import Any
 
@@ -15,22 +16,37 @@ from broker.engine.elements.multi_instance import output_variable
 from broker.protocol.enums import DeploymentIntent, MessageIntent, ValueType
 from tests.unit.test_replay import Driver, accepted, check_replay_equals_live
 
-PROCESS = """<?xml version="1.0" encoding="UTF-8"?>
+HEADER = """<?xml version="1.0" encoding="UTF-8"?>
 <bpmn:definitions xmlns:bpmn="http://www.omg.org/spec/BPMN/20100524/MODEL"
     xmlns:zeebe="http://camunda.org/schema/zeebe/1.0" id="d" targetNamespace="t">
-  <bpmn:process id="{pid}" isExecutable="true">
-    <bpmn:startEvent id="start" />
-    <bpmn:serviceTask id="work">
-      <bpmn:extensionElements><zeebe:taskDefinition type="{pid}-work" />{mappings}</bpmn:extensionElements>
-      <bpmn:multiInstanceLoopCharacteristics isSequential="{sequential}">
+"""
+LOOP = """      <bpmn:multiInstanceLoopCharacteristics isSequential="{sequential}">
         <bpmn:extensionElements>
           <zeebe:loopCharacteristics inputCollection="=items" inputElement="item" {output} />
         </bpmn:extensionElements>
-      </bpmn:multiInstanceLoopCharacteristics>
+      </bpmn:multiInstanceLoopCharacteristics>"""
+
+
+def service_task(element_id: str, job_type: str) -> str:
+    extensions = f'<bpmn:extensionElements><zeebe:taskDefinition type="{job_type}" /></bpmn:extensionElements>'
+    return f'<bpmn:serviceTask id="{element_id}">{extensions}</bpmn:serviceTask>'
+
+
+async def deploy_xml(d: Driver, name: str, template: str, *, sequential: bool, output: str, **fields: str) -> None:
+    """Deploy ``template`` with its multi-instance loop (``{loop}``) and ``fields`` filled in."""
+    loop = LOOP.format(sequential=str(sequential).lower(), output=output)
+    xml = template.format(header=HEADER, loop=loop, **fields)
+    resources = [{"resourceName": name, "resource": xml.encode()}]
+    accepted(await d.send(ValueType.DEPLOYMENT, DeploymentIntent.CREATE, {"resources": resources}))
+
+
+PROCESS = """{header}  <bpmn:process id="{pid}" isExecutable="true">
+    <bpmn:startEvent id="start" />
+    <bpmn:serviceTask id="work">
+      <bpmn:extensionElements><zeebe:taskDefinition type="{pid}-work" />{mappings}</bpmn:extensionElements>
+{loop}
     </bpmn:serviceTask>
-    <bpmn:serviceTask id="after">
-      <bpmn:extensionElements><zeebe:taskDefinition type="{pid}-after" /></bpmn:extensionElements>
-    </bpmn:serviceTask>
+    {task_after}
     <bpmn:endEvent id="end" />
     <bpmn:sequenceFlow id="f0" sourceRef="start" targetRef="work" />
     <bpmn:sequenceFlow id="f1" sourceRef="work" targetRef="after" />
@@ -43,9 +59,10 @@ COLLECTED = 'outputCollection="results" outputElement="=result"'
 
 
 async def _deploy(d: Driver, pid: str, *, sequential: bool, output: str, mappings: str = "") -> None:
-    xml = PROCESS.format(pid=pid, sequential=str(sequential).lower(), output=output, mappings=mappings)
-    resources = [{"resourceName": f"{pid}.bpmn", "resource": xml.encode()}]
-    accepted(await d.send(ValueType.DEPLOYMENT, DeploymentIntent.CREATE, {"resources": resources}))
+    after = service_task("after", f"{pid}-after")
+    await deploy_xml(
+        d, f"{pid}.bpmn", PROCESS, sequential=sequential, output=output, pid=pid, mappings=mappings, task_after=after
+    )
 
 
 async def _run(d: Driver, pid: str, items: list[Any], completion: Any) -> dict[str, Any]:
@@ -111,52 +128,35 @@ async def test_output_mappings_of_an_instance_start_in_the_instance(tmp_path: Pa
     check_replay_equals_live(d.directory, tmp_path)
 
 
-CONTAINERS = """<?xml version="1.0" encoding="UTF-8"?>
-<bpmn:definitions xmlns:bpmn="http://www.omg.org/spec/BPMN/20100524/MODEL"
-    xmlns:zeebe="http://camunda.org/schema/zeebe/1.0" id="d" targetNamespace="t">
-  <bpmn:process id="calls" isExecutable="true">
+CONTAINERS = """{header}  <bpmn:process id="calls" isExecutable="true">
     <bpmn:startEvent id="s1" />
     <bpmn:callActivity id="each">
       <bpmn:extensionElements>
         <zeebe:calledElement processId="called" propagateAllParentVariables="false" />
         <zeebe:ioMapping><zeebe:input source="=item" target="n" /></zeebe:ioMapping>
       </bpmn:extensionElements>
-      <bpmn:multiInstanceLoopCharacteristics isSequential="{sequential}">
-        <bpmn:extensionElements>
-          <zeebe:loopCharacteristics inputCollection="=items" inputElement="item" {output} />
-        </bpmn:extensionElements>
-      </bpmn:multiInstanceLoopCharacteristics>
+{loop}
     </bpmn:callActivity>
-    <bpmn:serviceTask id="after1">
-      <bpmn:extensionElements><zeebe:taskDefinition type="calls-after" /></bpmn:extensionElements>
-    </bpmn:serviceTask>
+    {task_after1}
     <bpmn:sequenceFlow id="fa" sourceRef="s1" targetRef="each" />
     <bpmn:sequenceFlow id="fb" sourceRef="each" targetRef="after1" />
   </bpmn:process>
   <bpmn:process id="called" isExecutable="true">
     <bpmn:startEvent id="s2" />
-    <bpmn:serviceTask id="work2">
-      <bpmn:extensionElements><zeebe:taskDefinition type="calls-work" /></bpmn:extensionElements>
-    </bpmn:serviceTask>
+    {task_work2}
     <bpmn:sequenceFlow id="fc" sourceRef="s2" targetRef="work2" />
   </bpmn:process>
   <bpmn:process id="subs" isExecutable="true">
     <bpmn:startEvent id="s3" />
     <bpmn:subProcess id="sub">
-      <bpmn:multiInstanceLoopCharacteristics isSequential="{sequential}">
-        <bpmn:extensionElements>
-          <zeebe:loopCharacteristics inputCollection="=items" inputElement="item" {output} />
-        </bpmn:extensionElements>
-      </bpmn:multiInstanceLoopCharacteristics>
+{loop}
       <bpmn:startEvent id="s4" />
       <bpmn:serviceTask id="work3">
         <bpmn:extensionElements><zeebe:taskDefinition type="subs-work" /></bpmn:extensionElements>
       </bpmn:serviceTask>
       <bpmn:sequenceFlow id="fd" sourceRef="s4" targetRef="work3" />
     </bpmn:subProcess>
-    <bpmn:serviceTask id="after3">
-      <bpmn:extensionElements><zeebe:taskDefinition type="subs-after" /></bpmn:extensionElements>
-    </bpmn:serviceTask>
+    {task_after3}
     <bpmn:sequenceFlow id="fe" sourceRef="s3" targetRef="sub" />
     <bpmn:sequenceFlow id="ff" sourceRef="sub" targetRef="after3" />
   </bpmn:process>
@@ -183,9 +183,12 @@ async def test_a_called_process_or_sub_process_fills_its_instance_output_variabl
     gets only the call activity's own variables: a copy of the output collection would come back stale.)"""
     d = Driver(tmp_path / "p" / "1")
     d.open()
-    xml = CONTAINERS.format(sequential=str(sequential).lower(), output=COLLECTED)
-    resources = [{"resourceName": "containers.bpmn", "resource": xml.encode()}]
-    accepted(await d.send(ValueType.DEPLOYMENT, DeploymentIntent.CREATE, {"resources": resources}))
+    tasks = {
+        "task_after1": service_task("after1", "calls-after"),
+        "task_work2": service_task("work2", "calls-work"),
+        "task_after3": service_task("after3", "subs-after"),
+    }
+    await deploy_xml(d, "containers.bpmn", CONTAINERS, sequential=sequential, output=COLLECTED, **tasks)
     for pid in ("calls", "subs"):
         key = accepted(await d.create(pid, {"items": [1, 2]})).value["processInstanceKey"]
         for _ in range(2):
@@ -200,24 +203,15 @@ async def test_a_called_process_or_sub_process_fills_its_instance_output_variabl
     check_replay_equals_live(d.directory, tmp_path)
 
 
-RECEIVE = """<?xml version="1.0" encoding="UTF-8"?>
-<bpmn:definitions xmlns:bpmn="http://www.omg.org/spec/BPMN/20100524/MODEL"
-    xmlns:zeebe="http://camunda.org/schema/zeebe/1.0" id="d" targetNamespace="t">
-  <bpmn:message id="m" name="answer">
+RECEIVE = """{header}  <bpmn:message id="m" name="answer">
     <bpmn:extensionElements><zeebe:subscription correlationKey="=item" /></bpmn:extensionElements>
   </bpmn:message>
   <bpmn:process id="receive" isExecutable="true">
     <bpmn:startEvent id="s" />
     <bpmn:receiveTask id="wait" messageRef="m">
-      <bpmn:multiInstanceLoopCharacteristics isSequential="{sequential}">
-        <bpmn:extensionElements>
-          <zeebe:loopCharacteristics inputCollection="=items" inputElement="item" {output} />
-        </bpmn:extensionElements>
-      </bpmn:multiInstanceLoopCharacteristics>
+{loop}
     </bpmn:receiveTask>
-    <bpmn:serviceTask id="after">
-      <bpmn:extensionElements><zeebe:taskDefinition type="receive-after" /></bpmn:extensionElements>
-    </bpmn:serviceTask>
+    {task_after}
     <bpmn:sequenceFlow id="f0" sourceRef="s" targetRef="wait" />
     <bpmn:sequenceFlow id="f1" sourceRef="wait" targetRef="after" />
   </bpmn:process>
@@ -231,9 +225,8 @@ async def test_message_variables_fill_the_instance_output_variable(tmp_path: Pat
     reach the flow scope."""
     d = Driver(tmp_path / "p" / "1")
     d.open()
-    xml = RECEIVE.format(sequential=str(sequential).lower(), output=COLLECTED)
-    resources = [{"resourceName": "receive.bpmn", "resource": xml.encode()}]
-    accepted(await d.send(ValueType.DEPLOYMENT, DeploymentIntent.CREATE, {"resources": resources}))
+    after = service_task("after", "receive-after")
+    await deploy_xml(d, "receive.bpmn", RECEIVE, sequential=sequential, output=COLLECTED, task_after=after)
     key = accepted(await d.create("receive", {"items": ["a", "b"]})).value["processInstanceKey"]
     for item in ("a", "b"):
         await d.settle()
@@ -246,8 +239,13 @@ async def test_message_variables_fill_the_instance_output_variable(tmp_path: Pat
             "tenantId": TENANT,
         }
         accepted(await d.send(ValueType.MESSAGE, MessageIntent.PUBLISH, message))
-    await d.settle()
-    assert await d.activate("receive-after", 1), "the body did not complete"
+    for _ in range(100):  # a buffered message correlates once the instance's subscription opens
+        await d.settle()
+        if await d.activate("receive-after", 1):
+            break
+        await asyncio.sleep(0.02)
+    else:
+        raise AssertionError(f"the body did not complete: {d.read(lambda s: s.variables.local(key))}")
     variables = d.read(lambda s: s.variables.local(key))
     assert variables == {"items": ["a", "b"], "results": ["A", "B"], "seen": variables["seen"]}
     assert variables["seen"] in ("a", "b")  # the message's other variables go on up
