@@ -652,6 +652,10 @@ def build_parser() -> argparse.ArgumentParser:
     from client.inspect_cli import add_parsers as add_inspect_parsers
 
     add_inspect_parsers(sub, _add_client_args)
+
+    from client.jobs_cli import add_parsers as add_job_parsers
+
+    add_job_parsers(sub, _add_client_args)
     return parser
 
 

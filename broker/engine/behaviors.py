@@ -248,10 +248,10 @@ def apply_input_mappings(
 
 
 def apply_output_mappings(
-    ctx: ProcessingContext, element: bpmn.Element, instance: ElementInstance
+    ctx: ProcessingContext, element: bpmn.Element, instance: ElementInstance, scope_key: int
 ) -> ExpressionFailure | None:
-    """The element's output mappings into its flow scope (all evaluated before anything is written)."""
-    scope_key = instance.value.flow_scope_key
+    """The element's output mappings, merged from ``scope_key`` (its flow scope, or its own for an instance of a
+    multi-instance activity) up; all evaluated before anything is written."""
     if element.output_mappings:
         context = visible_variables(ctx, instance.key)
         result: dict[str, Any] = {}

@@ -223,7 +223,10 @@ def child_completing(ctx: ProcessingContext, child: ElementInstance) -> None:
     if element.output_mappings:
         b.set_local_document(ctx, caller.key, document, caller)  # what the output mappings read
     elif element.called_element.propagate_all_child_variables:
-        b.merge_document(ctx, caller.value.flow_scope_key, document)
+        # from the call activity up, as Zeebe merges them: an instance of a multi-instance call activity holds its
+        # output element, which the child's variable of that name fills
+        into = caller.key if element.multi_instance is not None else caller.value.flow_scope_key
+        b.merge_document(ctx, into, document)
 
 
 def child_completed(ctx: ProcessingContext, child: ElementInstance) -> None:

@@ -163,7 +163,11 @@ def complete(
             inst = inst.with_listener_index(0)
     body = body_of(ctx, inst)
     # past the first end listener, the mappings were applied
-    if element is not None and inst.listener_index == 0 and not _apply_outputs(ctx, processor, element, inst):
+    if (
+        element is not None
+        and inst.listener_index == 0
+        and not _apply_outputs(ctx, processor, element, inst, body is not None)
+    ):
         return
     if process.uses_execution_listeners:
         end_listeners = execution_listeners.of(process, inst, bpmn.LISTENER_END)
@@ -182,18 +186,29 @@ def complete(
 
 
 def _apply_outputs(
-    ctx: ProcessingContext, processor: ElementProcessor, element: bpmn.Element, inst: ElementInstance
+    ctx: ProcessingContext, processor: ElementProcessor, element: bpmn.Element, inst: ElementInstance, in_body: bool
 ) -> bool:
-    """Output mappings, or what reaches the flow scope without them; False after raising an incident."""
+    """Output mappings, or what reaches the flow scope without them; False after raising an incident.
+
+    An instance of a multi-instance activity (``in_body``) holds its loop variables (input element, ``loopCounter``,
+    the output element's variable), as in Zeebe: its output mappings merge from the instance itself, and what it
+    hands on without them (event variables, a decision's result) keeps those names in it.
+    """
+    flow_scope_key = inst.value.flow_scope_key
     if element.output_mappings:
-        failure = b.apply_output_mappings(ctx, element, inst)
+        failure = b.apply_output_mappings(ctx, element, inst, inst.key if in_body else flow_scope_key)
         if failure is not None:
             b.raise_incident(ctx, inst, "IO_MAPPING_ERROR", failure.message)
             return False
         return True
     document = processor.variables_without_output_mappings(ctx, element, inst)
-    if document and inst.value.flow_scope_key > 0:
-        b.merge_document(ctx, inst.value.flow_scope_key, document)
+    if document and in_body:
+        from broker.engine.elements.multi_instance import loop_variables  # it builds on this module
+
+        kept = loop_variables(element.multi_instance)
+        document = {name: value for name, value in document.items() if name not in kept}
+    if document and flow_scope_key > 0:
+        b.merge_document(ctx, flow_scope_key, document)
     return True
 
 

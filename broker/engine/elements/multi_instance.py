@@ -4,6 +4,9 @@
   at once (parallel) or one after the other (sequential); an empty collection completes the body at once.
 - Each instance gets its item as the local variable ``inputElement`` and its 1-based ``loopCounter``; the activity's
   input and output mappings, job and events are the instance's, its boundary events the body's.
+- When ``outputElement`` is a variable or a path into one (``=result``, ``=result.total``), that variable is created
+  in each instance as null, as Zeebe does: what a worker or the inner flow sets under that name lands in the instance
+  (so each is collected separately) instead of leaking into the flow scope. Other expressions create nothing.
 - When an instance completes, ``outputElement`` (evaluated in the instance) goes to its place in the body's local
   ``outputCollection`` (input order, whatever the completion order), and ``completionCondition`` is evaluated with
   ``numberOfInstances``, ``numberOfActiveInstances``, ``numberOfCompletedInstances`` and
@@ -13,8 +16,10 @@
 
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import Any
 
+from broker import feel
 from broker.engine import behaviors as b
 from broker.engine import events
 from broker.engine.bpmn import model as bpmn
@@ -22,6 +27,7 @@ from broker.engine.context import ProcessingContext
 from broker.engine.elements import lifecycle as lc
 from broker.engine.elements.base import ContainerProcessor, ElementProcessor
 from broker.engine.expressions import ExpressionFailure
+from broker.feel._parser import parse_expression_tree
 from broker.protocol.enums import ProcessInstanceIntent
 from broker.state.element_instance import ElementInstance
 
@@ -112,6 +118,9 @@ class MultiInstanceBodyProcessor(ContainerProcessor):
         if loop.input_element:
             item = items[index - 1] if index <= len(items) else None
             b.set_local_variable(ctx, child.key, loop.input_element, item, instance=child)
+        output = output_variable(loop.output_element)
+        if output is not None and output not in (loop.input_element, LOOP_COUNTER):  # those are set already
+            b.set_local_variable(ctx, child.key, output, None, instance=child)
         b.set_local_variable(ctx, child.key, LOOP_COUNTER, index, instance=child)
         return True
 
@@ -187,6 +196,29 @@ class MultiInstanceBodyProcessor(ContainerProcessor):
         assert loop is not None
         if loop.is_sequential and scope.children == 0:
             b.activate_element(ctx, element, scope.value, scope.key, instance_of_body=True)
+
+
+@lru_cache(maxsize=1024)
+def output_variable(output_element: str | None) -> str | None:
+    """The variable an ``outputElement`` reads when it is a name or a path into one (``=a``, ``=a.b.c``): the name
+    each instance holds locally. None for a static value or any other expression."""
+    if not output_element or not output_element.startswith("="):
+        return None
+    try:
+        node = parse_expression_tree(output_element[1:])
+    except (feel.FeelSyntaxError, RecursionError):
+        return None  # deployment refused it already; evaluating it raises the incident
+    while node[0] == "path":
+        node = node[2]
+    return node[2] if node[0] == "name" else None
+
+
+def loop_variables(loop: bpmn.MultiInstance | None) -> frozenset[str]:
+    """The variables each instance holds locally: its input element, ``loopCounter`` and its output variable."""
+    if loop is None:
+        return frozenset()
+    names = {LOOP_COUNTER, loop.input_element, output_variable(loop.output_element)}
+    return frozenset(name for name in names if name)
 
 
 def _loop(process: bpmn.Process, inst: ElementInstance) -> bpmn.MultiInstance:
