@@ -254,6 +254,8 @@ class EventAppliers:
                 state.elements.put(parent.after_child_ended(completed=completed, flows_in_flight=int(jumping)))
         else:
             state.processes.count_instance(v.process_definition_key, -1)
+            if v.business_id and v.parent_element_instance_key <= 0:
+                state.business_ids.remove(v.tenant_id, v.bpmn_process_id, v.business_id, r.key)
             state.awaiting_results.remove(r.key)
             state.message_starts.unlock(r.key)
 
@@ -270,6 +272,10 @@ class EventAppliers:
             state.joins.add(v["flowScopeKey"], target.id, flow.id, 1)
 
     def _instance_created(self, state: PartitionState, r: Record) -> None:
+        """Indexed by business id at once (not when the instance's activation follows), so the next creation sees it."""
+        v = r.value
+        if v.get("businessId"):
+            state.business_ids.put(v["tenantId"], v["bpmnProcessId"], v["businessId"], v["processInstanceKey"])
         request = r.value.get("awaitingResult")
         if request:
             state.awaiting_results.put(r.value["processInstanceKey"], request)

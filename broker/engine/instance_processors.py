@@ -17,6 +17,7 @@ from broker.engine.deployment_limits import (
     too_many_resources,
 )
 from broker.engine.elements import SUPPORTED_KINDS, lifecycle
+from broker.protocol import labels
 from broker.protocol.enums import (
     CommandDistributionIntent,
     DeploymentIntent,
@@ -395,6 +396,22 @@ def create_instance(ctx: ProcessingContext, cmd: Record) -> None:
                 " but none found",
             )
             return
+    business_id, tags = v.get("businessId") or "", v.get("tags") or []
+    problem = labels.business_id_problem(business_id) or labels.tags_problem(tags)
+    if problem is not None:
+        ctx.reject(RejectionType.INVALID_ARGUMENT, problem)
+        return
+    if business_id and b.services(ctx).business_id_uniqueness:
+        holder = ctx.state.business_ids.active(b.TENANT, stored["bpmnProcessId"], business_id)
+        if holder is not None:
+            ctx.reject(
+                RejectionType.ALREADY_EXISTS,
+                f"Expected to create an instance of process '{stored['bpmnProcessId']}' with business id "
+                f"'{business_id}', but the active process instance '{holder}' already has it; business ids are "
+                "unique among active root instances of a process (broker.businessIdUniqueness)",
+            )
+            return
+    tags = labels.normal_tags(tags)
     process = b.services(ctx).models.get(stored["processDefinitionKey"])
     if process.none_start_event_id is None:
         ctx.reject(
@@ -412,6 +429,8 @@ def create_instance(ctx: ProcessingContext, cmd: Record) -> None:
         flow_scope_key=-1,
         bpmn_element_type=bpmn.PROCESS,
         bpmn_event_type=bpmn.UNSPECIFIED,
+        business_id=business_id,
+        tags=tuple(tags),
     )
     variables = v.get("variables") or {}
     # the instance's variables are written before the instance itself is activated
@@ -427,6 +446,8 @@ def create_instance(ctx: ProcessingContext, cmd: Record) -> None:
         "startInstructions": [],
         "fetchVariables": v.get("fetchVariables") or [],
         "tenantId": b.TENANT,
+        "businessId": business_id,
+        "tags": tags,
     }
     awaiting = cmd.intent == ProcessInstanceCreationIntent.CREATE_WITH_AWAITING_RESULT
     if awaiting and cmd.request is not None:
