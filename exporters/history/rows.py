@@ -219,6 +219,8 @@ class Batch:
                     "has_incident": 0,
                     "tenant_id": v.get("tenantId"),
                     "partition_id": record.partition_id,
+                    "business_id": _text(v.get("businessId")),
+                    "tags": _json_list(v.get("tags") or []),
                 }
                 self._set(schema.PROCESS_INSTANCES, record.key, row)
             elif intent in _ELEMENT_END:
@@ -308,6 +310,7 @@ class Batch:
             "process_definition_key": _key(v, "processDefinitionKey"),
             "process_definition_id": v.get("bpmnProcessId"),
             "tenant_id": v.get("tenantId"),
+            "tags": _json_list(v.get("tags")),  # the instance's, on the records that carry them
         }
         if intent == "CREATED":
             row["creation_time"] = timestamp
@@ -348,6 +351,7 @@ class Batch:
             "custom_headers": json.dumps(v["customHeaders"]) if v.get("customHeaders") else None,
             "priority": v.get("priority"),
             "tenant_id": v.get("tenantId"),
+            "tags": _json_list(v.get("tags")),
         }
         if "assignee" in v:
             row["assignee"] = v.get("assignee") or ""  # "" once unassigned: a set value, not an unknown one

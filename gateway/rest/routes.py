@@ -211,6 +211,8 @@ CREATE_INSTANCE_RESPONSE = obj(
         "variables": {**ANY_OBJECT, "description": "The instance's variables at completion (awaitCompletion only)"},
         "processDefinitionKey": KEY,
         "processInstanceKey": KEY,
+        "tags": {"type": "array", "items": STRING},
+        "businessId": {"type": ["string", "null"]},
     },
     required=[
         "processDefinitionId",
@@ -301,6 +303,12 @@ CREATE_INSTANCE = Body(
         "awaitCompletion": Field("boolean", "Answer when the instance completes, with its variables"),
         "fetchVariables": Field("strings", "With awaitCompletion: the variables to return (all when empty)"),
         "requestTimeout": Field("integer", "With awaitCompletion: milliseconds to wait (0: the gateway's default)"),
+        "tags": Field("strings", "At most 10 tags: a letter, then letters, digits, _, -, : or . (100 characters)"),
+        "businessId": Field(
+            "string",
+            "Your id for the instance (256 characters); unique among active root instances "
+            "of the process when broker.businessIdUniqueness is on",
+        ),
     },
     "Either processDefinitionId (and optionally processDefinitionVersion) or processDefinitionKey.",
 )
@@ -611,6 +619,8 @@ class CommandRoutes:
             await_result=await_completion,
             fetch_variables=body.get("fetchVariables"),
             request_timeout_ms=body.get("requestTimeout", 0),
+            business_id=body.get("businessId", ""),
+            tags=body.get("tags"),
         )
         v = rec.value
         response = {
@@ -619,6 +629,8 @@ class CommandRoutes:
             "tenantId": TENANT,
             "processDefinitionKey": _key(v["processDefinitionKey"]),
             "processInstanceKey": _key(v["processInstanceKey"]),
+            "tags": v.get("tags") or [],
+            "businessId": v.get("businessId") or None,
         }
         if await_completion:
             response["variables"] = v.get("variables") or {}
