@@ -31,6 +31,7 @@ from broker.protocol.enums import (
     JobIntent,
     MessageCorrelationIntent,
     MessageIntent,
+    ProcessInstanceBusinessIdIntent,
     ProcessInstanceCreationIntent,
     ProcessInstanceIntent,
     RecordType,
@@ -410,6 +411,17 @@ class GatewayCommands:
     async def cancel_process_instance(self, key: int) -> Record:
         pid = self.partition_for_key(key, "process instance")
         return await self.execute(pid, ValueType.PROCESS_INSTANCE, ProcessInstanceIntent.CANCEL, {}, key)
+
+    async def assign_business_id(self, process_instance_key: int, business_id: str) -> Record:
+        """Give a running root instance without a business id one (Camunda 8.10), on the instance's partition."""
+        problem = labels.business_id_problem(business_id)
+        if problem is not None or not business_id:
+            invalid(problem or "Expected a businessId, but none given")
+        key = process_instance_key
+        pid = self.partition_for_key(key, "process instance")
+        value = {"processInstanceKey": key, "businessId": business_id, "tenantId": TENANT}
+        intent = ProcessInstanceBusinessIdIntent.ASSIGN
+        return await self.execute(pid, ValueType.PROCESS_INSTANCE_BUSINESS_ID, intent, value, key)
 
     async def set_variables(self, element_instance_key: int, variables: dict[str, Any], *, local: bool) -> Record:
         key = element_instance_key

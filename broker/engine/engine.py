@@ -33,6 +33,7 @@ from broker.protocol.enums import (
     MessageCorrelationIntent,
     MessageIntent,
     MessageSubscriptionIntent,
+    ProcessInstanceBusinessIdIntent,
     ProcessInstanceCreationIntent,
     ProcessInstanceIntent,
     ProcessMessageSubscriptionIntent,
@@ -91,6 +92,10 @@ class Engine:
                 ProcessInstanceCreationIntent.CREATE_WITH_AWAITING_RESULT,
             ): instances.create_instance,
             (ValueType.PROCESS_INSTANCE, pi.CANCEL): instances.cancel_instance,
+            (
+                ValueType.PROCESS_INSTANCE_BUSINESS_ID,
+                ProcessInstanceBusinessIdIntent.ASSIGN,
+            ): instances.assign_business_id,
             (ValueType.PROCESS_INSTANCE, pi.ACTIVATE_ELEMENT): elements.activate,
             (ValueType.PROCESS_INSTANCE, pi.COMPLETE_ELEMENT): elements.complete,
             (ValueType.PROCESS_INSTANCE, pi.TERMINATE_ELEMENT): elements.terminate,

@@ -58,6 +58,7 @@ HISTORY_VALUE_TYPES = frozenset(
         ValueType.JOB_BATCH,
         ValueType.USER_TASK,
         ValueType.DECISION_EVALUATION,
+        ValueType.PROCESS_INSTANCE_BUSINESS_ID,
     }
 )
 
@@ -72,6 +73,7 @@ _KEPT_EVENTS: dict[ValueType, frozenset[str] | None] = {
     ValueType.JOB_BATCH: frozenset({"ACTIVATED"}),
     ValueType.USER_TASK: None,
     ValueType.DECISION_EVALUATION: frozenset({"EVALUATED", "FAILED"}),
+    ValueType.PROCESS_INSTANCE_BUSINESS_ID: frozenset({"ASSIGNED"}),
 }
 _NAMES: dict[tuple[int, int], str] = {}
 _KEPT: dict[tuple[int, int, int], bool] = {}
@@ -247,6 +249,11 @@ class Batch:
                 schema.ELEMENT_INSTANCES, record.key, {"state": _ELEMENT_END[intent], "end_date": record.timestamp}
             )
 
+    def _business_id(self, record: Record, intent: str) -> None:
+        """A business id given to a running instance (Camunda 8.10)."""
+        if intent == "ASSIGNED":
+            self._set(schema.PROCESS_INSTANCES, record.key, {"business_id": _text(record.value.get("businessId"))})
+
     def _variable(self, record: Record, intent: str) -> None:
         if intent not in ("CREATED", "UPDATED", "MIGRATED"):
             return
@@ -398,6 +405,7 @@ _HANDLERS = {
     ValueType.JOB_BATCH: Batch._job_batch,
     ValueType.USER_TASK: Batch._user_task,
     ValueType.DECISION_EVALUATION: Batch._decision_evaluation,
+    ValueType.PROCESS_INSTANCE_BUSINESS_ID: Batch._business_id,
 }
 
 

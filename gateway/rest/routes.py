@@ -313,6 +313,9 @@ CREATE_INSTANCE = Body(
     "Either processDefinitionId (and optionally processDefinitionVersion) or processDefinitionKey.",
 )
 OPERATION_ONLY = Body({"operationReference": OPERATION_REFERENCE})
+ASSIGN_BUSINESS_ID = Body(
+    {"businessId": Field("string", "The business id (256 characters at most)", required=True, min_length=1)}
+)
 ACTIVATE_JOBS = Body(
     {
         "type": Field("string", "The job type", required=True, min_length=1),
@@ -636,6 +639,11 @@ class CommandRoutes:
             response["variables"] = v.get("variables") or {}
         return json_response(response)
 
+    async def assign_business_id(self, request: web.Request) -> web.Response:
+        body = await read_json(request, ASSIGN_BUSINESS_ID)
+        await self.commands.assign_business_id(path_key(request, "processInstanceKey"), body["businessId"])
+        return no_content()
+
     async def cancel_process_instance(self, request: web.Request) -> web.Response:
         await read_json(request, OPERATION_ONLY, optional=True)
         await self.commands.cancel_process_instance(path_key(request, "processInstanceKey"))
@@ -878,6 +886,16 @@ class CommandRoutes:
                 "Process instance",
                 body=OPERATION_ONLY,
                 body_optional=True,
+                responses=dict([none]),
+                errors=(404, 409),
+            ),
+            Endpoint(
+                "POST",
+                "/v2/process-instances/{processInstanceKey}/business-id-assignment",
+                "Give a running process instance without a business id one (Camunda 8.10)",
+                self.assign_business_id,
+                "Process instance",
+                body=ASSIGN_BUSINESS_ID,
                 responses=dict([none]),
                 errors=(404, 409),
             ),

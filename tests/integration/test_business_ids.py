@@ -194,3 +194,36 @@ async def test_without_uniqueness_instances_share_a_business_id_and_are_found_by
     assert sorted(page) == sorted(keys)
     status, item = await call(http, "GET", f"/v2/process-instances/{keys[0]}")
     assert status == 200 and item["businessId"] == "order-1" and item["tags"] == ["vip"]
+
+
+async def test_a_running_instance_gets_a_business_id_later_when_ids_are_not_unique(
+    stub: Stub, http: aiohttp.ClientSession, unique_stub: Stub, unique_http: aiohttp.ClientSession
+) -> None:
+    app = deploy(stub, "one-task.bpmn")
+    status, created = await call(http, "POST", "/v2/process-instances", {"processDefinitionId": app.pid()})
+    assert status == 200 and created["businessId"] is None
+    key = created["processInstanceKey"]
+    path = f"/v2/process-instances/{key}/business-id-assignment"
+    assert await call(http, "POST", path, {"businessId": "late-1"}) == (204, None)
+    assert await call(http, "POST", path, {"businessId": "late-1"}) == (204, None), "the same id again: no change"
+    assert_problem(await call(http, "POST", path, {"businessId": "late-2"}), 409, "'late-1'")
+    assert_problem(await call(http, "POST", path, {}), 400, "businessId")
+    missing = f"/v2/process-instances/{int(key) + 1_000_000}/business-id-assignment"
+    assert_problem(await call(http, "POST", missing, {"businessId": "late-1"}), 404)
+
+    async def found() -> list[str]:
+        status, page = await call(http, "POST", "/v2/process-instances/search", {"filter": {"businessId": "late-1"}})
+        assert status == 200, page
+        return [i["processInstanceKey"] for i in page["items"]]
+
+    for _ in range(200):
+        if await found() == [key]:
+            break
+        await asyncio.sleep(0.1)
+    assert await found() == [key]
+
+    # with uniqueness on, ids are given on creation only
+    unique_app = deploy(unique_stub, "one-task.bpmn")
+    other = await create_when_deployed(unique_http, {"processDefinitionId": unique_app.pid()})
+    unique_path = f"/v2/process-instances/{other['processInstanceKey']}/business-id-assignment"
+    assert_problem(await call(unique_http, "POST", unique_path, {"businessId": "late-3"}), 409, "businessIdUniqueness")

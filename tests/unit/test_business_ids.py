@@ -9,7 +9,13 @@ from __future__ import annotations
 from pathlib import Path
 
 from broker.engine.behaviors import TENANT
-from broker.protocol.enums import ProcessInstanceCreationIntent, RecordType, RejectionType, ValueType
+from broker.protocol.enums import (
+    ProcessInstanceBusinessIdIntent,
+    ProcessInstanceCreationIntent,
+    RecordType,
+    RejectionType,
+    ValueType,
+)
 from broker.protocol.record import Record
 from broker.stream.partition import PartitionConfig
 from tests.unit.test_replay import Driver, accepted, check_replay_equals_live
@@ -115,3 +121,45 @@ async def test_tags_and_business_ids_are_validated_as_camunda_does(tmp_path: Pat
 
 def _job(d: Driver, key: int) -> dict:
     return d.read(lambda s: s.jobs.get(key))["value"]
+
+
+async def assign(d: Driver, instance_key: int, business_id: str) -> Record:
+    value = {"processInstanceKey": instance_key, "businessId": business_id}
+    return await d.send(
+        ValueType.PROCESS_INSTANCE_BUSINESS_ID, ProcessInstanceBusinessIdIntent.ASSIGN, value, instance_key
+    )
+
+
+async def test_a_running_instance_without_a_business_id_gets_one_once(tmp_path: Path) -> None:
+    d = unique(tmp_path, on=False)
+    accepted(await d.deploy("call-activity.bpmn", "one-task.bpmn"))
+    key = accepted(await create(d, "call-activity", tags=["vip"])).value["processInstanceKey"]
+    await d.settle()
+    (child_job,) = await d.activate("child-work")  # created before the assignment: keeps no business id
+    child_key = _job(d, child_job)["processInstanceKey"]
+    rejected(await assign(d, child_key, "order-9"), RejectionType.INVALID_STATE)  # a called instance
+    rejected(await assign(d, key, ""), RejectionType.INVALID_ARGUMENT)
+    rejected(await assign(d, key, "x" * 257), RejectionType.INVALID_ARGUMENT)
+    rejected(await assign(d, 123456, "order-9"), RejectionType.NOT_FOUND)
+    assigned = accepted(await assign(d, key, "order-9"))
+    assert assigned.value["businessId"] == "order-9" and assigned.value["bpmnProcessId"] == "call-activity"
+    again = accepted(await assign(d, key, "order-9"))  # the same id again: accepted, nothing written
+    assert again.position == -1
+    reason = rejected(await assign(d, key, "order-10"), RejectionType.INVALID_STATE)
+    assert "'order-9'" in reason
+    # what the instance creates from now on carries it: the job after the call activity
+    accepted(await d.complete(child_job))
+    await d.settle()
+    (after,) = await d.activate("after-call")
+    job = _job(d, after)
+    assert job["businessId"] == "order-9" and job["tags"] == ["vip"]
+    await d.close()
+    check_replay_equals_live(d.directory, tmp_path)
+    # switched on, uniqueness sees the assigned id, and assignment is refused
+    d.config = PartitionConfig(checker_interval_s=0.005, business_id_uniqueness=True)
+    d.open()
+    rejected(await create(d, "call-activity", "order-9"), RejectionType.ALREADY_EXISTS)
+    other = accepted(await create(d, "one-task")).value["processInstanceKey"]
+    reason = rejected(await assign(d, other, "order-11"), RejectionType.INVALID_STATE)
+    assert "businessIdUniqueness" in reason
+    await d.close()
