@@ -9,8 +9,7 @@ from typing import Any
 
 import pytest
 
-from broker.engine.behaviors import TENANT
-from broker.protocol.enums import ProcessInstanceCreationIntent, RecordType, ValueType
+from broker.protocol.enums import RecordType
 from exporters.history import schema
 from exporters.history.backends import open_backend
 from exporters.history.reader import open_reader
@@ -21,17 +20,8 @@ from tests.exporters.test_history_exporter import export_all, record_log
 async def _create(
     d: PartitionDriver, process_id: str, business_id: str, tags: list[str], variables: dict | None = None
 ) -> int:
-    value = {
-        "bpmnProcessId": process_id,
-        "version": -1,
-        "processDefinitionKey": -1,
-        "variables": variables or {},
-        "fetchVariables": [],
-        "tenantId": TENANT,
-        "businessId": business_id,
-        "tags": tags,
-    }
-    rec = await d.send(ValueType.PROCESS_INSTANCE_CREATION, ProcessInstanceCreationIntent.CREATE, value)
+    labels = {"businessId": business_id, "tags": tags}
+    rec = await d.create(process_id, variables, labels)
     assert rec.record_type == RecordType.EVENT, rec.rejection_reason
     return rec.value["processInstanceKey"]
 
