@@ -48,6 +48,10 @@ DEFAULTS: dict[str, Any] = {
         # Process instances in one chain of call activities, the root included (Zeebe's maxProcessDepth): a call
         # activity that would go deeper raises an incident; 0: no limit.
         "maxProcessDepth": 1000,
+        # Camunda 8.9's business id uniqueness control: when true, creating a process instance with a business id
+        # that an active root instance of the same process (and tenant) already has is rejected (ALREADY_EXISTS /
+        # 409). Instances started by call activities do not count. Off by default, as in Camunda.
+        "businessIdUniqueness": False,
         # Process instances one chain of signal broadcasts may start (a signal, the instances its start events start,
         # the signals they broadcast without waiting, ...) before the next one stops with an incident; 0: no limit.
         "maxInstancesPerSignalChain": 1000,
@@ -316,6 +320,8 @@ def validate(config: dict[str, Any]) -> None:
         value = config["broker"][key]
         if not isinstance(value, int) or isinstance(value, bool) or value < 0:
             raise ConfigError(f"broker.{key}: must be an integer of at least 0 (0: no limit)")
+    if not isinstance(config["broker"]["businessIdUniqueness"], bool):
+        raise ConfigError("broker.businessIdUniqueness: expected true or false")
     for key, value in config["broker"]["expressions"].items():
         if not isinstance(value, int) or isinstance(value, bool) or value < 1:
             raise ConfigError(f"broker.expressions.{key}: must be a positive integer")

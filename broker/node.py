@@ -57,6 +57,7 @@ class NodeConfig:
     min_free_disk_bytes: int = 256 << 20
     max_steps_per_instance: int = DEFAULT_MAX_STEPS_PER_INSTANCE
     max_process_depth: int = DEFAULT_MAX_PROCESS_DEPTH
+    business_id_uniqueness: bool = False
     max_instances_per_signal_chain: int = DEFAULT_MAX_CHAIN_INSTANCES
     # The FEEL budget of one evaluation (broker.expressions.maxSteps / maxSize, see broker.feel.Limits).
     expression_max_steps: int = DEFAULT_LIMITS.max_steps
@@ -130,6 +131,7 @@ class BrokerNode:
                 max_message_size=cfg.max_message_size,
                 max_steps_per_instance=cfg.max_steps_per_instance,
                 max_process_depth=cfg.max_process_depth,
+                business_id_uniqueness=cfg.business_id_uniqueness,
                 max_instances_per_signal_chain=cfg.max_instances_per_signal_chain,
                 expression_limits=Limits(max_steps=cfg.expression_max_steps, max_size=cfg.expression_max_size),
                 deployment_limits=cfg.deployment_limits,

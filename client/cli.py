@@ -82,6 +82,7 @@ def _node_config(args: argparse.Namespace, *, embedded_gateway: bool) -> Any:
         min_free_disk_bytes=b["minFreeDiskBytes"],
         max_steps_per_instance=b["maxStepsPerInstance"],
         max_process_depth=b["maxProcessDepth"],
+        business_id_uniqueness=b["businessIdUniqueness"],
         max_instances_per_signal_chain=b["maxInstancesPerSignalChain"],
         expression_max_steps=b["expressions"]["maxSteps"],
         expression_max_size=b["expressions"]["maxSize"],

@@ -66,6 +66,7 @@ _JOB_FIELDS: Mapping = {
     "jobListenerEventType": KEYWORD,
     "changedAttributes": TEXT,
     "tags": KEYWORD,
+    "businessId": KEYWORD,
     # the worker's job result: a task listener's denial or corrections, an ad-hoc sub-process's choice
     "result": STORED_ONLY,
 }
@@ -115,6 +116,7 @@ VALUE_PROPERTIES: dict[ValueType, Mapping] = {
         "processDefinitionPath": STORED_ONLY,
         "callingElementPath": STORED_ONLY,
         "tags": KEYWORD,
+        "businessId": KEYWORD,
         "rootProcessInstanceKey": LONG,
     },
     ValueType.PROCESS_INSTANCE_CREATION: {
@@ -126,6 +128,7 @@ VALUE_PROPERTIES: dict[ValueType, Mapping] = {
         "startInstructions": _object(elementId=KEYWORD),
         "tenantId": KEYWORD,
         "tags": KEYWORD,
+        "businessId": KEYWORD,
         "rootProcessInstanceKey": LONG,
     },
     ValueType.VARIABLE: {
@@ -268,6 +271,8 @@ VALUE_PROPERTIES: dict[ValueType, Mapping] = {
         "priority": INTEGER,
         "deniedReason": TEXT,
         "corrections": STORED_ONLY,  # on COMPLETE_TASK_LISTENER commands
+        "tags": KEYWORD,
+        "businessId": KEYWORD,
     },
     ValueType.PROCESS_EVENT: {
         "scopeKey": LONG,

@@ -20,6 +20,11 @@ _INTERNAL_FIELDS: dict[ValueType, tuple[str, ...]] = {
     ValueType.PROCESS_INSTANCE_CREATION: ("fetchVariables", "awaitingResult"),
     ValueType.JOB_BATCH: ("variables",),
 }
+# Fields a Weir record value leaves out while empty (to keep records small) and Zeebe 8.9's JSON always has: an
+# instance's business id and tags, on the records of the instance and of its jobs and user tasks.
+_LABELLED = frozenset(
+    {ValueType.PROCESS_INSTANCE, ValueType.PROCESS_INSTANCE_CREATION, ValueType.JOB, ValueType.USER_TASK}
+)
 # Boolean getters Zeebe's JSON names without the "is" prefix.
 _METADATA_RENAMES = {"isDuplicate": "duplicate"}
 _METADATA_LISTS = ("processesMetadata", "decisionsMetadata", "decisionRequirementsMetadata", "formMetadata")
@@ -32,6 +37,8 @@ def record_document(record: Record, broker_version: str) -> dict[str, Any]:
     dropped = _INTERNAL_FIELDS.get(record.value_type)
     if dropped and any(name in value for name in dropped):
         value = {k: v for k, v in value.items() if k not in dropped}
+    if record.value_type in _LABELLED and ("businessId" not in value or "tags" not in value):
+        value = {"businessId": "", "tags": [], **value}
     if record.value_type == ValueType.DEPLOYMENT:
         value = _rename_metadata(value)
     elif record.value_type == ValueType.PROCESS and "isDuplicate" in value:

@@ -20,6 +20,7 @@ from typing import Any, NoReturn
 from broker import monitoring
 from broker.engine.job_processors import activation_request
 from broker.engine.partitioning import subscription_partition
+from broker.protocol import labels
 from broker.protocol.documents import InvalidDocumentError, find_problem
 from broker.protocol.enums import (
     ClockIntent,
@@ -30,6 +31,7 @@ from broker.protocol.enums import (
     JobIntent,
     MessageCorrelationIntent,
     MessageIntent,
+    ProcessInstanceBusinessIdIntent,
     ProcessInstanceCreationIntent,
     ProcessInstanceIntent,
     RecordType,
@@ -362,13 +364,25 @@ class GatewayCommands:
         await_result: bool = False,
         fetch_variables: list[str] | None = None,
         request_timeout_ms: int = 0,
+        business_id: str = "",
+        tags: list[str] | None = None,
     ) -> Record:
-        """Create on the next partition (round robin); with ``await_result`` answer when the instance completes."""
+        """Create on the next partition (round robin), or, with a business id, on the partition it hashes to (like a
+        message's correlation key), so one partition sees every active instance with that id and decides whether it
+        is unique. With ``await_result`` answer when the instance completes."""
         if version < -1:
             invalid(f"Expected argument 'version' to be -1 (latest) or a version number, but was {version}")
         if not (process_definition_key > 0 or bpmn_process_id):
             invalid("Expected either a bpmnProcessId or a processDefinitionKey, but none given")
-        pid = self.next_partition()
+        tags = list(tags or [])
+        problem = labels.business_id_problem(business_id) or labels.tags_problem(tags)
+        if problem is not None:
+            invalid(problem)
+        if business_id:
+            count = self.client.topology().partitions_count or len(self.client.partition_ids)
+            pid = subscription_partition(business_id, count)
+        else:
+            pid = self.next_partition()
         value = {
             "bpmnProcessId": bpmn_process_id,
             "version": version if version else -1,
@@ -377,6 +391,10 @@ class GatewayCommands:
             "fetchVariables": list(fetch_variables or []),
             "tenantId": TENANT,
         }
+        if business_id:
+            value["businessId"] = business_id
+        if tags:
+            value["tags"] = tags
         if not await_result:
             return await self.execute(
                 pid, ValueType.PROCESS_INSTANCE_CREATION, ProcessInstanceCreationIntent.CREATE, value
@@ -393,6 +411,17 @@ class GatewayCommands:
     async def cancel_process_instance(self, key: int) -> Record:
         pid = self.partition_for_key(key, "process instance")
         return await self.execute(pid, ValueType.PROCESS_INSTANCE, ProcessInstanceIntent.CANCEL, {}, key)
+
+    async def assign_business_id(self, process_instance_key: int, business_id: str) -> Record:
+        """Give a running root instance without a business id one (Camunda 8.10), on the instance's partition."""
+        problem = labels.business_id_problem(business_id)
+        if problem is not None or not business_id:
+            invalid(problem or "Expected a businessId, but none given")
+        key = process_instance_key
+        pid = self.partition_for_key(key, "process instance")
+        value = {"processInstanceKey": key, "businessId": business_id, "tenantId": TENANT}
+        intent = ProcessInstanceBusinessIdIntent.ASSIGN
+        return await self.execute(pid, ValueType.PROCESS_INSTANCE_BUSINESS_ID, intent, value, key)
 
     async def set_variables(self, element_instance_key: int, variables: dict[str, Any], *, local: bool) -> Record:
         key = element_instance_key

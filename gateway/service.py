@@ -76,6 +76,7 @@ def activated_job(key: int, job: dict) -> pb.ActivatedJob:
         kind=pb.ActivatedJob.JobKind.Value(job.get("jobKind") or "BPMN_ELEMENT"),
         listenerEventType=pb.ActivatedJob.ListenerEventType.Value(job.get("jobListenerEventType") or "UNSPECIFIED"),
         userTask=_user_task_properties(job["userTask"]) if job.get("userTask") else None,
+        tags=job.get("tags") or [],
     )
 
 
@@ -337,6 +338,8 @@ class GatewayService(pb_grpc.GatewayServicer):
             await_result=await_result,
             fetch_variables=fetch,
             request_timeout_ms=request_timeout_ms,
+            business_id=request.businessId,
+            tags=list(request.tags),
         )
 
     @_unary
@@ -351,6 +354,8 @@ class GatewayService(pb_grpc.GatewayServicer):
             version=v["version"],
             processInstanceKey=v["processInstanceKey"],
             tenantId=TENANT,
+            tags=v.get("tags") or [],
+            businessId=v.get("businessId") or None,
         )
 
     @_unary
@@ -371,6 +376,8 @@ class GatewayService(pb_grpc.GatewayServicer):
             processInstanceKey=v["processInstanceKey"],
             variables=_dumps(v.get("variables") or {}),
             tenantId=TENANT,
+            tags=v.get("tags") or [],
+            businessId=v.get("businessId") or None,
         )
 
     @_unary

@@ -59,6 +59,16 @@ _USER_TASK_PROPERTIES = (
     "userTaskKey",
 )
 _LISTENER_EVENT_TYPES = ("ASSIGNING", "CANCELING", "COMPLETING", "CREATING", "END", "START", "UNSPECIFIED", "UPDATING")
+# Camunda 8.9's fields and their numbers.
+_BUSINESS_ID_AND_TAGS: dict[str, int] = {
+    "ActivatedJob.tags": 18,
+    "CreateProcessInstanceRequest.tags": 9,
+    "CreateProcessInstanceRequest.businessId": 10,
+    "CreateProcessInstanceResponse.tags": 6,
+    "CreateProcessInstanceResponse.businessId": 7,
+    "CreateProcessInstanceWithResultResponse.tags": 7,
+    "CreateProcessInstanceWithResultResponse.businessId": 8,
+}
 DOCUMENTED_ADDITIONS: frozenset[str] = frozenset(
     {
         "field .gateway_protocol.ActivatedJob.kind",
@@ -74,6 +84,13 @@ DOCUMENTED_ADDITIONS: frozenset[str] = frozenset(
         "message .gateway_protocol.UserTaskProperties",
         *(f"field .gateway_protocol.UserTaskProperties.{field}" for field in _USER_TASK_PROPERTIES),
         "field .gateway_protocol.CompleteJobRequest.result",
+        # Camunda 8.9's business ids and tags
+        *(f"field .gateway_protocol.{name}" for name in _BUSINESS_ID_AND_TAGS),
+        *(
+            f"oneof .gateway_protocol.{name.replace('.businessId', '._businessId')}"
+            for name in _BUSINESS_ID_AND_TAGS
+            if name.endswith(".businessId")
+        ),
         # the synthetic oneofs of proto3 optional fields
         "oneof .gateway_protocol.ActivatedJob._userTask",
         "oneof .gateway_protocol.CompleteJobRequest._result",
@@ -91,6 +108,7 @@ ADDITION_NUMBERS = {
     "ActivatedJob.kind": 16,
     "ActivatedJob.listenerEventType": 17,
     "CompleteJobRequest.result": 3,
+    **_BUSINESS_ID_AND_TAGS,
     **{
         f"{message}.{field}": number
         for message, fields in _JOB_RESULT_FIELDS.items()

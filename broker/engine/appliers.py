@@ -26,6 +26,7 @@ from broker.protocol.enums import (
     MessageStartEventSubscriptionIntent,
     MessageSubscriptionIntent,
     ProcessEventIntent,
+    ProcessInstanceBusinessIdIntent,
     ProcessInstanceCreationIntent,
     ProcessInstanceIntent,
     ProcessIntent,
@@ -147,6 +148,10 @@ class EventAppliers:
             (ValueType.USER_TASK, UT.CANCELED): self._user_task_removed,
             (ValueType.ASYNC_REQUEST, AsyncRequestIntent.RECEIVED): self._async_request_received,
             (ValueType.ASYNC_REQUEST, AsyncRequestIntent.PROCESSED): self._async_request_processed,
+            (
+                ValueType.PROCESS_INSTANCE_BUSINESS_ID,
+                ProcessInstanceBusinessIdIntent.ASSIGNED,
+            ): self._business_id_assigned,
         }
 
     def apply(self, state: PartitionState, record: Record) -> None:
@@ -254,6 +259,8 @@ class EventAppliers:
                 state.elements.put(parent.after_child_ended(completed=completed, flows_in_flight=int(jumping)))
         else:
             state.processes.count_instance(v.process_definition_key, -1)
+            if v.business_id and v.parent_element_instance_key <= 0:
+                state.business_ids.remove(v.tenant_id, v.bpmn_process_id, v.business_id, r.key)
             state.awaiting_results.remove(r.key)
             state.message_starts.unlock(r.key)
 
@@ -269,7 +276,25 @@ class EventAppliers:
         if target.is_join:
             state.joins.add(v["flowScopeKey"], target.id, flow.id, 1)
 
+    def _business_id_assigned(self, state: PartitionState, r: Record) -> None:
+        """Every active element of the instance takes the business id, so what they create from now on carries it
+        (records already written keep what they had). Instances its call activities started keep theirs."""
+        business_id = r.value["businessId"]
+        pending = [r.key]
+        while pending:
+            inst = state.elements.get(pending.pop())
+            if inst is None:
+                continue
+            state.elements.put(inst._replace(value=inst.value._replace(business_id=business_id)))
+            pending.extend(state.elements.children(inst.key))
+        v = r.value
+        state.business_ids.put(v["tenantId"], v["bpmnProcessId"], business_id, r.key)
+
     def _instance_created(self, state: PartitionState, r: Record) -> None:
+        """Indexed by business id at once (not when the instance's activation follows), so the next creation sees it."""
+        v = r.value
+        if v.get("businessId"):
+            state.business_ids.put(v["tenantId"], v["bpmnProcessId"], v["businessId"], v["processInstanceKey"])
         request = r.value.get("awaitingResult")
         if request:
             state.awaiting_results.put(r.value["processInstanceKey"], request)

@@ -52,6 +52,8 @@ class Services:
         # What checking one deployment may spend (broker.deployments.*, set by the engine).
         self.deployment_limits = DeploymentLimits()
         self.max_process_depth = max_process_depth
+        # Whether creating a root instance checks that no active one of its process has its business id.
+        self.business_id_uniqueness = False
         # Parsed DMN decision requirements graphs by key (a ``decision_processors.DrgCache``, set by the engine).
         self.drgs: Any = None
         # Sends a command to a partition after commit (set by the leader's partition; None while replaying).

@@ -33,6 +33,7 @@ from broker.protocol.enums import (
     MessageCorrelationIntent,
     MessageIntent,
     MessageSubscriptionIntent,
+    ProcessInstanceBusinessIdIntent,
     ProcessInstanceCreationIntent,
     ProcessInstanceIntent,
     ProcessMessageSubscriptionIntent,
@@ -63,6 +64,7 @@ class Engine:
         expression_limits: feel.Limits = feel.DEFAULT_LIMITS,
         deployment_limits: DeploymentLimits | None = None,
         max_process_depth: int = DEFAULT_MAX_PROCESS_DEPTH,
+        business_id_uniqueness: bool = False,
     ) -> None:
         self.state = state
         # a response message also carries its own framing: jobs take at most this much of it
@@ -74,6 +76,7 @@ class Engine:
         self.job_streams = job_streams if job_streams is not None else JobStreams()
         self.services = Services(self.models, expressions, self.job_streams, partitions_count, max_process_depth)
         self.services.deployment_limits = deployment_limits or DeploymentLimits()
+        self.services.business_id_uniqueness = business_id_uniqueness
         self.services.drgs = decisions.DrgCache(lambda key: state.decision_requirements.get(key))
         pi = ProcessInstanceIntent
         ms = MessageSubscriptionIntent
@@ -89,6 +92,10 @@ class Engine:
                 ProcessInstanceCreationIntent.CREATE_WITH_AWAITING_RESULT,
             ): instances.create_instance,
             (ValueType.PROCESS_INSTANCE, pi.CANCEL): instances.cancel_instance,
+            (
+                ValueType.PROCESS_INSTANCE_BUSINESS_ID,
+                ProcessInstanceBusinessIdIntent.ASSIGN,
+            ): instances.assign_business_id,
             (ValueType.PROCESS_INSTANCE, pi.ACTIVATE_ELEMENT): elements.activate,
             (ValueType.PROCESS_INSTANCE, pi.COMPLETE_ELEMENT): elements.complete,
             (ValueType.PROCESS_INSTANCE, pi.TERMINATE_ELEMENT): elements.terminate,

@@ -17,10 +17,12 @@ from broker.engine.deployment_limits import (
     too_many_resources,
 )
 from broker.engine.elements import SUPPORTED_KINDS, lifecycle
+from broker.protocol import labels
 from broker.protocol.enums import (
     CommandDistributionIntent,
     DeploymentIntent,
     MessageStartEventSubscriptionIntent,
+    ProcessInstanceBusinessIdIntent,
     ProcessInstanceCreationIntent,
     ProcessInstanceIntent,
     ProcessIntent,
@@ -395,6 +397,22 @@ def create_instance(ctx: ProcessingContext, cmd: Record) -> None:
                 " but none found",
             )
             return
+    business_id, tags = v.get("businessId") or "", v.get("tags") or []
+    problem = labels.business_id_problem(business_id) or labels.tags_problem(tags)
+    if problem is not None:
+        ctx.reject(RejectionType.INVALID_ARGUMENT, problem)
+        return
+    if business_id and b.services(ctx).business_id_uniqueness:
+        holder = ctx.state.business_ids.active(b.TENANT, stored["bpmnProcessId"], business_id)
+        if holder is not None:
+            ctx.reject(
+                RejectionType.ALREADY_EXISTS,
+                f"Expected to create an instance of process '{stored['bpmnProcessId']}' with business id "
+                f"'{business_id}', but the active process instance '{holder}' already has it; business ids are "
+                "unique among active root instances of a process (broker.businessIdUniqueness)",
+            )
+            return
+    tags = labels.normal_tags(tags)
     process = b.services(ctx).models.get(stored["processDefinitionKey"])
     if process.none_start_event_id is None:
         ctx.reject(
@@ -412,6 +430,8 @@ def create_instance(ctx: ProcessingContext, cmd: Record) -> None:
         flow_scope_key=-1,
         bpmn_element_type=bpmn.PROCESS,
         bpmn_event_type=bpmn.UNSPECIFIED,
+        business_id=business_id,
+        tags=tuple(tags),
     )
     variables = v.get("variables") or {}
     # the instance's variables are written before the instance itself is activated
@@ -427,6 +447,8 @@ def create_instance(ctx: ProcessingContext, cmd: Record) -> None:
         "startInstructions": [],
         "fetchVariables": v.get("fetchVariables") or [],
         "tenantId": b.TENANT,
+        "businessId": business_id,
+        "tags": tags,
     }
     awaiting = cmd.intent == ProcessInstanceCreationIntent.CREATE_WITH_AWAITING_RESULT
     if awaiting and cmd.request is not None:
@@ -458,6 +480,70 @@ def cancel_instance(ctx: ProcessingContext, cmd: Record) -> None:
         return
     rec = lifecycle.terminate(ctx, inst)
     ctx.respond(rec)
+
+
+def assign_business_id(ctx: ProcessingContext, cmd: Record) -> None:
+    """PROCESS_INSTANCE_BUSINESS_ID ASSIGN (Camunda 8.10): a running root instance without a business id gets one,
+    once; what it creates from then on carries it. Sending the id it already has again is accepted and changes
+    nothing. Not while business ids are unique: that check would need every partition's instances."""
+    key = cmd.key if cmd.key > 0 else cmd.value.get("processInstanceKey", -1)
+    business_id = cmd.value.get("businessId")
+    inst = ctx.state.elements.get(key)
+    what = f"Expected to assign a business id to the process instance with key '{key}'"
+    if inst is None or inst.value.flow_scope_key > 0:
+        ctx.reject(RejectionType.NOT_FOUND, f"{what}, but no such process instance was found")
+        return
+    problem = labels.business_id_problem(business_id) or (None if business_id else "Expected a businessId, but none")
+    if problem is not None:
+        ctx.reject(RejectionType.INVALID_ARGUMENT, problem)
+        return
+    v = inst.value
+    if v.business_id == business_id:
+        ctx.respond(_business_id_record(ctx, inst))  # the same id again: nothing to do
+        return
+    refusal = None
+    if b.services(ctx).business_id_uniqueness:
+        refusal = "business ids are unique (broker.businessIdUniqueness), so they are given on creation only"
+    elif v.parent_process_instance_key > 0:
+        refusal = "it was started by a call activity; its root instance's business id is the one that counts"
+    elif v.business_id:
+        refusal = f"it already has the business id '{v.business_id}', and a business id is given once"
+    elif inst.state not in (PI.ELEMENT_ACTIVATING, PI.ELEMENT_ACTIVATED):
+        refusal = "it is ending"
+    if refusal is not None:
+        ctx.reject(RejectionType.INVALID_STATE, f"{what}, but {refusal}")
+        return
+    rec = ctx.event(
+        ValueType.PROCESS_INSTANCE_BUSINESS_ID,
+        ProcessInstanceBusinessIdIntent.ASSIGNED,
+        key,
+        _business_id_value(v, business_id),
+    )
+    ctx.respond(rec)
+
+
+def _business_id_value(v: ProcessInstanceValue, business_id: str) -> dict:
+    return {
+        "processInstanceKey": v.process_instance_key,
+        "businessId": business_id,
+        "bpmnProcessId": v.bpmn_process_id,
+        "processDefinitionKey": v.process_definition_key,
+        "tenantId": v.tenant_id,
+    }
+
+
+def _business_id_record(ctx: ProcessingContext, inst: ElementInstance) -> Record:
+    """The answer to an assignment that changes nothing (no event is written)."""
+    return Record(
+        position=-1,
+        key=inst.key,
+        record_type=RecordType.EVENT,
+        value_type=ValueType.PROCESS_INSTANCE_BUSINESS_ID,
+        intent=int(ProcessInstanceBusinessIdIntent.ASSIGNED),
+        timestamp=ctx.now,
+        value=_business_id_value(inst.value, inst.value.business_id),
+        partition_id=ctx.partition_id,
+    )
 
 
 def _root_instance_key(ctx: ProcessingContext, inst: ElementInstance) -> int:

@@ -127,6 +127,10 @@ def create(ctx: ProcessingContext, element: bpmn.Element, inst: ElementInstance)
         "priority": attributes.get(PRIORITY, DEFAULT_PRIORITY),
         "deniedReason": "",
     }
+    if v.tags:  # the instance's tags (Camunda 8.9)
+        value["tags"] = list(v.tags)
+    if v.business_id:
+        value["businessId"] = v.business_id
     ctx.event(ValueType.USER_TASK, UT.CREATING, key, value)
     proceed(ctx, key)
 

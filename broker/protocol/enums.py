@@ -91,6 +91,8 @@ class ValueType(IntEnum):
     BATCH_OPERATION_LIFECYCLE_MANAGEMENT = 54
     BATCH_OPERATION_PARTITION_LIFECYCLE = 55
     ASYNC_REQUEST = 56
+    # Camunda 8.10: a business id given to a running root instance that has none.
+    PROCESS_INSTANCE_BUSINESS_ID = 74
     # Management records, not related to process automation.
     SCALE = 253
     CHECKPOINT = 254
@@ -496,6 +498,13 @@ class ClockIntent(IntEnum):
     RESETTED = 3
 
 
+class ProcessInstanceBusinessIdIntent(IntEnum):
+    """Camunda 8.10's late business id assignment: ASSIGN (command), ASSIGNED (event)."""
+
+    ASSIGN = 0
+    ASSIGNED = 1
+
+
 class AsyncRequestIntent(IntEnum):
     """A client request whose answer waits for later processing (a user task command waiting for its listeners)."""
 
@@ -545,6 +554,7 @@ INTENTS: Final[Mapping[ValueType, type[IntEnum]]] = MappingProxyType(
         ValueType.USER_TASK: UserTaskIntent,
         ValueType.CLOCK: ClockIntent,
         ValueType.ASYNC_REQUEST: AsyncRequestIntent,
+        ValueType.PROCESS_INSTANCE_BUSINESS_ID: ProcessInstanceBusinessIdIntent,
     }
 )
 """The intent enum of each value type Weir knows intents for. Value types absent here (identity,
@@ -657,6 +667,7 @@ EVENTS: Final[Mapping[type[IntEnum], frozenset[IntEnum]]] = MappingProxyType(
         ),
         ClockIntent: _events(ClockIntent.PINNED, ClockIntent.RESETTED),
         AsyncRequestIntent: _events(*AsyncRequestIntent),
+        ProcessInstanceBusinessIdIntent: _events(ProcessInstanceBusinessIdIntent.ASSIGNED),
     }
 )
 """For each intent enum, the members that are events; every other member is a command."""

@@ -22,6 +22,8 @@ class ProcessInstanceValue(NamedTuple):
 
     - ``flow_scope_key``: the element instance of the enclosing process or sub-process (-1 for the process).
     - ``parent_*``: the calling instance and call activity, for instances started by a call activity (else -1).
+    - ``business_id`` and ``tags``: what the creator named the instance by (Camunda 8.9), carried by every element so
+      that jobs, user tasks and exports have them; left out of the record value while empty, to keep records small.
     """
 
     bpmn_process_id: str
@@ -35,6 +37,8 @@ class ProcessInstanceValue(NamedTuple):
     parent_process_instance_key: int = -1
     parent_element_instance_key: int = -1
     tenant_id: str = TENANT
+    business_id: str = ""
+    tags: tuple[str, ...] = ()
 
     @property
     def is_root(self) -> bool:
@@ -59,6 +63,8 @@ class ProcessInstanceValue(NamedTuple):
                 self.parent_process_instance_key,
                 self.parent_element_instance_key,
                 self.tenant_id,
+                self.business_id,
+                self.tags,
             ),
         )
 
@@ -85,11 +91,13 @@ class ProcessInstanceValue(NamedTuple):
                 get("parentProcessInstanceKey", -1),
                 get("parentElementInstanceKey", -1),
                 get("tenantId", TENANT),
+                get("businessId", ""),
+                tuple(get("tags") or ()),
             ),
         )
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        d = {
             "bpmnProcessId": self.bpmn_process_id,
             "version": self.version,
             "processDefinitionKey": self.process_definition_key,
@@ -102,6 +110,11 @@ class ProcessInstanceValue(NamedTuple):
             "parentElementInstanceKey": self.parent_element_instance_key,
             "tenantId": self.tenant_id,
         }
+        if self.business_id:
+            d["businessId"] = self.business_id
+        if self.tags:
+            d["tags"] = list(self.tags)
+        return d
 
 
 # Builds a named tuple from its fields without the generated ``__new__`` (a Python function) in between.

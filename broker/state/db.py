@@ -70,6 +70,7 @@ SUB_DATABASES = (
     "user_tasks",
     "user_tasks_by_element",
     "async_requests",
+    "business_ids",
 )
 
 DEFAULT_MAP_SIZE = 64 << 30

@@ -519,6 +519,35 @@ class KeyedBlobState(_Repository):
         self.txn.delete(u64(key), db=self._db)
 
 
+class BusinessIdState(_Repository):
+    """The active root process instances that carry a business id, by (tenant, process id, business id, instance
+    key): what the uniqueness check of instance creation reads. Every such instance is indexed, so switching the check
+    on later sees the duplicates created while it was off. Children started by call activities are not indexed (as in
+    Zeebe)."""
+
+    def __init__(self, sdb: StateDb) -> None:
+        super().__init__(sdb, "business_ids")
+
+    @staticmethod
+    def _prefix(tenant_id: str, process_id: str, business_id: str) -> bytes:
+        return b"\x00".join((_text(tenant_id), _text(process_id), _text(business_id), b""))
+
+    def active(self, tenant_id: str, process_id: str, business_id: str) -> int | None:
+        """The key of an active root instance with this business id, or None."""
+        wanted = [tenant_id, process_id, business_id]
+        for k, v in prefix_scan(self.txn, self._db, self._prefix(tenant_id, process_id, business_id)):
+            if unpack(v) == wanted:  # the stored texts decide (digests, separators inside texts)
+                return read_u64(k, len(k) - 8)
+        return None
+
+    def put(self, tenant_id: str, process_id: str, business_id: str, instance_key: int) -> None:
+        key = self._prefix(tenant_id, process_id, business_id) + u64(instance_key)
+        self.txn.put(key, pack([tenant_id, process_id, business_id]), db=self._db)
+
+    def remove(self, tenant_id: str, process_id: str, business_id: str, instance_key: int) -> None:
+        self.txn.delete(self._prefix(tenant_id, process_id, business_id) + u64(instance_key), db=self._db)
+
+
 class UserTaskState(_Repository):
     """Native user tasks by key, findable by their element instance.
 
@@ -1020,6 +1049,7 @@ class PartitionState:
         self.user_tasks = UserTaskState(sdb)
         # client requests answered later, by the scope (element instance) they wait on
         self.async_requests = KeyedBlobState(sdb, "async_requests")
+        self.business_ids = BusinessIdState(sdb)
         self._repos: tuple[_Repository, ...] = (
             self.meta,
             self.processes,
@@ -1045,6 +1075,7 @@ class PartitionState:
             self.forms,
             self.user_tasks,
             self.async_requests,
+            self.business_ids,
         )
         self.txn: lmdb.Transaction | None = None
 

@@ -114,6 +114,8 @@ class PartitionConfig:
     expression_limits: Limits = DEFAULT_LIMITS
     # What checking one deployment may spend (resources, XML elements, invalid resources checked).
     deployment_limits: DeploymentLimits = field(default_factory=DeploymentLimits)
+    # Reject a creation whose business id an active root instance of the same process (and tenant) already has.
+    business_id_uniqueness: bool = False
 
     def core(self) -> CoreConfig:
         return CoreConfig(
@@ -203,6 +205,7 @@ class Partition:
             expression_limits=self.config.expression_limits,
             deployment_limits=self.config.deployment_limits,
             max_process_depth=self.config.max_process_depth,
+            business_id_uniqueness=self.config.business_id_uniqueness,
         )
         with self.db.begin() as txn:
             self.state.bind(txn)

@@ -17,7 +17,7 @@ INT = "int"
 STR = "str"
 DATE = "date"  # epoch ms; ISO-8601 text in JSON
 BOOL = "bool"  # 0/1
-JSON_LIST = "json-list"  # JSON array text; filtered by membership
+JSON_LIST = "json-list"  # JSON array text; filtered by membership (an array of values: all of them)
 JSON_OBJECT = "json-object"
 
 
@@ -103,6 +103,8 @@ PROCESS_INSTANCES = Entity(
         _f("state", "p.state", STR),
         _f("hasIncident", "p.has_incident", BOOL),
         _f("tenantId", "p.tenant_id", STR),
+        _f("businessId", "p.business_id", STR),
+        _f("tags", "p.tags", JSON_LIST, sortable=False),
     ),
 )
 
@@ -207,6 +209,7 @@ JOBS = Entity(
         _f("processDefinitionKey", "j.process_definition_key", KEY),
         _f("processDefinitionId", "j.process_definition_id", STR),
         _f("tenantId", "j.tenant_id", STR),
+        _f("tags", "j.tags", JSON_LIST, sortable=False),
     ),
 )
 
@@ -238,6 +241,7 @@ USER_TASKS = Entity(
         _f("processInstanceKey", "t.process_instance_key", KEY),
         _f("processDefinitionKey", "t.process_definition_key", KEY),
         _f("formKey", "t.form_key", KEY),
+        _f("tags", "t.tags", JSON_LIST, sortable=False),
     ),
     filter_only=(
         # One of the task's candidates: matched against the stored JSON array.

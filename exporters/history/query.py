@@ -170,14 +170,17 @@ def _membership(field: Field, operator: str, operand: Any, params: list[Any], wh
             raise InvalidQuery(f"{where}: expected true or false")
         empty = f"({field.sql} IS NULL OR {field.sql} = '[]')"
         return f"NOT {empty}" if operand else empty
-    values = operand if operator == "$in" else [operand]
+    every = operator == "$eq" and isinstance(operand, list)  # tags: [a, b] finds rows with a and b
+    values = operand if operator == "$in" or every else [operand]
     if not isinstance(values, list) or not values or not all(isinstance(v, str) for v in values):
-        raise InvalidQuery(f"{where}: expected a string (or, for $in, a non-empty array of strings)")
+        raise InvalidQuery(
+            f"{where}: expected a string or a non-empty array of strings (all of them; for $in, any of them)"
+        )
     clauses = []
     for value in values:
         params.append("%" + _escape_like(json.dumps(value)) + "%")
         clauses.append(f"{field.sql} LIKE ? ESCAPE '\\'")
-    return " OR ".join(clauses)
+    return (" AND " if every else " OR ").join(clauses)
 
 
 def _value(field: Field, raw: Any, where: str) -> Any:

@@ -58,6 +58,7 @@ HISTORY_VALUE_TYPES = frozenset(
         ValueType.JOB_BATCH,
         ValueType.USER_TASK,
         ValueType.DECISION_EVALUATION,
+        ValueType.PROCESS_INSTANCE_BUSINESS_ID,
     }
 )
 
@@ -72,6 +73,7 @@ _KEPT_EVENTS: dict[ValueType, frozenset[str] | None] = {
     ValueType.JOB_BATCH: frozenset({"ACTIVATED"}),
     ValueType.USER_TASK: None,
     ValueType.DECISION_EVALUATION: frozenset({"EVALUATED", "FAILED"}),
+    ValueType.PROCESS_INSTANCE_BUSINESS_ID: frozenset({"ASSIGNED"}),
 }
 _NAMES: dict[tuple[int, int], str] = {}
 _KEPT: dict[tuple[int, int, int], bool] = {}
@@ -219,6 +221,8 @@ class Batch:
                     "has_incident": 0,
                     "tenant_id": v.get("tenantId"),
                     "partition_id": record.partition_id,
+                    "business_id": _text(v.get("businessId")),
+                    "tags": _json_list(v.get("tags") or []),
                 }
                 self._set(schema.PROCESS_INSTANCES, record.key, row)
             elif intent in _ELEMENT_END:
@@ -244,6 +248,11 @@ class Batch:
             self._set(
                 schema.ELEMENT_INSTANCES, record.key, {"state": _ELEMENT_END[intent], "end_date": record.timestamp}
             )
+
+    def _business_id(self, record: Record, intent: str) -> None:
+        """A business id given to a running instance (Camunda 8.10)."""
+        if intent == "ASSIGNED":
+            self._set(schema.PROCESS_INSTANCES, record.key, {"business_id": _text(record.value.get("businessId"))})
 
     def _variable(self, record: Record, intent: str) -> None:
         if intent not in ("CREATED", "UPDATED", "MIGRATED"):
@@ -308,6 +317,7 @@ class Batch:
             "process_definition_key": _key(v, "processDefinitionKey"),
             "process_definition_id": v.get("bpmnProcessId"),
             "tenant_id": v.get("tenantId"),
+            "tags": _json_list(v.get("tags")),  # the instance's, on the records that carry them
         }
         if intent == "CREATED":
             row["creation_time"] = timestamp
@@ -348,6 +358,7 @@ class Batch:
             "custom_headers": json.dumps(v["customHeaders"]) if v.get("customHeaders") else None,
             "priority": v.get("priority"),
             "tenant_id": v.get("tenantId"),
+            "tags": _json_list(v.get("tags")),
         }
         if "assignee" in v:
             row["assignee"] = v.get("assignee") or ""  # "" once unassigned: a set value, not an unknown one
@@ -394,6 +405,7 @@ _HANDLERS = {
     ValueType.JOB_BATCH: Batch._job_batch,
     ValueType.USER_TASK: Batch._user_task,
     ValueType.DECISION_EVALUATION: Batch._decision_evaluation,
+    ValueType.PROCESS_INSTANCE_BUSINESS_ID: Batch._business_id,
 }
 
 

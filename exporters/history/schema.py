@@ -51,6 +51,8 @@ PROCESS_INSTANCES = Table(
         "has_incident",
         "tenant_id",
         "partition_id",
+        "business_id",
+        "tags",
     ),
 )
 ELEMENT_INSTANCES = Table(
@@ -119,6 +121,7 @@ JOBS = Table(
         "creation_time",
         "end_time",
         "tenant_id",
+        "tags",
     ),
 )
 USER_TASKS = Table(
@@ -145,6 +148,7 @@ USER_TASKS = Table(
         "creation_date",
         "completion_date",
         "tenant_id",
+        "tags",
     ),
 )
 DECISION_INSTANCES = Table(
@@ -212,18 +216,40 @@ _TEXT_COLUMNS = {
     "decision_definition_name",
     "decision_definition_type",
     "result",
+    "business_id",
+    "tags",  # a JSON array of strings
 }
+
+# Columns added by a later migration (by table): the first migration creates tables without them.
+_ADDED_LATER: dict[str, int] = {
+    "process_instances.business_id": 3,
+    "process_instances.tags": 3,
+    "jobs.tags": 3,
+    "user_tasks.tags": 3,
+}
+
+
+def _column_type(column: str) -> str:
+    return "TEXT" if column in _TEXT_COLUMNS else "BIGINT"
 
 
 def _create_table(table: Table) -> str:
     columns = []
     for column in table.columns:
+        if f"{table.name}.{column}" in _ADDED_LATER:
+            continue
         if column == table.key:
             kind = "TEXT PRIMARY KEY" if column in _TEXT_COLUMNS else "{KEY}"
         else:
-            kind = "TEXT" if column in _TEXT_COLUMNS else "BIGINT"
+            kind = _column_type(column)
         columns.append(f"{column} {kind}")
     return f"CREATE TABLE {table.name} ({', '.join(columns)})"
+
+
+def _add_columns(version: int) -> tuple[str, ...]:
+    """The ALTER TABLE statements of the columns that migration ``version`` adds."""
+    added = [name.split(".") for name, v in _ADDED_LATER.items() if v == version]
+    return tuple(f"ALTER TABLE {table} ADD COLUMN {column} {_column_type(column)}" for table, column in added)
 
 
 @dataclass(frozen=True, slots=True)
@@ -263,6 +289,15 @@ MIGRATIONS: tuple[Migration, ...] = (
             "UNION SELECT p.parent_process_instance_key FROM process_instances p JOIN callers c "
             "ON p.process_instance_key = c.k WHERE p.parent_process_instance_key IS NOT NULL"
             ") SELECT k FROM callers)",
+        ),
+    ),
+    Migration(
+        3,
+        "business ids and tags (Camunda 8.9): an instance's business id and tags, its jobs' and user tasks' tags, "
+        "and instances indexed by business id",
+        (
+            *_add_columns(3),
+            "CREATE INDEX process_instances_by_business_id ON process_instances (business_id)",
         ),
     ),
 )

@@ -46,7 +46,7 @@ class ActivateJobsResponse(_message.Message):
     def __init__(self, jobs: _Optional[_Iterable[_Union[ActivatedJob, _Mapping]]] = ...) -> None: ...
 
 class ActivatedJob(_message.Message):
-    __slots__ = ("key", "type", "processInstanceKey", "bpmnProcessId", "processDefinitionVersion", "processDefinitionKey", "elementId", "elementInstanceKey", "customHeaders", "worker", "retries", "deadline", "variables", "tenantId", "userTask", "kind", "listenerEventType")
+    __slots__ = ("key", "type", "processInstanceKey", "bpmnProcessId", "processDefinitionVersion", "processDefinitionKey", "elementId", "elementInstanceKey", "customHeaders", "worker", "retries", "deadline", "variables", "tenantId", "userTask", "kind", "listenerEventType", "tags")
     class JobKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
         __slots__ = ()
         BPMN_ELEMENT: _ClassVar[ActivatedJob.JobKind]
@@ -92,6 +92,7 @@ class ActivatedJob(_message.Message):
     USERTASK_FIELD_NUMBER: _ClassVar[int]
     KIND_FIELD_NUMBER: _ClassVar[int]
     LISTENEREVENTTYPE_FIELD_NUMBER: _ClassVar[int]
+    TAGS_FIELD_NUMBER: _ClassVar[int]
     key: int
     type: str
     processInstanceKey: int
@@ -109,7 +110,8 @@ class ActivatedJob(_message.Message):
     userTask: UserTaskProperties
     kind: ActivatedJob.JobKind
     listenerEventType: ActivatedJob.ListenerEventType
-    def __init__(self, key: _Optional[int] = ..., type: _Optional[str] = ..., processInstanceKey: _Optional[int] = ..., bpmnProcessId: _Optional[str] = ..., processDefinitionVersion: _Optional[int] = ..., processDefinitionKey: _Optional[int] = ..., elementId: _Optional[str] = ..., elementInstanceKey: _Optional[int] = ..., customHeaders: _Optional[str] = ..., worker: _Optional[str] = ..., retries: _Optional[int] = ..., deadline: _Optional[int] = ..., variables: _Optional[str] = ..., tenantId: _Optional[str] = ..., userTask: _Optional[_Union[UserTaskProperties, _Mapping]] = ..., kind: _Optional[_Union[ActivatedJob.JobKind, str]] = ..., listenerEventType: _Optional[_Union[ActivatedJob.ListenerEventType, str]] = ...) -> None: ...
+    tags: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, key: _Optional[int] = ..., type: _Optional[str] = ..., processInstanceKey: _Optional[int] = ..., bpmnProcessId: _Optional[str] = ..., processDefinitionVersion: _Optional[int] = ..., processDefinitionKey: _Optional[int] = ..., elementId: _Optional[str] = ..., elementInstanceKey: _Optional[int] = ..., customHeaders: _Optional[str] = ..., worker: _Optional[str] = ..., retries: _Optional[int] = ..., deadline: _Optional[int] = ..., variables: _Optional[str] = ..., tenantId: _Optional[str] = ..., userTask: _Optional[_Union[UserTaskProperties, _Mapping]] = ..., kind: _Optional[_Union[ActivatedJob.JobKind, str]] = ..., listenerEventType: _Optional[_Union[ActivatedJob.ListenerEventType, str]] = ..., tags: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class UserTaskProperties(_message.Message):
     __slots__ = ("action", "assignee", "candidateGroups", "candidateUsers", "changedAttributes", "dueDate", "followUpDate", "formKey", "priority", "userTaskKey")
@@ -210,7 +212,7 @@ class CompleteJobResponse(_message.Message):
     def __init__(self) -> None: ...
 
 class CreateProcessInstanceRequest(_message.Message):
-    __slots__ = ("processDefinitionKey", "bpmnProcessId", "version", "variables", "startInstructions", "tenantId", "operationReference")
+    __slots__ = ("processDefinitionKey", "bpmnProcessId", "version", "variables", "startInstructions", "tenantId", "operationReference", "tags", "businessId")
     PROCESSDEFINITIONKEY_FIELD_NUMBER: _ClassVar[int]
     BPMNPROCESSID_FIELD_NUMBER: _ClassVar[int]
     VERSION_FIELD_NUMBER: _ClassVar[int]
@@ -218,6 +220,8 @@ class CreateProcessInstanceRequest(_message.Message):
     STARTINSTRUCTIONS_FIELD_NUMBER: _ClassVar[int]
     TENANTID_FIELD_NUMBER: _ClassVar[int]
     OPERATIONREFERENCE_FIELD_NUMBER: _ClassVar[int]
+    TAGS_FIELD_NUMBER: _ClassVar[int]
+    BUSINESSID_FIELD_NUMBER: _ClassVar[int]
     processDefinitionKey: int
     bpmnProcessId: str
     version: int
@@ -225,7 +229,9 @@ class CreateProcessInstanceRequest(_message.Message):
     startInstructions: _containers.RepeatedCompositeFieldContainer[ProcessInstanceCreationStartInstruction]
     tenantId: str
     operationReference: int
-    def __init__(self, processDefinitionKey: _Optional[int] = ..., bpmnProcessId: _Optional[str] = ..., version: _Optional[int] = ..., variables: _Optional[str] = ..., startInstructions: _Optional[_Iterable[_Union[ProcessInstanceCreationStartInstruction, _Mapping]]] = ..., tenantId: _Optional[str] = ..., operationReference: _Optional[int] = ...) -> None: ...
+    tags: _containers.RepeatedScalarFieldContainer[str]
+    businessId: str
+    def __init__(self, processDefinitionKey: _Optional[int] = ..., bpmnProcessId: _Optional[str] = ..., version: _Optional[int] = ..., variables: _Optional[str] = ..., startInstructions: _Optional[_Iterable[_Union[ProcessInstanceCreationStartInstruction, _Mapping]]] = ..., tenantId: _Optional[str] = ..., operationReference: _Optional[int] = ..., tags: _Optional[_Iterable[str]] = ..., businessId: _Optional[str] = ...) -> None: ...
 
 class ProcessInstanceCreationStartInstruction(_message.Message):
     __slots__ = ("elementId",)
@@ -234,18 +240,22 @@ class ProcessInstanceCreationStartInstruction(_message.Message):
     def __init__(self, elementId: _Optional[str] = ...) -> None: ...
 
 class CreateProcessInstanceResponse(_message.Message):
-    __slots__ = ("processDefinitionKey", "bpmnProcessId", "version", "processInstanceKey", "tenantId")
+    __slots__ = ("processDefinitionKey", "bpmnProcessId", "version", "processInstanceKey", "tenantId", "tags", "businessId")
     PROCESSDEFINITIONKEY_FIELD_NUMBER: _ClassVar[int]
     BPMNPROCESSID_FIELD_NUMBER: _ClassVar[int]
     VERSION_FIELD_NUMBER: _ClassVar[int]
     PROCESSINSTANCEKEY_FIELD_NUMBER: _ClassVar[int]
     TENANTID_FIELD_NUMBER: _ClassVar[int]
+    TAGS_FIELD_NUMBER: _ClassVar[int]
+    BUSINESSID_FIELD_NUMBER: _ClassVar[int]
     processDefinitionKey: int
     bpmnProcessId: str
     version: int
     processInstanceKey: int
     tenantId: str
-    def __init__(self, processDefinitionKey: _Optional[int] = ..., bpmnProcessId: _Optional[str] = ..., version: _Optional[int] = ..., processInstanceKey: _Optional[int] = ..., tenantId: _Optional[str] = ...) -> None: ...
+    tags: _containers.RepeatedScalarFieldContainer[str]
+    businessId: str
+    def __init__(self, processDefinitionKey: _Optional[int] = ..., bpmnProcessId: _Optional[str] = ..., version: _Optional[int] = ..., processInstanceKey: _Optional[int] = ..., tenantId: _Optional[str] = ..., tags: _Optional[_Iterable[str]] = ..., businessId: _Optional[str] = ...) -> None: ...
 
 class CreateProcessInstanceWithResultRequest(_message.Message):
     __slots__ = ("request", "requestTimeout", "fetchVariables")
@@ -258,20 +268,24 @@ class CreateProcessInstanceWithResultRequest(_message.Message):
     def __init__(self, request: _Optional[_Union[CreateProcessInstanceRequest, _Mapping]] = ..., requestTimeout: _Optional[int] = ..., fetchVariables: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class CreateProcessInstanceWithResultResponse(_message.Message):
-    __slots__ = ("processDefinitionKey", "bpmnProcessId", "version", "processInstanceKey", "variables", "tenantId")
+    __slots__ = ("processDefinitionKey", "bpmnProcessId", "version", "processInstanceKey", "variables", "tenantId", "tags", "businessId")
     PROCESSDEFINITIONKEY_FIELD_NUMBER: _ClassVar[int]
     BPMNPROCESSID_FIELD_NUMBER: _ClassVar[int]
     VERSION_FIELD_NUMBER: _ClassVar[int]
     PROCESSINSTANCEKEY_FIELD_NUMBER: _ClassVar[int]
     VARIABLES_FIELD_NUMBER: _ClassVar[int]
     TENANTID_FIELD_NUMBER: _ClassVar[int]
+    TAGS_FIELD_NUMBER: _ClassVar[int]
+    BUSINESSID_FIELD_NUMBER: _ClassVar[int]
     processDefinitionKey: int
     bpmnProcessId: str
     version: int
     processInstanceKey: int
     variables: str
     tenantId: str
-    def __init__(self, processDefinitionKey: _Optional[int] = ..., bpmnProcessId: _Optional[str] = ..., version: _Optional[int] = ..., processInstanceKey: _Optional[int] = ..., variables: _Optional[str] = ..., tenantId: _Optional[str] = ...) -> None: ...
+    tags: _containers.RepeatedScalarFieldContainer[str]
+    businessId: str
+    def __init__(self, processDefinitionKey: _Optional[int] = ..., bpmnProcessId: _Optional[str] = ..., version: _Optional[int] = ..., processInstanceKey: _Optional[int] = ..., variables: _Optional[str] = ..., tenantId: _Optional[str] = ..., tags: _Optional[_Iterable[str]] = ..., businessId: _Optional[str] = ...) -> None: ...
 
 class EvaluateDecisionRequest(_message.Message):
     __slots__ = ("decisionKey", "decisionId", "variables", "tenantId")

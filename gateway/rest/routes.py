@@ -211,6 +211,8 @@ CREATE_INSTANCE_RESPONSE = obj(
         "variables": {**ANY_OBJECT, "description": "The instance's variables at completion (awaitCompletion only)"},
         "processDefinitionKey": KEY,
         "processInstanceKey": KEY,
+        "tags": {"type": "array", "items": STRING},
+        "businessId": {"type": ["string", "null"]},
     },
     required=[
         "processDefinitionId",
@@ -301,10 +303,19 @@ CREATE_INSTANCE = Body(
         "awaitCompletion": Field("boolean", "Answer when the instance completes, with its variables"),
         "fetchVariables": Field("strings", "With awaitCompletion: the variables to return (all when empty)"),
         "requestTimeout": Field("integer", "With awaitCompletion: milliseconds to wait (0: the gateway's default)"),
+        "tags": Field("strings", "At most 10 tags: a letter, then letters, digits, _, -, : or . (100 characters)"),
+        "businessId": Field(
+            "string",
+            "Your id for the instance (256 characters); unique among active root instances "
+            "of the process when broker.businessIdUniqueness is on",
+        ),
     },
     "Either processDefinitionId (and optionally processDefinitionVersion) or processDefinitionKey.",
 )
 OPERATION_ONLY = Body({"operationReference": OPERATION_REFERENCE})
+ASSIGN_BUSINESS_ID = Body(
+    {"businessId": Field("string", "The business id (256 characters at most)", required=True, min_length=1)}
+)
 ACTIVATE_JOBS = Body(
     {
         "type": Field("string", "The job type", required=True, min_length=1),
@@ -611,6 +622,8 @@ class CommandRoutes:
             await_result=await_completion,
             fetch_variables=body.get("fetchVariables"),
             request_timeout_ms=body.get("requestTimeout", 0),
+            business_id=body.get("businessId", ""),
+            tags=body.get("tags"),
         )
         v = rec.value
         response = {
@@ -619,10 +632,17 @@ class CommandRoutes:
             "tenantId": TENANT,
             "processDefinitionKey": _key(v["processDefinitionKey"]),
             "processInstanceKey": _key(v["processInstanceKey"]),
+            "tags": v.get("tags") or [],
+            "businessId": v.get("businessId") or None,
         }
         if await_completion:
             response["variables"] = v.get("variables") or {}
         return json_response(response)
+
+    async def assign_business_id(self, request: web.Request) -> web.Response:
+        body = await read_json(request, ASSIGN_BUSINESS_ID)
+        await self.commands.assign_business_id(path_key(request, "processInstanceKey"), body["businessId"])
+        return no_content()
 
     async def cancel_process_instance(self, request: web.Request) -> web.Response:
         await read_json(request, OPERATION_ONLY, optional=True)
@@ -866,6 +886,16 @@ class CommandRoutes:
                 "Process instance",
                 body=OPERATION_ONLY,
                 body_optional=True,
+                responses=dict([none]),
+                errors=(404, 409),
+            ),
+            Endpoint(
+                "POST",
+                "/v2/process-instances/{processInstanceKey}/business-id-assignment",
+                "Give a running process instance without a business id one (Camunda 8.10)",
+                self.assign_business_id,
+                "Process instance",
+                body=ASSIGN_BUSINESS_ID,
                 responses=dict([none]),
                 errors=(404, 409),
             ),

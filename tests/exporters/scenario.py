@@ -80,7 +80,10 @@ class PartitionDriver:
         resources = [{"resourceName": n, "resource": (BPMN / n).read_bytes()} for n in names]
         return await self.send(ValueType.DEPLOYMENT, DeploymentIntent.CREATE, {"resources": resources})
 
-    async def create(self, process_id: str, variables: dict[str, Any] | None = None) -> Record:
+    async def create(
+        self, process_id: str, variables: dict[str, Any] | None = None, labels: dict[str, Any] | None = None
+    ) -> Record:
+        """``labels``: the instance's businessId and tags, if any."""
         value = {
             "bpmnProcessId": process_id,
             "version": -1,
@@ -88,6 +91,7 @@ class PartitionDriver:
             "variables": variables or {},
             "fetchVariables": [],
             "tenantId": TENANT,
+            **(labels or {}),
         }
         return await self.send(ValueType.PROCESS_INSTANCE_CREATION, ProcessInstanceCreationIntent.CREATE, value)
 
@@ -127,7 +131,8 @@ async def run_scenario(directory: Path, *, instances: int = 3) -> list[Record]:
     async def drive(d: PartitionDriver) -> None:
         await d.deploy("one-task.bpmn")
         for i in range(instances):
-            await d.create("one-task", {"i": i, "order": {"id": f"o-{i}", "lines": [1, 2]}})
+            labels = {"businessId": f"o-{i}", "tags": ["shop:eu"]} if i == 0 else None
+            await d.create("one-task", {"i": i, "order": {"id": f"o-{i}", "lines": [1, 2]}}, labels)
         await d.settle()
         jobs = await d.activate("test")
         for job in jobs[:-1]:
@@ -162,7 +167,8 @@ async def run_scenario(directory: Path, *, instances: int = 3) -> list[Record]:
 async def _user_tasks(d: PartitionDriver) -> None:
     """Native user tasks: created, assigned, updated, completed; task listeners approving, correcting, denying."""
     await d.deploy("user-task-native.bpmn", "user-task-listeners.bpmn")
-    native = await d.create("user-task-native", {"reviewers": ["ann"], "due": "2030-01-01T00:00:00Z"})
+    labels = {"businessId": "review-1", "tags": ["review"]}
+    native = await d.create("user-task-native", {"reviewers": ["ann"], "due": "2030-01-01T00:00:00Z"}, labels)
     await d.settle()
     key = d.user_task_key(native.value["processInstanceKey"])
     await d.send(ValueType.USER_TASK, UserTaskIntent.ASSIGN, {"assignee": "ann", "action": ""}, key)

@@ -235,6 +235,16 @@ def test_document_shape_follows_zeebe(records: list[Record]) -> None:
     assert "isDuplicate" in deployment.value["processesMetadata"][0], "the record itself is not modified"
     creation = next(r for r in records if r.value_type == ValueType.PROCESS_INSTANCE_CREATION)
     assert "fetchVariables" not in record_document(creation, VERSION)["value"]
+    # business ids and tags: always present in the JSON (Zeebe 8.9), though a Weir record leaves them out while empty
+    instances = [r for r in records if r.value_type == ValueType.PROCESS_INSTANCE]
+    labelled = [record_document(r, VERSION)["value"] for r in instances if r.value.get("businessId") == "o-0"]
+    assert labelled and all(v["tags"] == ["shop:eu"] for v in labelled)
+    plain = next(r for r in instances if "businessId" not in r.value)
+    assert {k: record_document(plain, VERSION)["value"][k] for k in ("businessId", "tags")} == {
+        "businessId": "",
+        "tags": [],
+    }
+    assert "tags" not in plain.value, "the record itself is not modified"
 
 
 def test_default_configuration_is_zeebes() -> None:

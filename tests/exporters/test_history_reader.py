@@ -173,7 +173,7 @@ async def test_sort_and_cursor_paging(reader: HistoryReader, records: list[Recor
         (
             "process-instances",
             {"filter": {"colour": "red"}},
-            "filter.colour: unknown filter field for process-instances; allowed: $or, endDate",
+            "filter.colour: unknown filter field for process-instances; allowed: $or, businessId, endDate",
         ),
         (
             "variables",

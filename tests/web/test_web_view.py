@@ -383,3 +383,28 @@ def test_sign_in_with_a_bearer_token_when_the_gateway_checks_jwts(tmp_path: Path
     assert seen[2]["texts"] == ["Sign in"], "a forged token does not sign in"
     assert {"Process instances", str(key), "Signed in as ada"} <= set(seen[5]["texts"])
     assert anonymous is None
+
+
+def test_instances_show_their_business_id_and_tags(web: WebWeir, stub: Stub) -> None:
+    app = deploy(stub, "one-task.bpmn")
+    body = {"processDefinitionId": app.pid(), "businessId": "order-4711", "tags": ["vip", "shop:eu"]}
+    key = web.rest.call("POST", "/v2/process-instances", body)["processInstanceKey"]
+    eventually(
+        lambda: web.rest.search("process-instances", {"processInstanceKey": key}),
+        timeout=HISTORY_WAIT,
+        what="the instance in the history",
+    )
+    seen = drive(
+        web,
+        [
+            {"open": "#/instances"},
+            {"texts": "#view tr"},
+            {"open": f"#/instance/{key}"},
+            {"texts": "#view p.meta"},
+        ],
+        "business-ids",
+    )
+    (row,) = [text for text in seen[1]["texts"] if key in text]
+    assert "order-4711" in row and "vip" in row and "shop:eu" in row
+    (meta,) = seen[3]["texts"]
+    assert "business id order-4711" in meta and "vip" in meta and "shop:eu" in meta

@@ -73,6 +73,9 @@ class CallActivityProcessor(ElementProcessor):
             bpmn_event_type=bpmn.UNSPECIFIED,
             parent_process_instance_key=v.process_instance_key,
             parent_element_instance_key=inst.key,
+            # the child carries its caller's business id and tags (Camunda 8.9): searches by them find the whole tree
+            business_id=v.business_id,
+            tags=v.tags,
         )
         ctx.follow_up(ValueType.PROCESS_INSTANCE, PI.ACTIVATE_ELEMENT, child_key, child.to_dict())
 

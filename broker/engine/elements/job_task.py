@@ -97,6 +97,10 @@ def write_job(
         "jobKind": kind,
         **listener,
     }
+    if v.tags:  # the instance's tags (Camunda 8.9), handed to the worker that activates the job
+        job["tags"] = list(v.tags)
+    if v.business_id:
+        job["businessId"] = v.business_id
     job_key = ctx.keys.next_key()
     ctx.event(ValueType.JOB, JobIntent.CREATED, job_key, job)
     return job_key, job

@@ -111,6 +111,8 @@ def _send_result(ctx: ProcessingContext, v: ProcessInstanceValue, awaiting: dict
             "version": v.version,
             "variables": variables,
             "tenantId": b.TENANT,
+            "businessId": v.business_id,
+            "tags": list(v.tags),
         },
     )
     ctx.respond(rec, RequestMetadata(awaiting["streamId"], awaiting["requestId"]))

@@ -114,6 +114,8 @@ function instancesTable(instances) {
     [
       ["Instance", (i) => link(`#/instance/${i.processInstanceKey}`, i.processInstanceKey)],
       ["Process", (i) => `${i.processDefinitionName || i.processDefinitionId} v${i.processDefinitionVersion}`],
+      ["Business id", (i) => i.businessId || ""],
+      ["Tags", (i) => tagList(i.tags)],
       ["State", (i) => [stateTag(i.state), i.hasIncident ? h("span", { class: "state state-incident" }, "INCIDENT") : ""]],
       ["Started", (i) => time(i.startDate)],
       ["Ended", (i) => time(i.endDate)],
@@ -121,6 +123,11 @@ function instancesTable(instances) {
     instances,
     "No process instance yet: start one with `weir create PROCESS_ID`.",
   );
+}
+
+/** An instance's tags, each as a small label. */
+function tagList(tags) {
+  return (tags || []).map((t) => h("span", { class: "tag" }, t));
 }
 
 async function instancesPage() {
@@ -157,7 +164,15 @@ async function instancePage(key) {
       stateTag(instance.state),
       ...actions,
     ),
-    h("p", { class: "meta" }, `Started ${time(instance.startDate)}`, instance.endDate ? `, ended ${time(instance.endDate)}` : ""),
+    h(
+      "p",
+      { class: "meta" },
+      `Started ${time(instance.startDate)}`,
+      instance.endDate ? `, ended ${time(instance.endDate)}` : "",
+      instance.businessId ? h("span", { class: "business-id" }, ` · business id ${instance.businessId}`) : "",
+      " ",
+      ...tagList(instance.tags),
+    ),
     diagram,
     h("p", { class: "legend" }, h("span", { class: "key active" }, "active"), h("span", { class: "key completed" }, "completed"), h("span", { class: "key incident" }, "incident")),
     h("h2", {}, `Incidents (${open.length} open)`),
