@@ -1,4 +1,4 @@
-"""REST endpoints that send commands (Camunda 8.8 Orchestration Cluster API, v2): each reads and checks its body,
+"""REST endpoints that send commands (Camunda 8.9 Orchestration Cluster API, v2): each reads and checks its body,
 calls the transport-neutral :class:`GatewayCommands` and renders the record it returns in the v2 shape."""
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from gateway.commands import TENANT, GatewayCommands, check_tenant, check_tenant
 from gateway.job_results import job_result
 from gateway.rest.endpoints import ANY_OBJECT, INTEGER, KEY, STRING, Endpoint, obj
 from gateway.rest.schema import Body, Field, parse_key
+from gateway.rest.shapes import business_fields
 
 TENANT_FIELD = Field("string", "The tenant; only <default> (multi-tenancy is disabled)")
 VARIABLES_FIELD = Field("object", "Variables as a JSON object")
@@ -180,6 +181,7 @@ TOPOLOGY_RESPONSE = obj(
             "items": obj(
                 {
                     "nodeId": INTEGER,
+                    "brokerId": {**STRING, "description": "The node id as text"},
                     "host": STRING,
                     "port": INTEGER,
                     "version": STRING,
@@ -190,34 +192,55 @@ TOPOLOGY_RESPONSE = obj(
                                 "partitionId": INTEGER,
                                 "role": {"type": "string", "enum": ["leader", "follower", "inactive"]},
                                 "health": {"type": "string", "enum": ["healthy", "unhealthy", "dead"]},
+                                "state": {
+                                    "type": "string",
+                                    "enum": ["active", "joining", "learner", "leaving", "recovering", "unknown"],
+                                    "description": "The partition's membership; always active (Weir does not move "
+                                    "partitions)",
+                                },
                             }
                         ),
                     },
                 }
             ),
         },
+        "clusterId": {"type": ["string", "null"], "description": "The cluster id (none in Weir: null)"},
         "clusterSize": INTEGER,
         "partitionsCount": INTEGER,
         "replicationFactor": INTEGER,
-        "gatewayVersion": STRING,
+        "gatewayVersion": {**STRING, "description": "The API level the gateway implements"},
+        "lastCompletedChangeId": {**STRING, "description": "The last completed cluster change (none: -1)"},
     },
-    required=["brokers", "clusterSize", "partitionsCount", "replicationFactor", "gatewayVersion"],
+    required=[
+        "brokers",
+        "clusterId",
+        "clusterSize",
+        "partitionsCount",
+        "replicationFactor",
+        "gatewayVersion",
+        "lastCompletedChangeId",
+    ],
 )
 CREATE_INSTANCE_RESPONSE = obj(
     {
         "processDefinitionId": STRING,
         "processDefinitionVersion": INTEGER,
         "tenantId": STRING,
-        "variables": {**ANY_OBJECT, "description": "The instance's variables at completion (awaitCompletion only)"},
+        "variables": {**ANY_OBJECT, "description": "The instance's variables at completion (awaitCompletion; else {})"},
         "processDefinitionKey": KEY,
         "processInstanceKey": KEY,
+        "tags": {"type": "array", "items": STRING},
+        "businessId": {"type": ["string", "null"]},
     },
     required=[
         "processDefinitionId",
         "processDefinitionVersion",
         "tenantId",
+        "variables",
         "processDefinitionKey",
         "processInstanceKey",
+        "tags",
+        "businessId",
     ],
 )
 ACTIVATED_JOB = obj(
@@ -238,7 +261,15 @@ ACTIVATED_JOB = obj(
         "tenantId": STRING,
         "kind": {"type": "string", "description": "BPMN_ELEMENT, or TASK_LISTENER for a user task's listener"},
         "listenerEventType": STRING,
-        "userTask": {**ANY_OBJECT, "description": "A task listener's user task: its attributes and action"},
+        "userTask": {
+            "type": ["object", "null"],
+            "description": "A task listener's user task: its attributes and action (null for other jobs)",
+        },
+        "physicalTenantId": {**STRING, "description": "The physical tenant the activation went to: <default>"},
+        "priority": {**INTEGER, "description": "The job's priority (Weir has none: 0)"},
+        "tags": {"type": "array", "items": STRING},
+        "rootProcessInstanceKey": {"type": ["string", "null"]},
+        "businessId": {"type": ["string", "null"]},
     }
 )
 ACTIVATION_RESPONSE = obj({"jobs": {"type": "array", "items": ACTIVATED_JOB}}, required=["jobs"])
@@ -249,6 +280,7 @@ EVALUATED_DECISION = obj(
         "decisionDefinitionVersion": INTEGER,
         "decisionDefinitionType": STRING,
         "decisionDefinitionKey": KEY,
+        "decisionEvaluationInstanceKey": {**STRING, "description": "<decisionEvaluationKey>-<position, from 1>"},
         "output": STRING,
         "tenantId": STRING,
         "matchedRules": {
@@ -259,7 +291,15 @@ EVALUATED_DECISION = obj(
                     "ruleIndex": INTEGER,
                     "evaluatedOutputs": {
                         "type": "array",
-                        "items": obj({"outputId": STRING, "outputName": STRING, "outputValue": STRING}),
+                        "items": obj(
+                            {
+                                "outputId": STRING,
+                                "outputName": STRING,
+                                "outputValue": STRING,
+                                "ruleId": STRING,
+                                "ruleIndex": INTEGER,
+                            }
+                        ),
                     },
                 }
             ),
@@ -279,8 +319,8 @@ EVALUATION_RESPONSE = obj(
         "decisionRequirementsId": STRING,
         "decisionRequirementsKey": KEY,
         "output": {"type": "string", "description": "The decision's output as a JSON document"},
-        "failedDecisionDefinitionId": STRING,
-        "failureMessage": STRING,
+        "failedDecisionDefinitionId": {"type": ["string", "null"], "description": "The decision that failed, if any"},
+        "failureMessage": {"type": ["string", "null"], "description": "Why it failed, if it did"},
         "tenantId": STRING,
         "decisionInstanceKey": KEY,
         "decisionEvaluationKey": KEY,
@@ -468,6 +508,7 @@ class CommandRoutes:
         brokers = [
             {
                 "nodeId": b.node_id,
+                "brokerId": str(b.node_id),
                 "host": b.host,
                 "port": b.port,
                 "version": b.version,
@@ -476,6 +517,7 @@ class CommandRoutes:
                         "partitionId": p.partition_id,
                         "role": p.role.lower(),
                         "health": "healthy" if p.healthy else "unhealthy",
+                        "state": "active",
                     }
                     for p in b.partitions
                 ],
@@ -485,10 +527,12 @@ class CommandRoutes:
         return json_response(
             {
                 "brokers": brokers,
+                "clusterId": None,
                 "clusterSize": topo.cluster_size,
                 "partitionsCount": topo.partitions_count,
                 "replicationFactor": topo.replication_factor,
                 "gatewayVersion": self.gateway_version,
+                "lastCompletedChangeId": "-1",
             }
         )
 
@@ -589,7 +633,7 @@ class CommandRoutes:
         await read_json(request, OPERATION_ONLY, optional=True)
         key = path_key(request, "resourceKey")
         await self.commands.delete_resource(key)
-        return json_response({"resourceKey": _key(key)})
+        return json_response({"resourceKey": _key(key), "batchOperation": None})
 
     # -- process instances -----------------------------------------------------------------------------------
 
@@ -617,11 +661,11 @@ class CommandRoutes:
             "processDefinitionId": v["bpmnProcessId"],
             "processDefinitionVersion": v["version"],
             "tenantId": TENANT,
+            "variables": (v.get("variables") or {}) if await_completion else {},
             "processDefinitionKey": _key(v["processDefinitionKey"]),
             "processInstanceKey": _key(v["processInstanceKey"]),
+            **business_fields(v),
         }
-        if await_completion:
-            response["variables"] = v.get("variables") or {}
         return json_response(response)
 
     async def cancel_process_instance(self, request: web.Request) -> web.Response:
@@ -799,12 +843,14 @@ class CommandRoutes:
                 "decisionRequirementsId": v["decisionRequirementsId"],
                 "decisionRequirementsKey": _key(v["decisionRequirementsKey"]),
                 "output": v["decisionOutput"],
-                "failedDecisionDefinitionId": v["failedDecisionId"],
-                "failureMessage": v["evaluationFailureMessage"],
+                "failedDecisionDefinitionId": v["failedDecisionId"] or None,
+                "failureMessage": v["evaluationFailureMessage"] or None,
                 "tenantId": TENANT,
                 "decisionInstanceKey": _key(rec.key),
                 "decisionEvaluationKey": _key(rec.key),
-                "evaluatedDecisions": [_evaluated_decision(d) for d in v["evaluatedDecisions"]],
+                "evaluatedDecisions": [
+                    _evaluated_decision(d, f"{rec.key}-{i}") for i, d in enumerate(v["evaluatedDecisions"], start=1)
+                ],
             }
         )
 
@@ -845,7 +891,15 @@ class CommandRoutes:
                 "Resource",
                 body=OPERATION_ONLY,
                 body_optional=True,
-                responses={200: ("Deleted", obj({"resourceKey": KEY}, required=["resourceKey"]))},
+                responses={
+                    200: (
+                        "Deleted (at once: no batch operation)",
+                        obj(
+                            {"resourceKey": KEY, "batchOperation": {"type": ["object", "null"]}},
+                            required=["resourceKey", "batchOperation"],
+                        ),
+                    )
+                },
                 errors=(404,),
             ),
             Endpoint(
@@ -1037,6 +1091,11 @@ def _activated_job(key: int, job: dict) -> dict[str, Any]:
         "tenantId": TENANT,
         "kind": job.get("jobKind") or "BPMN_ELEMENT",
         "listenerEventType": job.get("jobListenerEventType") or "UNSPECIFIED",
+        "userTask": None,
+        "physicalTenantId": TENANT,
+        "priority": job.get("priority") or 0,
+        "rootProcessInstanceKey": _optional_key(job.get("rootProcessInstanceKey")),
+        **business_fields(job),
     }
     if job.get("userTask"):
         task = job["userTask"]
@@ -1048,13 +1107,19 @@ def _activated_job(key: int, job: dict) -> dict[str, Any]:
     return rendered
 
 
-def _evaluated_decision(d: dict) -> dict[str, Any]:
+def _optional_key(value: Any) -> str | None:
+    """A key as text, or null where the record has none (absent, or the protocol's -1/0)."""
+    return _key(value) if isinstance(value, int) and value > 0 else None
+
+
+def _evaluated_decision(d: dict, evaluation_instance_key: str) -> dict[str, Any]:
     return {
         "decisionDefinitionId": d["decisionId"],
         "decisionDefinitionName": d["decisionName"],
         "decisionDefinitionVersion": d["decisionVersion"],
         "decisionDefinitionType": rest_decision_type(d["decisionType"]),
         "decisionDefinitionKey": _key(d["decisionKey"]),
+        "decisionEvaluationInstanceKey": evaluation_instance_key,
         "output": d["decisionOutput"],
         "tenantId": TENANT,
         "matchedRules": [
@@ -1062,7 +1127,13 @@ def _evaluated_decision(d: dict) -> dict[str, Any]:
                 "ruleId": r["ruleId"],
                 "ruleIndex": r["ruleIndex"],
                 "evaluatedOutputs": [
-                    {"outputId": o["outputId"], "outputName": o["outputName"], "outputValue": o["outputValue"]}
+                    {
+                        "outputId": o["outputId"],
+                        "outputName": o["outputName"],
+                        "outputValue": o["outputValue"],
+                        "ruleId": r["ruleId"],
+                        "ruleIndex": r["ruleIndex"],
+                    }
                     for o in r["evaluatedOutputs"]
                 ],
             }

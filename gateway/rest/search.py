@@ -21,6 +21,7 @@ from gateway.rest.endpoints import ANY_OBJECT, INTEGER, Endpoint, obj
 from gateway.rest.policy import RestPolicy
 from gateway.rest.routes import json_response, read_json_value
 from gateway.rest.schema import parse_key
+from gateway.rest.shapes import check_enum_filters, shape_item, shape_page
 
 log = logging.getLogger("weir.gateway.rest")
 
@@ -91,6 +92,7 @@ SEARCH_RESPONSE = obj(
         "page": obj(
             {
                 "totalItems": INTEGER,
+                "hasMoreTotalItems": {"type": "boolean", "description": "Whether totalItems is a lower bound"},
                 "startCursor": {"type": ["string", "null"]},
                 "endCursor": {"type": ["string", "null"]},
             }
@@ -148,9 +150,12 @@ class SearchRoutes:
     def _search_handler(self, entity: str) -> Any:
         async def search(request: web.Request) -> web.Response:
             query = await _search_query(request)
+            check_enum_filters(entity, query)
             if entity in _TRUNCATING and not truncate_values(request):
-                return json_response(await self._whole_values(lambda: self._call("search", entity, query)))
-            return json_response(await self._call("search", entity, query))
+                found = await self._whole_values(lambda: self._call("search", entity, query))
+            else:
+                found = await self._call("search", entity, query)
+            return json_response(shape_page(found, entity))
 
         return search
 
@@ -165,7 +170,7 @@ class SearchRoutes:
         found = await (previews() if truncate else self._whole_values(previews))
         if found is None:
             fail(ErrorCode.NOT_FOUND, f"Expected to find the user task with key '{key}', but it is not in the history")
-        return json_response(found)
+        return json_response(shape_page(found, "user-task-variables"))
 
     async def _whole_values(self, previews: Callable[[], Awaitable[dict[str, Any] | None]]) -> dict[str, Any] | None:
         """A variable search with whole values, within gateway.rest.maxResponseBytes of values.
@@ -213,7 +218,7 @@ class SearchRoutes:
             found = await self._call("get", entity, str(key))
             if found is None:
                 fail(ErrorCode.NOT_FOUND, f"Expected to find the {noun} with key '{key}', but it is not in the history")
-            return json_response(found)
+            return json_response(shape_item(entity, found, by_key=True))
 
         return get
 

@@ -80,8 +80,10 @@ async def test_topology(http: aiohttp.ClientSession) -> None:
     assert status == 200
     assert topology["clusterSize"] == 1 and topology["partitionsCount"] == 1 and topology["replicationFactor"] == 1
     [broker] = topology["brokers"]
-    assert broker["partitions"] == [{"partitionId": 1, "role": "leader", "health": "healthy"}]
-    assert topology["gatewayVersion"]
+    assert broker["partitions"] == [{"partitionId": 1, "role": "leader", "health": "healthy", "state": "active"}]
+    assert broker["brokerId"] == str(broker["nodeId"])
+    assert topology["gatewayVersion"].startswith("8.9.")  # the API level served
+    assert topology["clusterId"] is None and topology["lastCompletedChangeId"] == "-1"
 
 
 async def test_openapi_document_lists_what_is_served(http: aiohttp.ClientSession) -> None:
@@ -160,7 +162,8 @@ async def test_delete_decision_resource(http: aiohttp.ClientSession) -> None:
     answer = await deploy(http, FIXTURES / "dmn" / "discount.dmn")
     [drg] = [d["decisionRequirements"] for d in answer["deployments"] if "decisionRequirements" in d]
     path = f"/v2/resources/{drg['decisionRequirementsKey']}/deletion"
-    assert await call(http, "POST", path) == (200, {"resourceKey": drg["decisionRequirementsKey"]})
+    deleted = {"resourceKey": drg["decisionRequirementsKey"], "batchOperation": None}
+    assert await call(http, "POST", path) == (200, deleted)
     assert_problem(await call(http, "POST", path), 404, title="NOT_FOUND")
     assert_problem(await call(http, "POST", "/v2/resources/x1/deletion"), 400, "'resourceKey'")
 
@@ -174,7 +177,7 @@ async def test_create_by_id_and_by_key_and_cancel(http: aiohttp.ClientSession) -
     by_id = await create(http, {"processDefinitionId": "one-task", "variables": {"n": 1}})
     assert by_id["processDefinitionId"] == "one-task" and by_id["processInstanceKey"].isdigit()
     assert by_id["processDefinitionVersion"] == definition["processDefinitionVersion"]
-    assert "variables" not in by_id
+    assert by_id["variables"] == {} and by_id["tags"] == [] and by_id["businessId"] is None
     by_key = await create(http, {"processDefinitionKey": definition["processDefinitionKey"]})
     assert by_key["processDefinitionKey"] == definition["processDefinitionKey"]
     versioned = await create(
@@ -343,7 +346,8 @@ async def test_decision_evaluation(http: aiohttp.ClientSession) -> None:
     path = "/v2/decision-definitions/evaluation"
     status, result = await call(http, "POST", path, {"decisionDefinitionId": "greeting", "variables": {"name": "Ada"}})
     assert status == 200, result
-    assert json.loads(result["output"]) == "Hello Ada" and result["failureMessage"] == ""
+    assert json.loads(result["output"]) == "Hello Ada"
+    assert result["failureMessage"] is None and result["failedDecisionDefinitionId"] is None
     assert result["decisionDefinitionKey"] == decision["decisionDefinitionKey"]
     assert result["evaluatedDecisions"][0]["decisionDefinitionId"] == "greeting"
     by_key = {"decisionDefinitionKey": decision["decisionDefinitionKey"], "variables": {"name": "Bo"}}
