@@ -515,6 +515,29 @@ async def test_search_errors(http: aiohttp.ClientSession) -> None:
     assert_problem(await call(http, "GET", "/v2/process-definitions/2251799813685999/xml"), 404)
     status, empty = await call(http, "POST", "/v2/decision-instances/search")
     assert status == 200 and set(empty) == {"items", "page"}
+    assert empty["page"] == {"totalItems": 0, "hasMoreTotalItems": False, "startCursor": None, "endCursor": None}
+
+
+async def test_enum_filters_refuse_unknown_values(http: aiohttp.ClientSession) -> None:
+    """A value outside an 8.9 enum is a typo to report (400), not a search that finds nothing."""
+    for entity, filter_, fragment in [
+        ("process-instances", {"state": "ACTIV"}, "filter.state: expected one of ACTIVE, COMPLETED"),
+        ("process-instances", {"state": {"$in": ["ACTIVE", "DONE"]}}, "filter.state.$in[1]"),
+        ("incidents", {"errorType": {"$neq": "NO_RETRIES"}}, "JOB_NO_RETRIES"),
+        ("jobs", {"$or": [{"kind": "BPMN_ELEMENT"}, {"state": "ACTIVATED"}]}, "filter.$or[1].state"),
+        ("user-tasks", {"state": "OPEN"}, "'OPEN'"),
+        ("element-instances", {"type": "TASK_SERVICE"}, "SERVICE_TASK"),
+        ("decision-instances", {"decisionDefinitionType": "TABLE"}, "DECISION_TABLE"),
+    ]:
+        query = {"filter": filter_}
+        assert_problem(await call(http, "POST", f"/v2/{entity}/search", query), 400, fragment)
+    for entity, filter_ in [
+        ("process-instances", {"state": {"$in": ["ACTIVE", "COMPLETED"]}}),
+        ("incidents", {"errorType": "JOB_NO_RETRIES", "state": {"$neq": "RESOLVED"}}),
+        ("jobs", {"state": {"$like": "COMP*"}}),
+    ]:
+        status, answer = await call(http, "POST", f"/v2/{entity}/search", {"filter": filter_})
+        assert status == 200, answer
 
 
 # -- native user tasks -----------------------------------------------------------------------------------------
