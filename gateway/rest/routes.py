@@ -122,6 +122,11 @@ def _key(value: int) -> str:
 
 # -- response schemas ----------------------------------------------------------------------------------------------
 
+
+def _nullable(schema: dict[str, Any]) -> dict[str, Any]:
+    return {"oneOf": [schema, {"type": "null"}]}
+
+
 PROCESS_DEFINITION_DEPLOYMENT = obj(
     {
         "processDefinitionId": STRING,
@@ -155,6 +160,8 @@ DECISION_REQUIREMENTS_DEPLOYMENT = obj(
 FORM_DEPLOYMENT = obj(
     {"formId": STRING, "version": INTEGER, "resourceName": STRING, "tenantId": STRING, "formKey": KEY}
 )
+#: What a deployment item may be; each item has all of them, null but one (``resource``: Weir deploys no other kind).
+DEPLOYMENT_KINDS = ("processDefinition", "decisionDefinition", "decisionRequirements", "form", "resource")
 DEPLOYMENT_RESPONSE = obj(
     {
         "deploymentKey": KEY,
@@ -163,12 +170,14 @@ DEPLOYMENT_RESPONSE = obj(
             "type": "array",
             "items": obj(
                 {
-                    "processDefinition": PROCESS_DEFINITION_DEPLOYMENT,
-                    "decisionDefinition": DECISION_DEFINITION_DEPLOYMENT,
-                    "decisionRequirements": DECISION_REQUIREMENTS_DEPLOYMENT,
-                    "form": FORM_DEPLOYMENT,
+                    "processDefinition": _nullable(PROCESS_DEFINITION_DEPLOYMENT),
+                    "decisionDefinition": _nullable(DECISION_DEFINITION_DEPLOYMENT),
+                    "decisionRequirements": _nullable(DECISION_REQUIREMENTS_DEPLOYMENT),
+                    "form": _nullable(FORM_DEPLOYMENT),
+                    "resource": {"type": "null", "description": "Another kind of resource (none in Weir)"},
                 },
-                "One deployed resource: exactly one of the properties is set",
+                "One deployed resource: exactly one of the properties is not null",
+                required=list(DEPLOYMENT_KINDS),
             ),
         },
     },
@@ -340,7 +349,7 @@ CREATE_INSTANCE = Body(
         "operationReference": OPERATION_REFERENCE,
         "awaitCompletion": Field("boolean", "Answer when the instance completes, with its variables"),
         "fetchVariables": Field("strings", "With awaitCompletion: the variables to return (all when empty)"),
-        "requestTimeout": Field("integer", "With awaitCompletion: milliseconds to wait (0: the gateway's default)"),
+        "requestTimeout": Field("integer", "With awaitCompletion: milliseconds to wait (0: the gateway default)"),
     },
     "Either processDefinitionId (and optionally processDefinitionVersion) or processDefinitionKey.",
 )
@@ -599,6 +608,8 @@ class CommandRoutes:
             }
             for m in value.get("formMetadata") or []
         ]
+        # 8.9 names every kind on each item, null but the one deployed
+        deployments = [{**dict.fromkeys(DEPLOYMENT_KINDS), **item} for item in deployments]
         return json_response({"deploymentKey": _key(rec.key), "tenantId": TENANT, "deployments": deployments})
 
     async def _read_resources(self, request: web.Request) -> list[tuple[str, bytes]]:
@@ -644,9 +655,9 @@ class CommandRoutes:
             invalid("Expected either 'processDefinitionId' or 'processDefinitionKey', but both given")
         if "processDefinitionKey" not in body and not body.get("processDefinitionId"):
             invalid("Expected either 'processDefinitionId' or 'processDefinitionKey', but none given")
+        # fetchVariables and requestTimeout apply with awaitCompletion only; without it they are ignored, as in
+        # Camunda (clients send their defaults for them on every creation)
         await_completion = body.get("awaitCompletion", False)
-        if not await_completion and ("fetchVariables" in body or "requestTimeout" in body):
-            invalid("'fetchVariables' and 'requestTimeout' apply with 'awaitCompletion': true only")
         rec = await self.commands.create_process_instance(
             body.get("processDefinitionId", ""),
             body.get("processDefinitionVersion", -1),

@@ -10,6 +10,7 @@ outside the enum is a 400 (a typo must not read as "no results").
 from __future__ import annotations
 
 from collections.abc import Mapping
+from datetime import UTC, datetime
 from typing import Any
 
 from gateway.commands import invalid
@@ -191,6 +192,8 @@ _NOT_NULL: dict[str, Any] = {
 }
 #: What only a get by key adds (a decision instance's inputs and matched rules; the history keeps neither).
 _GET_FIELDS: dict[str, dict[str, Any]] = {"decision-instances": {"evaluatedInputs": [], "matchedRules": []}}
+#: Dates the history keeps as the text they were given (with any offset); 8.9 writes date-times in UTC ("…Z").
+_GIVEN_DATES = ("dueDate", "followUpDate")
 _WITH_BUSINESS = frozenset({"process-instances", "jobs", "user-tasks", "decision-instances"})
 
 
@@ -214,6 +217,8 @@ def shape_item(entity: str, item: dict[str, Any], *, by_key: bool = False) -> di
         value = item.get(name)
         if value is None:
             value = derived.get(name, _NOT_NULL.get(name))
+        elif name in _GIVEN_DATES:
+            value = utc_date_time(value)
         shaped[name] = _copy(value)
     for name, value in item.items():
         shaped.setdefault(name, value)
@@ -221,6 +226,22 @@ def shape_item(entity: str, item: dict[str, Any], *, by_key: bool = False) -> di
         for name, default in _GET_FIELDS.get(entity, {}).items():
             shaped.setdefault(name, _copy(default))
     return shaped
+
+
+def utc_date_time(value: Any) -> Any:
+    """An ISO-8601 date-time with an offset as UTC text with milliseconds (``2031-01-01T00:00:00.000Z``); "" as
+    null; anything else unchanged."""
+    if not isinstance(value, str):
+        return value
+    if not value:
+        return None
+    try:
+        parsed = datetime.fromisoformat(value)
+    except ValueError:
+        return value
+    if parsed.tzinfo is None:
+        return value
+    return parsed.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def _copy(value: Any) -> Any:
