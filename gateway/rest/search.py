@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -34,8 +35,10 @@ ENTITIES: dict[str, tuple[str, str, str]] = {
     "incidents": ("incidentKey", "incident", "Incident"),
     "jobs": ("jobKey", "job", "Job"),
     "user-tasks": ("userTaskKey", "user task", "User task"),
-    "decision-instances": ("decisionInstanceKey", "decision instance", "Decision instance"),
+    "decision-instances": ("decisionEvaluationInstanceKey", "decision instance", "Decision instance"),
 }
+#: Entities keyed by text rather than by a 64-bit key: a decision instance is ``<decisionEvaluationKey>-<position>``.
+_TEXT_KEYS: dict[str, re.Pattern[str]] = {"decision-instances": re.compile(r"[0-9]{1,19}-[0-9]{1,9}")}
 
 SEARCH_REQUEST: dict[str, Any] = {
     "type": "object",
@@ -214,8 +217,8 @@ class SearchRoutes:
         param, noun, _ = ENTITIES[entity]
 
         async def get(request: web.Request) -> web.Response:
-            key = parse_key(param, request.match_info[param])
-            found = await self._call("get", entity, str(key))
+            key = _path_key(entity, param, request.match_info[param])
+            found = await self._call("get", entity, key)
             if found is None:
                 fail(ErrorCode.NOT_FOUND, f"Expected to find the {noun} with key '{key}', but it is not in the history")
             return json_response(shape_item(entity, found, by_key=True))
@@ -284,6 +287,18 @@ class SearchRoutes:
             )
         )
         return found
+
+
+def _path_key(entity: str, param: str, raw: str) -> str:
+    """The key in a get-by-key path, checked (400 when it cannot be one)."""
+    pattern = _TEXT_KEYS.get(entity)
+    if pattern is None:
+        return str(parse_key(param, raw))
+    if not pattern.fullmatch(raw):
+        invalid(
+            f"Expected '{param}' to be <decisionEvaluationKey>-<position> (e.g. 2251799813685354-1), but got '{raw}'"
+        )
+    return raw
 
 
 async def _search_query(request: web.Request) -> dict[str, Any]:

@@ -258,10 +258,21 @@ def shape_page(result: dict[str, Any], entity: str) -> dict[str, Any]:
             "totalItems": page.get("totalItems", 0),
             # Weir counts every match: the total is exact
             "hasMoreTotalItems": bool(page.get("hasMoreTotalItems", False)),
-            "startCursor": page.get("startCursor"),
-            "endCursor": page.get("endCursor"),
+            "startCursor": standard_base64(page.get("startCursor")),
+            "endCursor": standard_base64(page.get("endCursor")),
         },
     }
+
+
+_TO_STANDARD = str.maketrans("-_", "+/")
+
+
+def standard_base64(cursor: str | None) -> str | None:
+    """A cursor in the 8.9 spec's alphabet: standard base64 with padding (the history writes the URL-safe form
+    without it; it reads either back)."""
+    if cursor is None:
+        return None
+    return cursor.translate(_TO_STANDARD) + "=" * (-len(cursor) % 4)
 
 
 # -- enum-valued filters ---------------------------------------------------------------------------------------

@@ -293,3 +293,52 @@ def _maybe_activate(client: CamundaClient, job_type: str) -> Any:
     request = {"type": job_type, "worker": "py", "timeout": 60_000, "maxJobsToActivate": 1, "requestTimeout": 1000}
     jobs = client.activate_jobs(data=JobActivationRequest.from_dict(request)).jobs
     return jobs[0] if jobs else None
+
+
+def test_every_search_and_get_decodes(client: CamundaClient) -> None:
+    """Runs last: what the tests above left in the history, searched and fetched by key through the SDK's models."""
+    page = {"page": {"limit": 100}}
+    searches: list[tuple[Callable[..., Any], Any, Callable[..., Any] | None, str]] = [
+        (
+            client.search_process_definitions,
+            sdk.ProcessDefinitionSearchQuery,
+            client.get_process_definition,
+            "process_definition_key",
+        ),
+        (
+            client.search_process_instances,
+            ProcessInstanceSearchQuery,
+            client.get_process_instance,
+            "process_instance_key",
+        ),
+        (
+            client.search_element_instances,
+            sdk.ElementInstanceSearchQuery,
+            client.get_element_instance,
+            "element_instance_key",
+        ),
+        (client.search_variables, VariableSearchQuery, client.get_variable, "variable_key"),
+        (client.search_incidents, IncidentSearchQuery, client.get_incident, "incident_key"),
+        (client.search_jobs, JobSearchQuery, None, "job_key"),
+        (client.search_user_tasks, UserTaskSearchQuery, client.get_user_task, "user_task_key"),
+        (
+            client.search_decision_instances,
+            sdk.DecisionInstanceSearchQuery,
+            client.get_decision_instance,
+            "decision_evaluation_instance_key",
+        ),
+    ]
+    for search, model, get, key in searches:
+        found = search(data=model.from_dict(page))
+        assert found.items, f"{search.__name__} found nothing"
+        assert found.page.has_more_total_items is False and found.page.total_items == len(found.items)
+        if get is not None:
+            assert getattr(get(getattr(found.items[0], key)), key) == getattr(found.items[0], key)
+    task = client.search_user_tasks(data=UserTaskSearchQuery.from_dict(page)).items[0]
+    assert client.search_user_task_variables(task.user_task_key).items
+    definition = client.search_process_definitions().items[0]
+    assert "<" in client.get_process_definition_xml(definition.process_definition_key)
+
+    deployed = client.deploy_resources_from_files([DMN / "greeting.dmn"])
+    deleted = client.delete_resource(str(deployed.decision_requirements[0].decision_requirements_key), data=None)
+    assert deleted.batch_operation is None
