@@ -188,8 +188,12 @@ _NOT_NULL: dict[str, Any] = {
     "isTruncated": False,
     "hasStartForm": False,
     "kind": "BPMN_ELEMENT",
+    # a job no worker activated yet
+    "worker": "",
     "listenerEventType": "UNSPECIFIED",
 }
+#: The same, where a field is nullable in one entity and not in another.
+_ENTITY_NOT_NULL: dict[str, dict[str, Any]] = {"incidents": {"errorMessage": ""}}
 #: What only a get by key adds (a decision instance's inputs and matched rules; the history keeps neither).
 _GET_FIELDS: dict[str, dict[str, Any]] = {"decision-instances": {"evaluatedInputs": [], "matchedRules": []}}
 #: Dates the history keeps as the text they were given (with any offset); 8.9 writes date-times in UTC ("…Z").
@@ -216,7 +220,7 @@ def shape_item(entity: str, item: dict[str, Any], *, by_key: bool = False) -> di
     for name in fields:
         value = item.get(name)
         if value is None:
-            value = derived.get(name, _NOT_NULL.get(name))
+            value = derived.get(name, _ENTITY_NOT_NULL.get(entity, {}).get(name, _NOT_NULL.get(name)))
         elif name in _GIVEN_DATES:
             value = utc_date_time(value)
         shaped[name] = _copy(value)

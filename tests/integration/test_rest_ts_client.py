@@ -178,6 +178,28 @@ async function main() {
   await camunda.cancelProcessInstance({ processInstanceKey: cancelled.processInstanceKey });
   await ended(cancelled.processInstanceKey, 'TERMINATED');
   out.cancelled = true;
+
+  // Every search and get Weir serves, over what the steps above left in the history, validated strictly.
+  const now = { consistency: { waitUpToMs: 0 } };
+  const entities = [
+    ['searchProcessDefinitions', 'getProcessDefinition', 'processDefinitionKey'],
+    ['searchProcessInstances', 'getProcessInstance', 'processInstanceKey'],
+    ['searchElementInstances', 'getElementInstance', 'elementInstanceKey'],
+    ['searchVariables', 'getVariable', 'variableKey'],
+    ['searchIncidents', 'getIncident', 'incidentKey'],
+    ['searchJobs', null, 'jobKey'],
+    ['searchUserTasks', 'getUserTask', 'userTaskKey'],
+    ['searchDecisionInstances', 'getDecisionInstance', 'decisionEvaluationInstanceKey'],
+  ];
+  out.searches = {};
+  for (const [search, get, key] of entities) {
+    const found = await camunda[search]({ page: { limit: 100 } }, now);
+    out.searches[search] = found.items.length > 0 && found.page.totalItems === found.items.length;
+    if (get) {
+      const one = await camunda[get]({ [key]: found.items[0][key] }, now);
+      out.searches[search] = out.searches[search] && one[key] === found.items[0][key];
+    }
+  }
   console.log(JSON.stringify(out));
 }
 
@@ -228,3 +250,4 @@ def test_orchestration_cluster_api_client_end_to_end(weir: WeirProcess, tmp_path
     assert out["variable"] == '"set"'
     assert out["decision"] == {"failed": None, "evaluated": ["customer_level", "discount"]}
     assert out["cancelled"] is True
+    assert out["searches"] == dict.fromkeys(out["searches"], True) and len(out["searches"]) == 8

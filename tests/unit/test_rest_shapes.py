@@ -45,7 +45,8 @@ def test_a_root_instance_is_its_own_root_and_values_present_stay() -> None:
     tagged = shape_item("process-instances", {"processInstanceKey": "9", "businessId": "b-1", "tags": ["t"]})
     assert (tagged["businessId"], tagged["tags"]) == ("b-1", ["t"])
     assert shape_item("jobs", {"priority": 40, "kind": None})["priority"] == 40
-    assert shape_item("jobs", {})["kind"] == "BPMN_ELEMENT"
+    assert shape_item("jobs", {})["kind"] == "BPMN_ELEMENT" and shape_item("jobs", {})["worker"] == ""
+    assert shape_item("incidents", {})["errorMessage"] == "" and shape_item("jobs", {})["errorMessage"] is None
 
 
 def test_a_decision_instance_by_key_has_its_inputs_and_rules() -> None:
