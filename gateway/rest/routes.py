@@ -22,6 +22,8 @@ from gateway.rest.endpoints import ANY_OBJECT, INTEGER, KEY, STRING, Endpoint, o
 from gateway.rest.schema import Body, Field, parse_key
 from gateway.rest.shapes import business_fields
 
+#: Camunda's default physical tenant: Weir has only that one.
+PHYSICAL_TENANT = "default"
 TENANT_FIELD = Field("string", "The tenant; only <default> (multi-tenancy is disabled)")
 VARIABLES_FIELD = Field("object", "Variables as a JSON object")
 OPERATION_REFERENCE = Field(
@@ -274,7 +276,7 @@ ACTIVATED_JOB = obj(
             "type": ["object", "null"],
             "description": "A task listener's user task: its attributes and action (null for other jobs)",
         },
-        "physicalTenantId": {**STRING, "description": "The physical tenant the activation went to: <default>"},
+        "physicalTenantId": {**STRING, "description": "The physical tenant the activation went to: default"},
         "priority": {**INTEGER, "description": "The job's priority (Weir has none: 0)"},
         "tags": {"type": "array", "items": STRING},
         "rootProcessInstanceKey": {"type": ["string", "null"]},
@@ -1103,7 +1105,7 @@ def _activated_job(key: int, job: dict) -> dict[str, Any]:
         "kind": job.get("jobKind") or "BPMN_ELEMENT",
         "listenerEventType": job.get("jobListenerEventType") or "UNSPECIFIED",
         "userTask": None,
-        "physicalTenantId": TENANT,
+        "physicalTenantId": PHYSICAL_TENANT,
         "priority": job.get("priority") or 0,
         "rootProcessInstanceKey": _optional_key(job.get("rootProcessInstanceKey")),
         **business_fields(job),

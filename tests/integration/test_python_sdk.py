@@ -122,6 +122,7 @@ def test_create_without_and_with_the_result(client: CamundaClient) -> None:
     job = activate(client, "test")
     assert str(job.process_instance_key) == str(created.process_instance_key)
     assert job.variables.to_dict() == {"n": 1}
+    assert job.physical_tenant_id == "default" and job.priority == 0 and job.user_task is None and job.tags == []
     client.complete_job(job.job_key, data=JobCompletionRequest.from_dict({"variables": {"done": True}}))
     ended(client, created.process_instance_key)
 
