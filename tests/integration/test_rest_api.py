@@ -514,6 +514,8 @@ async def test_search_errors(http: aiohttp.ClientSession) -> None:
     assert_problem(await call(http, "POST", "/v2/incidents/search", [1]), 400, "JSON object")
     assert_problem(await call(http, "GET", "/v2/process-instances/2251799813685999"), 404, title="NOT_FOUND")
     assert_problem(await call(http, "GET", "/v2/variables/x"), 400, "'variableKey'")
+    assert_problem(await call(http, "GET", "/v2/decision-instances/12"), 400, "'decisionEvaluationInstanceKey'")
+    assert_problem(await call(http, "GET", "/v2/decision-instances/12-1"), 404, title="NOT_FOUND")
     assert_problem(await call(http, "GET", "/v2/process-definitions/2251799813685999/xml"), 404)
     status, found = await call(http, "POST", "/v2/decision-instances/search")
     assert status == 200 and set(found) == {"items", "page"}
