@@ -8,16 +8,13 @@ job worker, incidents, BPMN errors, user tasks, messages, signals, variables, de
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
 
-from tests.harness import BPMN, FIXTURES, REPO, WeirProcess
+from tests.harness import BPMN, FIXTURES, WeirProcess
+from tests.integration.node_clients import CLIENTS, run_node_script
 
-CLIENTS = REPO / ".cache" / "node-clients" / "node_modules"
 PACKAGE = CLIENTS / "@camunda8" / "orchestration-cluster-api"
 
 
@@ -203,24 +200,10 @@ async function main() {
   console.log(JSON.stringify(out));
 }
 
-main().then(
-  () => process.exit(0),
-  (e) => {
-    console.error(e && (e.stack || e));
-    if (e && e.issues) console.error(JSON.stringify(e.issues));
-    process.exit(1);
-  },
-);
 """
 
 
 def test_orchestration_cluster_api_client_end_to_end(weir: WeirProcess, tmp_path: Path) -> None:
-    node = shutil.which("node")
-    assert node is not None, "node is required for the @camunda8/orchestration-cluster-api test"
-    script = tmp_path / "client.js"
-    script.write_text(SCRIPT)
-    env = {name: value for name, value in os.environ.items() if not name.startswith(("ZEEBE_", "CAMUNDA_"))}
-    env["NODE_PATH"] = str(CLIENTS)
     files = [
         BPMN / "one-task.bpmn",
         BPMN / "pass-through.bpmn",
@@ -230,10 +213,7 @@ def test_orchestration_cluster_api_client_end_to_end(weir: WeirProcess, tmp_path
         BPMN / "signal-catch.bpmn",
         FIXTURES / "dmn" / "discount.dmn",
     ]
-    args = [node, str(script), weir.rest_url, *map(str, files)]
-    done = subprocess.run(args, capture_output=True, text=True, env=env, timeout=240, cwd=tmp_path)
-    assert done.returncode == 0, f"stdout:\n{done.stdout}\nstderr:\n{done.stderr[-4000:]}"
-    out = json.loads(done.stdout.strip().splitlines()[-1])
+    out = run_node_script(SCRIPT, [weir.rest_url, *map(str, files)], tmp_path, timeout=240)
     assert out["topology"] == {"version": "8.9.0", "partitions": 1}
     processes = ["one-task", "pass-through", "error-boundary", "error-boundary-catch-all", "user-task-native"]
     assert out["deployed"] == sorted([*processes, "message-catch", "signal-catch"])
