@@ -22,7 +22,8 @@ run: install
 test: install node-clients postgresql browser lint
 	$(PY) -m pytest -q -p no:cacheprovider
 
-## node-clients: zbctl, zeebe-node and @camunda8/sdk from the npm registry, for the compatibility tests
+## node-clients: zbctl, zeebe-node, @camunda8/sdk (8.8) and @camunda8/orchestration-cluster-api (8.9) from the npm
+## registry, for the compatibility tests
 NODE_CLIENTS := .cache/node-clients
 node-clients: $(NODE_CLIENTS)/.installed
 
@@ -30,7 +31,7 @@ $(NODE_CLIENTS)/.installed: Makefile
 	@command -v npm >/dev/null || { [ "$$(id -u)" = 0 ] && apt-get update -qq && apt-get install -y -qq nodejs npm; }
 	mkdir -p $(NODE_CLIENTS)
 	cd $(NODE_CLIENTS) && npm install --no-package-lock --ignore-scripts --no-audit --no-fund --silent \
-		zbctl@8.4.1 zeebe-node@8.3.2 @camunda8/sdk@8.8.13
+		zbctl@8.4.1 zeebe-node@8.3.2 @camunda8/sdk@8.8.13 @camunda8/orchestration-cluster-api@9.1.5
 	touch $@
 
 ## web: the BPMN viewer (bpmn-js from the npm registry) for the gateway's web view, copied into gateway/web/dist/vendor

@@ -42,7 +42,9 @@ from gateway.job_results import job_result as build_job_result
 
 log = logging.getLogger("weir.gateway")
 
-VERSION = "8.5.0-weir"
+#: The API level the gateway implements (Camunda 8.9's Orchestration Cluster API and gateway protocol): the
+#: topology's gatewayVersion and the REST API's OpenAPI info.version.
+VERSION = "8.9.0"
 #: Pushed jobs one StreamActivatedJobs stream may hold while its client has not read them. Beyond, the broker's
 #: pushes are refused and the jobs made activatable again at once (for polling workers), so a worker that stops
 #: reading cannot hoard the jobs of its type, nor grow the gateway's memory, until it is gone. The bound is far above

@@ -1,1 +1,1 @@
-"""The gateway's REST API: Camunda 8.8's Orchestration Cluster API (v2) over :class:`GatewayCommands`."""
+"""The gateway's REST API: Camunda 8.9's Orchestration Cluster API (v2) over :class:`GatewayCommands`."""

@@ -45,7 +45,7 @@ def document(endpoints: list[Endpoint], *, version: str, auth_methods: list[str]
         "info": {
             "title": "Weir REST API",
             "version": version,
-            "description": "The part of the Camunda 8.8 Orchestration Cluster REST API (v2) that Weir implements. "
+            "description": "The part of the Camunda 8.9 Orchestration Cluster REST API (v2) that Weir implements. "
             "Keys are 64-bit integers written as strings of digits. Errors are RFC 9457 problem details.",
         },
         "paths": paths,

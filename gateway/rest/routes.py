@@ -1,4 +1,4 @@
-"""REST endpoints that send commands (Camunda 8.8 Orchestration Cluster API, v2): each reads and checks its body,
+"""REST endpoints that send commands (Camunda 8.9 Orchestration Cluster API, v2): each reads and checks its body,
 calls the transport-neutral :class:`GatewayCommands` and renders the record it returns in the v2 shape."""
 
 from __future__ import annotations
@@ -20,7 +20,10 @@ from gateway.commands import TENANT, GatewayCommands, check_tenant, check_tenant
 from gateway.job_results import job_result
 from gateway.rest.endpoints import ANY_OBJECT, INTEGER, KEY, STRING, Endpoint, obj
 from gateway.rest.schema import Body, Field, parse_key
+from gateway.rest.shapes import business_fields
 
+#: Camunda's default physical tenant: Weir has only that one.
+PHYSICAL_TENANT = "default"
 TENANT_FIELD = Field("string", "The tenant; only <default> (multi-tenancy is disabled)")
 VARIABLES_FIELD = Field("object", "Variables as a JSON object")
 OPERATION_REFERENCE = Field(
@@ -121,6 +124,11 @@ def _key(value: int) -> str:
 
 # -- response schemas ----------------------------------------------------------------------------------------------
 
+
+def _nullable(schema: dict[str, Any]) -> dict[str, Any]:
+    return {"oneOf": [schema, {"type": "null"}]}
+
+
 PROCESS_DEFINITION_DEPLOYMENT = obj(
     {
         "processDefinitionId": STRING,
@@ -154,6 +162,8 @@ DECISION_REQUIREMENTS_DEPLOYMENT = obj(
 FORM_DEPLOYMENT = obj(
     {"formId": STRING, "version": INTEGER, "resourceName": STRING, "tenantId": STRING, "formKey": KEY}
 )
+#: What a deployment item may be; each item has all of them, null but one (``resource``: Weir deploys no other kind).
+DEPLOYMENT_KINDS = ("processDefinition", "decisionDefinition", "decisionRequirements", "form", "resource")
 DEPLOYMENT_RESPONSE = obj(
     {
         "deploymentKey": KEY,
@@ -162,12 +172,14 @@ DEPLOYMENT_RESPONSE = obj(
             "type": "array",
             "items": obj(
                 {
-                    "processDefinition": PROCESS_DEFINITION_DEPLOYMENT,
-                    "decisionDefinition": DECISION_DEFINITION_DEPLOYMENT,
-                    "decisionRequirements": DECISION_REQUIREMENTS_DEPLOYMENT,
-                    "form": FORM_DEPLOYMENT,
+                    "processDefinition": _nullable(PROCESS_DEFINITION_DEPLOYMENT),
+                    "decisionDefinition": _nullable(DECISION_DEFINITION_DEPLOYMENT),
+                    "decisionRequirements": _nullable(DECISION_REQUIREMENTS_DEPLOYMENT),
+                    "form": _nullable(FORM_DEPLOYMENT),
+                    "resource": {"type": "null", "description": "Another kind of resource (none in Weir)"},
                 },
-                "One deployed resource: exactly one of the properties is set",
+                "One deployed resource: exactly one of the properties is not null",
+                required=list(DEPLOYMENT_KINDS),
             ),
         },
     },
@@ -180,6 +192,7 @@ TOPOLOGY_RESPONSE = obj(
             "items": obj(
                 {
                     "nodeId": INTEGER,
+                    "brokerId": {**STRING, "description": "The node id as text"},
                     "host": STRING,
                     "port": INTEGER,
                     "version": STRING,
@@ -190,25 +203,41 @@ TOPOLOGY_RESPONSE = obj(
                                 "partitionId": INTEGER,
                                 "role": {"type": "string", "enum": ["leader", "follower", "inactive"]},
                                 "health": {"type": "string", "enum": ["healthy", "unhealthy", "dead"]},
+                                "state": {
+                                    "type": "string",
+                                    "enum": ["active", "joining", "learner", "leaving", "recovering", "unknown"],
+                                    "description": "The partition's membership; always active (Weir does not move "
+                                    "partitions)",
+                                },
                             }
                         ),
                     },
                 }
             ),
         },
+        "clusterId": {"type": ["string", "null"], "description": "The cluster id (none in Weir: null)"},
         "clusterSize": INTEGER,
         "partitionsCount": INTEGER,
         "replicationFactor": INTEGER,
-        "gatewayVersion": STRING,
+        "gatewayVersion": {**STRING, "description": "The API level the gateway implements"},
+        "lastCompletedChangeId": {**STRING, "description": "The last completed cluster change (none: -1)"},
     },
-    required=["brokers", "clusterSize", "partitionsCount", "replicationFactor", "gatewayVersion"],
+    required=[
+        "brokers",
+        "clusterId",
+        "clusterSize",
+        "partitionsCount",
+        "replicationFactor",
+        "gatewayVersion",
+        "lastCompletedChangeId",
+    ],
 )
 CREATE_INSTANCE_RESPONSE = obj(
     {
         "processDefinitionId": STRING,
         "processDefinitionVersion": INTEGER,
         "tenantId": STRING,
-        "variables": {**ANY_OBJECT, "description": "The instance's variables at completion (awaitCompletion only)"},
+        "variables": {**ANY_OBJECT, "description": "The instance's variables at completion (awaitCompletion; else {})"},
         "processDefinitionKey": KEY,
         "processInstanceKey": KEY,
         "tags": {"type": "array", "items": STRING},
@@ -218,8 +247,11 @@ CREATE_INSTANCE_RESPONSE = obj(
         "processDefinitionId",
         "processDefinitionVersion",
         "tenantId",
+        "variables",
         "processDefinitionKey",
         "processInstanceKey",
+        "tags",
+        "businessId",
     ],
 )
 ACTIVATED_JOB = obj(
@@ -240,7 +272,15 @@ ACTIVATED_JOB = obj(
         "tenantId": STRING,
         "kind": {"type": "string", "description": "BPMN_ELEMENT, or TASK_LISTENER for a user task's listener"},
         "listenerEventType": STRING,
-        "userTask": {**ANY_OBJECT, "description": "A task listener's user task: its attributes and action"},
+        "userTask": {
+            "type": ["object", "null"],
+            "description": "A task listener's user task: its attributes and action (null for other jobs)",
+        },
+        "physicalTenantId": {**STRING, "description": "The physical tenant the activation went to: default"},
+        "priority": {**INTEGER, "description": "The job's priority (Weir has none: 0)"},
+        "tags": {"type": "array", "items": STRING},
+        "rootProcessInstanceKey": {"type": ["string", "null"]},
+        "businessId": {"type": ["string", "null"]},
     }
 )
 ACTIVATION_RESPONSE = obj({"jobs": {"type": "array", "items": ACTIVATED_JOB}}, required=["jobs"])
@@ -251,6 +291,7 @@ EVALUATED_DECISION = obj(
         "decisionDefinitionVersion": INTEGER,
         "decisionDefinitionType": STRING,
         "decisionDefinitionKey": KEY,
+        "decisionEvaluationInstanceKey": {**STRING, "description": "<decisionEvaluationKey>-<position, from 1>"},
         "output": STRING,
         "tenantId": STRING,
         "matchedRules": {
@@ -261,7 +302,15 @@ EVALUATED_DECISION = obj(
                     "ruleIndex": INTEGER,
                     "evaluatedOutputs": {
                         "type": "array",
-                        "items": obj({"outputId": STRING, "outputName": STRING, "outputValue": STRING}),
+                        "items": obj(
+                            {
+                                "outputId": STRING,
+                                "outputName": STRING,
+                                "outputValue": STRING,
+                                "ruleId": STRING,
+                                "ruleIndex": INTEGER,
+                            }
+                        ),
                     },
                 }
             ),
@@ -281,8 +330,8 @@ EVALUATION_RESPONSE = obj(
         "decisionRequirementsId": STRING,
         "decisionRequirementsKey": KEY,
         "output": {"type": "string", "description": "The decision's output as a JSON document"},
-        "failedDecisionDefinitionId": STRING,
-        "failureMessage": STRING,
+        "failedDecisionDefinitionId": {"type": ["string", "null"], "description": "The decision that failed, if any"},
+        "failureMessage": {"type": ["string", "null"], "description": "Why it failed, if it did"},
         "tenantId": STRING,
         "decisionInstanceKey": KEY,
         "decisionEvaluationKey": KEY,
@@ -302,7 +351,7 @@ CREATE_INSTANCE = Body(
         "operationReference": OPERATION_REFERENCE,
         "awaitCompletion": Field("boolean", "Answer when the instance completes, with its variables"),
         "fetchVariables": Field("strings", "With awaitCompletion: the variables to return (all when empty)"),
-        "requestTimeout": Field("integer", "With awaitCompletion: milliseconds to wait (0: the gateway's default)"),
+        "requestTimeout": Field("integer", "With awaitCompletion: milliseconds to wait (0: the gateway default)"),
         "tags": Field("strings", "At most 10 tags: a letter, then letters, digits, _, -, : or . (100 characters)"),
         "businessId": Field(
             "string",
@@ -479,6 +528,7 @@ class CommandRoutes:
         brokers = [
             {
                 "nodeId": b.node_id,
+                "brokerId": str(b.node_id),
                 "host": b.host,
                 "port": b.port,
                 "version": b.version,
@@ -487,6 +537,7 @@ class CommandRoutes:
                         "partitionId": p.partition_id,
                         "role": p.role.lower(),
                         "health": "healthy" if p.healthy else "unhealthy",
+                        "state": "active",
                     }
                     for p in b.partitions
                 ],
@@ -496,10 +547,12 @@ class CommandRoutes:
         return json_response(
             {
                 "brokers": brokers,
+                "clusterId": None,
                 "clusterSize": topo.cluster_size,
                 "partitionsCount": topo.partitions_count,
                 "replicationFactor": topo.replication_factor,
                 "gatewayVersion": self.gateway_version,
+                "lastCompletedChangeId": "-1",
             }
         )
 
@@ -566,6 +619,8 @@ class CommandRoutes:
             }
             for m in value.get("formMetadata") or []
         ]
+        # 8.9 names every kind on each item, null but the one deployed
+        deployments = [{**dict.fromkeys(DEPLOYMENT_KINDS), **item} for item in deployments]
         return json_response({"deploymentKey": _key(rec.key), "tenantId": TENANT, "deployments": deployments})
 
     async def _read_resources(self, request: web.Request) -> list[tuple[str, bytes]]:
@@ -600,7 +655,7 @@ class CommandRoutes:
         await read_json(request, OPERATION_ONLY, optional=True)
         key = path_key(request, "resourceKey")
         await self.commands.delete_resource(key)
-        return json_response({"resourceKey": _key(key)})
+        return json_response({"resourceKey": _key(key), "batchOperation": None})
 
     # -- process instances -----------------------------------------------------------------------------------
 
@@ -611,9 +666,9 @@ class CommandRoutes:
             invalid("Expected either 'processDefinitionId' or 'processDefinitionKey', but both given")
         if "processDefinitionKey" not in body and not body.get("processDefinitionId"):
             invalid("Expected either 'processDefinitionId' or 'processDefinitionKey', but none given")
+        # fetchVariables and requestTimeout apply with awaitCompletion only; without it they are ignored, as in
+        # Camunda (clients send their defaults for them on every creation)
         await_completion = body.get("awaitCompletion", False)
-        if not await_completion and ("fetchVariables" in body or "requestTimeout" in body):
-            invalid("'fetchVariables' and 'requestTimeout' apply with 'awaitCompletion': true only")
         rec = await self.commands.create_process_instance(
             body.get("processDefinitionId", ""),
             body.get("processDefinitionVersion", -1),
@@ -630,13 +685,11 @@ class CommandRoutes:
             "processDefinitionId": v["bpmnProcessId"],
             "processDefinitionVersion": v["version"],
             "tenantId": TENANT,
+            "variables": (v.get("variables") or {}) if await_completion else {},
             "processDefinitionKey": _key(v["processDefinitionKey"]),
             "processInstanceKey": _key(v["processInstanceKey"]),
-            "tags": v.get("tags") or [],
-            "businessId": v.get("businessId") or None,
+            **business_fields(v),
         }
-        if await_completion:
-            response["variables"] = v.get("variables") or {}
         return json_response(response)
 
     async def assign_business_id(self, request: web.Request) -> web.Response:
@@ -819,12 +872,14 @@ class CommandRoutes:
                 "decisionRequirementsId": v["decisionRequirementsId"],
                 "decisionRequirementsKey": _key(v["decisionRequirementsKey"]),
                 "output": v["decisionOutput"],
-                "failedDecisionDefinitionId": v["failedDecisionId"],
-                "failureMessage": v["evaluationFailureMessage"],
+                "failedDecisionDefinitionId": v["failedDecisionId"] or None,
+                "failureMessage": v["evaluationFailureMessage"] or None,
                 "tenantId": TENANT,
                 "decisionInstanceKey": _key(rec.key),
                 "decisionEvaluationKey": _key(rec.key),
-                "evaluatedDecisions": [_evaluated_decision(d) for d in v["evaluatedDecisions"]],
+                "evaluatedDecisions": [
+                    _evaluated_decision(d, f"{rec.key}-{i}") for i, d in enumerate(v["evaluatedDecisions"], start=1)
+                ],
             }
         )
 
@@ -865,7 +920,15 @@ class CommandRoutes:
                 "Resource",
                 body=OPERATION_ONLY,
                 body_optional=True,
-                responses={200: ("Deleted", obj({"resourceKey": KEY}, required=["resourceKey"]))},
+                responses={
+                    200: (
+                        "Deleted (at once: no batch operation)",
+                        obj(
+                            {"resourceKey": KEY, "batchOperation": {"type": ["object", "null"]}},
+                            required=["resourceKey", "batchOperation"],
+                        ),
+                    )
+                },
                 errors=(404,),
             ),
             Endpoint(
@@ -1067,6 +1130,11 @@ def _activated_job(key: int, job: dict) -> dict[str, Any]:
         "tenantId": TENANT,
         "kind": job.get("jobKind") or "BPMN_ELEMENT",
         "listenerEventType": job.get("jobListenerEventType") or "UNSPECIFIED",
+        "userTask": None,
+        "physicalTenantId": PHYSICAL_TENANT,
+        "priority": job.get("priority") or 0,
+        "rootProcessInstanceKey": _optional_key(job.get("rootProcessInstanceKey")),
+        **business_fields(job),
     }
     if job.get("userTask"):
         task = job["userTask"]
@@ -1078,13 +1146,19 @@ def _activated_job(key: int, job: dict) -> dict[str, Any]:
     return rendered
 
 
-def _evaluated_decision(d: dict) -> dict[str, Any]:
+def _optional_key(value: Any) -> str | None:
+    """A key as text, or null where the record has none (absent, or the protocol's -1/0)."""
+    return _key(value) if isinstance(value, int) and value > 0 else None
+
+
+def _evaluated_decision(d: dict, evaluation_instance_key: str) -> dict[str, Any]:
     return {
         "decisionDefinitionId": d["decisionId"],
         "decisionDefinitionName": d["decisionName"],
         "decisionDefinitionVersion": d["decisionVersion"],
         "decisionDefinitionType": rest_decision_type(d["decisionType"]),
         "decisionDefinitionKey": _key(d["decisionKey"]),
+        "decisionEvaluationInstanceKey": evaluation_instance_key,
         "output": d["decisionOutput"],
         "tenantId": TENANT,
         "matchedRules": [
@@ -1092,7 +1166,13 @@ def _evaluated_decision(d: dict) -> dict[str, Any]:
                 "ruleId": r["ruleId"],
                 "ruleIndex": r["ruleIndex"],
                 "evaluatedOutputs": [
-                    {"outputId": o["outputId"], "outputName": o["outputName"], "outputValue": o["outputValue"]}
+                    {
+                        "outputId": o["outputId"],
+                        "outputName": o["outputName"],
+                        "outputValue": o["outputValue"],
+                        "ruleId": r["ruleId"],
+                        "ruleIndex": r["ruleIndex"],
+                    }
                     for o in r["evaluatedOutputs"]
                 ],
             }

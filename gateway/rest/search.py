@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -21,6 +22,7 @@ from gateway.rest.endpoints import ANY_OBJECT, INTEGER, Endpoint, obj
 from gateway.rest.policy import RestPolicy
 from gateway.rest.routes import json_response, read_json_value
 from gateway.rest.schema import parse_key
+from gateway.rest.shapes import check_enum_filters, shape_item, shape_page
 
 log = logging.getLogger("weir.gateway.rest")
 
@@ -33,8 +35,10 @@ ENTITIES: dict[str, tuple[str, str, str]] = {
     "incidents": ("incidentKey", "incident", "Incident"),
     "jobs": ("jobKey", "job", "Job"),
     "user-tasks": ("userTaskKey", "user task", "User task"),
-    "decision-instances": ("decisionInstanceKey", "decision instance", "Decision instance"),
+    "decision-instances": ("decisionEvaluationInstanceKey", "decision instance", "Decision instance"),
 }
+#: Entities keyed by text rather than by a 64-bit key: a decision instance is ``<decisionEvaluationKey>-<position>``.
+_TEXT_KEYS: dict[str, re.Pattern[str]] = {"decision-instances": re.compile(r"[0-9]{1,19}-[0-9]{1,9}")}
 
 SEARCH_REQUEST: dict[str, Any] = {
     "type": "object",
@@ -91,6 +95,7 @@ SEARCH_RESPONSE = obj(
         "page": obj(
             {
                 "totalItems": INTEGER,
+                "hasMoreTotalItems": {"type": "boolean", "description": "Whether totalItems is a lower bound"},
                 "startCursor": {"type": ["string", "null"]},
                 "endCursor": {"type": ["string", "null"]},
             }
@@ -148,9 +153,12 @@ class SearchRoutes:
     def _search_handler(self, entity: str) -> Any:
         async def search(request: web.Request) -> web.Response:
             query = await _search_query(request)
+            check_enum_filters(entity, query)
             if entity in _TRUNCATING and not truncate_values(request):
-                return json_response(await self._whole_values(lambda: self._call("search", entity, query)))
-            return json_response(await self._call("search", entity, query))
+                found = await self._whole_values(lambda: self._call("search", entity, query))
+            else:
+                found = await self._call("search", entity, query)
+            return json_response(shape_page(found, entity))
 
         return search
 
@@ -165,7 +173,7 @@ class SearchRoutes:
         found = await (previews() if truncate else self._whole_values(previews))
         if found is None:
             fail(ErrorCode.NOT_FOUND, f"Expected to find the user task with key '{key}', but it is not in the history")
-        return json_response(found)
+        return json_response(shape_page(found, "user-task-variables"))
 
     async def _whole_values(self, previews: Callable[[], Awaitable[dict[str, Any] | None]]) -> dict[str, Any] | None:
         """A variable search with whole values, within gateway.rest.maxResponseBytes of values.
@@ -209,11 +217,11 @@ class SearchRoutes:
         param, noun, _ = ENTITIES[entity]
 
         async def get(request: web.Request) -> web.Response:
-            key = parse_key(param, request.match_info[param])
-            found = await self._call("get", entity, str(key))
+            key = _path_key(entity, param, request.match_info[param])
+            found = await self._call("get", entity, key)
             if found is None:
                 fail(ErrorCode.NOT_FOUND, f"Expected to find the {noun} with key '{key}', but it is not in the history")
-            return json_response(found)
+            return json_response(shape_item(entity, found, by_key=True))
 
         return get
 
@@ -279,6 +287,18 @@ class SearchRoutes:
             )
         )
         return found
+
+
+def _path_key(entity: str, param: str, raw: str) -> str:
+    """The key in a get-by-key path, checked (400 when it cannot be one)."""
+    pattern = _TEXT_KEYS.get(entity)
+    if pattern is None:
+        return str(parse_key(param, raw))
+    if not pattern.fullmatch(raw):
+        invalid(
+            f"Expected '{param}' to be <decisionEvaluationKey>-<position> (e.g. 2251799813685354-1), but got '{raw}'"
+        )
+    return raw
 
 
 async def _search_query(request: web.Request) -> dict[str, Any]:

@@ -80,8 +80,10 @@ async def test_topology(http: aiohttp.ClientSession) -> None:
     assert status == 200
     assert topology["clusterSize"] == 1 and topology["partitionsCount"] == 1 and topology["replicationFactor"] == 1
     [broker] = topology["brokers"]
-    assert broker["partitions"] == [{"partitionId": 1, "role": "leader", "health": "healthy"}]
-    assert topology["gatewayVersion"]
+    assert broker["partitions"] == [{"partitionId": 1, "role": "leader", "health": "healthy", "state": "active"}]
+    assert broker["brokerId"] == str(broker["nodeId"])
+    assert topology["gatewayVersion"].startswith("8.9.")  # the API level served
+    assert topology["clusterId"] is None and topology["lastCompletedChangeId"] == "-1"
 
 
 async def test_openapi_document_lists_what_is_served(http: aiohttp.ClientSession) -> None:
@@ -126,7 +128,9 @@ async def test_unknown_route_and_method_are_problems(http: aiohttp.ClientSession
 async def test_deploy_process_and_decision(http: aiohttp.ClientSession) -> None:
     answer = await deploy(http, BPMN / "one-task.bpmn", FIXTURES / "dmn" / "greeting.dmn")
     assert answer["deploymentKey"].isdigit() and answer["tenantId"] == "<default>"
-    kinds = {next(iter(d)): d[next(iter(d))] for d in answer["deployments"]}
+    # 8.9: each item names every kind, null but the one deployed
+    kinds = {kind: value for d in answer["deployments"] for kind, value in d.items() if value is not None}
+    assert all(set(d) == {*kinds, "form", "resource"} for d in answer["deployments"])
     process = kinds["processDefinition"]
     assert process["processDefinitionId"] == "one-task" and process["resourceName"] == "one-task.bpmn"
     assert process["processDefinitionKey"].isdigit() and process["processDefinitionVersion"] >= 1
@@ -158,9 +162,10 @@ async def test_deploy_errors(http: aiohttp.ClientSession) -> None:
 
 async def test_delete_decision_resource(http: aiohttp.ClientSession) -> None:
     answer = await deploy(http, FIXTURES / "dmn" / "discount.dmn")
-    [drg] = [d["decisionRequirements"] for d in answer["deployments"] if "decisionRequirements" in d]
+    [drg] = [d["decisionRequirements"] for d in answer["deployments"] if d["decisionRequirements"]]
     path = f"/v2/resources/{drg['decisionRequirementsKey']}/deletion"
-    assert await call(http, "POST", path) == (200, {"resourceKey": drg["decisionRequirementsKey"]})
+    deleted = {"resourceKey": drg["decisionRequirementsKey"], "batchOperation": None}
+    assert await call(http, "POST", path) == (200, deleted)
     assert_problem(await call(http, "POST", path), 404, title="NOT_FOUND")
     assert_problem(await call(http, "POST", "/v2/resources/x1/deletion"), 400, "'resourceKey'")
 
@@ -174,7 +179,7 @@ async def test_create_by_id_and_by_key_and_cancel(http: aiohttp.ClientSession) -
     by_id = await create(http, {"processDefinitionId": "one-task", "variables": {"n": 1}})
     assert by_id["processDefinitionId"] == "one-task" and by_id["processInstanceKey"].isdigit()
     assert by_id["processDefinitionVersion"] == definition["processDefinitionVersion"]
-    assert "variables" not in by_id
+    assert by_id["variables"] == {} and by_id["tags"] == [] and by_id["businessId"] is None
     by_key = await create(http, {"processDefinitionKey": definition["processDefinitionKey"]})
     assert by_key["processDefinitionKey"] == definition["processDefinitionKey"]
     versioned = await create(
@@ -339,11 +344,12 @@ async def test_signal_broadcast(http: aiohttp.ClientSession) -> None:
 
 async def test_decision_evaluation(http: aiohttp.ClientSession) -> None:
     deployed = await deploy(http, FIXTURES / "dmn" / "greeting.dmn")
-    [decision] = [d["decisionDefinition"] for d in deployed["deployments"] if "decisionDefinition" in d]
+    [decision] = [d["decisionDefinition"] for d in deployed["deployments"] if d["decisionDefinition"]]
     path = "/v2/decision-definitions/evaluation"
     status, result = await call(http, "POST", path, {"decisionDefinitionId": "greeting", "variables": {"name": "Ada"}})
     assert status == 200, result
-    assert json.loads(result["output"]) == "Hello Ada" and result["failureMessage"] == ""
+    assert json.loads(result["output"]) == "Hello Ada"
+    assert result["failureMessage"] is None and result["failedDecisionDefinitionId"] is None
     assert result["decisionDefinitionKey"] == decision["decisionDefinitionKey"]
     assert result["evaluatedDecisions"][0]["decisionDefinitionId"] == "greeting"
     by_key = {"decisionDefinitionKey": decision["decisionDefinitionKey"], "variables": {"name": "Bo"}}
@@ -508,9 +514,35 @@ async def test_search_errors(http: aiohttp.ClientSession) -> None:
     assert_problem(await call(http, "POST", "/v2/incidents/search", [1]), 400, "JSON object")
     assert_problem(await call(http, "GET", "/v2/process-instances/2251799813685999"), 404, title="NOT_FOUND")
     assert_problem(await call(http, "GET", "/v2/variables/x"), 400, "'variableKey'")
+    assert_problem(await call(http, "GET", "/v2/decision-instances/12"), 400, "'decisionEvaluationInstanceKey'")
+    assert_problem(await call(http, "GET", "/v2/decision-instances/12-1"), 404, title="NOT_FOUND")
     assert_problem(await call(http, "GET", "/v2/process-definitions/2251799813685999/xml"), 404)
-    status, empty = await call(http, "POST", "/v2/decision-instances/search")
-    assert status == 200 and set(empty) == {"items", "page"}
+    status, found = await call(http, "POST", "/v2/decision-instances/search")
+    assert status == 200 and set(found) == {"items", "page"}
+    assert set(found["page"]) == {"totalItems", "hasMoreTotalItems", "startCursor", "endCursor"}
+    assert found["page"]["hasMoreTotalItems"] is False  # the total is exact
+
+
+async def test_enum_filters_refuse_unknown_values(http: aiohttp.ClientSession) -> None:
+    """A value outside an 8.9 enum is a typo to report (400), not a search that finds nothing."""
+    for entity, filter_, fragment in [
+        ("process-instances", {"state": "ACTIV"}, "filter.state: expected one of ACTIVE, COMPLETED"),
+        ("process-instances", {"state": {"$in": ["ACTIVE", "DONE"]}}, "filter.state.$in[1]"),
+        ("incidents", {"errorType": {"$neq": "NO_RETRIES"}}, "JOB_NO_RETRIES"),
+        ("jobs", {"$or": [{"kind": "BPMN_ELEMENT"}, {"state": "ACTIVATED"}]}, "filter.$or[1].state"),
+        ("user-tasks", {"state": "OPEN"}, "'OPEN'"),
+        ("element-instances", {"type": "TASK_SERVICE"}, "SERVICE_TASK"),
+        ("decision-instances", {"decisionDefinitionType": "TABLE"}, "DECISION_TABLE"),
+    ]:
+        query = {"filter": filter_}
+        assert_problem(await call(http, "POST", f"/v2/{entity}/search", query), 400, fragment)
+    for entity, filter_ in [
+        ("process-instances", {"state": {"$in": ["ACTIVE", "COMPLETED"]}}),
+        ("incidents", {"errorType": "JOB_NO_RETRIES", "state": {"$neq": "RESOLVED"}}),
+        ("jobs", {"state": {"$like": "COMP*"}}),
+    ]:
+        status, answer = await call(http, "POST", f"/v2/{entity}/search", {"filter": filter_})
+        assert status == 200, answer
 
 
 # -- native user tasks -----------------------------------------------------------------------------------------

@@ -5,17 +5,12 @@ create, search process instances, complete a native user task, resolve an incide
 
 from __future__ import annotations
 
-import json
-import os
-import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
 
-from tests.harness import BPMN, REPO, WeirProcess
-
-CLIENTS = REPO / ".cache" / "node-clients" / "node_modules"
+from tests.harness import BPMN, WeirProcess
+from tests.integration.node_clients import CLIENTS, run_node_script
 
 pytestmark = pytest.mark.skipif(
     not (CLIENTS / "@camunda8" / "sdk").is_dir(),
@@ -98,30 +93,13 @@ async function main() {
   console.log(JSON.stringify(out));
 }
 
-main().then(
-  () => process.exit(0),
-  (e) => {
-    console.error(e && (e.stack || e));
-    if (e && e.response) console.error(e.response.body);
-    process.exit(1);
-  },
-);
 """
 
 
 def test_camunda_sdk_rest_client_runs_the_issue_scenario(weir: WeirProcess, tmp_path: Path) -> None:
-    node = shutil.which("node")
-    assert node is not None, "node is required for the @camunda8/sdk test"
-    script = tmp_path / "sdk.js"
-    script.write_text(SCRIPT)
-    env = {**os.environ, "NODE_PATH": str(CLIENTS), "CAMUNDA_LOG_LEVEL": "none", "ZEEBE_NODE_LOG_LEVEL": "NONE"}
-    for name in list(env):  # nothing from the environment may point the SDK elsewhere
-        if name.startswith(("ZEEBE_", "CAMUNDA_")) and name not in ("CAMUNDA_LOG_LEVEL", "ZEEBE_NODE_LOG_LEVEL"):
-            del env[name]
-    args = [node, str(script), weir.rest_url, str(BPMN / "one-task.bpmn"), str(BPMN / "user-task-native.bpmn")]
-    done = subprocess.run(args, capture_output=True, text=True, env=env, timeout=120, cwd=tmp_path)
-    assert done.returncode == 0, f"stdout:\n{done.stdout}\nstderr:\n{done.stderr[-4000:]}"
-    out = json.loads(done.stdout.strip().splitlines()[-1])
+    args = [weir.rest_url, str(BPMN / "one-task.bpmn"), str(BPMN / "user-task-native.bpmn")]
+    env = {"CAMUNDA_LOG_LEVEL": "none", "ZEEBE_NODE_LOG_LEVEL": "NONE"}
+    out = run_node_script(SCRIPT, args, tmp_path, env=env)
     assert out["partitions"] == 1
     assert out["deployed"] == ["one-task", "user-task-native"]
     assert out["searched"] == {"key": out["created"], "state": "ACTIVE", "total": 1}
