@@ -37,14 +37,16 @@ class Graph:
     """The XML of one process being built: elements, flows, and a counter for ids."""
 
     process_id: str
+    tag: str  # what the ids of this process's elements start with
     elements: list[str] = field(default_factory=list)
     flows: list[str] = field(default_factory=list)
     defaults: dict[str, str] = field(default_factory=dict)  # gateway id -> id of its default flow, not yet drawn
     n: int = 0
 
     def new_id(self, kind: str) -> str:
+        """An element id unique in the whole document (ids are xs:ID: one namespace for all its processes)."""
         self.n += 1
-        return f"{kind}{self.n}"
+        return f"{self.tag}{kind}{self.n}"
 
     def flow(self, source: str, target: str, condition: str | None = None) -> str:
         """A sequence flow; the unconditional flow out of a gateway with a default is that default."""
@@ -129,18 +131,20 @@ def _split(g: Graph, kind: str, conditions: list[str], branch_expressions: list[
 
 
 @st.composite
-def process(draw: st.DrawFn, process_id: str, siblings: list[str]) -> str:
-    """One process definition (the ``<bpmn:process>`` element) with id ``process_id``."""
-    g = Graph(process_id)
-    start_kind = draw(st.sampled_from(["none", "none", "signal", "timer"]))
+def process(draw: st.DrawFn, process_id: str, siblings: list[str], startable: bool) -> str:
+    """One process definition (the ``<bpmn:process>`` element) with id ``process_id``; with ``startable``, it has a
+    none start event (a client can create an instance)."""
+    g = Graph(process_id, "p" + process_id.rsplit("-", 1)[-1] + "_")
+    start, end = g.new_id("start"), g.new_id("end")
+    start_kind = "none" if startable else draw(st.sampled_from(["none", "signal", "timer"]))
     definition = ""
     if start_kind == "signal":
         definition = f'<bpmn:signalEventDefinition signalRef="Signal_{draw(st.integers(0, len(SIGNALS) - 1))}" />'
     elif start_kind == "timer":
         cycle = f"R{draw(st.integers(1, 3))}/PT0.{draw(st.integers(1, 9))}S"
         definition = f"<bpmn:timerEventDefinition><bpmn:timeCycle>{cycle}</bpmn:timeCycle></bpmn:timerEventDefinition>"
-    g.add(f'<bpmn:startEvent id="start">{definition}</bpmn:startEvent>')
-    previous = "start"
+    g.add(f'<bpmn:startEvent id="{start}">{definition}</bpmn:startEvent>')
+    previous = start
     entries: list[str] = []
     for _ in range(draw(st.integers(1, 6))):
         kind = draw(st.sampled_from(["script", "mapped", "timer", "throw", "catch", "call", "split", "loop"]))
@@ -189,8 +193,8 @@ def process(draw: st.DrawFn, process_id: str, siblings: list[str]) -> str:
         g.flow(previous, entry)
         entries.append(entry)
         previous = exit_
-    g.add('<bpmn:endEvent id="end" />')
-    g.flow(previous, "end")
+    g.add(f'<bpmn:endEvent id="{end}" />')
+    g.flow(previous, end)
     flows = g.flows
     body = "\n".join(g.elements + flows)
     return f'<bpmn:process id="{process_id}" isExecutable="true">\n{body}\n</bpmn:process>\n'
@@ -198,8 +202,9 @@ def process(draw: st.DrawFn, process_id: str, siblings: list[str]) -> str:
 
 @st.composite
 def definitions(draw: st.DrawFn, prefix: str) -> tuple[bytes, list[str]]:
-    """A deployment of one to three processes that may call each other; returns the XML and the process ids."""
+    """A deployment of one to three processes that may call each other; returns the XML and the process ids (a
+    client can start the first)."""
     ids = [f"{prefix}-{n}" for n in range(draw(st.integers(1, 3)))]
-    processes = [draw(process(pid, [o for o in ids if o != pid])) for pid in ids]
+    processes = [draw(process(pid, [o for o in ids if o != pid], startable=n == 0)) for n, pid in enumerate(ids)]
     signals = "".join(f'<bpmn:signal id="Signal_{n}" name="{name}" />\n' for n, name in enumerate(SIGNALS))
     return (HEAD + "".join(processes) + signals + "</bpmn:definitions>\n").encode(), ids
