@@ -55,6 +55,14 @@ MiB = 1024 * 1024
 #: values were measured as written out, took gigabytes.
 RSS_BOUND = 160 * MiB
 
+#: A known failure (see test_a_deep_call_chain_can_be_cancelled), met by random graphs that call themselves when a
+#: larger budget runs them long enough.
+DEEP_CANCEL = (
+    "known failure: cancelling an instance whose chain of called instances is deeper than about 150 levels fails "
+    "with RecursionError (call_activity.child_terminated ends each caller within the same command) and the "
+    "instance stays"
+)
+
 C = grpc.StatusCode
 #: Codes a hostile request may get from every RPC: refused (invalid, not found, wrong state, duplicate, too much).
 REFUSED = {C.OK, C.INVALID_ARGUMENT, C.NOT_FOUND, C.FAILED_PRECONDITION, C.ALREADY_EXISTS, C.RESOURCE_EXHAUSTED}
@@ -103,7 +111,8 @@ class Node:
             logged = f.read()
         self.log_read += len(logged)
         text = logged.decode(errors="replace")
-        return "\n".join(line for line in text.splitlines() if " ERROR " in line or line.startswith("Traceback"))
+        lines = text.splitlines()
+        return "\n".join(line for line in lines if " ERROR " in line or line.startswith(("Traceback", "Recursion")))
 
     def canary(self) -> float:
         """A one-task instance from create to completed; returns how long it took (fails past the bound)."""
@@ -137,6 +146,8 @@ class Node:
         took = time.monotonic() - began
         assert took < CANARY_BOUND_S, f"the canary took {took:.1f}s"
         errors = self.new_errors()
+        if "TERMINATE_ELEMENT" in errors and "RecursionError" in errors:
+            pytest.xfail(DEEP_CANCEL)
         assert not errors, f"the node logged errors:\n{errors[:3000]}"
         return took
 
@@ -419,3 +430,45 @@ def test_afterwards_memory_is_bounded_and_the_node_is_healthy(node: Node) -> Non
     assert code == 200 and body["status"] == "UP", body
     log = node.weir.log_path.read_text(errors="replace")
     assert "Traceback" not in log, log[-5000:]
+
+
+DEEP = 300
+DEEP_CHAIN = f"""{bpmn.HEAD}<bpmn:process id="fuzz-deep" isExecutable="true">
+<bpmn:startEvent id="s" /><bpmn:exclusiveGateway id="deeper" default="to-bottom" />
+<bpmn:callActivity id="call"><bpmn:extensionElements><zeebe:calledElement processId="=&quot;fuzz-deep&quot;" />
+<zeebe:ioMapping><zeebe:input source="=depth + 1" target="depth" /></zeebe:ioMapping></bpmn:extensionElements>
+</bpmn:callActivity>
+<bpmn:serviceTask id="bottom"><bpmn:extensionElements><zeebe:taskDefinition type="fuzz-deep-bottom" />
+</bpmn:extensionElements></bpmn:serviceTask><bpmn:endEvent id="e" />
+<bpmn:sequenceFlow id="f1" sourceRef="s" targetRef="deeper" />
+<bpmn:sequenceFlow id="to-call" sourceRef="deeper" targetRef="call"><bpmn:conditionExpression>=depth &lt; {DEEP}
+</bpmn:conditionExpression></bpmn:sequenceFlow>
+<bpmn:sequenceFlow id="to-bottom" sourceRef="deeper" targetRef="bottom" />
+<bpmn:sequenceFlow id="f2" sourceRef="call" targetRef="e" />
+<bpmn:sequenceFlow id="f3" sourceRef="bottom" targetRef="e" />
+</bpmn:process></bpmn:definitions>"""
+
+
+@pytest.mark.xfail(strict=True, reason=DEEP_CANCEL)
+def test_a_deep_call_chain_can_be_cancelled(node: Node) -> None:
+    """Cancel a process that calls itself (by a FEEL id) once its chain of called instances is 300 deep: the whole
+    chain ends. Runs last: while the known failure lasts, it leaves the chain and an error behind."""
+    content = DEEP_CHAIN.encode()
+    node.stub.DeployResource(pb.DeployResourceRequest(resources=[pb.Resource(name="deep.bpmn", content=content)]))
+    request = pb.CreateProcessInstanceRequest(bpmnProcessId="fuzz-deep", version=-1, variables='{"depth": 1}')
+    root = node.stub.CreateProcessInstance(request, timeout=ANSWER_S).processInstanceKey
+    activate = pb.ActivateJobsRequest(
+        type="fuzz-deep-bottom", worker="deep", timeout=60_000, maxJobsToActivate=1, requestTimeout=30_000
+    )
+    (bottom,) = [j for r in node.stub.ActivateJobs(activate, timeout=40) for j in r.jobs]
+    assert bottom.processInstanceKey != root
+    node.stub.CancelProcessInstance(pb.CancelProcessInstanceRequest(processInstanceKey=root), timeout=ANSWER_S)
+
+    def gone(key: int) -> bool:
+        try:
+            node.stub.SetVariables(pb.SetVariablesRequest(elementInstanceKey=key, variables="{}"), timeout=5)
+        except grpc.RpcError as e:
+            return e.code() == C.NOT_FOUND
+        return False
+
+    eventually(lambda: gone(root) and gone(bottom.processInstanceKey), timeout=15, what="the whole chain cancelled")
