@@ -6,6 +6,7 @@ Each function writes events through the processing context (which applies them) 
 from __future__ import annotations
 
 import json
+import re
 from typing import Any, Final
 
 from broker.engine.bpmn import model as bpmn
@@ -178,6 +179,10 @@ def merge_document(ctx: ProcessingContext, scope_key: int, document: dict[str, A
 # -- incidents -----------------------------------------------------------------------------------------------
 
 
+# UTF-16 surrogates, which a Python str holds only when lone (a FEEL string may: "\ud800").
+_SURROGATE: Final = re.compile("[\ud800-\udfff]")
+
+
 def raise_incident(
     ctx: ProcessingContext,
     instance: ElementInstance,
@@ -194,7 +199,9 @@ def raise_incident(
         ctx.keys.next_key(),
         {
             "errorType": error_type,
-            "errorMessage": message,
+            # A failure message may quote a FEEL value holding a lone surrogate, which the state and the log
+            # cannot store: shown as U+FFFD instead, so the incident is raised rather than the command failing.
+            "errorMessage": _SURROGATE.sub("\ufffd", message),
             "bpmnProcessId": v.bpmn_process_id,
             "processDefinitionKey": v.process_definition_key,
             "processInstanceKey": v.process_instance_key,

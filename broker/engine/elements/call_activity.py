@@ -239,8 +239,29 @@ def child_completed(ctx: ProcessingContext, child: ElementInstance) -> None:
         ctx.follow_up(ValueType.PROCESS_INSTANCE, PI.COMPLETE_ELEMENT, caller.key, caller.value.to_dict())
 
 
+# Callers whose termination waits until the one being ended returns, per processing context being drained.
+_ENDING_CALLERS: Final[dict[int, list[int]]] = {}
+
+
 def child_terminated(ctx: ProcessingContext, child: ElementInstance) -> None:
-    """The child instance is TERMINATED: the call activity that waited for it is terminated too."""
+    """The child instance is TERMINATED: the call activity that waited for it is terminated too.
+
+    Ending a caller ends its process instance, whose own caller ends in turn, all within one command: a chain of
+    called instances as deep as broker.maxProcessDepth would nest that deeper than Python's stack allows. So only
+    the outermost call ends callers, one after another; a nested call queues its caller instead (at the very end
+    of what the frames above it do, so the records come in the same order)."""
     caller = caller_of(ctx, child)
-    if caller is not None and caller.state == PI.ELEMENT_TERMINATING:
-        lc.terminated(ctx, caller)
+    if caller is None or caller.state != PI.ELEMENT_TERMINATING:
+        return
+    queued = _ENDING_CALLERS.get(id(ctx))
+    if queued is not None:
+        queued.append(caller.key)
+        return
+    queued = _ENDING_CALLERS[id(ctx)] = [caller.key]
+    try:
+        while queued:
+            next_caller = ctx.state.elements.get(queued.pop())
+            if next_caller is not None and next_caller.state == PI.ELEMENT_TERMINATING:
+                lc.terminated(ctx, next_caller)
+    finally:
+        del _ENDING_CALLERS[id(ctx)]
