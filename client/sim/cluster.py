@@ -267,7 +267,7 @@ class SimCluster:
             wake.clear()
             if loop.time() + _EPSILON_S >= next_tick:
                 next_tick = loop.time() + RAFT_TICK_S
-            for source, target, message in network.due(loop.time()):
+            for source, target, message in network.due(loop.time() + _EPSILON_S):
                 self.brokers[nodes[target]].raft_envs[pid].inbox.append((source, message))
             order = sorted(nodes)
             self._raft_rng.shuffle(order)
