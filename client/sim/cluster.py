@@ -310,6 +310,8 @@ class SimCluster:
                 await partition.close(snapshot=False)
         for task in self._raft_tasks:
             task.cancel()
+        await asyncio.gather(*self._raft_tasks, return_exceptions=True)
+        self._raft_tasks = []
 
     def describe(self) -> list[str]:
         """One line per replica: what it is doing (for the transcript of a failed run)."""
