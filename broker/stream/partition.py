@@ -17,118 +17,58 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 import logging
 import shutil
 import time
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Final
+from typing import Any
 
 from broker import monitoring
-from broker.engine.behaviors import DEFAULT_MAX_PROCESS_DEPTH
-from broker.engine.deployment_limits import DeploymentLimits
 from broker.engine.engine import Engine
 from broker.engine.job_streams import JobStreams
-from broker.engine.scheduled import FINISHING_WORK, Command, ScheduledWork, Send, SendOutcome
-from broker.feel import DEFAULT_LIMITS, Limits
+from broker.engine.scheduled import ScheduledWork
 from broker.log import FileLog, LogBlock, LogStorage
 from broker.logs import PartitionLog
-from broker.protocol.codec import decode_block
-from broker.protocol.documents import InvalidDocumentError, check_command_value
-from broker.protocol.enums import INTENTS, RecordType, ValueType
 from broker.protocol.keys import KeyGenerator
-from broker.protocol.record import Record, RequestMetadata
+from broker.protocol.record import Record
 from broker.raft import RaftConfig, ReplicatedLog
 from broker.state.db import StateDb
 from broker.state.repositories import PartitionState
 from broker.stream import commit_marker, snapshots
-from broker.stream.backpressure import BackpressureConfig
 from broker.stream.commit import CommitSeam, LocalCommit, RaftCommit, RoundNotCommitted
-from broker.stream.core import CoreConfig, Idle, Round, StreamCore, UnencodableRound
+from broker.stream.config import PartitionConfig
+from broker.stream.core import Idle, Round, StreamCore, UnencodableRound
+from broker.stream.errors import BackpressureError, NotLeaderError, PartitionUnavailableError
+from broker.stream.intake import CommandIntake
+from broker.stream.outbound import Outbound
 from broker.stream.replay import replay_start
-from broker.stream.step_budget import DEFAULT_MAX_CHAIN_INSTANCES, DEFAULT_MAX_STEPS_PER_INSTANCE
 from broker.stream.supervision import TaskFactory, TaskSupervisor
+from broker.stream.upkeep import Upkeep, free_disk_bytes
 from exporters import ExporterDirector
+
+__all__ = [
+    "BackpressureError",
+    "NotLeaderError",
+    "Partition",
+    "PartitionConfig",
+    "PartitionUnavailableError",
+    "wall_clock_ms",
+    "wipe_runtime",
+]
 
 log = logging.getLogger("weir.partition")
 
 Clock = Callable[[], int]
-
-# While the disk is full, snapshots that record exporter progress (and so compact the log) come at most this often.
-_DISK_FULL_SNAPSHOT_INTERVAL_S = 1.0
-# A snapshot that failed or had no room is tried again after this long at the earliest.
-_SNAPSHOT_RETRY_S = 5.0
-
-# Every (value type, intent) pair a command may have: what :meth:`Partition.execute` accepts.
-_KNOWN_COMMANDS: Final = frozenset((value_type, int(intent)) for value_type, enum in INTENTS.items() for intent in enum)
 
 
 def wall_clock_ms() -> int:
     return int(time.time() * 1000)
 
 
-class PartitionUnavailableError(Exception):
-    """The partition cannot take commands now (starting, stopped, or failed and stopped to protect data)."""
-
-
-class NotLeaderError(PartitionUnavailableError):
-    """This replica does not lead the partition (now); the command was not taken, so it is safe to retry."""
-
-
-class BackpressureError(Exception):
-    """The partition has more commands waiting than it accepts; the client should back off and retry."""
-
-
-@dataclass(slots=True)
-class PartitionConfig:
-    partition_id: int = 1
-    max_records_per_round: int = 4000
-    max_commands_per_round: int = 500
-    max_inbox: int = 10_000
-    snapshot_period_s: float = 300.0
-    snapshot_min_records: int = 100_000
-    checker_interval_s: float = 0.1
-    segment_size: int = 64 << 20
-    close_timeout_s: float = 10.0
-    # Exporters by id: {"className": "pkg.mod.Class", "args": {...}} (see exporters/).
-    exporters: dict[str, dict[str, Any]] = field(default_factory=dict)
-    # Admission control of user commands (see broker/stream/backpressure.py); None admits everything.
-    backpressure: BackpressureConfig | None = field(default_factory=BackpressureConfig)
-    # All partitions of the cluster: deployments made here are distributed to the others.
-    partitions_count: int = 1
-    # Below this much free disk the partition rejects new commands (RESOURCE_EXHAUSTED) until space is back.
-    min_free_disk_bytes: int = 256 << 20
-    # The largest gRPC message: no variables document may be larger, or no worker could ever be sent it.
-    max_message_size: int = 4 << 20
-    # Element activations one process instance may make in one chain of follow-ups before it is stopped with an
-    # incident (see broker/stream/step_budget.py); 0 turns the budget off.
-    max_steps_per_instance: int = DEFAULT_MAX_STEPS_PER_INSTANCE
-    # Process instances one chain of signal broadcasts may start before the next one stops with an incident (see
-    # broker/stream/step_budget.py); 0 turns the bound off.
-    max_instances_per_signal_chain: int = DEFAULT_MAX_CHAIN_INSTANCES
-    # Process instances in one chain of call activities (the root is 1): a deeper call raises an incident.
-    max_process_depth: int = DEFAULT_MAX_PROCESS_DEPTH
-    # What one FEEL evaluation may spend (steps and produced size); its result may be at most max_message_size.
-    expression_limits: Limits = DEFAULT_LIMITS
-    # What checking one deployment may spend (resources, XML elements, invalid resources checked).
-    deployment_limits: DeploymentLimits = field(default_factory=DeploymentLimits)
-    # Reject a creation whose business id an active root instance of the same process (and tenant) already has.
-    business_id_uniqueness: bool = False
-
-    def core(self) -> CoreConfig:
-        return CoreConfig(
-            partition_id=self.partition_id,
-            max_records_per_round=self.max_records_per_round,
-            max_commands_per_round=self.max_commands_per_round,
-            max_steps_per_instance=self.max_steps_per_instance,
-            max_instances_per_signal_chain=self.max_instances_per_signal_chain,
-        )
-
-
-class Partition:
-    """A partition's log, state and stream processor on this broker."""
+class Partition(CommandIntake, Outbound, Upkeep):
+    """A partition's log, state and stream processor on this broker (intake, scheduled work and upkeep live in
+    their own modules)."""
 
     def __init__(
         self,
@@ -172,7 +112,7 @@ class Partition:
         self.seam: CommitSeam | None = None
         self.exporters: ExporterDirector | None = None
         self._exporter_positions: dict[str, int] = {}
-        self._free_disk = free_disk or _free_disk_bytes
+        self._free_disk = free_disk or free_disk_bytes
         self._limiter = self.config.backpressure.build() if self.config.backpressure else None
         self._admitted: dict[int, float] = {}
         self.disk_full = False
@@ -386,117 +326,6 @@ class Partition:
             self.db.close()
             self.db = None
 
-    # -- command intake --------------------------------------------------------------------------------------
-
-    def execute(
-        self, value_type: ValueType, intent: int, value: dict, key: int = -1, *, internal: bool = False
-    ) -> asyncio.Future[Record]:
-        """Queue a command; the future resolves with the response record once it is durable.
-
-        User commands pass admission control; ``internal`` ones (from other partitions) never are refused by it.
-        A value that could not be logged or shown as JSON raises :class:`InvalidDocumentError` before it is queued:
-        caught later, while the round's block is encoded, it would fail every command of the round.
-        """
-        try:
-            known = (value_type, int(intent)) in _KNOWN_COMMANDS
-        except (ValueError, TypeError):
-            known = False
-        if not known:  # would fail the round (and so the partition) where it is described
-            raise InvalidDocumentError(
-                f"Expected a command of a known value type and intent, but got value type {value_type!r}, "
-                f"intent {intent!r}"
-            ) from None
-        check_command_value(value, self.config.max_message_size)
-        if not self.healthy or self.closing or self.core is None:
-            raise PartitionUnavailableError(self.failure or f"partition {self.partition_id} is not available")
-        if not self._processing:
-            raise NotLeaderError(f"this broker does not lead partition {self.partition_id} (role {self.role})")
-        if self.disk_full:
-            raise BackpressureError(
-                f"partition {self.partition_id} is not accepting new commands: {self.disk_full_reason}"
-            )
-        if len(self.core.inbox) >= self.config.max_inbox:
-            raise BackpressureError(
-                f"partition {self.partition_id} is overloaded: {len(self.core.inbox)} commands are waiting"
-            )
-        request_id = self._next_request_id
-        if not internal and self._limiter is not None and (value_type, intent) not in FINISHING_WORK:
-            if not self._limiter.try_acquire():
-                monitoring.BACKPRESSURE_DROPPED.labels(str(self.partition_id)).inc()
-                raise BackpressureError(
-                    f"partition {self.partition_id} is overloaded: {self._limiter.in_flight} commands in flight "
-                    f"(limit {self._limiter.limit}); retry with back-off"
-                )
-            self._admitted[request_id] = self.monotonic()
-        self._next_request_id += 1
-        loop = self._loop if self._loop is not None else asyncio.get_running_loop()
-        fut: asyncio.Future[Record] = loop.create_future()
-        self._futures[request_id] = fut
-        fut.add_done_callback(functools.partial(self._forget_request, request_id))
-        cmd = Record(
-            position=-1,
-            key=key,
-            record_type=RecordType.COMMAND,
-            value_type=value_type,
-            intent=int(intent),
-            timestamp=0,
-            value=value,
-            request=RequestMetadata(0, request_id),
-            partition_id=self.partition_id,
-        )
-        self.core.inbox.append(cmd)
-        self._wake.set()
-        return fut
-
-    def _forget_request(self, request_id: int, future: asyncio.Future[Record]) -> None:
-        self._futures.pop(request_id, None)
-        self._release(request_id, dropped=future.cancelled() or future.exception() is not None)
-
-    def _release(self, request_id: int, *, dropped: bool = False) -> None:
-        """A command leaves admission control once processed and committed (or when it failed)."""
-        admitted = self._admitted.pop(request_id, None)
-        if admitted is not None and self._limiter is not None:
-            self._limiter.release(self.monotonic() - admitted, dropped=dropped)
-
-    def write_internal(self, value_type: ValueType, intent: int, value: dict, key: int) -> None:
-        """Queue a command that expects no response (checkers, yielded pushes)."""
-        if not self.healthy or self.closing or not self._processing or self.core is None:
-            return
-        cmd = Record(-1, key, RecordType.COMMAND, value_type, int(intent), 0, value, partition_id=self.partition_id)
-        self.core.inbox.append(cmd)
-        self._wake.set()
-
-    def _write_commands(self, commands: list[Command]) -> None:
-        for command in commands:
-            self.write_internal(command.value_type, command.intent, command.value, command.key)
-
-    @property
-    def last_snapshot_time(self) -> float:
-        """Monotonic time of the last snapshot (or of the start, before the first one)."""
-        return self._last_snapshot_time
-
-    @property
-    def disk_full_reason(self) -> str:
-        """Why commands are refused while the disk is full, and what ends it."""
-        return (
-            f"free disk space under {self.directory} is below {self.config.min_free_disk_bytes} bytes; it resumes once "
-            "exporters catch up and the log is compacted, or space is freed"
-        )
-
-    @property
-    def problem(self) -> str | None:
-        """Why a running partition is not healthy (a task failed and is being restarted), or None."""
-        return self._supervisor.problem
-
-    @property
-    def processing(self) -> bool:
-        """True while this replica leads and takes commands."""
-        return self._processing
-
-    @property
-    def backlog(self) -> int:
-        return len(self.core.inbox) + len(self.core.queue) if self.core is not None else 0
-
     # -- processing ------------------------------------------------------------------------------------------
 
     async def _run(self) -> None:
@@ -614,234 +443,6 @@ class Partition:
         if not self._processing:
             self._maybe_snapshot()
 
-    # -- scheduled work: due commands and commands for other partitions ---------------------------------------
-
-    async def _check_due(self) -> None:
-        self.engine.services.sender = self._send_command
-        while not self.closing:
-            await asyncio.sleep(self.config.checker_interval_s)
-            if not self.healthy or self.db is None or not self._processing or self.core is None:
-                continue
-            view = self._view
-            with self.db.begin() as txn:
-                view.bind(txn)
-                try:
-                    pinned = view.meta.pinned_clock()
-                    now = self.clock() if pinned is None else pinned
-                    due = self.scheduled.due(view, now)
-                    sends = self.scheduled.sends(view, int(self.monotonic() * 1000))
-                finally:
-                    view.bind(None)
-            self._write_commands(due)
-            self._check_disk()
-            for send in sends:
-                self._dispatch(send)
-            for alert in self.scheduled.take_alerts():
-                self._log.error("partition %d: %s", self.partition_id, alert)
-
-    def _dispatch(self, send: Send) -> None:
-        """Send to another partition's leader (or this one's inbox); the outcome goes back to the scheduled work."""
-        command = send.command
-        if send.partition_id == self.partition_id:
-            self.write_internal(command.value_type, command.intent, dict(command.value), command.key)
-            return
-        if self.inter_partition is None:
-            self._log.warning(
-                "partition %d: no route to partition %d for %s",
-                self.partition_id,
-                send.partition_id,
-                command.value_type.name,
-            )
-            self.scheduled.replied(send, SendOutcome(None, "no route"), int(self.monotonic() * 1000))
-            return
-        task = asyncio.get_running_loop().create_task(self._send_remote(send))
-        self._sends.add(task)
-        task.add_done_callback(self._sends.discard)
-
-    async def _send_remote(self, send: Send) -> None:
-        command = send.command
-        try:
-            reply = await asyncio.wait_for(
-                self.inter_partition.execute(
-                    send.partition_id, command.value_type, command.intent, command.value, command.key, internal=True
-                ),
-                10,
-            )
-            outcome = SendOutcome(reply)
-        except Exception as e:  # unreachable, no leader, overloaded: the scheduled work sends it again
-            self._log.debug("partition %d: command to partition %d failed: %r", self.partition_id, send.partition_id, e)
-            outcome = SendOutcome(None, repr(e))
-        if not self.closing:
-            self._write_commands(self.scheduled.replied(send, outcome, int(self.monotonic() * 1000)))
-
-    def _send_command(self, partition_id: int, value_type: ValueType, intent: int, value: dict, key: int) -> None:
-        """The engine's immediate sends (after commit, at most once): the outbox resends what must arrive."""
-        self._dispatch(Send("once", (), partition_id, Command(value_type, int(intent), key, value)))
-
-    # -- exporters and disk space ----------------------------------------------------------------------------
-
-    def _start_exporters(self) -> None:
-        if not self.config.exporters:
-            return
-        self.exporters = ExporterDirector(
-            self.partition_id,
-            self.config.exporters,
-            read_records=self._read_committed_records,
-            positions=self._exporter_positions,
-            clock=self.clock,
-            spawn=self._supervisor.spawn,
-            min_free_disk_bytes=self.config.min_free_disk_bytes,
-        )
-        self._tasks.append(self._supervisor.spawn("exporters", self._run_exporters))
-
-    async def _run_exporters(self) -> None:
-        if self.exporters is None or self.log_storage is None:
-            return  # no longer leading (restarted after leadership moved on)
-        await self.exporters.start()
-        self.exporters.notify_committed(self.log_storage.commit_position)
-
-    def _read_committed_records(self, from_position: int) -> Iterator[Record]:
-        """Committed records from ``from_position`` on (the block holding it may start earlier)."""
-        assert self.log_storage is not None
-        start = max(from_position, self.log_storage.first_position)
-        for block in self.log_storage.read(start):
-            yield from decode_block(block.payload)[1]
-
-    def _changed_exporter_positions(self) -> dict[str, int] | None:
-        """Exporter positions acknowledged since the state last recorded them (None: unchanged), for the next round.
-
-        The round writes them in its transaction, so they go with every snapshot, and in its block, so they reach
-        the replicas: any of them, once leader, resumes exporting (and bounds compaction) from where this leader's
-        exporters were.
-        """
-        if self.exporters is None:
-            return None
-        positions = self.exporters.positions()
-        return None if positions == self._exporter_positions else positions
-
-    def _persist_exporter_positions(self) -> None:
-        """Write the acknowledged positions outside a round (processor task or shutdown: no round is open)."""
-        if self.exporters is None or self.db is None:
-            return
-        positions = self.exporters.positions()
-        with self.db.begin(write=True) as txn:
-            self.state.meta.txn = txn
-            try:
-                self.state.meta.set_exporter_positions(positions)
-            finally:
-                self.state.meta.txn = None  # type: ignore[assignment]
-        self._exporter_positions = positions
-
-    def _exporters_advanced(self) -> bool:
-        """Exporters acknowledged more than the state (and so the next snapshot, which compaction reads) holds."""
-        return self.exporters is not None and self.exporters.positions() != self._exporter_positions
-
-    def _check_disk(self) -> None:
-        """The processing watermark: refuse new commands before the disk is full, take them again after."""
-        try:
-            free = self._free_disk(self.directory)
-        except OSError:
-            return
-        low = free < self.config.min_free_disk_bytes
-        was_full, self.disk_full = self.disk_full, low
-        monitoring.DISK_FULL.labels(str(self.partition_id)).set(1 if low else 0)
-        if low and not was_full:
-            self._log.warning(
-                "partition %d: only %d bytes free under %s (watermark %d): rejecting new commands",
-                self.partition_id,
-                free,
-                self.directory,
-                self.config.min_free_disk_bytes,
-            )
-            if self._records_since_snapshot:
-                self._snapshot_safely()  # compaction may give space back right away
-        elif not low and was_full:
-            self._log.info(
-                "partition %d: disk space is back (%d bytes free): accepting commands", self.partition_id, free
-            )
-        if low and self._exporters_advanced():
-            # No rounds run while commands are refused, so the processor must be woken to record the exporters'
-            # progress and snapshot: otherwise the log is never compacted and the partition refuses for good.
-            self._wake.set()
-
-    # -- snapshots -------------------------------------------------------------------------------------------
-
-    def _maybe_snapshot(self) -> None:
-        if self.disk_full and self._exporters_advanced():
-            if self.monotonic() - self._last_snapshot_time >= _DISK_FULL_SNAPSHOT_INTERVAL_S:
-                self._persist_exporter_positions()
-                self._snapshot_safely()  # compacts up to what the exporters acknowledged: space comes back
-            return
-        if self._records_since_snapshot == 0:
-            return
-        elapsed = self.monotonic() - self._last_snapshot_time
-        if self._records_since_snapshot >= self.config.snapshot_min_records or elapsed >= self.config.snapshot_period_s:
-            self._snapshot_safely()
-
-    def _snapshot_safely(self) -> None:
-        """Snapshot unless there is no room for the copy; a failure (a full disk) is logged, counted and tried again
-        later: it never stops processing, and `snapshots.take` leaves nothing half-written behind."""
-        assert self.db is not None
-        if self.monotonic() < self._snapshot_not_before:
-            return
-        label = str(self.partition_id)
-        try:
-            needed = snapshots.size_needed(self.db.env)
-            free = self._free_disk(self.directory)
-            if free < needed:
-                monitoring.SNAPSHOT_FAILURES.labels(label).inc()
-                self._snapshot_not_before = self.monotonic() + _SNAPSHOT_RETRY_S
-                self._log.warning(
-                    "partition %d: snapshot put off: it needs up to %d bytes but only %d are free under %s; "
-                    "retrying in %.0fs",
-                    self.partition_id,
-                    needed,
-                    free,
-                    self.directory,
-                    _SNAPSHOT_RETRY_S,
-                )
-                return
-            self.take_snapshot()
-        except OSError as e:
-            monitoring.SNAPSHOT_FAILURES.labels(label).inc()
-            self._snapshot_not_before = self.monotonic() + _SNAPSHOT_RETRY_S
-            self._log.error(
-                "partition %d: snapshot failed (%s); processing goes on, retrying in %.0fs",
-                self.partition_id,
-                e,
-                _SNAPSHOT_RETRY_S,
-            )
-
-    def take_snapshot(self) -> snapshots.Snapshot:
-        """Snapshot the state and compact the log below the oldest snapshot still kept."""
-        assert self.db is not None and self.log_storage is not None
-        snap = snapshots.take(self.db.env, self.directory / "snapshots")
-        self._records_since_snapshot = 0
-        self._last_snapshot_time = self.monotonic()
-        kept = snapshots.list_snapshots(self.directory / "snapshots")
-        if len(kept) >= snapshots.KEEP or self.disk_full:
-            # Recovery from any kept snapshot reads from its processed position on (unprocessed follow-ups), and
-            # exporters resume after what they acknowledged: the log keeps both (see _snapshot_bound).
-            bound = min(self._snapshot_bound(s, snap) for s in kept)
-            freed = self.log_storage.delete_before(bound)
-            if freed:
-                self._log.info("partition %d: compacted log below %d (%d bytes freed)", self.partition_id, bound, freed)
-        self._log.info("partition %d: snapshot at position %d", self.partition_id, snap.applied_position)
-        return snap
-
-    def _snapshot_bound(self, snap: snapshots.Snapshot, newest: snapshots.Snapshot) -> int:
-        """What recovery from ``snap`` needs of the log: its replay and the exporters' unacknowledged records.
-
-        Acknowledged positions only move forward and ``newest`` holds the latest durable ones: a record it counts
-        as exported was exported, even if recovery falls back to an older snapshot (exporting then resumes at the
-        log's first position). Taking an older snapshot's positions instead would pin the log at them until a
-        second snapshot with new applied positions exists, which never comes while a full disk refuses commands.
-        """
-        bound = replay_start(snap.applied_position, snap.processed_position)
-        for exporter_id in self.config.exporters:
-            bound = min(bound, newest.exporter_positions.get(exporter_id, 0) + 1)
-        return bound
-
     # -- failure ---------------------------------------------------------------------------------------------
 
     def fail_stop(self, reason: str) -> None:
@@ -867,10 +468,6 @@ class Partition:
             if not fut.done():
                 fut.set_exception(error)
         self._futures.clear()
-
-
-def _free_disk_bytes(directory: Path) -> int:
-    return shutil.disk_usage(directory).free
 
 
 def wipe_runtime(directory: Path) -> None:

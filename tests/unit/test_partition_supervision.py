@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 from prometheus_client import REGISTRY
 
-from broker.stream import partition as partition_module
 from broker.stream import snapshots
+from broker.stream import upkeep as upkeep_module
 from broker.stream.commit import LocalCommit
 from broker.stream.partition import BackpressureError, Partition, PartitionConfig, PartitionUnavailableError
 from broker.stream.supervision import TaskSupervisor
@@ -85,7 +85,7 @@ async def test_a_failing_checker_is_reported_restarted_and_commands_go_on(tmp_pa
 async def test_a_snapshot_failing_for_lack_of_space_never_stops_processing(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(partition_module, "_SNAPSHOT_RETRY_S", 0.05)
+    monkeypatch.setattr(upkeep_module, "_SNAPSHOT_RETRY_S", 0.05)
     real_take = snapshots.take
     failing = {"on": True}
 
