@@ -395,18 +395,24 @@ class GatewayCommands:
             value["businessId"] = business_id
         if tags:
             value["tags"] = tags
-        if not await_result:
+        if await_result:
+            check_request_timeout(request_timeout_ms)
+            intent = ProcessInstanceCreationIntent.CREATE_WITH_AWAITING_RESULT
+            timeout_ms: int | None = request_timeout_ms or self.request_timeout_ms
+        else:
+            intent, timeout_ms = ProcessInstanceCreationIntent.CREATE, None
+        try:
+            return await self.execute(pid, ValueType.PROCESS_INSTANCE_CREATION, intent, value, timeout_ms=timeout_ms)
+        except CommandError as e:
+            deployment_partition = self.client.partition_ids[0]
+            if e.code != ErrorCode.NOT_FOUND or business_id or pid == deployment_partition:
+                raise
+            # A deployment is acknowledged once its partition holds it and reaches the others a moment later: a
+            # partition it has not reached yet refused the command (certainly not taken), the deployment
+            # partition has every acknowledged process.
             return await self.execute(
-                pid, ValueType.PROCESS_INSTANCE_CREATION, ProcessInstanceCreationIntent.CREATE, value
+                deployment_partition, ValueType.PROCESS_INSTANCE_CREATION, intent, value, timeout_ms=timeout_ms
             )
-        check_request_timeout(request_timeout_ms)
-        return await self.execute(
-            pid,
-            ValueType.PROCESS_INSTANCE_CREATION,
-            ProcessInstanceCreationIntent.CREATE_WITH_AWAITING_RESULT,
-            value,
-            timeout_ms=request_timeout_ms or self.request_timeout_ms,
-        )
 
     async def cancel_process_instance(self, key: int) -> Record:
         pid = self.partition_for_key(key, "process instance")

@@ -182,6 +182,14 @@ def deployments_everywhere(history: History, logs: dict[int, list[Record]]) -> l
     return out
 
 
+def deployments_usable(history: History) -> list[str]:
+    """A process acknowledged as deployed can be started through the gateway at once, whichever partition it picks."""
+    refused = history.outcomes.get("create NOT_FOUND", 0)
+    if not refused:
+        return []
+    return [f"{refused} creations of acknowledged processes were refused NOT_FOUND"]
+
+
 def completed_instances(history: History, logs: dict[int, list[Record]]) -> list[str]:
     """Liveness: every acknowledged instance of a model that completes by itself has completed."""
     done = {
