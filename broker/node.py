@@ -210,6 +210,7 @@ class BrokerNode:
                 long_poll_ms=cfg.long_poll_ms,
                 request_timeout_ms=cfg.request_timeout_ms,
                 max_message_size=cfg.max_message_size,
+                deployment_limits=cfg.deployment_limits,
             )
             self.gateway_server, self.gateway_port = await start_gateway_server(
                 service,

@@ -18,6 +18,7 @@ from collections.abc import AsyncIterator, Sequence
 from typing import Any, NoReturn
 
 from broker import monitoring
+from broker.engine.deployment_limits import DeploymentLimits, too_many_resources
 from broker.engine.job_processors import activation_request
 from broker.engine.partitioning import subscription_partition
 from broker.protocol import labels
@@ -230,6 +231,7 @@ class GatewayCommands:
         *,
         long_poll_ms: int = DEFAULT_LONG_POLL_MS,
         request_timeout_ms: int = DEFAULT_REQUEST_TIMEOUT_MS,
+        deployment_limits: DeploymentLimits | None = None,
     ) -> None:
         self.client = client
         self.long_poll_ms = long_poll_ms
@@ -237,6 +239,8 @@ class GatewayCommands:
         self._round_robin = itertools.count()
         self._waiters = _JobWaiters()
         self._giving_back: set[asyncio.Task[None]] = set()
+        # The broker refuses larger deployments too; checked here first, so they are never read in full or sent.
+        self.deployment_limits = deployment_limits or DeploymentLimits()
         client.add_jobs_available_listener(self._waiters.notify)
 
     # -- plumbing --------------------------------------------------------------------------------------------
@@ -312,9 +316,16 @@ class GatewayCommands:
     def topology(self) -> Topology:
         return self.client.topology()
 
+    def check_deployment_size(self, count: int) -> None:
+        """Refuse a deployment of too many resources before it is read further or sent (broker.deployments.*)."""
+        problem = too_many_resources(self.deployment_limits, count)
+        if problem is not None:
+            invalid(problem)
+
     async def deploy(self, resources: list[tuple[str, bytes]]) -> Record:
         if not resources:
             invalid("Expected to deploy at least one resource, but none given")
+        self.check_deployment_size(len(resources))
         value = {"resources": [{"resourceName": n, "resource": c} for n, c in resources]}
         return await self.execute(self.client.partition_ids[0], ValueType.DEPLOYMENT, DeploymentIntent.CREATE, value)
 

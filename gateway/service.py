@@ -19,6 +19,7 @@ from typing import Any, NoReturn
 import grpc
 
 from broker import monitoring
+from broker.engine.deployment_limits import DeploymentLimits
 from broker.protocol.enums import JobIntent, ValueType
 from broker.protocol.keys import partition_of
 from broker.protocol.record import Record
@@ -183,11 +184,15 @@ class GatewayService(pb_grpc.GatewayServicer):
         request_timeout_ms: int = DEFAULT_REQUEST_TIMEOUT_MS,
         max_message_size: int = 4 * 1024 * 1024,
         commands: GatewayCommands | None = None,
+        deployment_limits: DeploymentLimits | None = None,
     ) -> None:
         self.client = client
         self.max_message_size = max_message_size
         self.commands = commands or GatewayCommands(
-            client, long_poll_ms=long_poll_ms, request_timeout_ms=request_timeout_ms
+            client,
+            long_poll_ms=long_poll_ms,
+            request_timeout_ms=request_timeout_ms,
+            deployment_limits=deployment_limits,
         )
 
     # -- topology --------------------------------------------------------------------------------------------
@@ -220,6 +225,7 @@ class GatewayService(pb_grpc.GatewayServicer):
     @_unary
     async def DeployResource(self, request: pb.DeployResourceRequest, context: grpc.aio.ServicerContext) -> Any:
         check_tenant(request.tenantId)
+        self.commands.check_deployment_size(len(request.resources))
         rec = await self.commands.deploy([(r.name, r.content) for r in request.resources])
         deployments = [
             pb.Deployment(
@@ -276,6 +282,7 @@ class GatewayService(pb_grpc.GatewayServicer):
 
     @_unary
     async def DeployProcess(self, request: pb.DeployProcessRequest, context: grpc.aio.ServicerContext) -> Any:
+        self.commands.check_deployment_size(len(request.processes))
         rec = await self.commands.deploy([(p.name, p.definition) for p in request.processes])
         processes = [
             pb.ProcessMetadata(

@@ -637,6 +637,7 @@ class CommandRoutes:
                     continue
                 if part.name != "resources":
                     invalid(f"Unknown form part '{part.name}'; the parts are: resources, tenantId")
+                self.commands.check_deployment_size(len(resources) + 1)
                 content = await part.read()
                 total += len(content)
                 if total > self.max_resource_bytes:
