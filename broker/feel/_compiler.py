@@ -413,6 +413,7 @@ class Compiler:
                     return _index(items, probe)
             env.spend(cost * len(items))
             previous = env.scope
+            # A context's own entries come first, so an entry named ``item`` shadows the item itself.
             item_vars: dict[str, Any] = {"item": None}
             item_scope = Scope(item_vars, previous)
             env.scope = item_scope
@@ -420,7 +421,7 @@ class Compiler:
                 selected = []
                 for item in items:
                     item_vars["item"] = item
-                    item_scope.parent = Scope(item, previous) if type(item) is dict else previous
+                    env.scope = Scope(item, item_scope) if type(item) is dict else item_scope
                     if condition(env) is True:
                         selected.append(item)
                 env.grow(len(selected) * ITEM_SIZE)

@@ -365,6 +365,9 @@ class Parser:
                 return ("lit", token.pos, None)
             if token.value in _TEXTUAL_KEYWORDS:
                 return self.expression()
+            if token.value in ("and", "or") and self.peek().kind == "OP" and self.peek().value == "(":
+                self.advance()  # the built-ins and() and or(): where an operand is expected, they are calls
+                return ("call", token.pos, token.value, self.arguments())
             raise self.error("expected an expression")
         if kind in ("NAME", "QNAME"):
             name = self.name_words("expected a name", allow_quoted=True)

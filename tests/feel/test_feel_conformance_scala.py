@@ -1,0 +1,53 @@
+"""Conformance: places where feel-scala's behaviour is taken from its own test suite.
+
+Each row is (expression, variables, expected), taken from feel-scala's interpreter and built-in tests
+(``src/test/scala/org/camunda/feel/impl``), so models written for Camunda evaluate alike here.
+"""
+
+from __future__ import annotations
+
+import pytest
+from feel_expect import Case, case_id, check
+
+# InterpreterListExpressionTest: "A context filter" (a context's own entries shadow ``item``).
+CONTEXT_FILTERS: list[Case] = [
+    ("[ {a:1, b:2}, {a:3, b:4} ][a > 2]", {}, [{"a": 3, "b": 4}]),
+    ("[ {item:1}, {item:2}, {item:3} ][item >= 2]", {}, [{"item": 2}, {"item": 3}]),
+    ("[{a: 1}, {a: 2}, {a: 3}][item.a >= 2]", {}, [{"a": 2}, {"a": 3}]),
+    ("[{a: 1}, {a: 2}, {a: 3}][a >= 2]", {}, [{"a": 2}, {"a": 3}]),
+    ("[ { x: 1, y: 2 }, { x: null, y: 3 } ][ x < 2 ]", {}, [{"x": 1, "y": 2}]),
+    ("xs[item > 1]", {"xs": [{"item": 1}, {"item": 5}]}, [{"item": 5}]),
+    ("[1, 2, 3][item >= 2]", {}, [2, 3]),
+]
+
+# BuiltinListFunctionsTest: "A and() / all() function", "A or() / any() function".
+AND_OR: list[Case] = [
+    ("and([])", {}, True),
+    ("and([false,null,true])", {}, False),
+    ("and(false,null,true)", {}, False),
+    ("and([true,true])", {}, True),
+    ("and(true,true)", {}, True),
+    ("and(0)", {}, None),
+    ("and(true, null, true)", {}, None),
+    ("or([])", {}, False),
+    ("or([false,null,true])", {}, True),
+    ("or(false,null,true)", {}, True),
+    ("or([false,false])", {}, False),
+    ("or(false,false)", {}, False),
+    ("or(0)", {}, None),
+    ("or(false, null, false)", {}, None),
+    ("and(list: [true, false])", {}, False),
+    ("or(list: [true, false])", {}, True),
+    ("true and and([true, true])", {}, True),
+    ("not(or([false]))", {}, True),
+]
+
+
+@pytest.mark.parametrize("case", CONTEXT_FILTERS, ids=case_id)
+def test_context_filters(case: Case) -> None:
+    check(*case)
+
+
+@pytest.mark.parametrize("case", AND_OR, ids=case_id)
+def test_and_or_functions(case: Case) -> None:
+    check(*case)
