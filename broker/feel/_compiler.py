@@ -330,8 +330,8 @@ class Compiler:
 
                 def iterate(level: int) -> bool | None:
                     nonlocal unknown
-                    name, domain, _ = iterators[level]
-                    values = _domain(env, domain, None)
+                    name, domain, end = iterators[level]
+                    values = _domain(env, domain, end)
                     if values is None:
                         return None
                     for item in values:

@@ -154,23 +154,23 @@ class Parser:
             self.expect_keyword("else")
             return ("if", token.pos, condition, then, self.expression())
         if token.value == "for":
-            iterators = self.iterators(allow_range=True)
+            iterators = self.iterators()
             self.expect_keyword("return")
             return ("for", token.pos, iterators, self.expression())
         if token.value in ("some", "every"):
-            iterators = self.iterators(allow_range=False)
+            iterators = self.iterators()
             self.expect_keyword("satisfies")
             return (token.value, token.pos, iterators, self.expression())
         return self.function_definition(token)
 
-    def iterators(self, allow_range: bool) -> list[tuple[str, Node, Node | None]]:
+    def iterators(self) -> list[tuple[str, Node, Node | None]]:
         result: list[tuple[str, Node, Node | None]] = []
         while True:
             name = self.name_words("expected an iteration variable name")
             self.expect_keyword("in")
             domain = self.expression()
             end = None
-            if allow_range and self.is_op(".."):
+            if self.is_op(".."):  # for, some and every all iterate over a..b
                 self.advance()
                 end = self.expression()
             result.append((name, domain, end))

@@ -51,3 +51,23 @@ def test_context_filters(case: Case) -> None:
 @pytest.mark.parametrize("case", AND_OR, ids=case_id)
 def test_and_or_functions(case: Case) -> None:
     check(*case)
+
+
+# InterpreterListExpressionTest: "A some-expression" / "An every-expression" over a range.
+QUANTIFIED_RANGES: list[Case] = [
+    ("some x in 1..5 satisfies x > 3", {}, True),
+    ("some x in 1..5 satisfies x > 10", {}, False),
+    ("every x in 1..5 satisfies x < 10", {}, True),
+    ("every x in 1..10 satisfies x < 5", {}, False),
+    ("some x in 1..n satisfies x = 3", {"n": 3}, True),
+    ("every x in n..1 satisfies x > 0", {"n": 3}, True),
+    ("some x in [1,2], y in 2..3 satisfies x < y", {}, True),
+    ("every x in [1,2], y in 3..4 satisfies x < y", {}, True),
+    ("every x in [1,2], y in 2..3 satisfies x < y", {}, False),
+    ("some x in 1..x satisfies true", {}, None),
+]
+
+
+@pytest.mark.parametrize("case", QUANTIFIED_RANGES, ids=case_id)
+def test_quantifiers_over_ranges(case: Case) -> None:
+    check(*case)
