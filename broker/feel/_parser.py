@@ -11,6 +11,7 @@ names can never stand next to each other otherwise.
 
 from __future__ import annotations
 
+import re
 from decimal import Decimal
 from typing import Any
 
@@ -21,6 +22,9 @@ from ._temporal import parse_temporal_literal
 Node = tuple[Any, ...]
 
 _COMPARISON_OPS = frozenset({"=", "!=", "<", "<=", ">", ">="})
+#: A context key of any characters but the reserved ones, up to the ``:`` that ends it.
+_SYMBOLS_KEY_RE = re.compile(r'([^"{}:,\[\]`]+):')
+
 _TEXTUAL_KEYWORDS = frozenset({"if", "for", "some", "every", "function"})
 #: Type names of ``instance of`` that span several words.
 _MULTI_WORD_TYPES = {
@@ -67,6 +71,8 @@ class Parser:
 
     def error(self, message: str, token: Token | None = None) -> FeelSyntaxError:
         token = token or self.tok
+        if token.kind == "CHAR":
+            return FeelSyntaxError(f"unexpected character {token.value!r}", self.source, token.pos)
         found = "end of input" if token.kind == "EOF" else repr(token.value)
         return FeelSyntaxError(f"{message}, found {found}", self.source, token.pos)
 
@@ -429,6 +435,8 @@ class Parser:
             if key_token.kind == "STRING":
                 self.advance()
                 key = key_token.value
+            elif (symbols_key := self.symbols_key()) is not None:
+                key = symbols_key
             else:
                 key = self.name_words("expected a context key", allow_quoted=True, allow_keywords=True)
             if key in keys:
@@ -441,6 +449,29 @@ class Parser:
             self.advance()
         self.expect_op("}")
         return ("ctx", opening.pos, entries)
+
+    def symbols_key(self) -> str | None:
+        """A context key written as any characters up to its ``:`` (``{foo+bar: 1}``, ``{how_are_you?: 2}``),
+        as feel-scala allows: everything but ``"{}:,[]`` and backticks, kept as written (inner spaces too).
+        Consumes the key and returns it, or returns None (consuming nothing) when the text is no such key."""
+        start = self.tok
+        if start.kind in ("QNAME", "EOF"):
+            return None
+        match = _SYMBOLS_KEY_RE.match(self.source, start.pos)
+        if match is None:
+            return None
+        key = match.group(1).rstrip()
+        if not key or "/*" in key or "//" in key:
+            return None
+        colon = match.end(1)
+        index = self.index
+        while self.tokens[index].pos < colon:
+            index += 1
+        token = self.tokens[index]
+        if not (token.kind == "OP" and token.value == ":" and token.pos == colon):
+            return None
+        self.index = index
+        return key
 
     def arguments(self) -> tuple[str, list[Any]]:
         self.expect_op("(")

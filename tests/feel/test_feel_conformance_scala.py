@@ -9,6 +9,8 @@ from __future__ import annotations
 import pytest
 from feel_expect import Case, case_id, check
 
+from broker.feel import FeelSyntaxError, parse
+
 # InterpreterListExpressionTest: "A context filter" (a context's own entries shadow ``item``).
 CONTEXT_FILTERS: list[Case] = [
     ("[ {a:1, b:2}, {a:3, b:4} ][a > 2]", {}, [{"a": 3, "b": 4}]),
@@ -71,3 +73,36 @@ QUANTIFIED_RANGES: list[Case] = [
 @pytest.mark.parametrize("case", QUANTIFIED_RANGES, ids=case_id)
 def test_quantifiers_over_ranges(case: Case) -> None:
     check(*case)
+
+
+# InterpreterContextExpressionTest: "return the value of a key with whitespaces / with special symbols".
+SYMBOL_KEYS: list[Case] = [
+    ("{foo bar:1}.`foo bar`", {}, 1),
+    ("{foo   bar:2}.`foo   bar`", {}, 2),
+    ("{foo bar:3, fizz buzz: 4}.`fizz buzz`", {}, 4),
+    ("{foo+bar:1}.`foo+bar`", {}, 1),
+    ("{foo+bar:1, simple_special++char:4}.`simple_special++char`", {}, 4),
+    ('{\U0001f40e:"\U0001f600"}.`\U0001f40e`', {}, "\U0001f600"),
+    (
+        "{ friend+of+mine:2, hello_there:{ how_are_you?:2, are_you_happy?:`friend+of+mine`+3 } }"
+        ".hello_there.`are_you_happy?`",
+        {},
+        5,
+    ),
+    ("{a-b: 1, a*b: 2, a/b: 3, a.b: 4}", {}, {"a-b": 1, "a*b": 2, "a/b": 3, "a.b": 4}),
+    ("{a : 1, b:a+1}", {}, {"a": 1, "b": 2}),
+]
+
+# "fail when special symbols violate context syntax"
+SYMBOL_KEY_ERRORS = ["{foo{bar:1}.`foo{bar` = 1", "{foo,bar:1}.`foo,bar` = 1", "{foo:bar:1}.`foo:bar` = 1", "{a#b}"]
+
+
+@pytest.mark.parametrize("case", SYMBOL_KEYS, ids=case_id)
+def test_context_keys_with_symbols(case: Case) -> None:
+    check(*case)
+
+
+@pytest.mark.parametrize("text", SYMBOL_KEY_ERRORS)
+def test_context_keys_with_reserved_symbols_fail(text: str) -> None:
+    with pytest.raises(FeelSyntaxError):
+        parse(text)
