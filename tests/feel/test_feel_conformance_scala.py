@@ -6,8 +6,10 @@ Each row is (expression, variables, expected), taken from feel-scala's interpret
 
 from __future__ import annotations
 
+import datetime as dt
+
 import pytest
-from feel_expect import Case, case_id, check
+from feel_expect import YM, Case, case_id, check
 
 from broker.feel import FeelSyntaxError, parse
 
@@ -106,3 +108,39 @@ def test_context_keys_with_symbols(case: Case) -> None:
 def test_context_keys_with_reserved_symbols_fail(text: str) -> None:
     with pytest.raises(FeelSyntaxError):
         parse(text)
+
+
+# BuiltinConversionFunctionsTest: "A duration() function" with negative components, and the string() forms.
+DURATIONS: list[Case] = [
+    ('duration("-PT5M")', {}, -dt.timedelta(minutes=5)),
+    ('duration("PT-5M")', {}, -dt.timedelta(minutes=5)),
+    ('duration("P-1D")', {}, -dt.timedelta(days=1)),
+    ('duration("PT-2H")', {}, -dt.timedelta(hours=2)),
+    ('duration("PT-3M-4S")', {}, -dt.timedelta(minutes=3, seconds=4)),
+    ('duration("-P1Y2M")', {}, YM(-14)),
+    ('duration("P-1Y")', {}, YM(-12)),
+    ('duration("P-2M")', {}, YM(-2)),
+    ('duration("P-1Y-2M")', {}, YM(-14)),
+    ('duration(x) = @"-PT5M"', {"x": "PT-5M"}, True),
+    ('string(@"-PT0S")', {}, "P0D"),
+    ('string(@"P0D")', {}, "P0D"),
+    ('string(@"PT0H")', {}, "P0D"),
+    ('string(@"PT0H0M")', {}, "P0D"),
+    ('string(@"PT0H0M0S")', {}, "P0D"),
+    ('string(@"P0DT0H0M0S")', {}, "P0D"),
+    ('string(@"-PT1S")', {}, "-PT1S"),
+    ('string(@"-PT2M30S")', {}, "-PT2M30S"),
+    ('string(@"-P1DT2H3M4S")', {}, "-P1DT2H3M4S"),
+    ('string(@"P0Y")', {}, "P0Y"),
+    ('string(@"-P0M")', {}, "P0Y"),
+    ('string(@"P0Y0M")', {}, "P0Y"),
+    ('string(@"-P1Y")', {}, "-P1Y"),
+    ('string(@"-P5M")', {}, "-P5M"),
+    ('string(@"-P3Y1M")', {}, "-P3Y1M"),
+    ('string(@"P1Y2M")', {}, "P1Y2M"),
+]
+
+
+@pytest.mark.parametrize("case", DURATIONS, ids=case_id)
+def test_durations_from_strings_and_to_strings(case: Case) -> None:
+    check(*case)
