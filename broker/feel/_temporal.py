@@ -94,7 +94,24 @@ def parse_time(text: str) -> dt.time | None:
 
 
 def parse_datetime(text: str) -> dt.datetime | None:
-    """``YYYY-MM-DDTHH:MM:SS`` with optional offset or zone; a bare date means midnight."""
+    """``YYYY-MM-DDTHH:MM:SS`` with optional offset or zone; a bare date means midnight. Java's zoned form
+    ``...+02:00[Europe/Berlin]`` (or without the offset) is read as that instant in the named zone."""
+    if text.endswith("]") and "[" in text:
+        base, _, zone_id = text[:-1].rpartition("[")
+        zone = parse_zone(zone_id)
+        value = _parse_datetime(base) if zone is not None and "T" in base and "@" not in base else None
+        if value is None or zone is None:
+            return None
+        if value.tzinfo is None:
+            return value.replace(tzinfo=zone)
+        try:
+            return value.astimezone(zone)
+        except OverflowError:  # the instant falls outside the years a date-time can hold
+            return None
+    return _parse_datetime(text)
+
+
+def _parse_datetime(text: str) -> dt.datetime | None:
     date_part, sep, time_part = text.partition("T")
     date = parse_date(date_part)
     if date is None:

@@ -7,6 +7,7 @@ Each row is (expression, variables, expected), taken from feel-scala's interpret
 from __future__ import annotations
 
 import datetime as dt
+from zoneinfo import ZoneInfo
 
 import pytest
 from feel_expect import YM, Case, case_id, check
@@ -143,4 +144,46 @@ DURATIONS: list[Case] = [
 
 @pytest.mark.parametrize("case", DURATIONS, ids=case_id)
 def test_durations_from_strings_and_to_strings(case: Case) -> None:
+    check(*case)
+
+
+_BERLIN = ZoneInfo("Europe/Berlin")
+
+# BuiltinConversionFunctionsTest: "convert (DateTime, Timezone)"; feel-scala's data types guide: a date-time in
+# Java's zoned form (``+02:00[Europe/Berlin]``) is the date-time ``@Europe/Berlin``.
+NAMED_ZONES: list[Case] = [
+    (
+        'date and time(@"2020-07-31T14:27:30@Europe/Berlin", "Z")',
+        {},
+        dt.datetime(2020, 7, 31, 12, 27, 30, tzinfo=dt.UTC),
+    ),
+    (
+        'string(date and time(@"2020-07-31T14:27:30@Europe/Berlin", "America/Los_Angeles"))',
+        {},
+        "2020-07-31T05:27:30@America/Los_Angeles",
+    ),
+    ('date and time(@"2020-07-31T14:27:30", "Z")', {}, dt.datetime(2020, 7, 31, 14, 27, 30, tzinfo=dt.UTC)),
+    (
+        'date and time("2018-04-29T09:30:00+02:00[Europe/Berlin]")',
+        {},
+        dt.datetime(2018, 4, 29, 9, 30, tzinfo=_BERLIN),
+    ),
+    (
+        'date and time("2018-04-29T09:30:00+02:00[Europe/Berlin]") = @"2018-04-29T09:30:00@Europe/Berlin"',
+        {},
+        True,
+    ),
+    ('string(date and time("2018-04-29T09:30:00+02:00[Europe/Berlin]"))', {}, "2018-04-29T09:30:00@Europe/Berlin"),
+    ('string(@"2019-08-12T22:22:22[Europe/Berlin]")', {}, "2019-08-12T22:22:22@Europe/Berlin"),
+    ('@"2019-08-12T22:22:22+02:00[Europe/Berlin]".timezone', {}, "Europe/Berlin"),
+    ('@"2019-08-12T20:22:22Z[Europe/Berlin]" = @"2019-08-12T22:22:22@Europe/Berlin"', {}, True),
+    ("date and time(x).timezone", {"x": "2019-08-12T22:22:22+02:00[Europe/Berlin]"}, "Europe/Berlin"),
+    ('string(@"2019-08-12T22:22:22@Europe/Berlin")', {}, "2019-08-12T22:22:22@Europe/Berlin"),
+    ('date and time("2018-04-29T09:30:00+02:00[Not/AZone]")', {}, None),
+    ('date and time("2018-04-29[Europe/Berlin]")', {}, None),
+]
+
+
+@pytest.mark.parametrize("case", NAMED_ZONES, ids=case_id)
+def test_date_times_with_named_zones(case: Case) -> None:
     check(*case)
