@@ -187,3 +187,38 @@ NAMED_ZONES: list[Case] = [
 @pytest.mark.parametrize("case", NAMED_ZONES, ids=case_id)
 def test_date_times_with_named_zones(case: Case) -> None:
     check(*case)
+
+
+# StringBuiltinFunctions: ``is blank`` is Java's ``String.isBlank`` (``Character.isWhitespace``: no-break spaces
+# are not blank) and ``trim`` is Java's ``String.trim`` (every character up to U+0020); ``from base64`` undoes
+# ``to base64``.
+STRINGS: list[Case] = [
+    ('is blank("")', {}, True),
+    ('is blank("  ")', {}, True),
+    ('is blank("\\t\\n\\r\\u000B\\u000C ")', {}, True),
+    ('is blank("\\u001C\\u001D\\u001E\\u001F")', {}, True),
+    ('is blank("\\u1680\\u2000\\u2003\\u200A\\u205F\\u3000")', {}, True),
+    ('is blank("\\u2028\\u2029")', {}, True),
+    ('is blank("\\u00A0")', {}, False),
+    ('is blank("\\u2007")', {}, False),
+    ('is blank("\\u202F")', {}, False),
+    ('is blank("\\u0085")', {}, False),
+    ('is blank(" a ")', {}, False),
+    ('is blank(string: " ")', {}, True),
+    ('trim("  a b \\t\\n")', {}, "a b"),
+    ('trim("\\u0000\\u0001a\\u001F")', {}, "a"),
+    ('trim("\\u00A0a\\u2003")', {}, "\u00a0a\u2003"),
+    ('from base64("SGVsbG8=")', {}, "Hello"),
+    ('from base64("")', {}, ""),
+    ('from base64(to base64("ünïcödé €"))', {}, "ünïcödé €"),
+    ('from base64(value: "Zm9v")', {}, "foo"),
+    ('from base64("SGVsbG8")', {}, None),
+    ('from base64("not base64!")', {}, None),
+    ('from base64("/w==")', {}, None),
+    ("from base64(1)", {}, None),
+]
+
+
+@pytest.mark.parametrize("case", STRINGS, ids=case_id)
+def test_string_functions(case: Case) -> None:
+    check(*case)
