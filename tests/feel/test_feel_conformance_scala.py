@@ -7,12 +7,13 @@ Each row is (expression, variables, expected), taken from feel-scala's interpret
 from __future__ import annotations
 
 import datetime as dt
+from typing import Any
 from zoneinfo import ZoneInfo
 
 import pytest
 from feel_expect import YM, Case, case_id, check
 
-from broker.feel import FeelSyntaxError, parse
+from broker.feel import FeelSyntaxError, evaluate_unary_tests, parse
 
 # InterpreterListExpressionTest: "A context filter" (a context's own entries shadow ``item``).
 CONTEXT_FILTERS: list[Case] = [
@@ -221,4 +222,69 @@ STRINGS: list[Case] = [
 
 @pytest.mark.parametrize("case", STRINGS, ids=case_id)
 def test_string_functions(case: Case) -> None:
+    check(*case)
+
+
+# ComparisonTypeTest ("An unary-test equal operator" / "An unary-test operator") and InterpreterUnaryTest: null is
+# unequal to a value but cannot be ordered (``< 2``, ranges): null; values of different types compare to null.
+UnaryCase = tuple[str, Any, Any]
+
+UNARY_TESTS: list[UnaryCase] = [
+    ("1", 1, True),
+    ("1", 2, False),
+    ("1", None, False),
+    ('"a"', None, False),
+    ("null", None, True),
+    ("null", 1, False),
+    ("1", True, None),
+    ("1", "a", None),
+    ("< 2", 1, True),
+    ("> 3", 1, False),
+    ("< 2", None, None),
+    ("> 3", None, None),
+    ("< 1", True, None),
+    ("> 1", "a", None),
+    ("(0..10)", None, None),
+    ("[1..5], [6..10]", None, None),
+    ("not(< 2)", None, None),
+    ("-", None, True),
+    ("(5 < 4)", False, True),
+    ("(5 < 4)", True, False),
+    ("[1,2,3]", 2, True),
+    ("[1,2,3]", 4, False),
+    # ``?`` is the input value
+    ('starts with(?, "f")', "foo", True),
+    ('starts with(?, "b")', "foo", False),
+    ("every x in ? satisfies x > 3", [1, 2, 3], False),
+    ("every x in ? satisfies x > 3", [4, 5, 6], True),
+    ("some x in ? satisfies x > 4", [1, 2, 3], False),
+    ("some x in ? satisfies x > 4", [4, 5, 6], True),
+    ("? > 2", 3, True),
+    ("?.a = 1", {"a": 1}, True),
+    ("count(?) > 1", [1, 2], True),
+    ("< 5, ? > 10", 12, True),
+    ("< max(1,2,3)", 2, True),
+    ("< min(1,2,3)", 2, False),
+]
+
+# The same tests written with ``in`` in an expression.
+IN_NULL: list[Case] = [
+    ("null in < 2", {}, None),
+    ("null in [1..5]", {}, None),
+    ("null in (1, 2)", {}, False),
+    ("null in (< 2, 3)", {}, None),
+    ("null in (null, 1)", {}, True),
+    ("x in [1..5]", {"x": None}, None),
+    ("5 in (< 2, 5)", {}, True),
+]
+
+
+@pytest.mark.parametrize("case", UNARY_TESTS, ids=lambda c: f"{c[0]} <- {c[1]!r}")
+def test_unary_tests_with_null_and_input_value(case: UnaryCase) -> None:
+    tests, value, expected = case
+    assert evaluate_unary_tests(tests, value) is expected
+
+
+@pytest.mark.parametrize("case", IN_NULL, ids=case_id)
+def test_null_in_unary_tests(case: Case) -> None:
     check(*case)
