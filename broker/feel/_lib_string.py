@@ -236,6 +236,7 @@ def _split(env: Env, text: Any, delimiter: Any) -> list[str]:
 
 
 @builtin("extract", "string, pattern")
+@builtin("extract", "input, pattern")  # feel-scala's parameter names
 def _extract(env: Env, text: Any, pattern: Any) -> list[str]:
     return [m.group(0) for m in _compile(arg_str(pattern)).finditer(arg_str(text))]
 
