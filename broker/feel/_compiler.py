@@ -330,8 +330,8 @@ class Compiler:
 
                 def iterate(level: int) -> bool | None:
                     nonlocal unknown
-                    name, domain, _ = iterators[level]
-                    values = _domain(env, domain, None)
+                    name, domain, end = iterators[level]
+                    values = _domain(env, domain, end)
                     if values is None:
                         return None
                     for item in values:
@@ -413,6 +413,7 @@ class Compiler:
                     return _index(items, probe)
             env.spend(cost * len(items))
             previous = env.scope
+            # A context's own entries come first, so an entry named ``item`` shadows the item itself.
             item_vars: dict[str, Any] = {"item": None}
             item_scope = Scope(item_vars, previous)
             env.scope = item_scope
@@ -420,7 +421,7 @@ class Compiler:
                 selected = []
                 for item in items:
                     item_vars["item"] = item
-                    item_scope.parent = Scope(item, previous) if type(item) is dict else previous
+                    env.scope = Scope(item, item_scope) if type(item) is dict else item_scope
                     if condition(env) is True:
                         selected.append(item)
                 env.grow(len(selected) * ITEM_SIZE)
@@ -536,7 +537,7 @@ class Compiler:
         def ordered(env: Env, value: Any) -> bool | None:
             bound = endpoint(env)
             if value is None or bound is None:
-                return False
+                return None  # null is not ordered: ``< 2`` cannot decide for null (feel-scala alike)
             order = compare(value, bound, env)
             return None if order is None else test(order, 0)
 
@@ -639,9 +640,10 @@ def _any_test(env: Env, tests: list[UnaryTest], value: Any) -> bool | None:
 
 
 def range_contains(env: Env | None, feel_range: FeelRange, value: Any) -> bool | None:
-    """Whether ``value`` lies within ``feel_range``; null when it cannot be compared with the endpoints."""
+    """Whether ``value`` lies within ``feel_range``; null when it cannot be compared with the endpoints (or is
+    null itself)."""
     if value is None:
-        return False
+        return None
     if feel_range.start is not None:
         order = compare(value, feel_range.start, env)
         if order is None:
@@ -658,16 +660,22 @@ def range_contains(env: Env | None, feel_range: FeelRange, value: Any) -> bool |
 
 
 def _unary_match(env: Env, value: Any, result: Any) -> bool | None:
-    """A unary test's value matches the input if it equals it, contains it, or is true."""
+    """A unary test's value matches the input if it equals it, contains it, or (for an input that is not a
+    boolean) is true; null when the input cannot be compared with it (``1`` tested against ``true``)."""
     t = type(result)
     if t is FeelRange:
         return range_contains(env, result, value)
-    if values_equal(value, result, None, env) is True:
+    equal = values_equal(value, result, None, env)
+    if equal is True:
         return True
     if t is list:
         env.spend(READ_STEPS * len(result))
         return any(values_equal(value, item, None, env) is True for item in result)
-    return result is True and type(value) is not bool
+    if t is bool and type(value) is not bool:
+        return result
+    if equal is None:
+        env.warn(f"Can't compare {describe(value)} with {describe(result)}")
+    return equal
 
 
 def _domain(env: Env, domain: Compiled, end: Compiled | None) -> list[Any] | range | None:

@@ -82,7 +82,8 @@ _OPERATORS = tuple(
 
 @dataclass(frozen=True, slots=True)
 class Token:
-    """One token: ``kind`` is NAME, QNAME (backtick name), NUMBER, STRING, TEMPORAL, KEYWORD, OP or EOF."""
+    """One token: ``kind`` is NAME, QNAME (backtick name), NUMBER, STRING, TEMPORAL, KEYWORD, OP, EOF or CHAR
+    (any other character: valid only inside a context key, an error anywhere else)."""
 
     kind: str
     value: str
@@ -188,8 +189,9 @@ def tokenize(source: str) -> list[Token]:
                 tokens.append(Token("OP", op, pos, pos + len(op)))
                 pos += len(op)
                 break
-        else:
-            raise FeelSyntaxError(f"unexpected character {ch!r}", source, pos)
+        else:  # not FEEL syntax, but it may be part of a context key such as ``{how_are_you?: 1}``
+            tokens.append(Token("CHAR", ch, pos, pos + 1))
+            pos += 1
 
 
 def _is_name_char(ch: str) -> bool:

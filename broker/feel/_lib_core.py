@@ -264,6 +264,7 @@ def _is(env: Env, a: Any, b: Any) -> bool:
 
 
 @builtin("get value", "context, key")
+@builtin("get value", "context, keys")  # feel-scala names the key path ``keys``
 def _get_value(env: Env, context: Any, key: Any) -> Any:
     current: Any = arg_ctx(context)
     keys = [arg_str(k) for k in key] if type(key) is list else [arg_str(key)]
@@ -303,6 +304,7 @@ def _put_path(context: dict[str, Any], keys: list[str], value: Any) -> dict[str,
 
 
 @builtin("context put", "context, key, value")
+@builtin("context put", "context, keys, value")  # feel-scala names the key path ``keys``
 def _context_put(env: Env, context: Any, key: Any, value: Any) -> dict[str, Any] | None:
     keys = [arg_str(k) for k in key] if type(key) is list else [arg_str(key)]
     if not keys:

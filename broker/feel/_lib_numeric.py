@@ -80,6 +80,7 @@ for _name, _mode in (
 
 
 @builtin("abs", "n")
+@builtin("abs", "number")  # feel-scala accepts both names
 def _abs(env: Env, n: Any) -> Any:
     t = type(n)
     if t is dt.timedelta:
@@ -295,6 +296,7 @@ def _position(values: list[Any], position: int) -> int:
 
 
 @builtin("sublist", "list, start position, length?")
+@builtin("sublist", "list, start, length?")  # feel-scala's parameter names
 def _sublist(env: Env, values: Any, start: Any, length: Any = None) -> list[Any]:
     values = arg_list(values)
     begin = _position(values, arg_int(start))

@@ -12,6 +12,7 @@ Flags follow XPath: ``s`` (dot matches newlines), ``m`` (``^``/``$`` at lines), 
 from __future__ import annotations
 
 import base64
+import unicodedata
 from functools import lru_cache
 from typing import Any
 
@@ -235,23 +236,46 @@ def _split(env: Env, text: Any, delimiter: Any) -> list[str]:
 
 
 @builtin("extract", "string, pattern")
+@builtin("extract", "input, pattern")  # feel-scala's parameter names
 def _extract(env: Env, text: Any, pattern: Any) -> list[str]:
     return [m.group(0) for m in _compile(arg_str(pattern)).finditer(arg_str(text))]
 
 
+#: What feel-scala's ``trim`` removes (Java's ``String.trim``): every character up to and including the space.
+_TRIMMED = "".join(chr(code) for code in range(0x21))
+
+
 @builtin("trim", "string")
 def _trim(env: Env, text: Any) -> str:
-    return arg_str(text).strip()
+    return arg_str(text).strip(_TRIMMED)
+
+
+def _is_java_whitespace(ch: str) -> bool:
+    """Java's ``Character.isWhitespace`` (what feel-scala's ``is blank`` tests): the Unicode space, line and
+    paragraph separators except the no-break spaces, plus tab, line feed, vertical tab, form feed, carriage
+    return and the four information separators U+001C..U+001F."""
+    if ch in "\t\n\x0b\x0c\r\x1c\x1d\x1e\x1f":
+        return True
+    return unicodedata.category(ch) in ("Zs", "Zl", "Zp") and ch not in "\u00a0\u2007\u202f"
 
 
 @builtin("is blank", "string")
 def _is_blank(env: Env, text: Any) -> bool:
-    return not arg_str(text).strip()
+    return all(_is_java_whitespace(ch) for ch in arg_str(text))
 
 
 @builtin("to base64", "value")
 def _to_base64(env: Env, text: Any) -> str:
     return base64.b64encode(arg_str(text).encode("utf-8")).decode("ascii")
+
+
+@builtin("from base64", "value")
+def _from_base64(env: Env, text: Any) -> str:
+    """The inverse of ``to base64``: standard Base64 (padding required) of UTF-8 text."""
+    try:
+        return base64.b64decode(arg_str(text), validate=True).decode("utf-8")
+    except (ValueError, UnicodeDecodeError) as error:  # binascii.Error is a ValueError
+        raise ArgumentError(f"'{arg_str(text)}' is not Base64 of UTF-8 text") from error
 
 
 @builtin("string join", "list, delimiter?, prefix?, suffix?")

@@ -11,6 +11,7 @@ names can never stand next to each other otherwise.
 
 from __future__ import annotations
 
+import re
 from decimal import Decimal
 from typing import Any
 
@@ -21,6 +22,9 @@ from ._temporal import parse_temporal_literal
 Node = tuple[Any, ...]
 
 _COMPARISON_OPS = frozenset({"=", "!=", "<", "<=", ">", ">="})
+#: A context key of any characters but the reserved ones, up to the ``:`` that ends it.
+_SYMBOLS_KEY_RE = re.compile(r'([^"{}:,\[\]`]+):')
+
 _TEXTUAL_KEYWORDS = frozenset({"if", "for", "some", "every", "function"})
 #: Type names of ``instance of`` that span several words.
 _MULTI_WORD_TYPES = {
@@ -67,6 +71,8 @@ class Parser:
 
     def error(self, message: str, token: Token | None = None) -> FeelSyntaxError:
         token = token or self.tok
+        if token.kind == "CHAR":
+            return FeelSyntaxError(f"unexpected character {token.value!r}", self.source, token.pos)
         found = "end of input" if token.kind == "EOF" else repr(token.value)
         return FeelSyntaxError(f"{message}, found {found}", self.source, token.pos)
 
@@ -154,23 +160,23 @@ class Parser:
             self.expect_keyword("else")
             return ("if", token.pos, condition, then, self.expression())
         if token.value == "for":
-            iterators = self.iterators(allow_range=True)
+            iterators = self.iterators()
             self.expect_keyword("return")
             return ("for", token.pos, iterators, self.expression())
         if token.value in ("some", "every"):
-            iterators = self.iterators(allow_range=False)
+            iterators = self.iterators()
             self.expect_keyword("satisfies")
             return (token.value, token.pos, iterators, self.expression())
         return self.function_definition(token)
 
-    def iterators(self, allow_range: bool) -> list[tuple[str, Node, Node | None]]:
+    def iterators(self) -> list[tuple[str, Node, Node | None]]:
         result: list[tuple[str, Node, Node | None]] = []
         while True:
             name = self.name_words("expected an iteration variable name")
             self.expect_keyword("in")
             domain = self.expression()
             end = None
-            if allow_range and self.is_op(".."):
+            if self.is_op(".."):  # for, some and every all iterate over a..b
                 self.advance()
                 end = self.expression()
             result.append((name, domain, end))
@@ -365,6 +371,9 @@ class Parser:
                 return ("lit", token.pos, None)
             if token.value in _TEXTUAL_KEYWORDS:
                 return self.expression()
+            if token.value in ("and", "or") and self.peek().kind == "OP" and self.peek().value == "(":
+                self.advance()  # the built-ins and() and or(): where an operand is expected, they are calls
+                return ("call", token.pos, token.value, self.arguments())
             raise self.error("expected an expression")
         if kind in ("NAME", "QNAME"):
             name = self.name_words("expected a name", allow_quoted=True)
@@ -426,6 +435,8 @@ class Parser:
             if key_token.kind == "STRING":
                 self.advance()
                 key = key_token.value
+            elif (symbols_key := self.symbols_key()) is not None:
+                key = symbols_key
             else:
                 key = self.name_words("expected a context key", allow_quoted=True, allow_keywords=True)
             if key in keys:
@@ -438,6 +449,29 @@ class Parser:
             self.advance()
         self.expect_op("}")
         return ("ctx", opening.pos, entries)
+
+    def symbols_key(self) -> str | None:
+        """A context key written as any characters up to its ``:`` (``{foo+bar: 1}``, ``{how_are_you?: 2}``),
+        as feel-scala allows: everything but ``"{}:,[]`` and backticks, kept as written (inner spaces too).
+        Consumes the key and returns it, or returns None (consuming nothing) when the text is no such key."""
+        start = self.tok
+        if start.kind in ("QNAME", "EOF"):
+            return None
+        match = _SYMBOLS_KEY_RE.match(self.source, start.pos)
+        if match is None:
+            return None
+        key = match.group(1).rstrip()
+        if not key or "/*" in key or "//" in key:
+            return None
+        colon = match.end(1)
+        index = self.index
+        while self.tokens[index].pos < colon:
+            index += 1
+        token = self.tokens[index]
+        if not (token.kind == "OP" and token.value == ":" and token.pos == colon):
+            return None
+        self.index = index
+        return key
 
     def arguments(self) -> tuple[str, list[Any]]:
         self.expect_op("(")

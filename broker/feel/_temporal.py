@@ -21,9 +21,10 @@ _TIME_RE = re.compile(
     r"(\d{2}):(\d{2})(?::(\d{2})(?:\.(\d{1,9}))?)?"
     r"(?:(?P<z>Z)|(?P<off>[+-]\d{2}:\d{2}(?::\d{2})?)|@(?P<zone>[A-Za-z0-9_+\-/]+))?"
 )
+#: Each component may carry its own sign (``PT-5M``, ``P-1Y-2M``), as Java's parsers allow.
 _DURATION_RE = re.compile(
-    r"(?P<sign>-)?P(?:(?P<y>\d+)Y)?(?:(?P<mo>\d+)M)?(?:(?P<w>\d+)W)?(?:(?P<d>\d+)D)?"
-    r"(?:T(?:(?P<h>\d+)H)?(?:(?P<mi>\d+)M)?(?:(?P<s>\d+(?:\.\d+)?)S)?)?"
+    r"(?P<sign>-)?P(?:(?P<y>-?\d+)Y)?(?:(?P<mo>-?\d+)M)?(?:(?P<w>-?\d+)W)?(?:(?P<d>-?\d+)D)?"
+    r"(?:T(?:(?P<h>-?\d+)H)?(?:(?P<mi>-?\d+)M)?(?:(?P<s>-?\d+(?:\.\d+)?)S)?)?"
 )
 
 
@@ -93,7 +94,24 @@ def parse_time(text: str) -> dt.time | None:
 
 
 def parse_datetime(text: str) -> dt.datetime | None:
-    """``YYYY-MM-DDTHH:MM:SS`` with optional offset or zone; a bare date means midnight."""
+    """``YYYY-MM-DDTHH:MM:SS`` with optional offset or zone; a bare date means midnight. Java's zoned form
+    ``...+02:00[Europe/Berlin]`` (or without the offset) is read as that instant in the named zone."""
+    if text.endswith("]") and "[" in text:
+        base, _, zone_id = text[:-1].rpartition("[")
+        zone = parse_zone(zone_id)
+        value = _parse_datetime(base) if zone is not None and "T" in base and "@" not in base else None
+        if value is None or zone is None:
+            return None
+        if value.tzinfo is None:
+            return value.replace(tzinfo=zone)
+        try:
+            return value.astimezone(zone)
+        except OverflowError:  # the instant falls outside the years a date-time can hold
+            return None
+    return _parse_datetime(text)
+
+
+def _parse_datetime(text: str) -> dt.datetime | None:
     date_part, sep, time_part = text.partition("T")
     date = parse_date(date_part)
     if date is None:

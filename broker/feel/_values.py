@@ -33,7 +33,7 @@ UTC = dt.UTC
 
 @dataclass(frozen=True, order=True, slots=True)
 class YearMonthDuration:
-    """A calendar duration counted in whole months; ``str()`` gives the ISO 8601 form (``P1Y2M``)."""
+    """A calendar duration counted in whole months; ``str()`` gives the ISO 8601 form (``P1Y2M``, zero ``P0Y``)."""
 
     months: int
 
@@ -45,7 +45,9 @@ class YearMonthDuration:
             return f"{sign}P{years}Y{months}M"
         if years:
             return f"{sign}P{years}Y"
-        return f"{sign}P{months}M"
+        if months:
+            return f"{sign}P{months}M"
+        return "P0Y"  # feel-scala's form of the zero years-months duration
 
     @property
     def years(self) -> int:
@@ -261,7 +263,7 @@ def format_date(value: dt.date) -> str:
 
 
 def format_dt_duration(value: dt.timedelta) -> str:
-    """ISO 8601 days-time form, e.g. ``P1DT2H30M``; zero is ``PT0S``."""
+    """ISO 8601 days-time form, e.g. ``P1DT2H30M``; zero is ``P0D``."""
     micros = (value.days * 86400 + value.seconds) * 1_000_000 + value.microseconds
     sign = "-" if micros < 0 else ""
     micros = abs(micros)
@@ -282,7 +284,7 @@ def format_dt_duration(value: dt.timedelta) -> str:
     if time_part:
         text += "T" + time_part
     elif not days:
-        text += "T0S"
+        return "P0D"  # feel-scala's form of the zero days-time duration
     return text
 
 

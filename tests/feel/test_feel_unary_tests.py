@@ -20,7 +20,7 @@ UNARY: list[UnaryCase] = [
     ("> 10", 11, {}, True),
     ("> 10", 10.5, {}, True),
     (">= 10", 9, {}, False),
-    ("< 10", None, {}, False),
+    ("< 10", None, {}, None),  # feel-scala: null is not ordered (ComparisonTypeTest)
     ("(2..5)", 2, {}, False),
     ("(2..5)", 3, {}, True),
     ("[2..5]", 2, {}, True),
@@ -28,7 +28,7 @@ UNARY: list[UnaryCase] = [
     ("(2..5]", 5, {}, True),
     ("]2..5[", 5, {}, False),
     ("[2..5]", 6, {}, False),
-    ("[2..5]", None, {}, False),
+    ("[2..5]", None, {}, None),  # null is not in a range, nor outside it
     ("[2..5]", "NaN", {}, None),
     ("2, 3, 4", 3, {}, True),
     ("2, 3, 4", 5, {}, False),
