@@ -69,6 +69,7 @@ postgresql:
 lint: install
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .
+	$(VENV)/bin/lint-imports --no-cache
 
 ## proto: regenerate the gRPC stubs from proto/*.proto
 proto: install
