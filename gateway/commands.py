@@ -46,7 +46,7 @@ from broker.protocol.keys import partition_of
 from broker.protocol.limits import MAX_DURATION_MS, duration_problem
 from broker.protocol.record import Record
 from broker.stream.partition import BackpressureError, PartitionUnavailableError
-from gateway.broker_client import BrokerClient, Topology
+from broker.transport.broker_client import BrokerClient, Topology
 
 log = logging.getLogger("weir.gateway")
 
