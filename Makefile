@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 DATA_DIR ?= ./data
 
-.PHONY: install run test lint proto bench clean node-clients postgresql web browser
+.PHONY: install run test lint typecheck proto bench clean node-clients postgresql web browser
 
 install: $(VENV)/.installed web
 
@@ -66,9 +66,15 @@ postgresql:
 	@ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1 || command -v postgres >/dev/null || \
 		{ [ "$$(id -u)" = 0 ] && apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql; }
 
+## lint: ruff (lint and format) and the layering contracts of [tool.importlinter] (lint-imports)
 lint: install
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .
+	$(VENV)/bin/lint-imports --no-cache
+
+## typecheck: mypy over the packages ([tool.mypy] in pyproject.toml); not yet part of lint, errors remain
+typecheck: install
+	$(PY) -m mypy
 
 ## proto: regenerate the gRPC stubs from proto/*.proto
 proto: install

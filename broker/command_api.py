@@ -35,6 +35,8 @@ from typing import Any
 import grpc
 import msgpack
 
+from broker.grpc_guard import MetadataCheckInterceptor, SecurityConfigError, Unauthenticated
+from broker.http_guard import is_loopback
 from broker.protocol.codec import record_to_list
 from broker.protocol.documents import InvalidDocumentError
 from broker.protocol.enums import JobIntent, ValueType
@@ -91,8 +93,6 @@ class CommandApiSecurity:
         return bool(self.secret) or (self.tls and self.require_client_certificate)
 
     def _pem(self, path: str) -> bytes:
-        from gateway.auth import SecurityConfigError
-
         try:
             return Path(path).read_bytes()
         except OSError as e:
@@ -124,8 +124,6 @@ class CommandApiSecurity:
 
     def check(self, given: str | None) -> None:
         """Raises Unauthenticated unless ``given`` is the secret (compared in constant time)."""
-        from gateway.auth import Unauthenticated
-
         if not given:
             raise Unauthenticated(
                 "this broker's command API requires the shared secret: set commandApi.secret "
@@ -137,8 +135,6 @@ class CommandApiSecurity:
     def interceptors(self) -> list[grpc.aio.ServerInterceptor]:
         if not self.secret:
             return []
-        from gateway.auth import MetadataCheckInterceptor
-
         return [MetadataCheckInterceptor(SECRET_HEADER, self.check)]
 
 
@@ -371,8 +367,6 @@ async def start_command_api(
     if bound == 0:
         raise OSError(f"could not bind the command API to {host}:{port} (is the port in use?)")
     await server.start()
-    from gateway.server import is_loopback
-
     if not is_loopback(host) and not security.closed:
         log.warning(
             "the command API on %s:%d lets any caller run commands; set commandApi.secret (with commandApi.tls) or "

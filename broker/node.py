@@ -150,7 +150,7 @@ class BrokerNode:
                 partition.start(raft_config(layout, cfg.node_id, pid, directory, cfg.raft_password, cfg.host))
             self.partitions[pid] = partition
         if layout is not None and cfg.partitions > 1:
-            from gateway.remote import RemoteBrokerClient
+            from broker.transport.remote import RemoteBrokerClient
 
             peers = [m.command_address(cfg.command_port) for m in layout.members]
             self.inter_partition = RemoteBrokerClient(
@@ -158,7 +158,7 @@ class BrokerNode:
             )
             await self.inter_partition.start()
         elif cfg.partitions > 1:
-            from gateway.broker_client import LocalBrokerClient
+            from broker.transport.broker_client import LocalBrokerClient
 
             # Every partition is here: commands between partitions go straight to their inboxes.
             self.inter_partition = LocalBrokerClient(
@@ -198,7 +198,7 @@ class BrokerNode:
                 "brokers (broker.embeddedGateway: false)"
             )
         if cfg.embedded_gateway:
-            from gateway.broker_client import LocalBrokerClient
+            from broker.transport.broker_client import LocalBrokerClient
             from gateway.server import start_gateway_server
             from gateway.service import GatewayService
 

@@ -20,14 +20,12 @@ import base64
 import contextlib
 import hashlib
 import hmac
-import inspect
 import json
 import logging
 import os
 import time
 import urllib.request
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -36,7 +34,8 @@ from typing import Any
 import grpc
 import jwt
 
-from gateway.messages import bounded_message, shown
+from broker.error_messages import shown
+from broker.grpc_guard import MetadataCheckInterceptor, SecurityConfigError, Unauthenticated
 
 log = logging.getLogger("weir.gateway.auth")
 
@@ -60,10 +59,6 @@ MALFORMED_HEADER = (
     "authorization server issued"
 )
 SUPPORTED_ALGORITHMS = ("RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "ES512", "EdDSA")
-
-
-class SecurityConfigError(ValueError):
-    """TLS or authentication settings that cannot work (missing file, no JWKS, unknown method…)."""
 
 
 @dataclass(slots=True)
@@ -354,11 +349,7 @@ class JwksKeys:
         return None
 
 
-# -- the interceptor -----------------------------------------------------------------------------------------
-
-
-class Unauthenticated(Exception):
-    """Credentials missing or invalid; the message tells the caller what to fix."""
+# -- the authenticator ---------------------------------------------------------------------------------------
 
 
 class Authenticator:
@@ -512,100 +503,12 @@ def _unverified_claim(token: str, name: str) -> Any:
         return None
 
 
-def _metadata_value(metadata: Sequence[tuple[str, Any]] | None, name: str) -> str | None:
-    for key, value in metadata or ():
-        if key == name:
-            return value.decode() if isinstance(value, bytes) else str(value)
-    return None
-
-
 def client_address(peer: str) -> str:
     """The address part of a gRPC peer (``ipv4:10.0.0.7:51234`` → ``10.0.0.7``); other forms as given."""
     kind, _, rest = peer.partition(":")
     if kind in ("ipv4", "ipv6"):
         return rest.rpartition(":")[0].strip("[]")
     return peer
-
-
-def _guarded(
-    handler: grpc.RpcMethodHandler, check: Callable[[grpc.aio.ServicerContext], Awaitable[None]]
-) -> grpc.RpcMethodHandler:
-    """``handler`` behind ``check``: when it raises :class:`Unauthenticated`, the call ends with UNAUTHENTICATED
-    before the handler runs. (The check runs in the call, not the interceptor, because only the call's context
-    knows the client's address.)"""
-
-    async def admit(context: grpc.aio.ServicerContext) -> None:
-        try:
-            await check(context)
-        except Unauthenticated as e:
-            await context.abort(grpc.StatusCode.UNAUTHENTICATED, bounded_message(str(e)))
-
-    kw = {"request_deserializer": handler.request_deserializer, "response_serializer": handler.response_serializer}
-    if handler.request_streaming and handler.response_streaming:
-        behaviour, make = handler.stream_stream, grpc.stream_stream_rpc_method_handler
-    elif handler.request_streaming:
-        behaviour, make = handler.stream_unary, grpc.stream_unary_rpc_method_handler
-    elif handler.response_streaming:
-        behaviour, make = handler.unary_stream, grpc.unary_stream_rpc_method_handler
-    else:
-        behaviour, make = handler.unary_unary, grpc.unary_unary_rpc_method_handler
-    if inspect.isasyncgenfunction(behaviour):
-
-        async def generated(request: Any, context: grpc.aio.ServicerContext) -> Any:
-            await admit(context)
-            async for response in behaviour(request, context):
-                yield response
-
-        return make(generated, **kw)
-
-    async def called(request: Any, context: grpc.aio.ServicerContext) -> Any:
-        await admit(context)
-        return await behaviour(request, context)
-
-    return make(called, **kw)
-
-
-class MetadataCheckInterceptor(grpc.aio.ServerInterceptor):
-    """Runs ``check(metadata value)`` at the start of every call outside ``open_prefixes``; a refusal ends the call.
-
-    ``check`` (a function or a coroutine function) raises :class:`Unauthenticated` with the text the caller gets;
-    with ``with_peer`` it is called as ``check(value, peer)`` with the client's gRPC peer string.
-    """
-
-    def __init__(
-        self,
-        header: str,
-        check: Callable[..., Any],
-        open_prefixes: Sequence[str] = (),
-        *,
-        with_peer: bool = False,
-    ) -> None:
-        self._header = header
-        self._check = check
-        self._open = tuple(open_prefixes)
-        self._with_peer = with_peer
-
-    async def intercept_service(
-        self,
-        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler]],
-        handler_call_details: grpc.HandlerCallDetails,
-    ) -> grpc.RpcMethodHandler:
-        handler = await continuation(handler_call_details)
-        method = handler_call_details.method
-        if handler is None or method.startswith(self._open):
-            return handler
-        value = _metadata_value(handler_call_details.invocation_metadata, self._header)
-
-        async def check(context: grpc.aio.ServicerContext) -> None:
-            try:
-                checked = self._check(value, context.peer()) if self._with_peer else self._check(value)
-                if inspect.isawaitable(checked):
-                    await checked
-            except Unauthenticated as e:
-                log.debug("refused %s: %s", method, e)
-                raise
-
-        return _guarded(handler, check)
 
 
 def gateway_interceptors(authenticator: Authenticator | None) -> list[grpc.aio.ServerInterceptor]:

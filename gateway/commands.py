@@ -21,6 +21,7 @@ from broker import monitoring
 from broker.engine.deployment_limits import DeploymentLimits, too_many_resources
 from broker.engine.job_processors import activation_request
 from broker.engine.partitioning import subscription_partition
+from broker.error_messages import bounded_message, shown
 from broker.protocol import labels
 from broker.protocol.documents import InvalidDocumentError, find_problem
 from broker.protocol.enums import (
@@ -46,8 +47,7 @@ from broker.protocol.keys import partition_of
 from broker.protocol.limits import MAX_DURATION_MS, duration_problem
 from broker.protocol.record import Record
 from broker.stream.partition import BackpressureError, PartitionUnavailableError
-from gateway.broker_client import BrokerClient, Topology
-from gateway.messages import bounded_message, shown
+from broker.transport.broker_client import BrokerClient, Topology
 
 log = logging.getLogger("weir.gateway")
 
@@ -85,7 +85,7 @@ class CommandError(Exception):
     """A request that cannot be served: bad input, a rejection by the broker, or a broker that cannot answer.
 
     ``title`` is a short name of the problem: the rejection type for rejected commands, else the code's name. The
-    message is bounded (gateway/messages.py): it may quote a caller's value of any size, or a broker's reason that
+    message is bounded (broker/error_messages.py): it may quote a caller's value of any size, or a broker's reason that
     does.
     """
 

@@ -15,7 +15,7 @@ from typing import Any
 
 import grpc
 
-from gateway.messages import bounded_message
+from broker.error_messages import bounded_message
 
 log = logging.getLogger("weir.gateway")
 

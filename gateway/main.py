@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 from broker import gc_policy
 from broker.monitoring import MonitoringServer
-from gateway.remote import RemoteBrokerClient
+from broker.transport.remote import RemoteBrokerClient
 from gateway.rest.policy import RestPolicy
 from gateway.rest.server import RestConfig, RestServer
 from gateway.server import start_gateway_server

@@ -23,9 +23,9 @@ from broker.engine.deployment_limits import DeploymentLimits
 from broker.protocol.enums import JobIntent, ValueType
 from broker.protocol.keys import partition_of
 from broker.protocol.record import Record
+from broker.transport.broker_client import BrokerClient
 from gateway.api import gateway_pb2 as pb
 from gateway.api import gateway_pb2_grpc as pb_grpc
-from gateway.broker_client import BrokerClient
 from gateway.commands import (
     DEFAULT_LONG_POLL_MS,
     DEFAULT_REQUEST_TIMEOUT_MS,

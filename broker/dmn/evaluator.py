@@ -33,7 +33,6 @@ from typing import Any
 
 from broker import feel
 from broker.dmn import model as m
-from broker.engine.expressions import to_json_value
 from broker.feel._runtime import Env, Scope
 from broker.feel._values import from_host, to_host
 
@@ -207,7 +206,7 @@ class _Evaluation:
         for inp in table.inputs:
             value = self.expression(inp.expression, context)
             values.append(value)
-            evaluated.inputs.append((inp.id, inp.name, to_json_value(value)))
+            evaluated.inputs.append((inp.id, inp.name, feel.to_json_value(value)))
         matched = evaluated.matched_rules
         for rule in table.rules:
             if all(self.matches(e, v, context) for e, v in zip(rule.input_entries, values, strict=True)):
@@ -279,7 +278,7 @@ def _described(value: Any) -> str:
         (feel.FeelFunction, "ValFunction"),
     ]
     kind = next((name for t, name in kinds if isinstance(value, t)), "Val")
-    shown = _shown([value])[1:-1] if isinstance(value, list | dict) else str(to_json_value(value))
+    shown = _shown([value])[1:-1] if isinstance(value, list | dict) else str(feel.to_json_value(value))
     return f"{kind}({shown})"
 
 
@@ -335,26 +334,26 @@ def _apply_hit_policy(table: m.DecisionTable, matched: list[EvaluatedRule]) -> A
         total = min(numbers)
     else:
         total = max(numbers)
-    return to_json_value(total)
+    return feel.to_json_value(total)
 
 
 def _shown(values: list[Any]) -> str:
-    return json.dumps(to_json_value(values), separators=(",", ":"), ensure_ascii=False, default=str)[:500]
+    return json.dumps(feel.to_json_value(values), separators=(",", ":"), ensure_ascii=False, default=str)[:500]
 
 
 def _to_json(evaluated: EvaluatedDecision) -> None:
     """Turn what a decision gave (FEEL values) into the JSON values results and records carry."""
     try:
-        evaluated.output = to_json_value(evaluated.output)
+        evaluated.output = feel.to_json_value(evaluated.output)
         for rule in evaluated.matched_rules:
-            rule.outputs = [(i, n, to_json_value(v)) for i, n, v in rule.outputs]
+            rule.outputs = [(i, n, feel.to_json_value(v)) for i, n, v in rule.outputs]
     except RecursionError:
         raise _Failure("the result is nested too deeply") from None
 
 
 def _json_or_none(value: Any) -> Any:
     try:
-        return to_json_value(value)
+        return feel.to_json_value(value)
     except RecursionError:
         return None
 

@@ -12,8 +12,7 @@ from xml.etree.ElementTree import Element as XmlElement
 
 from broker import feel
 from broker.dmn import model as m
-from broker.engine.bpmn.safe_xml import UnsafeXmlError, parse_xml
-from broker.engine.expressions import to_json_value
+from broker.safe_xml import UnsafeXmlError, parse_xml
 
 DMN_NAMESPACES: Final = frozenset(
     {
@@ -340,7 +339,7 @@ class _Reader:
                 except (feel.FeelSyntaxError, feel.FeelEvaluationError, RecursionError) as e:
                     self.problem(where, f"output '{output_id}': failed to read output values '{values_text}': {e}")
                 else:
-                    values = tuple(to_json_value(v) for v in listed or ())
+                    values = tuple(feel.to_json_value(v) for v in listed or ())
             default = self.text_of(self.child(out, "defaultOutputEntry"))
             if default:
                 self.check_expression(where, default)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from broker.engine.elements import registry
+from broker.engine.elements.lookup import ElementLookup
 from broker.engine.models import ModelCache
 from broker.protocol.enums import (
     AsyncRequestIntent,
@@ -63,8 +63,9 @@ SIGNAL_RECEIPT_RETENTION_MS = 3_600_000
 class EventAppliers:
     """Maps (value type, intent) of an event to the function that applies it."""
 
-    def __init__(self, models: ModelCache) -> None:
+    def __init__(self, models: ModelCache, elements: ElementLookup) -> None:
         self._models = models
+        self._elements = elements
         self._table: dict[tuple[int, int], Applier] = {
             (ValueType.PROCESS, ProcessIntent.CREATED): self._process_created,
             (ValueType.PROCESS, ProcessIntent.DELETED): self._process_deleted,
@@ -202,7 +203,7 @@ class EventAppliers:
         if parent is None:
             return
         # an instance of a multi-instance activity is started by its body, not by a sequence flow
-        body = registry.processor_of(parent.value).contains_its_own_element
+        body = self._elements.processor_of(parent.value).contains_its_own_element
         consumed = 0 if body else self._flows_consumed(state, v)
         state.elements.put(parent.after_child_activated(consumed))
 
@@ -212,7 +213,7 @@ class EventAppliers:
         A join consumes one token from each incoming flow that has one waiting: all of them for a parallel join
         (it activates only then), the ones that arrived for an inclusive join.
         """
-        processor = registry.processor_of(v)
+        processor = self._elements.processor_of(v)
         if not processor.started_by_flow:
             return 0
         if processor.reached_by_link:
@@ -255,7 +256,7 @@ class EventAppliers:
                 # a completed link throw event's token jumps to the link catch event (ACTIVATE_ELEMENT follows): in
                 # flight like a taken sequence flow, so the scope cannot complete before the catch event is activated
                 completed = r.intent == PI.ELEMENT_COMPLETED
-                jumping = completed and registry.processor_of(v).leaves_by_link
+                jumping = completed and self._elements.processor_of(v).leaves_by_link
                 state.elements.put(parent.after_child_ended(completed=completed, flows_in_flight=int(jumping)))
         else:
             state.processes.count_instance(v.process_definition_key, -1)

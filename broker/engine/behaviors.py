@@ -12,6 +12,7 @@ from typing import Any, Final
 from broker.engine.bpmn import model as bpmn
 from broker.engine.context import ProcessingContext
 from broker.engine.deployment_limits import DeploymentLimits
+from broker.engine.elements.lookup import ElementLookup
 from broker.engine.expressions import ExpressionEvaluator, ExpressionFailure, type_name
 from broker.engine.models import ModelCache
 from broker.protocol.enums import (
@@ -36,19 +37,23 @@ DEFAULT_MAX_PROCESS_DEPTH: Final = 1000
 
 
 class Services:
-    """What processors share besides state: the model cache, the expression evaluator and the job streams."""
+    """What processors share besides state: the model cache, the expression evaluator, the job streams and the
+    element processors' lookup."""
 
     def __init__(
         self,
         models: ModelCache,
         expressions: ExpressionEvaluator,
         job_streams: Any,
+        elements: ElementLookup,
         partitions_count: int = 1,
         max_process_depth: int = DEFAULT_MAX_PROCESS_DEPTH,
     ) -> None:
         self.models = models
         self.expressions = expressions
         self.job_streams = job_streams
+        # Which processor runs each element kind (the registry, handed in so no processor imports it).
+        self.elements = elements
         self.partitions_count = partitions_count
         # What checking one deployment may spend (broker.deployments.*, set by the engine).
         self.deployment_limits = DeploymentLimits()

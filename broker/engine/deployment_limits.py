@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final
 
-from broker.engine.bpmn.safe_xml import ElementCounter, TooManyElementsError, UnsafeXmlError, parse_xml
+from broker.safe_xml import ElementCounter, TooManyElementsError, UnsafeXmlError, parse_xml
 
 DEFAULT_MAX_RESOURCES: Final = 1000
 DEFAULT_MAX_ELEMENTS: Final = 200_000

@@ -19,6 +19,7 @@ from broker.engine.behaviors import DEFAULT_MAX_PROCESS_DEPTH, Services
 from broker.engine.context import ProcessingContext
 from broker.engine.deployment_limits import DeploymentLimits
 from broker.engine.elements import commands as elements
+from broker.engine.elements import registry
 from broker.engine.expressions import ExpressionEvaluator
 from broker.engine.job_streams import JobStreams
 from broker.engine.models import ModelCache
@@ -72,9 +73,11 @@ class Engine:
         # No expression result may be larger than a message: no worker could be sent the variable
         expressions = ExpressionEvaluator(limits=expression_limits, max_result_size=max_message_size)
         self.models = ModelCache(lambda key: state.processes.get(key))
-        self.appliers = EventAppliers(self.models)
+        self.appliers = EventAppliers(self.models, registry)
         self.job_streams = job_streams if job_streams is not None else JobStreams()
-        self.services = Services(self.models, expressions, self.job_streams, partitions_count, max_process_depth)
+        self.services = Services(
+            self.models, expressions, self.job_streams, registry, partitions_count, max_process_depth
+        )
         self.services.deployment_limits = deployment_limits or DeploymentLimits()
         self.services.business_id_uniqueness = business_id_uniqueness
         self.services.drgs = decisions.DrgCache(lambda key: state.decision_requirements.get(key))

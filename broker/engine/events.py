@@ -20,7 +20,7 @@ from broker.engine import behaviors as b
 from broker.engine import timers
 from broker.engine.bpmn import model as bpmn
 from broker.engine.context import ProcessingContext
-from broker.engine.elements import registry
+from broker.engine.elements.lookup import processor_of
 from broker.engine.expressions import ExpressionFailure
 from broker.engine.partitioning import subscription_partition
 from broker.protocol.enums import (
@@ -267,7 +267,7 @@ def fire(
     ctx: ProcessingContext, process: bpmn.Process, inst: ElementInstance, target: bpmn.Element, variables: dict
 ) -> None:
     """The event ``target`` occurred for the waiting element instance ``inst``: its kind decides what follows."""
-    registry.processor_of(inst.value).on_event(ctx, process, inst, target, variables)
+    processor_of(ctx, inst.value).on_event(ctx, process, inst, target, variables)
 
 
 def is_waiting(inst: ElementInstance | None) -> bool:
@@ -441,9 +441,9 @@ def find_catch(
         parent = ctx.state.elements.get(parent_key) if parent_key > 0 else None
         # an instance of a multi-instance activity shares its element with the body around it: the boundary events
         # belong to the body, the event sub-processes (of a sub-process) to the instance
-        processor = registry.processor_of(inst.value)
+        processor = processor_of(ctx, inst.value)
         is_body = processor.contains_its_own_element
-        in_body = parent is not None and registry.processor_of(parent.value).contains_its_own_element
+        in_body = parent is not None and processor_of(ctx, parent.value).contains_its_own_element
         if not came_from_event_sub_process and not is_body:
             found = _best_catch(list(process.event_sub_process_starts_of(element_id)), event_type, code)
             if found is not None:

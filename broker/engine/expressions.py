@@ -14,6 +14,7 @@ from decimal import Decimal
 from typing import Any
 
 from broker import feel
+from broker.feel import to_json_value
 from broker.protocol.documents import find_problem
 
 
@@ -24,9 +25,6 @@ class ExpressionFailure:
 
 _UTC = dt.UTC
 _TOO_DEEP = "the expression is nested too deeply to be parsed; split it into smaller expressions"
-
-#: Whole-number decimals with more digits are not turned into ints (FEEL's own results stop there too).
-_MAX_INT_DIGITS = 4000
 
 #: The largest result an expression may produce (about its encoded bytes): the default gateway message size,
 #: since a bigger variable could not be handed to a job worker anyway.
@@ -183,43 +181,3 @@ def type_name(value: Any) -> str:
     if isinstance(value, dict):
         return "OBJECT"
     return type(value).__name__.upper()
-
-
-def to_json_value(value: Any) -> Any:
-    """FEEL results to JSON-compatible values (decimals, temporals and durations become numbers and strings)."""
-    if value is None or isinstance(value, bool | int | str | float):
-        return value
-    if isinstance(value, Decimal):
-        if value.is_finite() and value.adjusted() < _MAX_INT_DIGITS and value == value.to_integral_value():
-            return int(value)
-        return float(value)  # a whole number this big would take seconds to build as an int
-    if isinstance(value, list | tuple):
-        return [to_json_value(v) for v in value]
-    if isinstance(value, dict):
-        return {str(k): to_json_value(v) for k, v in value.items()}
-    if isinstance(value, dt.datetime | dt.date | dt.time):
-        return value.isoformat()
-    if isinstance(value, dt.timedelta):
-        return _iso_duration(value)
-    return str(value)
-
-
-def _iso_duration(d: dt.timedelta) -> str:
-    total = int(d.total_seconds())
-    sign = "-" if total < 0 else ""
-    total = abs(total)
-    days, rem = divmod(total, 86400)
-    hours, rem = divmod(rem, 3600)
-    minutes, seconds = divmod(rem, 60)
-    out = f"{sign}P"
-    if days:
-        out += f"{days}D"
-    if hours or minutes or seconds or not days:
-        out += "T"
-        if hours:
-            out += f"{hours}H"
-        if minutes:
-            out += f"{minutes}M"
-        if seconds or not (hours or minutes):
-            out += f"{seconds}S"
-    return out

@@ -16,7 +16,8 @@ from broker.engine.deployment_limits import (
     rejection,
     too_many_resources,
 )
-from broker.engine.elements import SUPPORTED_KINDS, lifecycle
+from broker.engine.elements import lifecycle
+from broker.engine.elements.registry import SUPPORTED_KINDS
 from broker.protocol import labels
 from broker.protocol.enums import (
     CommandDistributionIntent,

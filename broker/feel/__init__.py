@@ -23,6 +23,7 @@ from ._api import (
     parse_unary_tests,
 )
 from ._errors import FeelSyntaxError
+from ._json import to_json_value
 from ._runtime import DEFAULT_LIMITS, FeelBudgetExceeded, FeelEvaluationError, Limits
 from ._values import FeelFunction, FeelRange, YearMonthDuration
 
@@ -42,4 +43,5 @@ __all__ = [
     "evaluate_with_warnings",
     "parse",
     "parse_unary_tests",
+    "to_json_value",
 ]

@@ -30,7 +30,7 @@ from broker.raft.simulation import SimulatedReplicatedLog
 from broker.stream.backpressure import BackpressureConfig
 from broker.stream.commit import RaftCommit
 from broker.stream.partition import Partition, PartitionConfig, PartitionUnavailableError
-from gateway.broker_client import BrokerInfo, JobsAvailableListener, JobSink, PartitionInfo, Topology
+from broker.transport.broker_client import BrokerInfo, JobsAvailableListener, JobSink, PartitionInfo, Topology
 from gateway.commands import GatewayCommands
 
 # Simulated wall clock at the start of every run: 2026-01-01T00:00:00Z, so timestamps do not depend on the day.
@@ -412,7 +412,7 @@ class SimRoute:
 
 
 class SimBrokerClient:
-    """The gateway's view of the cluster (``gateway.broker_client.BrokerClient``), through the simulated network."""
+    """The gateway's view of the cluster (a ``broker.transport.broker_client.BrokerClient``) through the network."""
 
     def __init__(self, cluster: SimCluster) -> None:
         self.cluster = cluster

@@ -57,6 +57,7 @@ def test_public_surface_is_small() -> None:
         "evaluate_with_warnings",
         "parse",
         "parse_unary_tests",
+        "to_json_value",
     }
 
 

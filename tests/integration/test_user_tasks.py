@@ -19,9 +19,9 @@ from pyzeebe import Job, ZeebeWorker, create_insecure_channel
 from pyzeebe.proto import gateway_pb2 as pb
 
 from broker.protocol.enums import UserTaskIntent
+from broker.transport.remote import RemoteBrokerClient
 from gateway import user_tasks
 from gateway.commands import CommandError, ErrorCode, GatewayCommands
-from gateway.remote import RemoteBrokerClient
 from tests.harness import WeirProcess, eventually
 from tests.integration import weir_proto
 from tests.integration.clients import Stub, create, create_with_result, deploy

@@ -7,9 +7,9 @@ import base64
 
 import pytest
 
+from broker.error_messages import MAX_WIRE_BYTES, _wire_size, bounded_message, shown
 from gateway import auth
 from gateway.auth import BasicCredentials, FailureLimiter, Unauthenticated, client_address, hash_password
-from gateway.messages import MAX_WIRE_BYTES, _wire_size, bounded_message, shown
 
 
 def _pair(user: str, password: str) -> str:

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from broker.engine.bpmn import AdHoc, BpmnValidationError, Process, parse_bpmn, supported_kinds
-from broker.engine.elements import SUPPORTED_KINDS
 from broker.engine.elements.ad_hoc_sub_process import activatable_elements
+from broker.engine.elements.registry import SUPPORTED_KINDS
 
 HEADER = (
     '<?xml version="1.0" encoding="UTF-8"?>\n'

@@ -21,7 +21,7 @@ from broker.engine.bpmn import (
     supported_kinds,
 )
 from broker.engine.bpmn import model as bpmn_model
-from broker.engine.elements import SUPPORTED_KINDS
+from broker.engine.elements.registry import SUPPORTED_KINDS
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "bpmn"
 VALID_FIXTURES = sorted(FIXTURES.glob("*.bpmn"))

@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 
 from broker.config import ConfigError, load
-from broker.engine.bpmn.safe_xml import parse_xml
 from broker.engine.deployment_limits import MAX_REPORTED_PROBLEMS, DeploymentLimits, rejection
 from broker.protocol.enums import DeploymentIntent, RecordType, RejectionType, ValueType
 from broker.protocol.record import Record
+from broker.safe_xml import parse_xml
 from broker.stream.partition import PartitionConfig
 from tests.harness import BPMN
 from tests.unit.test_replay import Driver, accepted

@@ -8,8 +8,9 @@ import pytest
 from broker.engine.bpmn import model as m
 from broker.engine.bpmn import parse_bpmn, supported_kinds
 from broker.engine.context import ProcessingContext
-from broker.engine.elements import SUPPORTED_KINDS, lifecycle, processor_for, registry
+from broker.engine.elements import lifecycle, registry
 from broker.engine.elements.base import ContainerProcessor
+from broker.engine.elements.registry import SUPPORTED_KINDS, processor_for
 from broker.protocol.enums import ProcessInstanceIntent, RecordType, ValueType
 from broker.protocol.keys import KeyGenerator
 from broker.protocol.record import Record

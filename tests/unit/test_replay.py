@@ -1083,7 +1083,7 @@ def test_the_random_scenario_deploys_every_element_kind_the_engine_runs() -> Non
     """A new element kind joins the random scenario with a fixture (job-worker send and business rule tasks are the
     service task's processor, which the scenario runs)."""
     from broker.engine.bpmn import parse_bpmn
-    from broker.engine.elements import SUPPORTED_KINDS
+    from broker.engine.elements.registry import SUPPORTED_KINDS
 
     kinds = set()
     for fixture in FIXTURES + EVENT_STARTED:

@@ -5,6 +5,8 @@ The public surface: :func:`parse_bpmn` turns resource bytes into :class:`Process
 :func:`supported_kinds` lets the engine refuse models it cannot run yet.
 """
 
+from broker.safe_xml import DEFAULT_MAX_RESOURCE_BYTES, DEFAULT_MAX_XML_ELEMENTS
+
 from .errors import BpmnValidationError, Problem
 from .model import (
     DEFAULT_JOB_RETRIES,
@@ -36,7 +38,6 @@ from .parser import (
     parse_bpmn,
     resource_checksum,
 )
-from .safe_xml import DEFAULT_MAX_RESOURCE_BYTES, DEFAULT_MAX_XML_ELEMENTS
 from .support import supported_kinds
 
 __all__ = [

@@ -17,9 +17,10 @@ from dataclasses import dataclass, replace
 from typing import Final
 from xml.etree.ElementTree import Element as XmlElement
 
+from broker.safe_xml import DEFAULT_MAX_RESOURCE_BYTES, DEFAULT_MAX_XML_ELEMENTS, UnsafeXmlError, parse_xml
+
 from . import model as m
 from .errors import BpmnValidationError, Problem
-from .safe_xml import DEFAULT_MAX_RESOURCE_BYTES, DEFAULT_MAX_XML_ELEMENTS, UnsafeXmlError, parse_xml
 from .validation import check_straight_through_loops, validate_process
 from .xsd import schema_violations
 

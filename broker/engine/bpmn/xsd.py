@@ -7,7 +7,7 @@ types of attributes; extension elements and attributes of other namespaces (``ze
 only where the schema says so (``lax``: not at all for namespaces it does not know).
 
 lxml (libxml2) validates; the schema is compiled once per process, from the packaged files only (no network, no
-catalog). The document is parsed again for it with DTDs, entities and network access off; :mod:`.safe_xml` has
+catalog). The document is parsed again for it with DTDs, entities and network access off; :mod:`broker.safe_xml` has
 already refused anything unsafe and bounded the size before this runs.
 """
 
@@ -54,7 +54,7 @@ def schema_violations(data: bytes) -> list[str]:
     """What in ``data`` violates the BPMN 2.0 schema, one entry each: ``(line: N, column: M): what is wrong``
     (libxml2 knows no column for most schema errors: then only the line). Empty when the document is valid.
 
-    ``data`` must already have been accepted by :func:`.safe_xml.parse_xml` (well-formed, no DTD, bounded).
+    ``data`` must already have been accepted by :func:`broker.safe_xml.parse_xml` (well-formed, no DTD, bounded).
     """
     try:
         document = etree.fromstring(data, _parser())

@@ -30,7 +30,7 @@ from broker.engine import behaviors as b
 from broker.engine.bpmn import model as bpmn
 from broker.engine.context import ProcessingContext
 from broker.engine.elements import lifecycle as lc
-from broker.engine.elements import registry
+from broker.engine.elements.lookup import processor_for, processor_of, started_by_compensation
 from broker.protocol.enums import CompensationSubscriptionIntent, ProcessInstanceIntent, ValueType
 from broker.protocol.values import TENANT, ProcessInstanceValue
 from broker.state.element_instance import ElementInstance
@@ -46,7 +46,7 @@ Subscription = tuple[int, dict[str, Any]]
 
 def is_handler(value: ProcessInstanceValue) -> bool:
     """Whether the element instance is a compensation handler started by compensation."""
-    return registry.started_by_compensation(value)
+    return started_by_compensation(value)
 
 
 def on_completing(ctx: ProcessingContext, process: bpmn.Process, inst: ElementInstance) -> None:
@@ -65,7 +65,7 @@ def on_completing(ctx: ProcessingContext, process: bpmn.Process, inst: ElementIn
     if handler_id and lc.body_of(ctx, inst) is not None:
         handler_id = ""  # an instance of a multi-instance activity: its boundary events are the body's
     if not handler_id:
-        if not registry.processor_of(v).keeps_compensation_inside:
+        if not processor_of(ctx, v).keeps_compensation_inside:
             return
         subscriptions = _subscriptions(ctx, v.process_instance_key)
         if not any(s["compensableActivityScopeKey"] == inst.key for _, s in subscriptions):
@@ -96,7 +96,7 @@ def on_ended_early(ctx: ProcessingContext, inst: ElementInstance) -> None:
     v = inst.value
     if v.is_root:
         _delete(ctx, _subscriptions(ctx, v.process_instance_key))
-    elif registry.processor_of(v).drops_compensation_inside:
+    elif processor_of(ctx, v).drops_compensation_inside:
         subscriptions = _subscriptions(ctx, v.process_instance_key)
         if subscriptions:
             _delete(ctx, _nested(subscriptions, inst.key))
@@ -144,7 +144,7 @@ def throw(ctx: ProcessingContext, process: bpmn.Process, element: bpmn.Element, 
     v = inst.value
     scope_keys = {v.flow_scope_key}
     scope = process.elements.get(element.flow_scope_id)
-    if scope is not None and registry.processor_for(scope).compensates_enclosing_scope:
+    if scope is not None and processor_for(ctx, scope).compensates_enclosing_scope:
         esp = ctx.state.elements.get(v.flow_scope_key)
         if esp is not None:
             scope_keys.add(esp.value.flow_scope_key)

@@ -19,8 +19,8 @@ from typing import Any
 from broker.engine import behaviors as b
 from broker.engine.bpmn import model as bpmn
 from broker.engine.context import ProcessingContext
-from broker.engine.elements import registry
 from broker.engine.elements.job_task import type_and_retries, write_job
+from broker.engine.elements.lookup import processor_of
 from broker.engine.expressions import ExpressionFailure
 from broker.protocol.enums import JobKind, JobListenerEventType
 from broker.state.element_instance import ElementInstance
@@ -30,7 +30,7 @@ Listeners = tuple[bpmn.ExecutionListener, ...]
 _EVENT_TYPES = {bpmn.LISTENER_START: JobListenerEventType.START, bpmn.LISTENER_END: JobListenerEventType.END}
 
 
-def of(process: bpmn.Process, inst: ElementInstance, event_type: str) -> Listeners:
+def of(ctx: ProcessingContext, process: bpmn.Process, inst: ElementInstance, event_type: str) -> Listeners:
     """The listeners of ``event_type`` that run for this element instance (the process's for the process)."""
     if not process.uses_execution_listeners:
         return ()
@@ -38,7 +38,7 @@ def of(process: bpmn.Process, inst: ElementInstance, event_type: str) -> Listene
     owner: bpmn.Process | bpmn.Element | None
     if v.is_root:
         owner = process
-    elif registry.processor_of(v).contains_its_own_element:
+    elif processor_of(ctx, v).contains_its_own_element:
         return ()  # a multi-instance body: they run for each instance inside it
     else:
         owner = process.elements.get(v.element_id)

@@ -14,7 +14,8 @@ from broker.engine import behaviors as b
 from broker.engine import events
 from broker.engine.bpmn import model as bpmn
 from broker.engine.context import ProcessingContext
-from broker.engine.elements import compensation, execution_listeners, registry
+from broker.engine.elements import compensation, execution_listeners
+from broker.engine.elements.lookup import processor_for, processor_of
 from broker.protocol.enums import ProcessEventIntent, ProcessInstanceIntent, ValueType
 from broker.protocol.record import Record
 from broker.state.element_instance import ElementInstance
@@ -93,7 +94,7 @@ def subscribe(
 ) -> bool:
     """Open the timer, message and signal subscriptions of the instance (its own, boundary and event sub-process
     events)."""
-    targets = subscription_targets(process, element, registry.processor_of(inst.value))
+    targets = subscription_targets(process, element, processor_of(ctx, inst.value))
     if not targets:
         return True
     if element is not None and body_of(ctx, inst) is not None:  # the boundary events are the body's
@@ -106,7 +107,7 @@ def subscribe(
 
 
 def subscription_targets(
-    process: bpmn.Process, element: bpmn.Element | None, processor: registry.ElementProcessor
+    process: bpmn.Process, element: bpmn.Element | None, processor: ElementProcessor
 ) -> tuple[bpmn.Element, ...]:
     """The events an instance of ``element`` run by ``processor`` may open subscriptions for (timers, messages,
     signals): none means it never owns one, so it has none to open or close. Derived once per element and kind."""
@@ -153,7 +154,7 @@ def complete(
     it moves to the winning catch event. A failing output mapping leaves the instance COMPLETING with an incident;
     so does each end listener while its job runs (COMPLETE_EXECUTION_LISTENER comes back here).
     """
-    processor = registry.processor_of(inst.value)
+    processor = processor_of(ctx, inst.value)
     if inst.state != PI.ELEMENT_COMPLETING:
         inst = transition(ctx, inst, PI.ELEMENT_COMPLETING)
         own = element if element is not None else element_of(process, inst)  # a body may come without one
@@ -170,10 +171,10 @@ def complete(
     ):
         return
     if process.uses_execution_listeners:
-        end_listeners = execution_listeners.of(process, inst, bpmn.LISTENER_END)
+        end_listeners = execution_listeners.of(ctx, process, inst, bpmn.LISTENER_END)
         if end_listeners and not execution_listeners.run_next(ctx, end_listeners, inst):
             return
-    if body is not None and not registry.processor_of(body.value).before_child_completed(ctx, process, body, inst):
+    if body is not None and not processor_of(ctx, body.value).before_child_completed(ctx, process, body, inst):
         return
     if body is None and not _path_may_end(ctx, process, inst):
         return
@@ -219,12 +220,12 @@ def _path_may_end(ctx: ProcessingContext, process: bpmn.Process, inst: ElementIn
     if own is None or own.outgoing:
         return True
     scope_element = process.elements.get(own.flow_scope_id)  # asked first: the model is cheaper than the state
-    if scope_element is None or not registry.processor_for(scope_element).hears_ending_paths:
+    if scope_element is None or not processor_for(ctx, scope_element).hears_ending_paths:
         return True
     scope = ctx.state.elements.get(inst.value.flow_scope_key)
     if scope is None:
         return True
-    return registry.processor_of(scope.value).before_child_completed(ctx, process, scope, inst)
+    return processor_of(ctx, scope.value).before_child_completed(ctx, process, scope, inst)
 
 
 def take_outgoing(
@@ -274,7 +275,7 @@ def take_flow(
     flow_value = v.for_element(flow.id, "SEQUENCE_FLOW", bpmn.UNSPECIFIED, scope_key)
     ctx.instance_event(PI.SEQUENCE_FLOW_TAKEN, ctx.keys.next_key(), flow_value)
     target = process.element(flow.target_id)
-    if target.is_join and registry.processor_for(target).activation_blocked(ctx, target, scope_key) is not None:
+    if target.is_join and processor_for(ctx, target).activation_blocked(ctx, target, scope_key) is not None:
         return
     b.activate_element(ctx, target, v, scope_key, key=key)
 
@@ -289,7 +290,7 @@ def reconsider_joins(ctx: ProcessingContext, process: bpmn.Process, scope_key: i
     if scope is None or scope.state != PI.ELEMENT_ACTIVATED:
         return
     for join in process.inclusive_joins_in(scope.value.element_id):
-        if registry.processor_for(join).activation_blocked(ctx, join, scope_key) is None:
+        if processor_for(ctx, join).activation_blocked(ctx, join, scope_key) is None:
             b.activate_element(ctx, join, scope.value, scope_key)
 
 
@@ -297,7 +298,7 @@ def body_of(ctx: ProcessingContext, inst: ElementInstance) -> ElementInstance | 
     """The multi-instance body ``inst`` is an instance of, if it is one."""
     scope_key = inst.value.flow_scope_key
     scope = ctx.state.elements.get(scope_key) if scope_key > 0 else None
-    if scope is None or not registry.processor_of(scope.value).contains_its_own_element:
+    if scope is None or not processor_of(ctx, scope.value).contains_its_own_element:
         return None
     return scope
 
@@ -307,7 +308,7 @@ def child_left(ctx: ProcessingContext, scope_key: int, *, completed: bool) -> No
     scope = ctx.state.elements.get(scope_key) if scope_key > 0 else None
     if scope is None:
         return
-    processor = registry.processor_of(scope.value)
+    processor = processor_of(ctx, scope.value)
     process = process_of(ctx, scope)
     if scope.flows > 0:  # tokens wait at joins: one may activate now that this one is gone
         reconsider_joins(ctx, process, scope_key)
@@ -321,7 +322,7 @@ def terminate(ctx: ProcessingContext, inst: ElementInstance) -> Record:
     """Start terminating ``inst``: what runs inside it first (its kind's ``on_terminating``), then the instance
     itself. Returns the TERMINATING event."""
     inst, terminating = _write_transition(ctx, inst, PI.ELEMENT_TERMINATING)
-    if not registry.processor_of(inst.value).on_terminating(ctx, inst):
+    if not processor_of(ctx, inst.value).on_terminating(ctx, inst):
         terminated(ctx, inst)
     return terminating
 
@@ -336,7 +337,7 @@ def terminate_children(ctx: ProcessingContext, scope_key: int, *, keep: int = -1
 
 def terminated(ctx: ProcessingContext, inst: ElementInstance) -> None:
     """The instance has no children left: the kind cleans up, TERMINATED, then what its termination triggers."""
-    processor = registry.processor_of(inst.value)
+    processor = processor_of(ctx, inst.value)
     process = process_of(ctx, inst)
     element = element_of(process, inst)
     processor.on_terminate(ctx, process, element, inst)

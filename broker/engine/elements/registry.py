@@ -27,6 +27,7 @@ from broker.engine.elements.gateways import (
     ParallelGatewayProcessor,
 )
 from broker.engine.elements.job_task import JobTaskProcessor
+from broker.engine.elements.lookup import kind_of
 from broker.engine.elements.multi_instance import MultiInstanceBodyProcessor
 from broker.engine.elements.process import ProcessProcessor
 from broker.engine.elements.script_task import ScriptTaskProcessor
@@ -118,25 +119,11 @@ ENGINE_FORMS: Final = frozenset({f"{m.SCRIPT_TASK}:ENGINE", f"{m.BUSINESS_RULE_T
 SUPPORTED_KINDS: Final = (frozenset(PROCESSORS) - {m.PROCESS}) | ENGINE_FORMS
 
 
-def kind_of(value: ProcessInstanceValue) -> str:
-    """The element kind of a process-instance record value (a compensation handler's records carry the COMPENSATION
-    event type, but it is an activity of its own kind)."""
-    if value.bpmn_event_type == m.UNSPECIFIED or value.bpmn_element_type not in m.EVENT_ELEMENT_TYPES:
-        return value.bpmn_element_type
-    return f"{value.bpmn_element_type}:{value.bpmn_event_type}"
-
-
 # The same table by (element type, event type): the lookup made for nearly every record, without building the kind.
 _BY_TYPES: Final[dict[tuple[str, str], ElementProcessor]] = {
     (kind.partition(":")[0], kind.partition(":")[2] or m.UNSPECIFIED): processor
     for kind, processor in PROCESSORS.items()
 }
-
-
-def started_by_compensation(value: ProcessInstanceValue) -> bool:
-    """Whether the element instance is a compensation handler started by compensation: an activity whose records
-    carry the COMPENSATION event type, as Zeebe's do (the compensation events' carry it too, but are events)."""
-    return value.bpmn_event_type == m.COMPENSATION and kind_of(value) == value.bpmn_element_type
 
 
 def processor_of(value: ProcessInstanceValue) -> ElementProcessor:

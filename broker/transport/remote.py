@@ -1,4 +1,5 @@
-"""A gateway in its own process: reaches brokers through their command API (``weir.broker.CommandApi``).
+"""Reaching brokers through their command API (``weir.broker.CommandApi``): a gateway in its own process, and the
+brokers of a cluster for commands between partitions.
 
 It learns from each contact point which partitions the broker leads, keeps that fresh, and routes every command to
 the partition's leader. A command whose broker cannot be reached fails with UNAVAILABLE; the gateway never resends a
@@ -25,7 +26,7 @@ from broker.protocol.enums import JobIntent, ValueType
 from broker.protocol.keys import partition_of
 from broker.protocol.record import Record
 from broker.stream.partition import BackpressureError, PartitionUnavailableError
-from gateway.broker_client import (
+from broker.transport.broker_client import (
     BrokerInfo,
     JobsAvailableListener,
     JobSink,
@@ -33,7 +34,7 @@ from gateway.broker_client import (
     Topology,
 )
 
-log = logging.getLogger("weir.gateway.remote")
+log = logging.getLogger("weir.transport.remote")
 
 _SERVICE = "/weir.broker.CommandApi/"
 # How long a command waits for a partition leader to be known (elections take well under a second).

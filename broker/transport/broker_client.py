@@ -1,4 +1,5 @@
-"""How the gateway reaches partitions: the seam between the stateless gateway and the brokers.
+"""How callers reach partitions: the seam between the stateless gateway and the brokers (brokers use it between
+partitions too).
 
 ``LocalBrokerClient`` serves the broker the gateway is embedded in (``weir start``). A remote client for a gateway
 in its own process implements the same methods over the broker's command API.
