@@ -54,6 +54,8 @@ log = logging.getLogger("weir.gateway")
 TENANT = "<default>"
 DEFAULT_LONG_POLL_MS = 10_000
 DEFAULT_REQUEST_TIMEOUT_MS = 15_000
+# A long-polling activation looks at the partitions again at least this often, notified or not.
+LONG_POLL_PROBE_MS = 5_000
 
 
 class ErrorCode(enum.Enum):
@@ -596,5 +598,8 @@ class GatewayCommands:
             left = poll_deadline - time.monotonic()
             if left <= 0:
                 return
-            if not await self._waiters.wait(job_type, seen, left):
+            # Woken by a broker's jobs-available notice, or at the latest after the probe interval (as Zeebe's
+            # long polling probes): a notice sent while the gateway was reconnecting to a broker is lost.
+            probe = min(left, LONG_POLL_PROBE_MS / 1000)
+            if not await self._waiters.wait(job_type, seen, probe) and probe >= left:
                 return
