@@ -237,7 +237,11 @@ class BrokerNode:
                     service.commands, rest, security=cfg.gateway_security, gateway_version=GATEWAY_VERSION
                 )
                 self.rest_port = await self.rest_server.start()
-                log.info("REST API on http://%s:%d/v2 (Camunda 8.8 v2 API)", cfg.host, self.rest_port)
+                log.info(
+                    "REST API on http://%s:%d/v2 (Camunda Orchestration Cluster API, level 8.9)",
+                    cfg.host,
+                    self.rest_port,
+                )
         self.started = True
 
     def topology(self) -> dict:
