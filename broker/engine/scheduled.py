@@ -123,11 +123,6 @@ class ScheduledWork:
         self._handed_out |= due.keys()
         return fresh
 
-    def not_written(self, commands: list[Command]) -> None:
-        """Commands :meth:`due` handed out that were never written (the leader stepped down): hand them out again."""
-        for command in commands:
-            self._handed_out.discard((command.intent, command.key))
-
     # -- commands for other partitions -----------------------------------------------------------------------
 
     def sends(self, state: PartitionState, now: int) -> list[Send]:

@@ -346,6 +346,3 @@ def _frame(block: LogBlock) -> bytes:
 def _unframe(payload: bytes) -> tuple[int, int, bytes]:
     first, last = _BARRIER.unpack_from(payload)
     return first, last, payload[_BARRIER.size :]
-
-
-SeamFactory = Callable[[LogStorage, CommitMarker], CommitSeam]

@@ -4,7 +4,7 @@
   simulated minute of heartbeats and timeouts passes in the CPU time its callbacks take.
 - There are no threads: ``run_in_executor`` runs the function at once (an fsync in the simulation is a call on the
   simulated disk) and ``call_soon_threadsafe`` is ``call_soon``.
-- There is no I/O: nothing may open a socket or wait on a file descriptor; doing so raises.
+- There is no I/O: nothing may open a socket or wait on a file descriptor (the base loop refuses readers and writers).
 
 With the callbacks of a run fixed by its inputs, the order in which they run is fixed too (ready callbacks in FIFO
 order, timers by due time and then by scheduling order), so a seed replays the same interleaving.
@@ -13,7 +13,6 @@ order, timers by due time and then by scheduling order), so a seed replays the s
 from __future__ import annotations
 
 import asyncio
-import heapq
 from collections.abc import Callable
 from typing import Any
 
@@ -52,19 +51,15 @@ class SimLoop(asyncio.BaseEventLoop):
         """Move simulated time forward (the loop does this itself when idle; faults may jump it further)."""
         self._now += seconds
 
-    def next_timer(self) -> float | None:
-        """When the earliest pending timer falls due (None: no timer)."""
-        while self._scheduled and self._scheduled[0]._cancelled:
-            heapq.heappop(self._scheduled)
-        return self._scheduled[0]._when if self._scheduled else None
-
     def _process_events(self, event_list: list[Any]) -> None:
         return
 
     def _write_to_self(self) -> None:
         return
 
-    def run_in_executor(self, executor: Any, func: Callable[..., Any], *args: Any) -> asyncio.Future[Any]:
+    def run_in_executor(  # type: ignore[override]
+        self, executor: Any, func: Callable[..., Any], *args: Any
+    ) -> asyncio.Future[Any]:
         future: asyncio.Future[Any] = self.create_future()
         delay = self.executor_delay() if self.executor_delay is not None else 0.0
         if delay > 0:
@@ -73,15 +68,6 @@ class SimLoop(asyncio.BaseEventLoop):
         else:
             _run_into(future, func, args)
         return future
-
-    def add_reader(self, *args: Any, **kwargs: Any) -> None:
-        raise RuntimeError("no I/O in the simulation")
-
-    add_writer = add_reader
-
-    def close(self) -> None:
-        if not self.is_closed():
-            super().close()
 
 
 def _run_into(future: asyncio.Future[Any], func: Callable[..., Any], args: tuple[Any, ...]) -> None:

@@ -236,14 +236,14 @@ async def _simulate(config: SimConfig, result: SimResult, root: Path, out: TextI
 def _outcomes(workload: Workload) -> str:
     history = workload.history
     return (
-        f"instances={len(history.instances)} completed={len(workload._finished & history.instances.keys())} "
+        f"instances={len(history.instances)} completed={len(workload.finished & history.instances.keys())} "
         f"jobs={len(history.completed_jobs)} canaries={len(history.canary_done)}/{len(history.canaries)}"
     )
 
 
 def _all_done(cluster: SimCluster, workload: Workload) -> bool:
-    workload._read_sink()
-    return bool(workload.history.instances) and workload.history.instances.keys() <= workload._finished
+    workload.read_sink()
+    return bool(workload.history.instances) and workload.history.instances.keys() <= workload.finished
 
 
 def _check(cluster: SimCluster, workload: Workload, sink: dict, faults: list[tuple[float, float]]) -> list[str]:

@@ -58,7 +58,7 @@ class Workload:
         self._offsets: dict[int, int] = {}  # sink records read so far, by partition
         self._user_tasks: set[int] = set()
         self._incidents: dict[int, int] = {}  # incident key → job key
-        self._finished: set[int] = set()  # process instances completed (from the sink)
+        self.finished: set[int] = set()  # process instances completed (from the sink)
         self.starting = True
 
     # -- the tick --------------------------------------------------------------------------------------------
@@ -68,7 +68,7 @@ class Workload:
             if tick % 10 == 0:
                 self._spawn(self._deploy())
             return
-        self._read_sink()
+        self.read_sink()
         if self.starting and self.rng.random() < 0.3:
             self._spawn(self._create(self.rng.choice(models.CATALOGUE)))
         if self.starting and tick % 100 == 0:
@@ -198,7 +198,7 @@ class Workload:
 
     # -- what the sink says happened -------------------------------------------------------------------------
 
-    def _read_sink(self) -> None:
+    def read_sink(self) -> None:
         from client.sim.sink import SINKS
 
         for pid, exported in SINKS[self.cluster.sink].items():
@@ -224,7 +224,7 @@ class Workload:
             and intent == ProcessInstanceIntent.ELEMENT_COMPLETED
             and record.value.get("bpmnElementType") == "PROCESS"
         ):
-            self._finished.add(record.key)
+            self.finished.add(record.key)
             started = self.history.canaries.get(record.key)
             if started is not None and record.key not in self.history.canary_done:
                 self.history.canary_done[record.key] = asyncio.get_running_loop().time()
