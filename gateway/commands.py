@@ -418,13 +418,11 @@ class GatewayCommands:
             return await self.execute(pid, ValueType.PROCESS_INSTANCE_CREATION, intent, value, timeout_ms=timeout_ms)
         except CommandError as e:
             deployment_partition = self.client.partition_ids[0]
-            by_id = process_definition_key <= 0
-            if e.code != ErrorCode.NOT_FOUND or not by_id or business_id or pid == deployment_partition:
+            if e.code != ErrorCode.NOT_FOUND or business_id or pid == deployment_partition:
                 raise
             # A deployment is acknowledged once its partition holds it and reaches the others a moment later: a
             # partition it has not reached yet refused the command (certainly not taken), the deployment
-            # partition has every acknowledged process. (A creation by definition key is answered by the partition
-            # asked, so a client can still probe one partition.)
+            # partition has every acknowledged process (and has deleted every deleted one first).
             return await self.execute(
                 deployment_partition, ValueType.PROCESS_INSTANCE_CREATION, intent, value, timeout_ms=timeout_ms
             )
