@@ -102,7 +102,7 @@ _ELEMENT_INCIDENT_KEY = (
     "WHERE element_instance_key = {p}"
 )
 _FINISHED = "SELECT process_instance_key FROM process_instances WHERE end_date < {p}"
-_INSTANCE_CHILDREN = ("element_instances", "variables", "incidents", "jobs", "user_tasks")
+_INSTANCE_CHILDREN = ("element_instances", "variables", "incidents", "jobs", "user_tasks", "sequence_flows")
 
 
 class Backend:

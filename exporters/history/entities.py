@@ -274,6 +274,51 @@ DECISION_INSTANCES = Entity(
     ),
 )
 
+#: Deployed decisions with their requirements graph's name and version; deleted ones are gone, as in Camunda.
+_DD_SOURCE = (
+    "(SELECT * FROM decision_definitions WHERE deleted = 0) dd "
+    "LEFT JOIN decision_requirements dr ON dr.decision_requirements_key = dd.decision_requirements_key"
+)
+DECISION_DEFINITIONS = Entity(
+    "decision-definitions",
+    _DD_SOURCE,
+    _f("decisionDefinitionKey", "dd.decision_definition_key", KEY),
+    (
+        _f("decisionDefinitionKey", "dd.decision_definition_key", KEY),
+        _f("decisionDefinitionId", "dd.decision_definition_id", STR),
+        _f("name", "dd.name", STR),
+        _f("version", "dd.version", INT),
+        _f("decisionRequirementsId", "dd.decision_requirements_id", STR),
+        _f("decisionRequirementsKey", "dd.decision_requirements_key", KEY),
+        _f("decisionRequirementsName", "dr.decision_requirements_name", STR),
+        _f("decisionRequirementsVersion", "dr.version", INT),
+        _f("tenantId", "dd.tenant_id", STR),
+    ),
+    filter_only=(
+        # the highest version of each decision id
+        _f(
+            "isLatestVersion",
+            "CASE WHEN dd.version = (SELECT MAX(l.version) FROM decision_definitions l WHERE l.deleted = 0 AND "
+            "l.decision_definition_id = dd.decision_definition_id) THEN 1 ELSE 0 END",
+            BOOL,
+            sortable=False,
+        ),
+    ),
+)
+DECISION_REQUIREMENTS = Entity(
+    "decision-requirements",
+    "(SELECT * FROM decision_requirements WHERE deleted = 0) dr",
+    _f("decisionRequirementsKey", "dr.decision_requirements_key", KEY),
+    (
+        _f("decisionRequirementsKey", "dr.decision_requirements_key", KEY),
+        _f("decisionRequirementsId", "dr.decision_requirements_id", STR),
+        _f("decisionRequirementsName", "dr.decision_requirements_name", STR),
+        _f("version", "dr.version", INT),
+        _f("resourceName", "dr.resource_name", STR),
+        _f("tenantId", "dr.tenant_id", STR),
+    ),
+)
+
 ENTITIES: dict[str, Entity] = {
     e.name: e
     for e in (
@@ -285,6 +330,8 @@ ENTITIES: dict[str, Entity] = {
         JOBS,
         USER_TASKS,
         DECISION_INSTANCES,
+        DECISION_DEFINITIONS,
+        DECISION_REQUIREMENTS,
     )
 }
 

@@ -45,6 +45,31 @@ def element_names(xml: str | None) -> dict[str, str]:
     return {e.get("id", ""): e.get("name", "") for e in root.iter() if e.get("id") and e.get("name")}
 
 
+def start_form_link(xml: str | None, process_id: str) -> tuple[str, str, str | None] | None:
+    """The form a process's none start event links (``zeebe:formDefinition formId``): (form id, binding type,
+    version tag). None when it links none, or names an embedded (``formKey``) or external form."""
+    if not xml:
+        return None
+    try:
+        root = ET.fromstring(xml)
+    except (ET.ParseError, ValueError):
+        return None
+    for process in root.iter():
+        if _local(process.tag) != "process" or process.get("id") != process_id:
+            continue
+        for start in process:
+            if _local(start.tag) != "startEvent":
+                continue
+            for element in start.iter():
+                if _local(element.tag) == "formDefinition" and element.get("formId"):
+                    return element.get("formId", ""), element.get("bindingType") or "latest", element.get("versionTag")
+    return None
+
+
+def _local(tag: Any) -> str:
+    return tag.rsplit("}", 1)[-1] if isinstance(tag, str) else ""
+
+
 _CLOCK_UNUSED = 0  # migration timestamps from a reader: it has no clock of its own to offer
 
 
@@ -146,6 +171,256 @@ class HistoryReader:
         sql = f"SELECT bpmn_xml FROM process_definitions WHERE process_definition_key = {self.placeholder}"
         rows = await self._fetch(sql, [int(key)])
         return rows[0][0] if rows else None
+
+    # -- what an instance view draws (Camunda 8.8 Operate reads) -------------------------------------------------
+
+    async def _query(self, sql: str, params: list[Any]) -> list[tuple[Any, ...]]:
+        """``sql`` written with ``?`` placeholders, run on either database."""
+        return await self._fetch(self._marks(sql), params)
+
+    async def process_definition_element_statistics(
+        self, process_definition_key: str, request: dict[str, Any] | None
+    ) -> list[dict[str, Any]] | None:
+        """Per element of a process definition: its element instances active (without an incident), canceled,
+        with an active incident and completed, over the definition's instances that match ``request``'s filter
+        (the fields of a process instance search). None when the history has no such definition."""
+        q = query.build(entities.PROCESS_INSTANCES, request)  # a bad filter is a client error even for an unknown key
+        definition = _digits(process_definition_key)
+        if definition is None:
+            return None
+        if not await self._query("SELECT 1 FROM process_definitions WHERE process_definition_key = ?", [definition]):
+            return None
+        instances = (
+            f"SELECT p.process_instance_key FROM {entities.PROCESS_INSTANCES.source} "
+            f"WHERE p.process_definition_key = ? AND ({q.where})"
+        )
+        return await self._element_statistics(f"e.process_instance_key IN ({instances})", [definition, *q.params])
+
+    async def process_instance_element_statistics(self, process_instance_key: str) -> list[dict[str, Any]] | None:
+        """The element statistics of one process instance (None when the history has no such instance)."""
+        instance = await self._instance(process_instance_key)
+        if instance is None:
+            return None
+        return await self._element_statistics("e.process_instance_key = ?", [instance[0]])
+
+    async def _element_statistics(self, where: str, params: list[Any]) -> list[dict[str, Any]]:
+        # A multi-instance body shares its element id with its inner instances: only they are counted.
+        sql = (
+            "SELECT e.element_id, "
+            "SUM(CASE WHEN e.state = 'ACTIVE' AND e.incident_key IS NULL THEN 1 ELSE 0 END), "
+            "SUM(CASE WHEN e.state = 'TERMINATED' THEN 1 ELSE 0 END), "
+            "SUM(CASE WHEN e.state = 'ACTIVE' AND e.incident_key IS NOT NULL THEN 1 ELSE 0 END), "
+            "SUM(CASE WHEN e.state = 'COMPLETED' THEN 1 ELSE 0 END) "
+            f"FROM element_instances e WHERE {where} AND e.type <> 'MULTI_INSTANCE_BODY' "
+            "GROUP BY e.element_id ORDER BY e.element_id"
+        )
+        return [
+            {
+                "elementId": element_id,
+                "active": int(active or 0),
+                "canceled": int(canceled or 0),
+                "incidents": int(incidents or 0),
+                "completed": int(completed or 0),
+            }
+            for element_id, active, canceled, incidents, completed in await self._query(sql, params)
+        ]
+
+    async def _instance(self, process_instance_key: str) -> tuple[Any, ...] | None:
+        """(key, definition key, definition id, parent instance key, tenant) of an instance in the history."""
+        key = _digits(process_instance_key)
+        if key is None:
+            return None
+        rows = await self._query(
+            "SELECT process_instance_key, process_definition_key, process_definition_id, "
+            "parent_process_instance_key, tenant_id FROM process_instances WHERE process_instance_key = ?",
+            [key],
+        )
+        return rows[0] if rows else None
+
+    async def call_hierarchy(self, process_instance_key: str) -> list[dict[str, Any]] | None:
+        """The instance and the instances that called it, the root first, each with its process's name (its id
+        when it has none). None when the history has no such instance."""
+        instance = await self._instance(process_instance_key)
+        if instance is None:
+            return None
+        chain: list[dict[str, Any]] = []
+        current: tuple[Any, ...] | None = instance
+        seen: set[int] = set()
+        while current is not None and int(current[0]) not in seen:
+            seen.add(int(current[0]))
+            key, definition_key, definition_id, parent, _ = current
+            names = await self._query(
+                "SELECT name FROM process_definitions WHERE process_definition_key = ?", [definition_key]
+            )
+            chain.append(
+                {
+                    "processInstanceKey": str(key),
+                    "processDefinitionKey": str(definition_key),
+                    "processDefinitionName": (names[0][0] if names else None) or definition_id,
+                }
+            )
+            current = await self._instance(str(parent)) if parent is not None else None
+        chain.reverse()
+        return chain
+
+    async def sequence_flows(self, process_instance_key: str) -> list[dict[str, Any]] | None:
+        """The sequence flows the instance took, each once (None when the history has no such instance)."""
+        hierarchy = await self.call_hierarchy(process_instance_key)
+        if hierarchy is None:
+            return None
+        root = hierarchy[0]["processInstanceKey"]
+        rows = await self._query(
+            "SELECT sequence_flow_id, process_instance_key, process_definition_key, process_definition_id, "
+            "element_id, tenant_id FROM sequence_flows WHERE process_instance_key = ? ORDER BY sequence_flow_id",
+            [int(hierarchy[-1]["processInstanceKey"])],
+        )
+        return [
+            {
+                "sequenceFlowId": flow_id,
+                "processInstanceKey": str(instance),
+                "rootProcessInstanceKey": root,
+                "processDefinitionKey": str(definition) if definition is not None else None,
+                "processDefinitionId": definition_id,
+                "elementId": element_id,
+                "tenantId": tenant,
+            }
+            for flow_id, instance, definition, definition_id, element_id, tenant in rows
+        ]
+
+    async def search_instance_incidents(
+        self, process_instance_key: str, request: dict[str, Any] | None
+    ) -> dict[str, Any] | None:
+        """The incidents of an instance and of every instance it called (at any depth), searched as incidents are.
+        None when the history has no such instance."""
+        q = query.build(entities.INCIDENTS, request)
+        instance = await self._instance(process_instance_key)
+        if instance is None:
+            return None
+        tree = (
+            "WITH RECURSIVE tree(k) AS (SELECT CAST(? AS BIGINT) UNION SELECT c.process_instance_key FROM process_instances c "
+            "JOIN tree t ON c.parent_process_instance_key = t.k) SELECT k FROM tree"
+        )
+        keys = [int(k) for (k,) in await self._query(tree, [int(instance[0])])]
+        marks = ", ".join("?" for _ in keys)
+        q.where = f"({q.where}) AND i.process_instance_key IN ({marks})"
+        q.params = [*q.params, *keys]
+        return await self._search(entities.INCIDENTS, q, truncate_values=True)
+
+    async def decision_requirements_xml(self, decision_requirements_key: str) -> str | None:
+        """The DMN XML of a decision requirements graph (None when unknown or deleted)."""
+        key = _digits(decision_requirements_key)
+        if key is None:
+            return None
+        rows = await self._query(
+            "SELECT dmn_xml FROM decision_requirements WHERE decision_requirements_key = ? AND deleted = 0", [key]
+        )
+        return rows[0][0] if rows else None
+
+    async def decision_definition_xml(self, decision_definition_key: str) -> str | None:
+        """The DMN XML of the graph a decision is part of (None when unknown or deleted)."""
+        key = _digits(decision_definition_key)
+        if key is None:
+            return None
+        rows = await self._query(
+            "SELECT dr.dmn_xml FROM decision_definitions dd JOIN decision_requirements dr "
+            "ON dr.decision_requirements_key = dd.decision_requirements_key "
+            "WHERE dd.decision_definition_key = ? AND dd.deleted = 0",
+            [key],
+        )
+        return rows[0][0] if rows else None
+
+    async def form(self, form_key: Any) -> dict[str, Any] | None:
+        """A deployed form by key: tenantId, formId, schema (its JSON as text), version, formKey."""
+        key = _digits(form_key)
+        if key is None:
+            return None
+        rows = await self._query(
+            "SELECT tenant_id, form_id, form_schema, version, form_key FROM forms WHERE form_key = ? AND deleted = 0",
+            [key],
+        )
+        if not rows:
+            return None
+        tenant, form_id, form_schema, version, key = rows[0]
+        return {"tenantId": tenant, "formId": form_id, "schema": form_schema, "version": version, "formKey": str(key)}
+
+    async def user_task_form_key(self, user_task_key: str) -> tuple[bool, int | None]:
+        """Whether the history has the user task, and the key of the form linked to it (None: none)."""
+        key = _digits(user_task_key)
+        if key is None:
+            return False, None
+        rows = await self._query("SELECT form_key FROM user_tasks WHERE user_task_key = ?", [key])
+        if not rows:
+            return False, None
+        return True, int(rows[0][0]) if rows[0][0] is not None else None
+
+    async def start_form_key(self, process_definition_key: str) -> tuple[bool, int | None]:
+        """Whether the history has the process definition, and the key of the form linked to its start event
+        (``zeebe:formDefinition formId``, resolved by its binding: latest, deployment or versionTag; None: none,
+        or an embedded or external form)."""
+        key = _digits(process_definition_key)
+        if key is None:
+            return False, None
+        rows = await self._query(
+            "SELECT process_definition_id, bpmn_xml, deployment_key FROM process_definitions "
+            "WHERE process_definition_key = ?",
+            [key],
+        )
+        if not rows:
+            return False, None
+        process_id, xml, deployment_key = rows[0]
+        link = start_form_link(xml, process_id)
+        if link is None:
+            return True, None
+        form_id, binding, version_tag = link
+        sql = "SELECT form_key FROM forms WHERE form_id = ? AND deleted = 0"
+        params: list[Any] = [form_id]
+        if binding == "deployment":
+            sql += " AND deployment_key = ?"
+            params.append(deployment_key)
+        elif binding == "versionTag":
+            sql += " AND version_tag = ?"
+            params.append(version_tag)
+        found = await self._query(f"{sql} ORDER BY version DESC LIMIT 1", params)
+        return True, int(found[0][0]) if found else None
+
+    async def resource(self, resource_key: str) -> dict[str, Any] | None:
+        """A deployed resource by key (a process, a decision requirements graph or a form): its ResourceResult
+        fields, with ``kind`` and ``content`` (the deployed text)."""
+        key = _digits(resource_key)
+        if key is None:
+            return None
+        lookups = (
+            (
+                "bpmn",
+                "SELECT resource_name, version, version_tag, process_definition_id, tenant_id, bpmn_xml "
+                "FROM process_definitions WHERE process_definition_key = ?",
+            ),
+            (
+                "dmn",
+                "SELECT resource_name, version, NULL, decision_requirements_id, tenant_id, dmn_xml "
+                "FROM decision_requirements WHERE decision_requirements_key = ? AND deleted = 0",
+            ),
+            (
+                "form",
+                "SELECT resource_name, version, version_tag, form_id, tenant_id, form_schema "
+                "FROM forms WHERE form_key = ? AND deleted = 0",
+            ),
+        )
+        for kind, sql in lookups:
+            rows = await self._query(sql, [key])
+            if rows:
+                name, version, tag, resource_id, tenant, content = rows[0]
+                return {
+                    "resourceName": name,
+                    "version": version,
+                    "versionTag": tag or None,
+                    "resourceId": resource_id,
+                    "tenantId": tenant,
+                    "resourceKey": str(key),
+                    "kind": kind,
+                    "content": content,
+                }
+        return None
 
     async def close(self) -> None:
         raise NotImplementedError
@@ -323,6 +598,14 @@ def open_reader(url: str) -> HistoryReader:
     if sqlite_path(url) is not None:
         return SqliteHistoryReader(url)
     return PostgresHistoryReader(url)
+
+
+def _digits(key: Any) -> int | None:
+    """A key given as digits (or an int) as an int that fits a BIGINT; None otherwise."""
+    text = str(key)
+    if not text.isascii() or not text.isdigit() or len(text) > 19 or int(text) >= 2**63:
+        return None
+    return int(text)
 
 
 def _entity(name: str) -> Entity:

@@ -59,6 +59,9 @@ HISTORY_VALUE_TYPES = frozenset(
         ValueType.USER_TASK,
         ValueType.DECISION_EVALUATION,
         ValueType.PROCESS_INSTANCE_BUSINESS_ID,
+        ValueType.DECISION,
+        ValueType.DECISION_REQUIREMENTS,
+        ValueType.FORM,
     }
 )
 
@@ -66,7 +69,9 @@ HISTORY_VALUE_TYPES = frozenset(
 # The events each value type contributes to the history (None: all of them); the rest change no row.
 _KEPT_EVENTS: dict[ValueType, frozenset[str] | None] = {
     ValueType.PROCESS: frozenset({"CREATED"}),
-    ValueType.PROCESS_INSTANCE: frozenset({"ELEMENT_ACTIVATING", "ELEMENT_COMPLETED", "ELEMENT_TERMINATED"}),
+    ValueType.PROCESS_INSTANCE: frozenset(
+        {"ELEMENT_ACTIVATING", "ELEMENT_COMPLETED", "ELEMENT_TERMINATED", "SEQUENCE_FLOW_TAKEN"}
+    ),
     ValueType.VARIABLE: frozenset({"CREATED", "UPDATED", "MIGRATED"}),
     ValueType.INCIDENT: frozenset({"CREATED", "RESOLVED"}),
     ValueType.JOB: None,
@@ -74,6 +79,9 @@ _KEPT_EVENTS: dict[ValueType, frozenset[str] | None] = {
     ValueType.USER_TASK: None,
     ValueType.DECISION_EVALUATION: frozenset({"EVALUATED", "FAILED"}),
     ValueType.PROCESS_INSTANCE_BUSINESS_ID: frozenset({"ASSIGNED"}),
+    ValueType.DECISION: frozenset({"CREATED", "DELETED"}),
+    ValueType.DECISION_REQUIREMENTS: frozenset({"CREATED", "DELETED"}),
+    ValueType.FORM: frozenset({"CREATED", "DELETED"}),
 }
 _NAMES: dict[tuple[int, int], str] = {}
 _KEPT: dict[tuple[int, int, int], bool] = {}
@@ -208,6 +216,9 @@ class Batch:
     def _process_instance(self, record: Record, intent: str) -> None:
         v = record.value
         element_type = v.get("bpmnElementType")
+        if intent == "SEQUENCE_FLOW_TAKEN":
+            self._sequence_flow(v)
+            return
         if element_type == "PROCESS":
             if intent == "ELEMENT_ACTIVATING":
                 row: Row = {
@@ -248,6 +259,73 @@ class Batch:
             self._set(
                 schema.ELEMENT_INSTANCES, record.key, {"state": _ELEMENT_END[intent], "end_date": record.timestamp}
             )
+
+    def _sequence_flow(self, v: Mapping[str, Any]) -> None:
+        """A flow taken: one row per instance and flow (taking it again changes nothing Operate shows)."""
+        instance = _key(v, "processInstanceKey")
+        flow_id = v.get("elementId")
+        if instance is None or not isinstance(flow_id, str):
+            return
+        row: Row = {
+            "process_instance_key": instance,
+            "process_definition_key": _key(v, "processDefinitionKey"),
+            "process_definition_id": v.get("bpmnProcessId"),
+            "element_id": flow_id,
+            "tenant_id": v.get("tenantId"),
+        }
+        self._set(schema.SEQUENCE_FLOWS, f"{instance}_{flow_id}", row)
+
+    def _decision(self, record: Record, intent: str) -> None:
+        if intent == "DELETED":
+            self._set(schema.DECISION_DEFINITIONS, record.key, {"deleted": 1})
+            return
+        v = record.value
+        row: Row = {
+            "decision_definition_id": v.get("decisionId"),
+            "name": v.get("decisionName"),
+            "version": v.get("version"),
+            "version_tag": _text(v.get("versionTag")),
+            "decision_requirements_key": _key(v, "decisionRequirementsKey"),
+            "decision_requirements_id": v.get("decisionRequirementsId"),
+            "tenant_id": v.get("tenantId"),
+            "deployment_key": _key(v, "deploymentKey"),
+            "deleted": 0,
+        }
+        self._set(schema.DECISION_DEFINITIONS, record.key, row)
+
+    def _decision_requirements(self, record: Record, intent: str) -> None:
+        if intent == "DELETED":
+            self._set(schema.DECISION_REQUIREMENTS, record.key, {"deleted": 1})
+            return
+        v = record.value
+        row: Row = {
+            "decision_requirements_id": v.get("decisionRequirementsId"),
+            "decision_requirements_name": v.get("decisionRequirementsName"),
+            "version": v.get("decisionRequirementsVersion"),
+            "resource_name": v.get("resourceName"),
+            "tenant_id": v.get("tenantId"),
+            "deployment_key": _key(v, "deploymentKey"),
+            "dmn_xml": _xml_text(v.get("resource")),
+            "deleted": 0,
+        }
+        self._set(schema.DECISION_REQUIREMENTS, record.key, row)
+
+    def _form(self, record: Record, intent: str) -> None:
+        if intent == "DELETED":
+            self._set(schema.FORMS, record.key, {"deleted": 1})
+            return
+        v = record.value
+        row: Row = {
+            "form_id": v.get("formId"),
+            "version": v.get("version"),
+            "version_tag": _text(v.get("versionTag")),
+            "resource_name": v.get("resourceName"),
+            "tenant_id": v.get("tenantId"),
+            "deployment_key": _key(v, "deploymentKey"),
+            "form_schema": _xml_text(v.get("resource")),
+            "deleted": 0,
+        }
+        self._set(schema.FORMS, record.key, row)
 
     def _business_id(self, record: Record, intent: str) -> None:
         """A business id given to a running instance (Camunda 8.10)."""
@@ -406,6 +484,9 @@ _HANDLERS = {
     ValueType.USER_TASK: Batch._user_task,
     ValueType.DECISION_EVALUATION: Batch._decision_evaluation,
     ValueType.PROCESS_INSTANCE_BUSINESS_ID: Batch._business_id,
+    ValueType.DECISION: Batch._decision,
+    ValueType.DECISION_REQUIREMENTS: Batch._decision_requirements,
+    ValueType.FORM: Batch._form,
 }
 
 
@@ -414,6 +495,7 @@ def _json_list(items: Any) -> str | None:
 
 
 def _xml_text(resource: Any) -> str | None:
+    """A deployed resource (BPMN, DMN, a form's JSON) as text."""
     if isinstance(resource, bytes | bytearray | memoryview):
         return bytes(resource).decode("utf-8", errors="replace")
     return resource if isinstance(resource, str) else None

@@ -174,7 +174,69 @@ DECISION_INSTANCES = Table(
     ),
 )
 
-TABLES: tuple[Table, ...] = (
+DECISION_DEFINITIONS = Table(
+    "decision_definitions",
+    "decision_definition_key",
+    (
+        "decision_definition_key",
+        "decision_definition_id",
+        "name",
+        "version",
+        "version_tag",
+        "decision_requirements_key",
+        "decision_requirements_id",
+        "tenant_id",
+        "deployment_key",
+        "deleted",
+    ),
+)
+DECISION_REQUIREMENTS = Table(
+    "decision_requirements",
+    "decision_requirements_key",
+    (
+        "decision_requirements_key",
+        "decision_requirements_id",
+        "decision_requirements_name",
+        "version",
+        "resource_name",
+        "tenant_id",
+        "deployment_key",
+        "dmn_xml",
+        "deleted",
+    ),
+)
+FORMS = Table(
+    "forms",
+    "form_key",
+    (
+        "form_key",
+        "form_id",
+        "version",
+        "version_tag",
+        "resource_name",
+        "tenant_id",
+        "deployment_key",
+        "form_schema",
+        "deleted",
+    ),
+)
+#: The sequence flows an instance took: one row per instance and flow, however often it was taken (as Operate
+#: keeps them), keyed ``<processInstanceKey>_<flowId>``.
+SEQUENCE_FLOWS = Table(
+    "sequence_flows",
+    "sequence_flow_id",
+    (
+        "sequence_flow_id",
+        "process_instance_key",
+        "process_definition_key",
+        "process_definition_id",
+        "element_id",
+        "tenant_id",
+    ),
+)
+
+#: The tables the first migration creates; later ones create theirs themselves.
+_FIRST_TABLES: tuple[Table, ...] = (
     PROCESS_DEFINITIONS,
     PROCESS_INSTANCES,
     ELEMENT_INSTANCES,
@@ -184,6 +246,9 @@ TABLES: tuple[Table, ...] = (
     USER_TASKS,
     DECISION_INSTANCES,
 )
+#: Deployed decisions, their requirements graphs and forms, and the flows instances took (Camunda 8.8 Operate reads).
+_OPERATE_TABLES: tuple[Table, ...] = (DECISION_DEFINITIONS, DECISION_REQUIREMENTS, FORMS, SEQUENCE_FLOWS)
+TABLES: tuple[Table, ...] = (*_FIRST_TABLES, *_OPERATE_TABLES)
 TABLES_BY_NAME = {t.name: t for t in TABLES}
 
 _TEXT_COLUMNS = {
@@ -218,6 +283,12 @@ _TEXT_COLUMNS = {
     "result",
     "business_id",
     "tags",  # a JSON array of strings
+    "decision_requirements_id",
+    "decision_requirements_name",
+    "dmn_xml",
+    "form_id",
+    "form_schema",  # the form's JSON document as deployed
+    "sequence_flow_id",
 }
 
 # Columns added by a later migration (by table): the first migration creates tables without them.
@@ -264,7 +335,7 @@ MIGRATIONS: tuple[Migration, ...] = (
         1,
         "history tables, their lookup indexes and the exported position per partition",
         (
-            *(_create_table(t) for t in TABLES),
+            *(_create_table(t) for t in _FIRST_TABLES),
             "CREATE TABLE exported_positions (partition_id BIGINT PRIMARY KEY, position BIGINT NOT NULL)",
             # Only the lookups every view needs: an instance's elements, variables, incidents, jobs and tasks
             # (every index is written per row; retention scans instances once an hour instead of indexing end dates).
@@ -298,6 +369,16 @@ MIGRATIONS: tuple[Migration, ...] = (
         (
             *_add_columns(3),
             "CREATE INDEX process_instances_by_business_id ON process_instances (business_id)",
+        ),
+    ),
+    Migration(
+        4,
+        "decision definitions, decision requirements (with their DMN) and forms as deployed, and the sequence "
+        "flows each instance took",
+        (
+            *(_create_table(t) for t in _OPERATE_TABLES),
+            "CREATE INDEX sequence_flows_by_instance ON sequence_flows (process_instance_key)",
+            "CREATE INDEX decision_definitions_by_requirements ON decision_definitions (decision_requirements_key)",
         ),
     ),
 )

@@ -36,6 +36,8 @@ ENTITIES: dict[str, tuple[str, str, str]] = {
     "jobs": ("jobKey", "job", "Job"),
     "user-tasks": ("userTaskKey", "user task", "User task"),
     "decision-instances": ("decisionEvaluationInstanceKey", "decision instance", "Decision instance"),
+    "decision-definitions": ("decisionDefinitionKey", "decision definition", "Decision definition"),
+    "decision-requirements": ("decisionRequirementsKey", "decision requirements", "Decision requirements"),
 }
 #: Entities keyed by text rather than by a 64-bit key: a decision instance is ``<decisionEvaluationKey>-<position>``.
 _TEXT_KEYS: dict[str, re.Pattern[str]] = {"decision-instances": re.compile(r"[0-9]{1,19}-[0-9]{1,9}")}

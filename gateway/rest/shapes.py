@@ -174,6 +174,25 @@ ITEM_FIELDS: dict[str, tuple[str, ...]] = {
         "state",
         "tenantId",
     ),
+    "decision-definitions": (
+        "decisionDefinitionId",
+        "name",
+        "version",
+        "decisionRequirementsId",
+        "tenantId",
+        "decisionDefinitionKey",
+        "decisionRequirementsKey",
+        "decisionRequirementsName",
+        "decisionRequirementsVersion",
+    ),
+    "decision-requirements": (
+        "decisionRequirementsName",
+        "version",
+        "decisionRequirementsId",
+        "resourceName",
+        "tenantId",
+        "decisionRequirementsKey",
+    ),
 }
 ITEM_FIELDS["user-task-variables"] = ITEM_FIELDS["variables"]
 
