@@ -180,28 +180,27 @@ class HistoryReader:
 
     async def process_definition_element_statistics(
         self, process_definition_key: str, request: dict[str, Any] | None
-    ) -> list[dict[str, Any]] | None:
+    ) -> list[dict[str, Any]]:
         """Per element of a process definition: its element instances active (without an incident), canceled,
         with an active incident and completed, over the definition's instances that match ``request``'s filter
-        (the fields of a process instance search). None when the history has no such definition."""
+        (the fields of a process instance search). None of an unknown definition, as Camunda's search answers."""
         q = query.build(entities.PROCESS_INSTANCES, request)  # a bad filter is a client error even for an unknown key
         definition = _digits(process_definition_key)
         if definition is None:
-            return None
-        if not await self._query("SELECT 1 FROM process_definitions WHERE process_definition_key = ?", [definition]):
-            return None
+            return []
         instances = (
             f"SELECT p.process_instance_key FROM {entities.PROCESS_INSTANCES.source} "
             f"WHERE p.process_definition_key = ? AND ({q.where})"
         )
         return await self._element_statistics(f"e.process_instance_key IN ({instances})", [definition, *q.params])
 
-    async def process_instance_element_statistics(self, process_instance_key: str) -> list[dict[str, Any]] | None:
-        """The element statistics of one process instance (None when the history has no such instance)."""
-        instance = await self._instance(process_instance_key)
+    async def process_instance_element_statistics(self, process_instance_key: str) -> list[dict[str, Any]]:
+        """The element statistics of one process instance (none of an unknown instance: the history may not have
+        it yet, and Camunda's search answers so too)."""
+        instance = _digits(process_instance_key)
         if instance is None:
-            return None
-        return await self._element_statistics("e.process_instance_key = ?", [instance[0]])
+            return []
+        return await self._element_statistics("e.process_instance_key = ?", [instance])
 
     async def _element_statistics(self, where: str, params: list[Any]) -> list[dict[str, Any]]:
         # A multi-instance body shares its element id with its inner instances: only they are counted.
@@ -263,11 +262,11 @@ class HistoryReader:
         chain.reverse()
         return chain
 
-    async def sequence_flows(self, process_instance_key: str) -> list[dict[str, Any]] | None:
-        """The sequence flows the instance took, each once (None when the history has no such instance)."""
+    async def sequence_flows(self, process_instance_key: str) -> list[dict[str, Any]]:
+        """The sequence flows the instance took, each once (none of an unknown instance, as Camunda's search)."""
         hierarchy = await self.call_hierarchy(process_instance_key)
         if hierarchy is None:
-            return None
+            return []
         root = hierarchy[0]["processInstanceKey"]
         rows = await self._query(
             "SELECT sequence_flow_id, process_instance_key, process_definition_key, process_definition_id, "
@@ -297,8 +296,8 @@ class HistoryReader:
         if instance is None:
             return None
         tree = (
-            "WITH RECURSIVE tree(k) AS (SELECT CAST(? AS BIGINT) UNION SELECT c.process_instance_key FROM process_instances c "
-            "JOIN tree t ON c.parent_process_instance_key = t.k) SELECT k FROM tree"
+            "WITH RECURSIVE tree(k) AS (SELECT CAST(? AS BIGINT) UNION SELECT c.process_instance_key "
+            "FROM process_instances c JOIN tree t ON c.parent_process_instance_key = t.k) SELECT k FROM tree"
         )
         keys = [int(k) for (k,) in await self._query(tree, [int(instance[0])])]
         marks = ", ".join("?" for _ in keys)

@@ -23,6 +23,7 @@ _REASONS = {
     415: "The request body is not of the content type the endpoint reads (application/json)",
     421: "The Host header does not name this server (gateway.rest.allowedHosts)",
     404: "Nothing has this key",
+    406: "The content cannot be given in the form asked for (the detail names where to get it)",
     409: "The target is not in a state that allows this",
     500: "An internal error",
     501: "Not implemented",

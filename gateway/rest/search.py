@@ -140,6 +140,10 @@ class SearchRoutes:
             fail(ErrorCode.UNAVAILABLE, f"Cannot open the history store {self.setting}: {e}")
         return self._reader
 
+    async def read(self, method: str, *args: Any) -> Any:
+        """Call a history reader method: 503 without a store or when it fails, 400 for a query it refuses."""
+        return await self._call(method, *args)
+
     async def _call(self, method: str, *args: Any, **kwargs: Any) -> Any:
         reader = self._open()
         try:

@@ -30,6 +30,7 @@ from gateway.commands import CommandError, GatewayCommands
 from gateway.rest import openapi, problems
 from gateway.rest.connections import ConnectionLimiter
 from gateway.rest.endpoints import Endpoint
+from gateway.rest.operate_routes import OperateRoutes
 from gateway.rest.policy import RestPolicy
 from gateway.rest.routes import BODY_TIMEOUT, CommandRoutes, json_response
 from gateway.rest.search import SearchRoutes
@@ -95,6 +96,7 @@ class RestServer:
             ).endpoints(),
             *UserTaskRoutes(commands).endpoints(),
             *self.search.endpoints(),
+            *OperateRoutes(commands, self.search).endpoints(),
         ]
         self.openapi = openapi.document(
             self.endpoints, version=gateway_version, auth_methods=list(self.security.auth.methods)
