@@ -9,10 +9,11 @@ from typing import Any
 
 import pytest
 
+from broker.protocol.enums import RecordType, ValueType
 from broker.protocol.record import Record
 from exporters.history import schema
 from exporters.history.backends import open_backend
-from exporters.history.reader import HistoryReader, InvalidQuery, open_reader
+from exporters.history.reader import HistoryReader, InvalidQuery, open_reader, start_form_link
 from exporters.history.rows import Batch
 from tests.exporters.history_check import expected_history
 from tests.exporters.scenario import run_scenario
@@ -336,3 +337,126 @@ async def test_has_incident_covers_the_instances_an_instance_called(history_url:
         assert await flagged() == []
     finally:
         await reader.close()
+
+
+# -- what an instance view draws -------------------------------------------------------------------------------
+
+
+def _events(records: list[Record], value_type: ValueType, intent: str) -> list[Record]:
+    return [
+        r
+        for r in records
+        if r.record_type == RecordType.EVENT and r.value_type == value_type and r.intent_enum.name == intent
+    ]
+
+
+async def test_element_statistics_flows_hierarchy_and_incidents(reader: HistoryReader, records: list[Record]) -> None:
+    """The scenario's one-task instances: three completed, one failed into an incident, one canceled."""
+    [definition] = [
+        r.key for r in _events(records, ValueType.PROCESS, "CREATED") if r.value["bpmnProcessId"] == "one-task"
+    ]
+    statistics = await reader.process_definition_element_statistics(str(definition), None)
+    assert {s["elementId"]: (s["active"], s["canceled"], s["incidents"], s["completed"]) for s in statistics} == {
+        "start": (0, 0, 0, 5),
+        "task": (0, 1, 1, 3),
+        "end": (0, 0, 0, 3),
+    }
+    terminated = await reader.process_definition_element_statistics(
+        str(definition), {"filter": {"state": "TERMINATED"}}
+    )
+    assert {s["elementId"]: s["canceled"] for s in terminated} == {"start": 0, "task": 1}
+    assert await reader.process_definition_element_statistics("99", None) == []
+    with pytest.raises(InvalidQuery):
+        await reader.process_definition_element_statistics(str(definition), {"filter": {"nope": 1}})
+
+    [incident] = _events(records, ValueType.INCIDENT, "CREATED")
+    failed = str(incident.value["processInstanceKey"])
+    assert [(s["elementId"], s["incidents"]) for s in await reader.process_instance_element_statistics(failed)] == [
+        ("start", 0),
+        ("task", 1),
+    ]
+    found = await reader.search_instance_incidents(failed, {})
+    assert found is not None and [i["incidentKey"] for i in found["items"]] == [str(incident.key)]
+    assert await reader.search_instance_incidents("99", {}) is None
+    assert await reader.call_hierarchy(failed) == [
+        {"processInstanceKey": failed, "processDefinitionKey": str(definition), "processDefinitionName": "One task"}
+    ]
+    assert await reader.call_hierarchy("99") is None
+
+    taken = _events(records, ValueType.PROCESS_INSTANCE, "SEQUENCE_FLOW_TAKEN")
+    completed = str(_events(records, ValueType.JOB, "COMPLETED")[0].value["processInstanceKey"])
+    flows = await reader.sequence_flows(completed)
+    assert [f["elementId"] for f in flows] == ["flow-start-task", "flow-task-end"]
+    assert {f["elementId"] for f in flows} == {
+        r.value["elementId"] for r in taken if str(r.value["processInstanceKey"]) == completed
+    }
+    assert flows[0] == {
+        "sequenceFlowId": f"{completed}_flow-start-task",
+        "processInstanceKey": completed,
+        "rootProcessInstanceKey": completed,
+        "processDefinitionKey": str(definition),
+        "processDefinitionId": "one-task",
+        "elementId": "flow-start-task",
+        "tenantId": "<default>",
+    }
+    assert await reader.sequence_flows("99") == []
+
+
+async def test_decisions_forms_and_resources(reader: HistoryReader, records: list[Record]) -> None:
+    [drg] = _events(records, ValueType.DECISION_REQUIREMENTS, "CREATED")
+    decisions = _events(records, ValueType.DECISION, "CREATED")
+    found = await reader.search("decision-definitions", {"sort": [{"field": "decisionDefinitionId"}]})
+    assert [(d["decisionDefinitionId"], d["decisionDefinitionKey"]) for d in found["items"]] == sorted(
+        (d.value["decisionId"], str(d.key)) for d in decisions
+    )
+    assert {d["decisionRequirementsName"] for d in found["items"]} == {"Discounts"}
+    [requirements] = (await reader.search("decision-requirements", {}))["items"]
+    assert requirements == {
+        "decisionRequirementsKey": str(drg.key),
+        "decisionRequirementsId": "discount_drg",
+        "decisionRequirementsName": "Discounts",
+        "version": 1,
+        "resourceName": "discount.dmn",
+        "tenantId": "<default>",
+    }
+    xml = await reader.decision_requirements_xml(str(drg.key))
+    assert xml is not None and 'id="discount_drg"' in xml
+    assert await reader.decision_definition_xml(str(decisions[0].key)) == xml
+    assert await reader.decision_requirements_xml("99") is None
+
+    [form] = _events(records, ValueType.FORM, "CREATED")
+    assert await reader.form(form.key) == {
+        "tenantId": "<default>",
+        "formId": "exported-form",
+        "schema": '{"id": "exported-form", "components": []}',
+        "version": 1,
+        "formKey": str(form.key),
+    }
+    resource = await reader.resource(str(form.key))
+    assert resource is not None and (resource["kind"], resource["resourceName"]) == ("form", "exported.form")
+    assert await reader.resource("99") is None
+    # the native task links an external form; one-task's start event none
+    [task] = [r for r in _events(records, ValueType.USER_TASK, "CREATED") if r.value["elementId"] == "approve"]
+    assert await reader.user_task_form_key(str(task.value["userTaskKey"])) == (True, None)
+    assert await reader.user_task_form_key("99") == (False, None)
+    [definition] = [
+        r.key for r in _events(records, ValueType.PROCESS, "CREATED") if r.value["bpmnProcessId"] == "one-task"
+    ]
+    assert await reader.start_form_key(str(definition)) == (True, None)
+    assert await reader.start_form_key("99") == (False, None)
+
+
+def test_a_start_form_link_names_a_form_id_and_its_binding() -> None:
+    def process(form: str) -> str:
+        return (
+            '<definitions xmlns="http://www.omg.org/spec/BPMN/20100524/MODEL" '
+            'xmlns:zeebe="http://camunda.org/schema/zeebe/1.0"><process id="p"><startEvent id="s">'
+            f"<extensionElements>{form}</extensionElements></startEvent></process></definitions>"
+        )
+
+    assert start_form_link(process('<zeebe:formDefinition formId="f" />'), "p") == ("f", "latest", None)
+    linked = process('<zeebe:formDefinition formId="f" bindingType="versionTag" versionTag="v1" />')
+    assert start_form_link(linked, "p") == ("f", "versionTag", "v1")
+    assert start_form_link(process('<zeebe:formDefinition formKey="camunda-forms:bpmn:x" />'), "p") is None
+    assert start_form_link(process('<zeebe:formDefinition formId="f" />'), "other") is None
+    assert start_form_link("<not xml", "p") is None
