@@ -4,6 +4,7 @@ server error."""
 
 from __future__ import annotations
 
+import pytest
 import schemathesis
 from hypothesis import HealthCheck, given, settings
 from schemathesis import checks
@@ -18,6 +19,8 @@ CHECKS = [
 ]
 
 
+# 30 generated requests per operation: the time grows with the operations served (well past 120 s on a loaded machine)
+@pytest.mark.timeout(600)
 def test_every_answer_is_documented_and_none_is_a_server_error(weir: WeirProcess) -> None:
     schema = schemathesis.openapi.from_url(f"{weir.rest_url}/v2/openapi.json")
     tested = []
