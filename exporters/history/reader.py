@@ -46,24 +46,35 @@ def element_names(xml: str | None) -> dict[str, str]:
 
 
 def start_form_link(xml: str | None, process_id: str) -> tuple[str, str, str | None] | None:
-    """The form a process's none start event links (``zeebe:formDefinition formId``): (form id, binding type,
-    version tag). None when it links none, or names an embedded (``formKey``) or external form."""
+    """The form a process's start event links (``zeebe:formDefinition formId``): (form id, binding type, version
+    tag). None when it links none, or names an embedded (``formKey``) or external form."""
+    for form in _start_form_definitions(xml, process_id):
+        if form.get("formId"):
+            return form.get("formId", ""), form.get("bindingType") or "latest", form.get("versionTag")
+    return None
+
+
+def start_form_named(xml: str | None, process_id: str) -> bool:
+    """Whether a process's start event names a form, linked (formId) or embedded (formKey)."""
+    return any(f.get("formId") or f.get("formKey") for f in _start_form_definitions(xml, process_id))
+
+
+def _start_form_definitions(xml: str | None, process_id: str) -> list[Any]:
+    """The ``zeebe:formDefinition`` elements of the top-level start events of the process ``process_id``."""
     if not xml:
-        return None
+        return []
     try:
         root = ET.fromstring(xml)
     except (ET.ParseError, ValueError):
-        return None
+        return []
+    found = []
     for process in root.iter():
         if _local(process.tag) != "process" or process.get("id") != process_id:
             continue
         for start in process:
-            if _local(start.tag) != "startEvent":
-                continue
-            for element in start.iter():
-                if _local(element.tag) == "formDefinition" and element.get("formId"):
-                    return element.get("formId", ""), element.get("bindingType") or "latest", element.get("versionTag")
-    return None
+            if _local(start.tag) == "startEvent":
+                found += [e for e in start.iter() if _local(e.tag) == "formDefinition"]
+    return found
 
 
 def _local(tag: Any) -> str:
@@ -82,6 +93,7 @@ class HistoryReader:
         self.url = url
         self._schema_ready = False
         self._names: dict[int, dict[str, str]] = {}  # process definition key → element id → name
+        self._start_form: dict[int, bool] = {}  # process definition key → whether its start event has a form
 
     # -- the contract ------------------------------------------------------------------------------------------
 
@@ -427,7 +439,10 @@ class HistoryReader:
     # -- element names from the BPMN ---------------------------------------------------------------------------
 
     async def _named(self, items: list[dict[str, Any]], definition: Entity) -> list[dict[str, Any]]:
-        """Fill element names (records carry ids only) from the process definitions' BPMN, parsed once each."""
+        """Fill element names (records carry ids only) from the process definitions' BPMN, parsed once each; and
+        whether a process definition's start event has a form."""
+        if definition.name == "process-definitions" and items:
+            await self._start_forms(items)
         field = _NAME_FIELDS.get(definition.name)
         if field is None or not items:
             return items
@@ -447,6 +462,24 @@ class HistoryReader:
             names = self._names.get(int(item["processDefinitionKey"] or 0), {})
             item[field] = names.get(item["elementId"]) or item["elementId"]
         return items
+
+    async def _start_forms(self, items: list[dict[str, Any]]) -> None:
+        """``hasStartForm``: the start event names a form (``zeebe:formDefinition`` with a formId or formKey)."""
+        keys = sorted({int(i["processDefinitionKey"]) for i in items})
+        known = {k for k in keys if k in self._start_form}
+        missing = [k for k in keys if k not in known]
+        if missing:
+            if len(self._start_form) > _NAME_CACHE_SIZE:
+                self._start_form.clear()
+            marks = ", ".join("?" for _ in missing)
+            sql = (
+                "SELECT process_definition_key, process_definition_id, bpmn_xml FROM process_definitions "
+                f"WHERE process_definition_key IN ({marks})"
+            )
+            for key, process_id, xml in await self._query(sql, missing):
+                self._start_form[int(key)] = start_form_named(xml, process_id)
+        for item in items:
+            item["hasStartForm"] = self._start_form.get(int(item["processDefinitionKey"]), False)
 
     # -- per database --------------------------------------------------------------------------------------------
 

@@ -13,7 +13,7 @@ from broker.protocol.enums import RecordType, ValueType
 from broker.protocol.record import Record
 from exporters.history import schema
 from exporters.history.backends import open_backend
-from exporters.history.reader import HistoryReader, InvalidQuery, open_reader, start_form_link
+from exporters.history.reader import HistoryReader, InvalidQuery, open_reader, start_form_link, start_form_named
 from exporters.history.rows import Batch
 from tests.exporters.history_check import expected_history
 from tests.exporters.scenario import run_scenario
@@ -460,3 +460,6 @@ def test_a_start_form_link_names_a_form_id_and_its_binding() -> None:
     assert start_form_link(process('<zeebe:formDefinition formKey="camunda-forms:bpmn:x" />'), "p") is None
     assert start_form_link(process('<zeebe:formDefinition formId="f" />'), "other") is None
     assert start_form_link("<not xml", "p") is None
+    assert start_form_named(process('<zeebe:formDefinition formKey="camunda-forms:bpmn:x" />'), "p") is True
+    assert start_form_named(process('<zeebe:formDefinition externalReference="https://x" />'), "p") is False
+    assert start_form_named(process(""), "p") is False

@@ -331,6 +331,8 @@ async def test_linked_forms_and_resources(http: aiohttp.ClientSession, resources
     assert (status, linked) == (200, expected)
     status, start = await call(http, "GET", f"/v2/process-definitions/{definition}/form")
     assert (status, start) == (200, expected)
+    status, item = await call(http, "GET", f"/v2/process-definitions/{definition}")
+    assert status == 200 and item["hasStartForm"] is True
 
     # an external form is not served: 204
     assert await call(http, "POST", f"/v2/user-tasks/{task['userTaskKey']}/completion") == (204, None)
@@ -344,6 +346,8 @@ async def test_linked_forms_and_resources(http: aiohttp.ClientSession, resources
     other = (await deploy(http, FIXTURES / "bpmn" / "one-task.bpmn"))["deployments"][0]["processDefinition"]
     await until(http, "GET", f"/v2/process-definitions/{other['processDefinitionKey']}", bool, "the definition")
     assert await call(http, "GET", f"/v2/process-definitions/{other['processDefinitionKey']}/form") == (204, None)
+    status, item = await call(http, "GET", f"/v2/process-definitions/{other['processDefinitionKey']}")
+    assert status == 200 and item["hasStartForm"] is False
 
     status, resource = await call(http, "GET", f"/v2/resources/{form['formKey']}")
     assert (status, resource) == (
