@@ -233,7 +233,7 @@ class OperateRoutes:
 
     def endpoints(self) -> list[Endpoint]:
         pd, pi = "Process definition", "Process instance"
-        xml = {200: ("The XML", {"type": "string"})}
+        xml: dict[int, tuple[str, dict[str, Any] | None]] = {200: ("The XML", {"type": "string"})}
         form = {200: ("The linked form", FORM), 204: ("No form is linked (or an embedded or external one)", None)}
         return [
             Endpoint(
