@@ -15,6 +15,7 @@ import json
 import logging
 import time
 from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass
 from typing import Any, NoReturn
 
 from broker import monitoring
@@ -36,6 +37,7 @@ from broker.protocol.enums import (
     ProcessInstanceBusinessIdIntent,
     ProcessInstanceCreationIntent,
     ProcessInstanceIntent,
+    ProcessInstanceModificationIntent,
     RecordType,
     RejectionType,
     ResourceDeletionIntent,
@@ -224,6 +226,16 @@ class _JobWaiters:
             return self.generation(job_type) != seen
 
 
+@dataclass(frozen=True, slots=True)
+class ActivateInstruction:
+    """One element a modification activates: in the flow scope instance under ``ancestor_key`` (<= 0: the only active
+    one), with variable documents for the element or its flow scopes (scope id "" or the process id: the instance)."""
+
+    element_id: str
+    ancestor_key: int = -1
+    variables: tuple[tuple[str, dict[str, Any]], ...] = ()
+
+
 class GatewayCommands:
     """The gateway's requests as commands to the partitions that own them, for any transport."""
 
@@ -379,6 +391,7 @@ class GatewayCommands:
         request_timeout_ms: int = 0,
         business_id: str = "",
         tags: list[str] | None = None,
+        start_instructions: list[str] | None = None,
     ) -> Record:
         """Create on the next partition (round robin), or, with a business id, on the partition it hashes to (like a
         message's correlation key), so one partition sees every active instance with that id and decides whether it
@@ -408,6 +421,8 @@ class GatewayCommands:
             value["businessId"] = business_id
         if tags:
             value["tags"] = tags
+        if start_instructions:
+            value["startInstructions"] = [{"elementId": element_id} for element_id in start_instructions]
         if await_result:
             check_request_timeout(request_timeout_ms)
             intent = ProcessInstanceCreationIntent.CREATE_WITH_AWAITING_RESULT
@@ -430,6 +445,37 @@ class GatewayCommands:
     async def cancel_process_instance(self, key: int) -> Record:
         pid = self.partition_for_key(key, "process instance")
         return await self.execute(pid, ValueType.PROCESS_INSTANCE, ProcessInstanceIntent.CANCEL, {}, key)
+
+    async def modify_process_instance(
+        self,
+        process_instance_key: int,
+        activate: list[ActivateInstruction],
+        terminate: list[int],
+    ) -> Record:
+        """Activate and terminate elements of a running instance in one command on the instance's partition."""
+        key = process_instance_key
+        pid = self.partition_for_key(key, "process instance")
+        for instruction in activate:
+            if not instruction.element_id:
+                invalid("Expected an elementId in every activate instruction, but one has none")
+        value = {
+            "processInstanceKey": key,
+            "activateInstructions": [
+                {
+                    "elementId": a.element_id,
+                    "ancestorScopeKey": a.ancestor_key if a.ancestor_key > 0 else -1,
+                    "variableInstructions": [
+                        {"elementId": scope_id, "variables": variables} for scope_id, variables in a.variables
+                    ],
+                    "ancestorScopeKeys": [],
+                }
+                for a in activate
+            ],
+            "terminateInstructions": [{"elementInstanceKey": k} for k in terminate],
+            "tenantId": TENANT,
+        }
+        intent = ProcessInstanceModificationIntent.MODIFY
+        return await self.execute(pid, ValueType.PROCESS_INSTANCE_MODIFICATION, intent, value, key)
 
     async def assign_business_id(self, process_instance_key: int, business_id: str) -> Record:
         """Give a running root instance without a business id one (Camunda 8.10), on the instance's partition."""

@@ -16,7 +16,15 @@ from aiohttp import BodyPartReader, web
 from aiohttp.http_exceptions import HttpProcessingError
 
 from exporters.history.rows import rest_decision_type
-from gateway.commands import TENANT, GatewayCommands, check_tenant, check_tenants, check_variables, invalid
+from gateway.commands import (
+    TENANT,
+    ActivateInstruction,
+    GatewayCommands,
+    check_tenant,
+    check_tenants,
+    check_variables,
+    invalid,
+)
 from gateway.job_results import job_result
 from gateway.rest.endpoints import ANY_OBJECT, INTEGER, KEY, STRING, Endpoint, obj
 from gateway.rest.schema import Body, Field, parse_key
@@ -112,6 +120,13 @@ def path_key(request: web.Request, name: str) -> int:
 
 def json_response(value: Any, status: int = 200) -> web.Response:
     return web.Response(status=status, text=json.dumps(value, ensure_ascii=False), content_type="application/json")
+
+
+def _ancestor_key(value: str | None) -> int:
+    """A modification's ancestor selection: a key, or -1 (or nothing) for none."""
+    if value is None or value == "-1":
+        return -1
+    return parse_key("ancestorElementInstanceKey", value)
 
 
 def no_content() -> web.Response:
@@ -358,8 +373,52 @@ CREATE_INSTANCE = Body(
             "Your id for the instance (256 characters); unique among active root instances "
             "of the process when broker.businessIdUniqueness is on",
         ),
+        "startInstructions": Field(
+            "nested-list",
+            "Start the instance at these elements instead of its none start event (their sub-processes are "
+            "created around them)",
+            body=Body({"elementId": Field("string", "The element to start at", required=True, min_length=1)}),
+        ),
     },
     "Either processDefinitionId (and optionally processDefinitionVersion) or processDefinitionKey.",
+)
+MODIFY_INSTANCE = Body(
+    {
+        "operationReference": OPERATION_REFERENCE,
+        "activateInstructions": Field(
+            "nested-list",
+            "Elements to activate, in order",
+            body=Body(
+                {
+                    "elementId": Field("string", "The element to activate", required=True, min_length=1),
+                    "ancestorElementInstanceKey": Field(
+                        "string",
+                        "The flow scope instance (or an ancestor of it) to activate the element in, as a key; -1 "
+                        "(default): the only active one, or a new one when none is",
+                    ),
+                    "variableInstructions": Field(
+                        "nested-list",
+                        "Variables to create on the element or one of its flow scopes as it is activated",
+                        body=Body(
+                            {
+                                "variables": Field("object", "Variables as a JSON object", required=True),
+                                "scopeId": Field(
+                                    "string",
+                                    "The element id of the scope (the element or a flow scope of it); "
+                                    "empty: the process instance",
+                                ),
+                            }
+                        ),
+                    ),
+                }
+            ),
+        ),
+        "terminateInstructions": Field(
+            "nested-list",
+            "Element instances to terminate (after the activations)",
+            body=Body({"elementInstanceKey": Field("key", "The element instance to terminate", required=True)}),
+        ),
+    }
 )
 OPERATION_ONLY = Body({"operationReference": OPERATION_REFERENCE})
 ASSIGN_BUSINESS_ID = Body(
@@ -680,6 +739,7 @@ class CommandRoutes:
             request_timeout_ms=body.get("requestTimeout", 0),
             business_id=body.get("businessId", ""),
             tags=body.get("tags"),
+            start_instructions=[i["elementId"] for i in body.get("startInstructions") or []],
         )
         v = rec.value
         response = {
@@ -692,6 +752,27 @@ class CommandRoutes:
             **business_fields(v),
         }
         return json_response(response)
+
+    async def modify_process_instance(self, request: web.Request) -> web.Response:
+        key = path_key(request, "processInstanceKey")
+        body = await read_json(request, MODIFY_INSTANCE)
+        activate = [
+            ActivateInstruction(
+                a["elementId"],
+                _ancestor_key(a.get("ancestorElementInstanceKey")),
+                tuple(
+                    (
+                        v.get("scopeId", ""),
+                        check_variables(v["variables"], f"variables of the '{a['elementId']}' activation"),
+                    )
+                    for v in a.get("variableInstructions") or []
+                ),
+            )
+            for a in body.get("activateInstructions") or []
+        ]
+        terminate = [t["elementInstanceKey"] for t in body.get("terminateInstructions") or []]
+        await self.commands.modify_process_instance(key, activate, terminate)
+        return no_content()
 
     async def assign_business_id(self, request: web.Request) -> web.Response:
         body = await read_json(request, ASSIGN_BUSINESS_ID)
@@ -950,6 +1031,16 @@ class CommandRoutes:
                 "Process instance",
                 body=OPERATION_ONLY,
                 body_optional=True,
+                responses=dict([none]),
+                errors=(404, 409),
+            ),
+            Endpoint(
+                "POST",
+                "/v2/process-instances/{processInstanceKey}/modification",
+                "Modify a process instance: activate elements and terminate element instances, in one command",
+                self.modify_process_instance,
+                "Process instance",
+                body=MODIFY_INSTANCE,
                 responses=dict([none]),
                 errors=(404, 409),
             ),
