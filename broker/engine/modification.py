@@ -61,6 +61,9 @@ SUPPORTED_TYPES: Final = (
     bpmn.AD_HOC_SUB_PROCESS,
     bpmn.CALL_ACTIVITY,
 )
+# The most instructions one command may carry: each writes several records in the command's one batch (Zeebe
+# refuses a modification whose records exceed the maximum batch size the same way, asking to split it).
+MAX_INSTRUCTIONS: Final = 1000
 # What an ancestor selection may point at and a flow scope instance must be to be activated in.
 _ACTIVE: Final = (PI.ELEMENT_ACTIVATED,)
 
@@ -118,6 +121,14 @@ def modify(ctx: ProcessingContext, cmd: Record) -> None:
     process = lc.process_of(ctx, root)
     activations = _activations(v)
     terminations = _terminations(v)
+    if len(activations) + len(terminations) > MAX_INSTRUCTIONS:
+        ctx.reject(
+            RejectionType.INVALID_ARGUMENT,
+            f"Unable to modify process instance with key '{pi_key}': it has "
+            f"{len(activations) + len(terminations)} instructions, more than the {MAX_INSTRUCTIONS} one command may "
+            "carry. Please reduce the size by splitting the modification into multiple commands.",
+        )
+        return
     problem = _check(ctx, process, root, activations, terminations)
     if problem is not None:
         ctx.reject(RejectionType.INVALID_ARGUMENT, problem)
@@ -512,6 +523,8 @@ def _others_active(ctx: ProcessingContext, scope: ElementInstance, leaving: int)
 def check_start_instructions(process: bpmn.Process, element_ids: list[str]) -> str | None:
     """Why an instance cannot be created at these elements (Zeebe's checks and reasons), or None."""
     what = "Expected to create instance of process with start instructions but"
+    if len(element_ids) > MAX_INSTRUCTIONS:
+        return f"{what} there are {len(element_ids)} of them, more than the {MAX_INSTRUCTIONS} one command may carry"
     for element_id in element_ids:
         if element_id not in process.elements and element_id not in process.flows:
             return f"{what} no element found with id '{element_id}'."

@@ -60,6 +60,17 @@ MODEL = f"""<?xml version="1.0" encoding="UTF-8"?>
     <bpmn:sequenceFlow id="fm" sourceRef="split" targetRef="many">
       <bpmn:conditionExpression>=false</bpmn:conditionExpression>
     </bpmn:sequenceFlow>
+    <bpmn:sequenceFlow id="fs" sourceRef="split" targetRef="msub">
+      <bpmn:conditionExpression>=false</bpmn:conditionExpression>
+    </bpmn:sequenceFlow>
+    <bpmn:subProcess id="msub">
+      <bpmn:startEvent id="msub_start" />
+      {_task("t")}
+      <bpmn:sequenceFlow id="t1" sourceRef="msub_start" targetRef="t" />
+    </bpmn:subProcess>
+    <bpmn:boundaryEvent id="pinged" attachedToRef="msub">
+      <bpmn:messageEventDefinition messageRef="ping" />
+    </bpmn:boundaryEvent>
     <bpmn:sequenceFlow id="fg" sourceRef="split" targetRef="gw">
       <bpmn:conditionExpression>=false</bpmn:conditionExpression>
     </bpmn:sequenceFlow>
@@ -85,6 +96,9 @@ MODEL = f"""<?xml version="1.0" encoding="UTF-8"?>
     <bpmn:sequenceFlow id="g1" sourceRef="gw" targetRef="wait" />
     <bpmn:sequenceFlow id="g2" sourceRef="gw" targetRef="wait_more" />
   </bpmn:process>
+  <bpmn:message id="ping" name="ping">
+    <bpmn:extensionElements><zeebe:subscription correlationKey="=orderId" /></bpmn:extensionElements>
+  </bpmn:message>
 </bpmn:definitions>
 """
 
@@ -372,6 +386,27 @@ async def test_activating_in_a_flow_scope_that_the_same_command_terminates_is_re
     sub = one(d, pi, "sub")
     reason = rejected(await modify(d, pi, activate=[{"elementId": "b"}], terminate=[sub.key]))
     assert f"element 'b' requires flow scope instance '{sub.key}' which is being terminated" in reason
+
+
+async def test_a_created_flow_scope_that_cannot_subscribe_refuses_the_whole_command(driver: Driver) -> None:
+    d = driver
+    pi = await started(d)
+    reason = rejected(await modify(d, pi, activate=[{"elementId": "c"}, {"elementId": "t"}]))
+    assert reason.startswith("Expected to subscribe to catch event(s) of 'msub' but ")
+    assert set(active(d, pi)) == {"mod", "a"}  # what the command wrote before is undone
+    assert d.read(lambda s: s.variables.local(pi)) == {}
+    with_key = {"elementId": "t", "variableInstructions": [{"elementId": "", "variables": {"orderId": "o-1"}}]}
+    accepted(await modify(d, pi, activate=[with_key]))
+    msub = one(d, pi, "msub")
+    assert d.read(lambda s: s.process_message_subscriptions.of_element(msub.key))
+
+
+async def test_a_command_with_too_many_instructions_is_refused(driver: Driver) -> None:
+    d = driver
+    pi = await started(d)
+    reason = rejected(await modify(d, pi, activate=[{"elementId": "c"}] * 1001))
+    assert "1001 instructions, more than the 1000 one command may carry" in reason
+    assert set(active(d, pi)) == {"mod", "a"}
 
 
 # -- start instructions --------------------------------------------------------------------------------------
