@@ -23,6 +23,8 @@ from broker.protocol.enums import (
 from broker.protocol.record import Record
 from broker.state.element_instance import ElementInstance
 from broker.tools.inspect import iter_records
+from exporters import es_templates
+from exporters.record_json import record_document
 from tests.unit.test_replay import Driver, accepted, check_replay_equals_live
 
 PI = ProcessInstanceIntent
@@ -215,6 +217,12 @@ async def test_activate_and_terminate_in_one_command_moves_the_token(driver: Dri
         (RecordType.COMMAND, ProcessInstanceModificationIntent.MODIFY),
         (RecordType.EVENT, ProcessInstanceModificationIntent.MODIFIED),
     ]
+    # the Elasticsearch exporter's strict mapping declares every field the event carries
+    value = record_document(modified[1], "8.8.0")["value"]
+    mapping = es_templates.VALUE_PROPERTIES[ValueType.PROCESS_INSTANCE_MODIFICATION]
+    assert set(value) <= set(mapping)
+    (instruction,) = value["activateInstructions"]
+    assert set(instruction) <= set(mapping["activateInstructions"]["properties"])
 
 
 async def test_activating_inside_an_inactive_sub_process_creates_it_without_its_start_event(driver: Driver) -> None:
