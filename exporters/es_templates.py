@@ -134,7 +134,16 @@ VALUE_PROPERTIES: dict[ValueType, Mapping] = {
     ValueType.PROCESS_INSTANCE_MODIFICATION: {
         "processInstanceKey": LONG,
         "tenantId": KEYWORD,
-        "terminateInstructions": _object(elementInstanceKey=LONG),
+        "terminateInstructions": _object(elementInstanceKey=LONG, elementId=KEYWORD),
+        "moveInstructions": _object(
+            sourceElementId=KEYWORD,
+            sourceElementInstanceKey=LONG,
+            targetElementId=KEYWORD,
+            ancestorScopeKey=LONG,
+            inferAncestorScopeFromSourceHierarchy=BOOLEAN,
+            useSourceParentKeyAsAncestorScope=BOOLEAN,
+            variableInstructions=_object(elementId=KEYWORD, variables=STORED_ONLY),
+        ),
         "activateInstructions": _object(
             elementId=KEYWORD,
             ancestorScopeKey=LONG,

@@ -81,17 +81,102 @@ class _Activation:
 def _activations(value: dict[str, Any]) -> list[_Activation]:
     out = []
     for ins in value.get("activateInstructions") or []:
-        variables = [
-            (v.get("elementId") or v.get("scopeId") or "", v.get("variables") or {})
-            for v in ins.get("variableInstructions") or []
-        ]
+        variables = _variables(ins)
         ancestor = ins.get("ancestorScopeKey", ins.get("ancestorElementInstanceKey", -1))
         out.append(_Activation(ins.get("elementId", ""), ancestor if ancestor and ancestor > 0 else -1, variables))
     return out
 
 
-def _terminations(value: dict[str, Any]) -> list[int]:
-    return [ins.get("elementInstanceKey", -1) for ins in value.get("terminateInstructions") or []]
+def _variables(instruction: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    return [
+        (v.get("elementId") or v.get("scopeId") or "", v.get("variables") or {})
+        for v in instruction.get("variableInstructions") or []
+    ]
+
+
+def _expand(
+    ctx: ProcessingContext,
+    process: bpmn.Process,
+    root: ElementInstance,
+    value: dict[str, Any],
+    activations: list[_Activation],
+) -> tuple[list[int], str | None]:
+    """The element instances to terminate, and the activations of the move instructions (appended to
+    ``activations``), from the command's terminate instructions (by key, or by element id: every active instance of
+    the element) and move instructions (Camunda 8.9: terminate the source instances, activate the target once for
+    each); or why they cannot be followed."""
+    what = f"Expected to modify instance of process '{process.id}' but it contains one or more"
+    terminations: list[int] = []
+    by_id = [t["elementId"] for t in value.get("terminateInstructions") or [] if t.get("elementId")]
+    unknown = _distinct(e for e in by_id if e not in process.elements)
+    if unknown:
+        return [], f"{what} terminate instructions with an element that could not be found: '{_join(unknown)}'"
+    for ins in value.get("terminateInstructions") or []:
+        if ins.get("elementId"):
+            terminations += _live_instances_of(ctx, root, ins["elementId"])
+        else:
+            terminations.append(ins.get("elementInstanceKey", -1))
+    moves = value.get("moveInstructions") or []
+    unknown = _distinct(
+        m["sourceElementId"] for m in moves if m.get("sourceElementId") and m["sourceElementId"] not in process.elements
+    )
+    if unknown:
+        return [], f"{what} move instructions with a source element that could not be found: '{_join(unknown)}'"
+    missing = _distinct(
+        str(m["sourceElementInstanceKey"])
+        for m in moves
+        if not m.get("sourceElementId")
+        and ((i := ctx.state.elements.get(m.get("sourceElementInstanceKey", -1))) is None or not _of_instance(i, root))
+    )
+    if missing:
+        return (
+            [],
+            f"{what} move instructions with a source element instance that could not be found: '{_join(missing)}'",
+        )
+    for move in moves:
+        target = move.get("targetElementId", "")
+        if move.get("sourceElementId"):
+            sources = _live_instances_of(ctx, root, move["sourceElementId"])
+        else:
+            sources = [move["sourceElementInstanceKey"]]
+        for source_key in sources:
+            source = ctx.state.elements.get(source_key)
+            assert source is not None
+            ancestor = move.get("ancestorScopeKey", -1)
+            if move.get("useSourceParentKeyAsAncestorScope"):
+                ancestor = source.value.flow_scope_key
+            elif move.get("inferAncestorScopeFromSourceHierarchy") and target in process.elements:
+                ancestor = _inferred_ancestor(ctx, process, source, target)
+            activations.append(_Activation(target, ancestor if ancestor > 0 else -1, _variables(move)))
+            terminations.append(source_key)
+    return terminations, None
+
+
+def _live_instances_of(ctx: ProcessingContext, root: ElementInstance, element_id: str) -> list[int]:
+    """The instance's element instances of ``element_id`` that are not ending: of a multi-instance activity, its
+    bodies (their instances go with them)."""
+    found = []
+    pending = [root.key]
+    while pending:
+        key = pending.pop(0)
+        inst = ctx.state.elements.get(key)
+        if inst is None or inst.state == PI.ELEMENT_TERMINATING:
+            continue
+        if inst.value.element_id == element_id and not inst.value.is_root:
+            found.append(key)
+            continue
+        pending.extend(ctx.state.elements.children(key))
+    return found
+
+
+def _inferred_ancestor(ctx: ProcessingContext, process: bpmn.Process, source: ElementInstance, target: str) -> int:
+    """The nearest instance above ``source`` whose element encloses ``target`` (-1: none does)."""
+    scopes = set(_flow_scope_ids(process, target))
+    for key in b.scope_chain(ctx, source.value.flow_scope_key):
+        inst = ctx.state.elements.get(key)
+        if inst is not None and (inst.value.element_id in scopes or inst.value.is_root):
+            return key
+    return -1
 
 
 # -- MODIFY --------------------------------------------------------------------------------------------------
@@ -119,14 +204,21 @@ def modify(ctx: ProcessingContext, cmd: Record) -> None:
         )
         return
     process = lc.process_of(ctx, root)
+    given = sum(
+        len(v.get(name) or []) for name in ("activateInstructions", "terminateInstructions", "moveInstructions")
+    )
     activations = _activations(v)
-    terminations = _terminations(v)
-    if len(activations) + len(terminations) > MAX_INSTRUCTIONS:
+    terminations, problem = _expand(ctx, process, root, v, activations) if given <= MAX_INSTRUCTIONS else ([], None)
+    if problem is not None:
+        ctx.reject(RejectionType.INVALID_ARGUMENT, problem)
+        return
+    count = max(given, len(activations) + len(terminations))
+    if count > MAX_INSTRUCTIONS:
         ctx.reject(
             RejectionType.INVALID_ARGUMENT,
-            f"Unable to modify process instance with key '{pi_key}': it has "
-            f"{len(activations) + len(terminations)} instructions, more than the {MAX_INSTRUCTIONS} one command may "
-            "carry. Please reduce the size by splitting the modification into multiple commands.",
+            f"Unable to modify process instance with key '{pi_key}': it has {count} instructions (moves and "
+            f"terminations by element id counted per element instance), more than the {MAX_INSTRUCTIONS} one command "
+            "may carry. Please reduce the size by splitting the modification into multiple commands.",
         )
         return
     problem = _check(ctx, process, root, activations, terminations)
@@ -152,6 +244,7 @@ def modify(ctx: ProcessingContext, cmd: Record) -> None:
             for act in activations
         ],
         "terminateInstructions": [{"elementInstanceKey": key} for key in terminations],
+        "moveInstructions": v.get("moveInstructions") or [],
         "tenantId": root.value.tenant_id,
     }
     rec = ctx.event(
