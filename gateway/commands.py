@@ -236,6 +236,20 @@ class ActivateInstruction:
     variables: tuple[tuple[str, dict[str, Any]], ...] = ()
 
 
+@dataclass(frozen=True, slots=True)
+class MoveInstruction:
+    """Terminate the active instances of ``source_element_id`` (or the one instance ``source_key``) and activate
+    ``target_element_id`` for each, in the scope ``ancestor`` names: "direct" (``ancestor_key``, <= 0: the only
+    active one), "inferred" (found above the source) or "sourceParent" (the source's flow scope)."""
+
+    target_element_id: str
+    source_element_id: str = ""
+    source_key: int = -1
+    ancestor: str = "direct"
+    ancestor_key: int = -1
+    variables: tuple[tuple[str, dict[str, Any]], ...] = ()
+
+
 class GatewayCommands:
     """The gateway's requests as commands to the partitions that own them, for any transport."""
 
@@ -449,15 +463,23 @@ class GatewayCommands:
     async def modify_process_instance(
         self,
         process_instance_key: int,
-        activate: list[ActivateInstruction],
-        terminate: list[int],
+        activate: Sequence[ActivateInstruction],
+        terminate: Sequence[int | str],
+        move: Sequence[MoveInstruction] = (),
     ) -> Record:
-        """Activate and terminate elements of a running instance in one command on the instance's partition."""
+        """Activate and terminate elements of a running instance in one command on the instance's partition.
+
+        ``terminate``: element instance keys, or element ids (every active instance of the element)."""
         key = process_instance_key
         pid = self.partition_for_key(key, "process instance")
         for instruction in activate:
             if not instruction.element_id:
                 invalid("Expected an elementId in every activate instruction, but one has none")
+        for m in move:
+            if not m.target_element_id or not (m.source_element_id or m.source_key > 0):
+                invalid(
+                    "Expected a source element (id or instance key) and a targetElementId in every move instruction"
+                )
         value = {
             "processInstanceKey": key,
             "activateInstructions": [
@@ -471,7 +493,23 @@ class GatewayCommands:
                 }
                 for a in activate
             ],
-            "terminateInstructions": [{"elementInstanceKey": k} for k in terminate],
+            "terminateInstructions": [
+                {"elementId": t} if isinstance(t, str) else {"elementInstanceKey": t} for t in terminate
+            ],
+            "moveInstructions": [
+                {
+                    "sourceElementId": m.source_element_id,
+                    "sourceElementInstanceKey": m.source_key if not m.source_element_id else -1,
+                    "targetElementId": m.target_element_id,
+                    "ancestorScopeKey": m.ancestor_key if m.ancestor_key > 0 else -1,
+                    "inferAncestorScopeFromSourceHierarchy": m.ancestor == "inferred",
+                    "useSourceParentKeyAsAncestorScope": m.ancestor == "sourceParent",
+                    "variableInstructions": [
+                        {"elementId": scope_id, "variables": variables} for scope_id, variables in m.variables
+                    ],
+                }
+                for m in move
+            ],
             "tenantId": TENANT,
         }
         intent = ProcessInstanceModificationIntent.MODIFY

@@ -189,5 +189,35 @@ async def test_modify_over_rest_and_the_history_shows_it(stub: Stub, http: aioht
     assert_problem(missing, 404, "no process instance found with key")
     not_ancestor = {"activateInstructions": [{"elementId": "b", "ancestorElementInstanceKey": a_key}]}
     assert_problem(await call(http, "POST", path, not_ancestor), 400, "does not exist, or is not in an active state")
-    move = {"moveInstructions": []}
-    assert_problem(await call(http, "POST", path, move), 400, "Unknown field(s) 'moveInstructions'")
+
+
+async def test_move_and_terminate_by_element_id_over_rest(stub: Stub, http: aiohttp.ClientSession) -> None:
+    process_id = deployed(stub)
+    status, created = await call(http, "POST", "/v2/process-instances", {"processDefinitionId": process_id})
+    assert status == 200, created
+    path = f"/v2/process-instances/{created['processInstanceKey']}/modification"
+    move = {
+        "sourceElementInstruction": {"sourceType": "byId", "sourceElementId": "a"},
+        "targetElementId": "b",
+        "ancestorScopeInstruction": {"ancestorScopeType": "inferred"},
+        "variableInstructions": [{"variables": {"moved": 1}}],
+    }
+    assert await call(http, "POST", path, {"moveInstructions": [move]}) == (204, None)
+    (job_b,) = activate(stub, f"{process_id}-b")
+    assert json.loads(job_b.variables) == {"moved": 1}
+    assert activate_now(stub, f"{process_id}-a") == []
+    by_key = {
+        "sourceElementInstruction": {"sourceType": "byKey", "sourceElementInstanceKey": str(job_b.elementInstanceKey)},
+        "targetElementId": "c",
+        "ancestorScopeInstruction": {"ancestorScopeType": "sourceParent"},
+    }
+    answer = await call(http, "POST", path, {"moveInstructions": [by_key]})
+    assert_problem(answer, 400, "is not an ancestor of element 'c'")  # b's parent is the sub-process
+    both = {"terminateInstructions": [{"elementInstanceKey": "1", "elementId": "b"}]}
+    assert_problem(await call(http, "POST", path, both), 400, "Expected either 'elementInstanceKey' or 'elementId'")
+    wrong = {"moveInstructions": [{**move, "sourceElementInstruction": {"sourceType": "byKey"}}]}
+    assert_problem(await call(http, "POST", path, wrong), 400, "sourceElementInstruction")
+    body = {"activateInstructions": [{"elementId": "c"}], "terminateInstructions": [{"elementId": "b"}]}
+    assert await call(http, "POST", path, body) == (204, None)
+    (job_c,) = activate(stub, f"{process_id}-c")
+    assert json.loads(job_c.variables) == {"moved": 1}  # no scopeId: it was set on the process instance
