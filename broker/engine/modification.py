@@ -343,7 +343,7 @@ def _check_ancestors(
             if a.ancestor_key > 0:
                 hit = a.ancestor_key == key
             else:
-                hit = not ending.value.is_root and ending.value.element_id in _flow_scope_ids(process, a.element_id)
+                hit = ending.value.element_id in _flow_scope_ids(process, a.element_id)
             if hit:
                 conflicts.append(
                     f"element '{a.element_id}' requires flow scope instance '{key}' which is being terminated"

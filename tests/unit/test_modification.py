@@ -452,6 +452,8 @@ async def test_activating_in_a_flow_scope_that_the_same_command_terminates_is_re
     sub = one(d, pi, "sub")
     reason = rejected(await modify(d, pi, activate=[{"elementId": "b"}], terminate=[sub.key]))
     assert f"element 'b' requires flow scope instance '{sub.key}' which is being terminated" in reason
+    reason = rejected(await modify(d, pi, activate=[{"elementId": "c"}], terminate=[pi]))
+    assert f"element 'c' requires flow scope instance '{pi}' which is being terminated" in reason
 
 
 async def test_a_created_flow_scope_that_cannot_subscribe_refuses_the_whole_command(driver: Driver) -> None:
