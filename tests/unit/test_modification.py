@@ -477,6 +477,40 @@ async def test_a_command_with_too_many_instructions_is_refused(driver: Driver) -
     assert set(active(d, pi)) == {"mod", "a"}
 
 
+CALLER = """<?xml version="1.0" encoding="UTF-8"?>
+<bpmn:definitions xmlns:bpmn="http://www.omg.org/spec/BPMN/20100524/MODEL"
+    xmlns:zeebe="http://camunda.org/schema/zeebe/1.0" id="c" targetNamespace="t">
+  <bpmn:process id="caller" isExecutable="true">
+    <bpmn:startEvent id="go" />
+    <bpmn:callActivity id="call">
+      <bpmn:extensionElements><zeebe:calledElement processId="mod" /></bpmn:extensionElements>
+    </bpmn:callActivity>
+    <bpmn:sequenceFlow id="c1" sourceRef="go" targetRef="call" />
+  </bpmn:process>
+</bpmn:definitions>
+"""
+
+
+async def test_terminating_everything_in_a_called_instance_is_refused(driver: Driver) -> None:
+    d = driver
+    resources = [{"resourceName": "caller.bpmn", "resource": CALLER.encode()}]
+    accepted(await d.send(ValueType.DEPLOYMENT, DeploymentIntent.CREATE, {"resources": resources}))
+    rec = accepted(await d.create("caller", {}))
+    await d.settle()
+    caller = rec.value["processInstanceKey"]
+    child = one(d, caller, "call").called_child_key
+    reason = rejected(await modify(d, child, terminate=[one(d, child, "a").key]))
+    assert reason == (
+        "Expected to modify instance of process 'mod' but the given instructions would terminate the instance. The "
+        "instance was created by a call activity in the parent process. To terminate this instance please modify "
+        "the parent process instead."
+    )
+    assert set(active(d, child)) == {"mod", "a"}
+    # moving the token within the called instance is fine
+    accepted(await modify(d, child, activate=[{"elementId": "c"}], terminate=[one(d, child, "a").key]))
+    assert set(active(d, child)) == {"mod", "c"}
+
+
 # -- start instructions --------------------------------------------------------------------------------------
 
 
