@@ -361,11 +361,6 @@ def refusal_of_kind(process: bpmn.Process, element_ids: Iterable[str]) -> str | 
     """Elements Weir cannot start in the middle of an instance (beyond Zeebe's unsupported types), with why."""
     for element_id in element_ids:
         element = process.element(element_id)
-        if element.element_type == bpmn.EVENT_SUB_PROCESS:
-            return (
-                f"'{element_id}'. An event sub-process starts through its start event's trigger; activate an element "
-                "inside it instead (the event sub-process is created around it)."
-            )
         if element.is_for_compensation:
             return (
                 f"'{element_id}'. A compensation handler runs only when its activity is compensated; throw a "
@@ -459,6 +454,11 @@ def activate_element(
                 scope_key = found
                 _set_variables(ctx, scope_id, scope_key, variables)
         scope_keys.append(scope_key)
+    if element.element_type == bpmn.EVENT_SUB_PROCESS:
+        # as in Zeebe, without its event: the event sub-process is created like a flow scope (it interrupts
+        # nothing) and its start event is activated in it
+        scope_key = _create_scope(ctx, process, like, element, scope_key, variables)
+        element = next(e for e in process.children_of(element.id) if e.element_type == bpmn.START_EVENT)
     _start(ctx, process, like, element, scope_key, variables)
     return scope_keys
 

@@ -88,6 +88,13 @@ MODEL = f"""<?xml version="1.0" encoding="UTF-8"?>
       {_task("m")}
       <bpmn:sequenceFlow id="m1" sourceRef="many_start" targetRef="m" />
     </bpmn:subProcess>
+    <bpmn:subProcess id="esp" triggeredByEvent="true">
+      <bpmn:startEvent id="esp_start" isInterrupting="false">
+        <bpmn:timerEventDefinition><bpmn:timeDuration>PT1H</bpmn:timeDuration></bpmn:timerEventDefinition>
+      </bpmn:startEvent>
+      {_task("e")}
+      <bpmn:sequenceFlow id="e1" sourceRef="esp_start" targetRef="e" />
+    </bpmn:subProcess>
     <bpmn:eventBasedGateway id="gw" />
     <bpmn:intermediateCatchEvent id="wait">
       <bpmn:timerEventDefinition><bpmn:timeDuration>PT1H</bpmn:timeDuration></bpmn:timerEventDefinition>
@@ -313,6 +320,26 @@ async def test_an_activated_element_keeps_its_scope_from_completing_when_the_res
     (b2,) = active(d, pi)["b"]
     assert b2.key != b.key and b2.value.flow_scope_key == sub.key
     assert one(d, pi, "sub").state == PI.ELEMENT_ACTIVATED
+
+
+async def test_activating_an_event_sub_process_starts_it_at_its_start_event_without_interrupting(
+    driver: Driver,
+) -> None:
+    d = driver
+    pi = await started(d)
+    accepted(await modify(d, pi, activate=[{"elementId": "esp"}]))
+    assert set(active(d, pi)) == {"mod", "a", "esp", "e"}
+    (job,) = await d.activate("e")
+    accepted(await d.complete(job))
+    await d.settle()
+    assert set(active(d, pi)) == {"mod", "a"}  # the event sub-process completed; the instance goes on
+    records = await logged(d)
+    assert lifecycle_of(records, "esp_start") == [
+        "ELEMENT_ACTIVATING",
+        "ELEMENT_ACTIVATED",
+        "ELEMENT_COMPLETING",
+        "ELEMENT_COMPLETED",
+    ]
 
 
 # -- terminating by element id and moving (Camunda 8.9) -----------------------------------------------------
