@@ -15,6 +15,12 @@ the instance's partition, the way Zeebe does:
   element is terminated ends TERMINATED, as in Zeebe. Terminating reuses the elements' own termination (jobs,
   subscriptions, timers, incidents and called instances are cleaned up as when an instance is cancelled).
 
+- Terminate instructions by element id and move instructions (Camunda 8.9) are expanded here, against the
+  instance's state, into terminations by key and activations, and then checked and carried out like them.
+
+The checks that depend on what earlier instructions of the command wrote (a flow scope with several instances, a
+created scope's subscriptions, emptying a called instance) raise :class:`CommandRefused`, which undoes the command.
+
 Creating an instance with start instructions uses the same activation: the process is written ACTIVATING and
 ACTIVATED (no none start event runs) and each instruction's element is activated in its flow scopes.
 """
@@ -58,6 +64,7 @@ SUPPORTED_TYPES: Final = (
     bpmn.INTERMEDIATE_CATCH_EVENT,
     bpmn.INTERMEDIATE_THROW_EVENT,
     bpmn.SUB_PROCESS,
+    bpmn.EVENT_SUB_PROCESS,
     bpmn.AD_HOC_SUB_PROCESS,
     bpmn.CALL_ACTIVITY,
 )
