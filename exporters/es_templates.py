@@ -131,6 +131,26 @@ VALUE_PROPERTIES: dict[ValueType, Mapping] = {
         "businessId": KEYWORD,
         "rootProcessInstanceKey": LONG,
     },
+    ValueType.PROCESS_INSTANCE_MODIFICATION: {
+        "processInstanceKey": LONG,
+        "tenantId": KEYWORD,
+        "terminateInstructions": _object(elementInstanceKey=LONG, elementId=KEYWORD),
+        "moveInstructions": _object(
+            sourceElementId=KEYWORD,
+            sourceElementInstanceKey=LONG,
+            targetElementId=KEYWORD,
+            ancestorScopeKey=LONG,
+            inferAncestorScopeFromSourceHierarchy=BOOLEAN,
+            useSourceParentKeyAsAncestorScope=BOOLEAN,
+            variableInstructions=_object(elementId=KEYWORD, variables=STORED_ONLY),
+        ),
+        "activateInstructions": _object(
+            elementId=KEYWORD,
+            ancestorScopeKey=LONG,
+            ancestorScopeKeys=LONG,
+            variableInstructions=_object(elementId=KEYWORD, variables=STORED_ONLY),
+        ),
+    },
     ValueType.VARIABLE: {
         "name": KEYWORD,
         "value": {"type": "keyword", "ignore_above": 8191},

@@ -15,6 +15,7 @@ import json
 import logging
 import time
 from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass
 from typing import Any, NoReturn
 
 from broker import monitoring
@@ -36,6 +37,7 @@ from broker.protocol.enums import (
     ProcessInstanceBusinessIdIntent,
     ProcessInstanceCreationIntent,
     ProcessInstanceIntent,
+    ProcessInstanceModificationIntent,
     RecordType,
     RejectionType,
     ResourceDeletionIntent,
@@ -224,6 +226,30 @@ class _JobWaiters:
             return self.generation(job_type) != seen
 
 
+@dataclass(frozen=True, slots=True)
+class ActivateInstruction:
+    """One element a modification activates: in the flow scope instance under ``ancestor_key`` (<= 0: the only active
+    one), with variable documents for the element or its flow scopes (scope id "" or the process id: the instance)."""
+
+    element_id: str
+    ancestor_key: int = -1
+    variables: tuple[tuple[str, dict[str, Any]], ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class MoveInstruction:
+    """Terminate the active instances of ``source_element_id`` (or the one instance ``source_key``) and activate
+    ``target_element_id`` for each, in the scope ``ancestor`` names: "direct" (``ancestor_key``, <= 0: the only
+    active one), "inferred" (found above the source) or "sourceParent" (the source's flow scope)."""
+
+    target_element_id: str
+    source_element_id: str = ""
+    source_key: int = -1
+    ancestor: str = "direct"
+    ancestor_key: int = -1
+    variables: tuple[tuple[str, dict[str, Any]], ...] = ()
+
+
 class GatewayCommands:
     """The gateway's requests as commands to the partitions that own them, for any transport."""
 
@@ -379,6 +405,7 @@ class GatewayCommands:
         request_timeout_ms: int = 0,
         business_id: str = "",
         tags: list[str] | None = None,
+        start_instructions: list[str] | None = None,
     ) -> Record:
         """Create on the next partition (round robin), or, with a business id, on the partition it hashes to (like a
         message's correlation key), so one partition sees every active instance with that id and decides whether it
@@ -408,6 +435,8 @@ class GatewayCommands:
             value["businessId"] = business_id
         if tags:
             value["tags"] = tags
+        if start_instructions:
+            value["startInstructions"] = [{"elementId": element_id} for element_id in start_instructions]
         if await_result:
             check_request_timeout(request_timeout_ms)
             intent = ProcessInstanceCreationIntent.CREATE_WITH_AWAITING_RESULT
@@ -430,6 +459,61 @@ class GatewayCommands:
     async def cancel_process_instance(self, key: int) -> Record:
         pid = self.partition_for_key(key, "process instance")
         return await self.execute(pid, ValueType.PROCESS_INSTANCE, ProcessInstanceIntent.CANCEL, {}, key)
+
+    async def modify_process_instance(
+        self,
+        process_instance_key: int,
+        activate: Sequence[ActivateInstruction],
+        terminate: Sequence[int | str],
+        move: Sequence[MoveInstruction] = (),
+    ) -> Record:
+        """Activate and terminate elements of a running instance in one command on the instance's partition.
+
+        ``terminate``: element instance keys, or element ids (every active instance of the element)."""
+        key = process_instance_key
+        pid = self.partition_for_key(key, "process instance")
+        for instruction in activate:
+            if not instruction.element_id:
+                invalid("Expected an elementId in every activate instruction, but one has none")
+        for m in move:
+            if not m.target_element_id or not (m.source_element_id or m.source_key > 0):
+                invalid(
+                    "Expected a source element (id or instance key) and a targetElementId in every move instruction"
+                )
+        value = {
+            "processInstanceKey": key,
+            "activateInstructions": [
+                {
+                    "elementId": a.element_id,
+                    "ancestorScopeKey": a.ancestor_key if a.ancestor_key > 0 else -1,
+                    "variableInstructions": [
+                        {"elementId": scope_id, "variables": variables} for scope_id, variables in a.variables
+                    ],
+                    "ancestorScopeKeys": [],
+                }
+                for a in activate
+            ],
+            "terminateInstructions": [
+                {"elementId": t} if isinstance(t, str) else {"elementInstanceKey": t} for t in terminate
+            ],
+            "moveInstructions": [
+                {
+                    "sourceElementId": m.source_element_id,
+                    "sourceElementInstanceKey": m.source_key if not m.source_element_id else -1,
+                    "targetElementId": m.target_element_id,
+                    "ancestorScopeKey": m.ancestor_key if m.ancestor_key > 0 else -1,
+                    "inferAncestorScopeFromSourceHierarchy": m.ancestor == "inferred",
+                    "useSourceParentKeyAsAncestorScope": m.ancestor == "sourceParent",
+                    "variableInstructions": [
+                        {"elementId": scope_id, "variables": variables} for scope_id, variables in m.variables
+                    ],
+                }
+                for m in move
+            ],
+            "tenantId": TENANT,
+        }
+        intent = ProcessInstanceModificationIntent.MODIFY
+        return await self.execute(pid, ValueType.PROCESS_INSTANCE_MODIFICATION, intent, value, key)
 
     async def assign_business_id(self, process_instance_key: int, business_id: str) -> Record:
         """Give a running root instance without a business id one (Camunda 8.10), on the instance's partition."""

@@ -30,6 +30,7 @@ from gateway.commands import (
     DEFAULT_LONG_POLL_MS,
     DEFAULT_REQUEST_TIMEOUT_MS,
     TENANT,
+    ActivateInstruction,
     CommandError,
     ErrorCode,
     GatewayCommands,
@@ -336,8 +337,9 @@ class GatewayService(pb_grpc.GatewayServicer):
         request_timeout_ms: int = 0,
     ) -> Record:
         check_tenant(request.tenantId)
-        if request.startInstructions:
-            invalid("Start instructions are not supported yet")
+        start_at = [i.elementId for i in request.startInstructions]
+        if any(not element_id for element_id in start_at):
+            invalid("Expected an elementId in every start instruction, but one has none")
         variables = parse_variables(request.variables)
         return await self.commands.create_process_instance(
             request.bpmnProcessId,
@@ -349,6 +351,7 @@ class GatewayService(pb_grpc.GatewayServicer):
             request_timeout_ms=request_timeout_ms,
             business_id=request.businessId,
             tags=list(request.tags),
+            start_instructions=start_at,
         )
 
     @_unary
@@ -581,8 +584,24 @@ class GatewayService(pb_grpc.GatewayServicer):
         rec = await self.commands.broadcast_signal(request.signalName, variables)
         return pb.BroadcastSignalResponse(key=rec.key, tenantId=TENANT)
 
-    async def ModifyProcessInstance(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
-        await self._unsupported(context, "ModifyProcessInstance")
+    @_unary
+    async def ModifyProcessInstance(
+        self, request: pb.ModifyProcessInstanceRequest, context: grpc.aio.ServicerContext
+    ) -> Any:
+        activate = [
+            ActivateInstruction(
+                a.elementId,
+                a.ancestorElementInstanceKey,
+                tuple(
+                    (v.scopeId, parse_variables(v.variables, f"variables of the '{a.elementId}' activation"))
+                    for v in a.variableInstructions
+                ),
+            )
+            for a in request.activateInstructions
+        ]
+        terminate = [t.elementInstanceKey for t in request.terminateInstructions]
+        await self.commands.modify_process_instance(request.processInstanceKey, activate, terminate)
+        return pb.ModifyProcessInstanceResponse()
 
     async def MigrateProcessInstance(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
         await self._unsupported(context, "MigrateProcessInstance")

@@ -205,7 +205,9 @@ class EventAppliers:
         # an instance of a multi-instance activity is started by its body, not by a sequence flow
         body = self._elements.processor_of(parent.value).contains_its_own_element
         consumed = 0 if body else self._flows_consumed(state, v)
-        state.elements.put(parent.after_child_activated(consumed))
+        # at most the tokens in flight: an element a modification or start instruction activates was reached by none
+        # (Zeebe likewise never lets the count go below zero)
+        state.elements.put(parent.after_child_activated(min(consumed, max(parent.flows, 0))))
 
     def _flows_consumed(self, state: PartitionState, v: ProcessInstanceValue) -> int:
         """How many taken sequence flows the activation of this element consumes (Zeebe's token counting).

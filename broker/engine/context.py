@@ -43,6 +43,17 @@ DEFAULT_MAX_BATCH_BYTES = 4 * 1024 * 1024 - 64 * 1024
 """What the jobs of one activation may take, rendered: the default max message size less the response's framing."""
 
 
+class CommandRefused(Exception):
+    """Raised by a processor that finds, part-way through writing, that its command must be rejected (Zeebe's
+    expected processing errors): the stream processor undoes everything the command wrote and rejects it with this
+    type and reason, without logging it as a failure."""
+
+    def __init__(self, rejection_type: RejectionType, reason: str) -> None:
+        super().__init__(reason)
+        self.rejection_type = rejection_type
+        self.reason = reason
+
+
 class ProcessingContext:
     """Collects one round's records; hands out positions, keys and the command's timestamp as "now"."""
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from broker import feel
-from broker.engine import clock, events, resource_deletion, signals, user_tasks
+from broker.engine import clock, events, modification, resource_deletion, signals, user_tasks
 from broker.engine import decision_processors as decisions
 from broker.engine import instance_processors as instances
 from broker.engine import job_processors as jobs
@@ -37,6 +37,7 @@ from broker.protocol.enums import (
     ProcessInstanceBusinessIdIntent,
     ProcessInstanceCreationIntent,
     ProcessInstanceIntent,
+    ProcessInstanceModificationIntent,
     ProcessMessageSubscriptionIntent,
     RejectionType,
     ResourceDeletionIntent,
@@ -99,6 +100,10 @@ class Engine:
                 ValueType.PROCESS_INSTANCE_BUSINESS_ID,
                 ProcessInstanceBusinessIdIntent.ASSIGN,
             ): instances.assign_business_id,
+            (
+                ValueType.PROCESS_INSTANCE_MODIFICATION,
+                ProcessInstanceModificationIntent.MODIFY,
+            ): modification.modify,
             (ValueType.PROCESS_INSTANCE, pi.ACTIVATE_ELEMENT): elements.activate,
             (ValueType.PROCESS_INSTANCE, pi.COMPLETE_ELEMENT): elements.complete,
             (ValueType.PROCESS_INSTANCE, pi.TERMINATE_ELEMENT): elements.terminate,

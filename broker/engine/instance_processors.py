@@ -5,7 +5,7 @@ from __future__ import annotations
 from broker.dmn import DmnParseError, parse_dmn
 from broker.engine import behaviors as b
 from broker.engine import decision_processors as decisions
-from broker.engine import events, signals
+from broker.engine import events, modification, signals
 from broker.engine.bpmn import BpmnValidationError, ExpressionCheck, parse_bpmn, resource_checksum, supported_kinds
 from broker.engine.bpmn import model as bpmn
 from broker.engine.context import ProcessingContext
@@ -415,11 +415,16 @@ def create_instance(ctx: ProcessingContext, cmd: Record) -> None:
             return
     tags = labels.normal_tags(tags)
     process = b.services(ctx).models.get(stored["processDefinitionKey"])
-    if process.none_start_event_id is None:
+    start_ids = [i.get("elementId", "") for i in v.get("startInstructions") or []]
+    if process.none_start_event_id is None and not start_ids:
         ctx.reject(
             RejectionType.INVALID_STATE,
             "Expected to create instance of process with none start event, but there is no such event",
         )
+        return
+    problem = modification.check_start_instructions(process, start_ids) if start_ids else None
+    if problem is not None:
+        ctx.reject(RejectionType.INVALID_ARGUMENT, problem)
         return
     pi_key = ctx.keys.next_key()
     instance_value = ProcessInstanceValue(
@@ -445,7 +450,7 @@ def create_instance(ctx: ProcessingContext, cmd: Record) -> None:
         "processDefinitionKey": stored["processDefinitionKey"],
         "processInstanceKey": pi_key,
         "variables": variables,
-        "startInstructions": [],
+        "startInstructions": [{"elementId": element_id} for element_id in start_ids],
         "fetchVariables": v.get("fetchVariables") or [],
         "tenantId": b.TENANT,
         "businessId": business_id,
@@ -461,6 +466,9 @@ def create_instance(ctx: ProcessingContext, cmd: Record) -> None:
     rec = ctx.event(ValueType.PROCESS_INSTANCE_CREATION, ProcessInstanceCreationIntent.CREATED, pi_key, created)
     if not awaiting:
         ctx.respond(rec)
+    if start_ids:
+        modification.start_at(ctx, process, instance_value, start_ids)
+        return
     ctx.follow_up(ValueType.PROCESS_INSTANCE, PI.ACTIVATE_ELEMENT, pi_key, instance_value.to_dict())
 
 

@@ -28,7 +28,7 @@ from typing import Any, Final
 
 import msgpack
 
-from broker.engine.context import ProcessingContext, Response, SideEffects
+from broker.engine.context import CommandRefused, ProcessingContext, Response, SideEffects
 from broker.engine.engine import Engine
 from broker.log import LogBlock
 from broker.logs import PartitionLog
@@ -298,6 +298,14 @@ class StreamCore:
                 msgpack.packb([record_to_list(r) for r in ctx.records[mark[0] :]], use_bin_type=True)
             self.state.flush()
             child.commit()
+        except CommandRefused as refused:
+            self.state.discard()
+            child.abort()
+            ctx.rollback(mark)
+            self.engine.models.clear()
+            self.state.bind(txn)
+            ctx.command = cmd
+            ctx.reject(refused.rejection_type, refused.reason)
         except Exception as e:
             self.state.discard()
             child.abort()

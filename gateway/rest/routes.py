@@ -16,7 +16,16 @@ from aiohttp import BodyPartReader, web
 from aiohttp.http_exceptions import HttpProcessingError
 
 from exporters.history.rows import rest_decision_type
-from gateway.commands import TENANT, GatewayCommands, check_tenant, check_tenants, check_variables, invalid
+from gateway.commands import (
+    TENANT,
+    ActivateInstruction,
+    GatewayCommands,
+    MoveInstruction,
+    check_tenant,
+    check_tenants,
+    check_variables,
+    invalid,
+)
 from gateway.job_results import job_result
 from gateway.rest.endpoints import ANY_OBJECT, INTEGER, KEY, STRING, Endpoint, obj
 from gateway.rest.schema import Body, Field, parse_key
@@ -112,6 +121,47 @@ def path_key(request: web.Request, name: str) -> int:
 
 def json_response(value: Any, status: int = 200) -> web.Response:
     return web.Response(status=status, text=json.dumps(value, ensure_ascii=False), content_type="application/json")
+
+
+def _ancestor_key(value: str | None) -> int:
+    """A modification's ancestor selection: a key, or -1 (or nothing) for none."""
+    if value is None or value == "-1":
+        return -1
+    return parse_key("ancestorElementInstanceKey", value)
+
+
+def _variable_instructions(instruction: dict[str, Any], element_id: str) -> tuple[tuple[str, dict[str, Any]], ...]:
+    return tuple(
+        (v.get("scopeId", ""), check_variables(v["variables"], f"variables of the '{element_id}' activation"))
+        for v in instruction.get("variableInstructions") or []
+    )
+
+
+def _move(m: dict[str, Any]) -> MoveInstruction:
+    """A REST move instruction (Camunda 8.9's shape) as the gateway's."""
+    source = m["sourceElementInstruction"]
+    source_type = source["sourceType"]
+    if source_type == "byId" and source.get("sourceElementId"):
+        source_id, source_key = source["sourceElementId"], -1
+    elif source_type == "byKey" and "sourceElementInstanceKey" in source:
+        source_id, source_key = "", source["sourceElementInstanceKey"]
+    else:
+        invalid(
+            'Expected \'sourceElementInstruction\' to be {"sourceType": "byId", "sourceElementId": …} or '
+            '{"sourceType": "byKey", "sourceElementInstanceKey": …}'
+        )
+    scope = m.get("ancestorScopeInstruction") or {"ancestorScopeType": "direct"}
+    ancestor = scope["ancestorScopeType"]
+    if ancestor not in ("direct", "inferred", "sourceParent"):
+        invalid(f"Expected 'ancestorScopeType' to be direct, inferred or sourceParent, but got '{ancestor}'")
+    return MoveInstruction(
+        m["targetElementId"],
+        source_id,
+        source_key,
+        ancestor,
+        _ancestor_key(scope.get("ancestorElementInstanceKey")) if ancestor == "direct" else -1,
+        _variable_instructions(m, m["targetElementId"]),
+    )
 
 
 def no_content() -> web.Response:
@@ -358,8 +408,93 @@ CREATE_INSTANCE = Body(
             "Your id for the instance (256 characters); unique among active root instances "
             "of the process when broker.businessIdUniqueness is on",
         ),
+        "startInstructions": Field(
+            "nested-list",
+            "Start the instance at these elements instead of its none start event (their sub-processes are "
+            "created around them)",
+            body=Body({"elementId": Field("string", "The element to start at", required=True, min_length=1)}),
+        ),
     },
     "Either processDefinitionId (and optionally processDefinitionVersion) or processDefinitionKey.",
+)
+VARIABLE_INSTRUCTIONS = Field(
+    "nested-list",
+    "Variables to create on the element or one of its flow scopes as it is activated",
+    body=Body(
+        {
+            "variables": Field("object", "Variables as a JSON object", required=True),
+            "scopeId": Field(
+                "string", "The element id of the scope (the element or a flow scope of it); empty: the process instance"
+            ),
+        }
+    ),
+)
+ANCESTOR_KEY_FIELD = Field(
+    "string",
+    "The flow scope instance (or an ancestor of it) to activate the element in, as a key; -1 (default): the only "
+    "active one, or a new one when none is",
+)
+MODIFY_INSTANCE = Body(
+    {
+        "operationReference": OPERATION_REFERENCE,
+        "activateInstructions": Field(
+            "nested-list",
+            "Elements to activate, in order",
+            body=Body(
+                {
+                    "elementId": Field("string", "The element to activate", required=True, min_length=1),
+                    "ancestorElementInstanceKey": ANCESTOR_KEY_FIELD,
+                    "variableInstructions": VARIABLE_INSTRUCTIONS,
+                }
+            ),
+        ),
+        "moveInstructions": Field(
+            "nested-list",
+            "Move tokens (Camunda 8.9): terminate the source element's active instances (or one instance) and "
+            "activate the target element for each",
+            body=Body(
+                {
+                    "sourceElementInstruction": Field(
+                        "nested",
+                        "What to move: sourceType byId with sourceElementId, or byKey with sourceElementInstanceKey",
+                        required=True,
+                        body=Body(
+                            {
+                                "sourceType": Field("string", "byId or byKey", required=True),
+                                "sourceElementId": Field("string", "byId: the element whose instances move"),
+                                "sourceElementInstanceKey": Field("key", "byKey: the element instance that moves"),
+                            }
+                        ),
+                    ),
+                    "targetElementId": Field("string", "The element to activate", required=True, min_length=1),
+                    "ancestorScopeInstruction": Field(
+                        "nested",
+                        "Where to activate the target: ancestorScopeType direct (with ancestorElementInstanceKey; "
+                        "the default, with -1), inferred (the nearest instance above the source that encloses the "
+                        "target) or sourceParent (the source's flow scope instance)",
+                        body=Body(
+                            {
+                                "ancestorScopeType": Field("string", "direct, inferred or sourceParent", required=True),
+                                "ancestorElementInstanceKey": ANCESTOR_KEY_FIELD,
+                            }
+                        ),
+                    ),
+                    "variableInstructions": VARIABLE_INSTRUCTIONS,
+                }
+            ),
+        ),
+        "terminateInstructions": Field(
+            "nested-list",
+            "What to terminate (after the activations): an elementInstanceKey, or an elementId (every active "
+            "instance of the element)",
+            body=Body(
+                {
+                    "elementInstanceKey": Field("key", "The element instance to terminate"),
+                    "elementId": Field("string", "The element whose active instances to terminate", min_length=1),
+                }
+            ),
+        ),
+    }
 )
 OPERATION_ONLY = Body({"operationReference": OPERATION_REFERENCE})
 ASSIGN_BUSINESS_ID = Body(
@@ -680,6 +815,7 @@ class CommandRoutes:
             request_timeout_ms=body.get("requestTimeout", 0),
             business_id=body.get("businessId", ""),
             tags=body.get("tags"),
+            start_instructions=[i["elementId"] for i in body.get("startInstructions") or []],
         )
         v = rec.value
         response = {
@@ -692,6 +828,26 @@ class CommandRoutes:
             **business_fields(v),
         }
         return json_response(response)
+
+    async def modify_process_instance(self, request: web.Request) -> web.Response:
+        key = path_key(request, "processInstanceKey")
+        body = await read_json(request, MODIFY_INSTANCE)
+        activate = [
+            ActivateInstruction(
+                a["elementId"],
+                _ancestor_key(a.get("ancestorElementInstanceKey")),
+                _variable_instructions(a, a["elementId"]),
+            )
+            for a in body.get("activateInstructions") or []
+        ]
+        move = [_move(m) for m in body.get("moveInstructions") or []]
+        terminate: list[int | str] = []
+        for n, t in enumerate(body.get("terminateInstructions") or []):
+            if ("elementInstanceKey" in t) == ("elementId" in t):
+                invalid(f"Expected either 'elementInstanceKey' or 'elementId' in 'terminateInstructions[{n}]'")
+            terminate.append(t["elementInstanceKey"] if "elementInstanceKey" in t else t["elementId"])
+        await self.commands.modify_process_instance(key, activate, terminate, move)
+        return no_content()
 
     async def assign_business_id(self, request: web.Request) -> web.Response:
         body = await read_json(request, ASSIGN_BUSINESS_ID)
@@ -950,6 +1106,16 @@ class CommandRoutes:
                 "Process instance",
                 body=OPERATION_ONLY,
                 body_optional=True,
+                responses=dict([none]),
+                errors=(404, 409),
+            ),
+            Endpoint(
+                "POST",
+                "/v2/process-instances/{processInstanceKey}/modification",
+                "Modify a process instance: activate elements and terminate element instances, in one command",
+                self.modify_process_instance,
+                "Process instance",
+                body=MODIFY_INSTANCE,
                 responses=dict([none]),
                 errors=(404, 409),
             ),
