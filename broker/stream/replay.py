@@ -7,7 +7,8 @@ Positions decide what a record means to replay:
 - events above ``applied`` change state (those at or below it are already in the snapshot);
 - commands above ``processed`` were written but never processed (follow-ups still queued when the broker stopped);
   they are returned in log order so the stream processor can process them again;
-- every key seen raises the key generator, so no key is ever issued twice.
+- every key the partition wrote (events, follow-up commands) raises the key generator, so no key is ever issued
+  twice; a key a client named in a command does not (it may never have been issued).
 """
 
 from __future__ import annotations
@@ -75,7 +76,8 @@ def replay_blocks(
                     unprocessed.append(rec)
                 if rec.position <= result.applied_position:
                     continue
-                keys.observe(rec.key)
+                if rec.record_type == RecordType.EVENT or (rec.is_command and rec.source_position >= 0):
+                    keys.observe(rec.key)  # keys this partition wrote; a client's command may name any key
                 if rec.record_type == RecordType.EVENT:
                     engine.apply_event(state, rec)
                     result.events_applied += 1

@@ -35,6 +35,7 @@ from broker.protocol.enums import (
     ValueType,
     VariableDocumentIntent,
 )
+from broker.protocol.keys import encode_key
 from broker.protocol.record import Record
 from broker.state.db import unpack
 from broker.state.element_instance import ElementInstance
@@ -582,6 +583,21 @@ async def test_follow_ups_queued_at_shutdown_are_processed_after_restart(tmp_pat
     jobs = await d.activate("test")
     assert len(jobs) == len(created), "every instance created before the stop should have reached its task"
     await d.close()
+    check_replay_equals_live(d.directory, tmp_path)
+
+
+async def test_a_command_naming_a_key_never_issued_does_not_raise_the_key_counter_on_replay(tmp_path: Path) -> None:
+    """A client may name any key of this partition; its rejection must not make replay's key counter differ from
+    the live one (replay raises the counter only past keys the partition wrote itself)."""
+    d = Driver(tmp_path / "p" / "1")
+    d.open()
+    accepted(await d.deploy("one-task.bpmn"))
+    never_issued = encode_key(1, 10**9)
+    rejected = await d.send(ValueType.JOB, JobIntent.COMPLETE, {"variables": {}}, never_issued)
+    assert rejected.record_type == RecordType.COMMAND_REJECTION
+    accepted(await d.create("one-task"))
+    await d.settle()
+    await d.close(snapshot=False)
     check_replay_equals_live(d.directory, tmp_path)
 
 
