@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from broker import feel
-from broker.engine import clock, events, resource_deletion, signals, user_tasks
+from broker.engine import clock, events, migration, resource_deletion, signals, user_tasks
 from broker.engine import decision_processors as decisions
 from broker.engine import instance_processors as instances
 from broker.engine import job_processors as jobs
@@ -37,6 +37,7 @@ from broker.protocol.enums import (
     ProcessInstanceBusinessIdIntent,
     ProcessInstanceCreationIntent,
     ProcessInstanceIntent,
+    ProcessInstanceMigrationIntent,
     ProcessMessageSubscriptionIntent,
     RejectionType,
     ResourceDeletionIntent,
@@ -137,6 +138,7 @@ class Engine:
             (ValueType.USER_TASK, UserTaskIntent.COMPLETE): user_tasks.complete,
             (ValueType.USER_TASK, UserTaskIntent.COMPLETE_TASK_LISTENER): user_tasks.complete_task_listener,
             (ValueType.USER_TASK, UserTaskIntent.DENY_TASK_LISTENER): user_tasks.deny_task_listener,
+            (ValueType.PROCESS_INSTANCE_MIGRATION, ProcessInstanceMigrationIntent.MIGRATE): migration.migrate,
         }
 
     def apply_event(self, state: PartitionState, record: Record) -> None:
