@@ -584,5 +584,13 @@ class GatewayService(pb_grpc.GatewayServicer):
     async def ModifyProcessInstance(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
         await self._unsupported(context, "ModifyProcessInstance")
 
-    async def MigrateProcessInstance(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
-        await self._unsupported(context, "MigrateProcessInstance")
+    @_unary
+    async def MigrateProcessInstance(
+        self, request: pb.MigrateProcessInstanceRequest, context: grpc.aio.ServicerContext
+    ) -> Any:
+        plan = request.migrationPlan
+        mapping = [(m.sourceElementId, m.targetElementId) for m in plan.mappingInstructions]
+        await self.commands.migrate_process_instance(
+            request.processInstanceKey, plan.targetProcessDefinitionKey, mapping
+        )
+        return pb.MigrateProcessInstanceResponse()

@@ -6,6 +6,7 @@ replays to the live state."""
 from __future__ import annotations
 
 import asyncio
+import itertools
 from pathlib import Path
 from typing import Any
 
@@ -49,7 +50,7 @@ def flow(flow_id: str, source: str, target: str) -> str:
 
 def line(*ids: str) -> str:
     """Sequence flows joining the elements in order, named ``f-a-b``."""
-    return "".join(flow(f"f-{a}-{b}", a, b) for a, b in zip(ids, ids[1:], strict=False))
+    return "".join(flow(f"f-{a}-{b}", a, b) for a, b in itertools.pairwise(ids))
 
 
 START, END = '<bpmn:startEvent id="start"/>', '<bpmn:endEvent id="end"/>'
@@ -71,7 +72,9 @@ async def migrate(d: Driver, instance_key: int, target_key: int, *pairs: tuple[s
         "targetProcessDefinitionKey": target_key,
         "mappingInstructions": [{"sourceElementId": s, "targetElementId": t} for s, t in pairs],
     }
-    return await d.send(ValueType.PROCESS_INSTANCE_MIGRATION, ProcessInstanceMigrationIntent.MIGRATE, value, instance_key)
+    return await d.send(
+        ValueType.PROCESS_INSTANCE_MIGRATION, ProcessInstanceMigrationIntent.MIGRATE, value, instance_key
+    )
 
 
 def events(d: Driver, value_type: ValueType, intent: int) -> list[Record]:
@@ -190,7 +193,9 @@ async def test_a_native_user_task_is_migrated(tmp_path: Path) -> None:
     d.open()
     await deploy(d, "review", START + NATIVE.format(id="check") + END + line("start", "check", "end"))
     v2 = await deploy(
-        d, "review", START + NATIVE.format(id="check2") + task("after", "after") + END + line("start", "check2", "after", "end")
+        d,
+        "review",
+        START + NATIVE.format(id="check2") + task("after", "after") + END + line("start", "check2", "after", "end"),
     )
     pi = await start(d, "review")
     accepted(await migrate(d, pi, v2, ("check", "check2")))
@@ -213,9 +218,16 @@ async def test_a_sub_process_and_the_task_inside_it_are_migrated(tmp_path: Path)
     d = Driver(tmp_path / "p" / "1")
     d.open()
     await deploy(d, "sp", START + sub_process("sub", INNER) + END + line("start", "sub", "end"))
-    inner2 = '<bpmn:startEvent id="s-in"/>' + task("in2", "inner") + '<bpmn:endEvent id="e-in"/>' + line("s-in", "in2", "e-in")
+    inner2 = (
+        '<bpmn:startEvent id="s-in"/>'
+        + task("in2", "inner")
+        + '<bpmn:endEvent id="e-in"/>'
+        + line("s-in", "in2", "e-in")
+    )
     v2 = await deploy(
-        d, "sp", START + sub_process("sub2", inner2) + task("after", "after") + END + line("start", "sub2", "after", "end")
+        d,
+        "sp",
+        START + sub_process("sub2", inner2) + task("after", "after") + END + line("start", "sub2", "after", "end"),
     )
     pi = await start(d, "sp")
     (job_key,) = await jobs_of(d, "inner")
@@ -256,7 +268,9 @@ async def deploy_raw(d: Driver, name: str, data: bytes) -> int:
 async def test_a_message_catch_event_keeps_its_subscription(tmp_path: Path) -> None:
     d = Driver(tmp_path / "p" / "1")
     d.open()
-    v1 = with_messages("wait", START + message_catch("paid", "m") + END + line("start", "paid", "end"), message("m", "payment"))
+    v1 = with_messages(
+        "wait", START + message_catch("paid", "m") + END + line("start", "paid", "end"), message("m", "payment")
+    )
     body2 = START + message_catch("paid2", "m") + task("after", "after") + END + line("start", "paid2", "after", "end")
     await deploy_raw(d, "wait-1.bpmn", v1)
     v2 = await deploy_raw(d, "wait-2.bpmn", with_messages("wait", body2, message("m", "payment")))
@@ -300,7 +314,10 @@ async def test_a_mapped_boundary_timer_moves_and_an_unmapped_one_is_replaced(tmp
     assert [r.key for r in events(d, ValueType.TIMER, TimerIntent.CANCELED)] == [created["later"].key]
     fresh = [r for r in events(d, ValueType.TIMER, TimerIntent.CREATED) if r.value["targetElementId"] == "fresh"]
     assert len(fresh) == 1 and fresh[0].value["processDefinitionKey"] == v2
-    d.clock.advance(3_600_001) if hasattr(d.clock, "advance") else None
+    d.clock.now += 3_600_001  # the migrated timer fires: the target's boundary event interrupts the task
+    await ended(d, pi)
+    activated = [r.value["elementId"] for r in events(d, ValueType.PROCESS_INSTANCE, PI.ELEMENT_ACTIVATED)]
+    assert "late2" in activated and "e-late" in activated and "late" not in activated
     await finish(d, tmp_path)
 
 
@@ -318,12 +335,19 @@ async def test_a_multi_instance_body_and_its_instances_are_migrated(tmp_path: Pa
     d = Driver(tmp_path / "p" / "1")
     d.open()
     await deploy(d, "each", START + multi("m", "item") + END + line("start", "m", "end"))
-    v2 = await deploy(d, "each", START + multi("m2", "item") + task("after", "after") + END + line("start", "m2", "after", "end"))
+    v2 = await deploy(
+        d, "each", START + multi("m2", "item") + task("after", "after") + END + line("start", "m2", "after", "end")
+    )
     pi = await start(d, "each", {"items": [1, 2]})
     keys = await jobs_of(d, "item", 2)
     accepted(await migrate(d, pi, v2, ("m", "m2")))
     migrated = events(d, ValueType.PROCESS_INSTANCE, PI.ELEMENT_MIGRATED)
-    assert [r.value["bpmnElementType"] for r in migrated] == ["PROCESS", "MULTI_INSTANCE_BODY", "SERVICE_TASK", "SERVICE_TASK"]
+    assert [r.value["bpmnElementType"] for r in migrated] == [
+        "PROCESS",
+        "MULTI_INSTANCE_BODY",
+        "SERVICE_TASK",
+        "SERVICE_TASK",
+    ]
     assert len(events(d, ValueType.JOB, JobIntent.MIGRATED)) == 2
     for key in keys:
         accepted(await d.complete(key))
@@ -390,11 +414,18 @@ async def test_a_call_activity_is_migrated_and_its_child_keeps_its_definition(tm
     await deploy(d, "child", V1_TASK)
     call = '<bpmn:callActivity id="{id}"><bpmn:extensionElements><zeebe:calledElement processId="child"/></bpmn:extensionElements></bpmn:callActivity>'
     await deploy(d, "parent", START + call.format(id="call") + END + line("start", "call", "end"))
-    v2 = await deploy(d, "parent", START + call.format(id="call2") + task("after", "after") + END + line("start", "call2", "after", "end"))
+    v2 = await deploy(
+        d,
+        "parent",
+        START + call.format(id="call2") + task("after", "after") + END + line("start", "call2", "after", "end"),
+    )
     pi = await start(d, "parent")
     (job_key,) = await jobs_of(d, "work")
     accepted(await migrate(d, pi, v2, ("call", "call2")))
-    assert [r.value["elementId"] for r in events(d, ValueType.PROCESS_INSTANCE, PI.ELEMENT_MIGRATED)] == ["parent", "call2"]
+    assert [r.value["elementId"] for r in events(d, ValueType.PROCESS_INSTANCE, PI.ELEMENT_MIGRATED)] == [
+        "parent",
+        "call2",
+    ]
     assert events(d, ValueType.JOB, JobIntent.MIGRATED) == []  # the child's job belongs to the child
     accepted(await d.complete(job_key))
     accepted(await d.complete((await jobs_of(d, "after"))[0]))
@@ -429,7 +460,10 @@ async def test_every_precondition_refuses_with_zeebes_reason(tmp_path: Path) -> 
     )
     kind, reason = await refused(d, pi, v2, ("a", "a2"), ("a", "after"))
     assert kind == RejectionType.INVALID_ARGUMENT
-    assert reason == f"Expected to migrate process instance '{pi}' but the mapping instructions contain duplicate source element ids '[a]'."
+    assert (
+        reason
+        == f"Expected to migrate process instance '{pi}' but the mapping instructions contain duplicate source element ids '[a]'."
+    )
     kind, reason = await refused(d, pi, v2, ("nope", "a2"))
     assert kind == RejectionType.INVALID_ARGUMENT and "non-existing source element id 'nope'" in reason
     kind, reason = await refused(d, pi, v2, ("a", "nope"))
@@ -446,10 +480,20 @@ async def test_every_precondition_refuses_with_zeebes_reason(tmp_path: Path) -> 
         f"Expected to migrate process instance '{pi}' but active element with id 'a' and type 'SERVICE_TASK' is mapped "
         "to an element with id 'end' and different type 'END_EVENT'. Elements must be mapped to elements of the same type."
     )
-    in_sub = await deploy(d, "order", START + sub_process("sub", INNER.replace('"in"', '"a"').replace("-in-e", "-a-e")) + END + line("start", "sub", "end"))
+    in_sub = await deploy(
+        d,
+        "order",
+        START
+        + sub_process("sub", INNER.replace('"in"', '"a"').replace("-in-e", "-a-e"))
+        + END
+        + line("start", "sub", "end"),
+    )
     kind, reason = await refused(d, pi, in_sub, ("a", "a"))
     assert kind == RejectionType.INVALID_STATE
-    assert "the flow scope of active element with id 'a' is changed. The flow scope of the active element is expected to be 'order' but was 'sub'" in reason
+    assert (
+        "the flow scope of active element with id 'a' is changed. The flow scope of the active element is expected to be 'order' but was 'sub'"
+        in reason
+    )
     as_user_task = await deploy(d, "order", START + NATIVE.format(id="a") + END + line("start", "a", "end"))
     kind, reason = await refused(d, pi, as_user_task, ("a", "a"))
     assert "and different type 'USER_TASK'" in reason
@@ -479,11 +523,24 @@ async def test_user_task_implementations_loops_and_catch_events_must_match(tmp_p
     kind, reason = await refused(d, each, sequential, ("m", "m"))
     assert "has a different loop characteristics than the target element with id 'm'" in reason
 
-    body = START + task("a", "work") + timer_boundary("late", "a") + END + '<bpmn:endEvent id="e2"/>' + line("start", "a", "end") + line("late", "e2")
+    body = (
+        START
+        + task("a", "work")
+        + timer_boundary("late", "a")
+        + END
+        + '<bpmn:endEvent id="e2"/>'
+        + line("start", "a", "end")
+        + line("late", "e2")
+    )
     await deploy(d, "timed", body)
     signal = '<bpmn:boundaryEvent id="sig" attachedToRef="a"><bpmn:signalEventDefinition signalRef="s"/></bpmn:boundaryEvent>'
     body2 = START + task("a", "work") + signal + task("b", "other") + timer_boundary("late-b", "b") + END
-    body2 += '<bpmn:endEvent id="e2"/><bpmn:endEvent id="e3"/>' + line("start", "a", "b", "end") + line("sig", "e2") + line("late-b", "e3")
+    body2 += (
+        '<bpmn:endEvent id="e2"/><bpmn:endEvent id="e3"/>'
+        + line("start", "a", "b", "end")
+        + line("sig", "e2")
+        + line("late-b", "e3")
+    )
     v2 = await deploy_raw(d, "timed-2.bpmn", with_messages("timed", body2, '<bpmn:signal id="s" name="stop"/>'))
     timed = await start(d, "timed")
     kind, reason = await refused(d, timed, v2, ("a", "a"), ("late", "sig"))
