@@ -412,7 +412,7 @@ def _check_catch_events(
                 RejectionType.INVALID_STATE,
                 f"Expected to migrate process instance '{key}' but active element with id '{element_id}' has a catch "
                 f"event attached that is mapped to a catch event with id '{mapped}'. There are multiple mapping "
-                f"instructions that target this catch event: '{', '.join(sorted(sources))}'. Catch events cannot be "
+                f"instructions that target this catch event: '{_quoted(sources)}'. Catch events cannot be "
                 "merged by process instance migration. Please ensure the mapping instructions target a catch event "
                 "only once.",
             )
@@ -430,6 +430,11 @@ def _check_catch_events(
                 "a catch event cannot be changed by process instance migration. Please ensure the event type of the "
                 "catch event remains the same or remove the mapping instruction for these catch events.",
             )
+
+
+def _quoted(ids: list[str]) -> str:
+    """Ids as Zeebe lists them inside quotes: ``a', 'b``."""
+    return "', '".join(sorted(ids))
 
 
 def _check_loop(

@@ -32,7 +32,8 @@ def task(element_id: str, job_type: str) -> str:
 def model(process_id: str, *elements: str, flows: list[tuple[str, str]]) -> bytes:
     body = '<bpmn:startEvent id="start"/>' + "".join(elements) + '<bpmn:endEvent id="end"/>'
     body += "".join(f'<bpmn:sequenceFlow id="f{n}" sourceRef="{s}" targetRef="{t}"/>' for n, (s, t) in enumerate(flows))
-    return f'<bpmn:definitions {NS}><bpmn:process id="{process_id}" isExecutable="true">{body}</bpmn:process></bpmn:definitions>'.encode()
+    process = f'<bpmn:process id="{process_id}" isExecutable="true">{body}</bpmn:process>'
+    return f"<bpmn:definitions {NS}>{process}</bpmn:definitions>".encode()
 
 
 class Versions:

@@ -34,7 +34,8 @@ NS = (
 
 
 def model(process_id: str, body: str) -> bytes:
-    return f'<bpmn:definitions {NS}><bpmn:process id="{process_id}" isExecutable="true">{body}</bpmn:process></bpmn:definitions>'.encode()
+    process = f'<bpmn:process id="{process_id}" isExecutable="true">{body}</bpmn:process>'
+    return f"<bpmn:definitions {NS}>{process}</bpmn:definitions>".encode()
 
 
 def task(element_id: str, job_type: str, extra: str = "") -> str:
@@ -240,7 +241,8 @@ async def test_a_sub_process_and_the_task_inside_it_are_migrated(tmp_path: Path)
 
 
 def message_catch(element_id: str, message_ref: str) -> str:
-    return f'<bpmn:intermediateCatchEvent id="{element_id}"><bpmn:messageEventDefinition messageRef="{message_ref}"/></bpmn:intermediateCatchEvent>'
+    definition = f'<bpmn:messageEventDefinition messageRef="{message_ref}"/>'
+    return f'<bpmn:intermediateCatchEvent id="{element_id}">{definition}</bpmn:intermediateCatchEvent>'
 
 
 def message(message_id: str, name: str) -> str:
@@ -412,7 +414,10 @@ async def test_a_call_activity_is_migrated_and_its_child_keeps_its_definition(tm
     d = Driver(tmp_path / "p" / "1")
     d.open()
     await deploy(d, "child", V1_TASK)
-    call = '<bpmn:callActivity id="{id}"><bpmn:extensionElements><zeebe:calledElement processId="child"/></bpmn:extensionElements></bpmn:callActivity>'
+    call = (
+        '<bpmn:callActivity id="{id}"><bpmn:extensionElements><zeebe:calledElement processId="child"/>'
+        "</bpmn:extensionElements></bpmn:callActivity>"
+    )
     await deploy(d, "parent", START + call.format(id="call") + END + line("start", "call", "end"))
     v2 = await deploy(
         d,
@@ -462,7 +467,8 @@ async def test_every_precondition_refuses_with_zeebes_reason(tmp_path: Path) -> 
     assert kind == RejectionType.INVALID_ARGUMENT
     assert (
         reason
-        == f"Expected to migrate process instance '{pi}' but the mapping instructions contain duplicate source element ids '[a]'."
+        == f"Expected to migrate process instance '{pi}' but the mapping instructions contain duplicate source element "
+        "ids '[a]'."
     )
     kind, reason = await refused(d, pi, v2, ("nope", "a2"))
     assert kind == RejectionType.INVALID_ARGUMENT and "non-existing source element id 'nope'" in reason
@@ -478,7 +484,8 @@ async def test_every_precondition_refuses_with_zeebes_reason(tmp_path: Path) -> 
     assert kind == RejectionType.INVALID_STATE
     assert reason == (
         f"Expected to migrate process instance '{pi}' but active element with id 'a' and type 'SERVICE_TASK' is mapped "
-        "to an element with id 'end' and different type 'END_EVENT'. Elements must be mapped to elements of the same type."
+        "to an element with id 'end' and different type 'END_EVENT'. Elements must be mapped to elements of the same "
+        "type."
     )
     in_sub = await deploy(
         d,
@@ -491,8 +498,8 @@ async def test_every_precondition_refuses_with_zeebes_reason(tmp_path: Path) -> 
     kind, reason = await refused(d, pi, in_sub, ("a", "a"))
     assert kind == RejectionType.INVALID_STATE
     assert (
-        "the flow scope of active element with id 'a' is changed. The flow scope of the active element is expected to be 'order' but was 'sub'"
-        in reason
+        "the flow scope of active element with id 'a' is changed. The flow scope of the active element is expected "
+        "to be 'order' but was 'sub'" in reason
     )
     as_user_task = await deploy(d, "order", START + NATIVE.format(id="a") + END + line("start", "a", "end"))
     kind, reason = await refused(d, pi, as_user_task, ("a", "a"))
@@ -533,7 +540,10 @@ async def test_user_task_implementations_loops_and_catch_events_must_match(tmp_p
         + line("late", "e2")
     )
     await deploy(d, "timed", body)
-    signal = '<bpmn:boundaryEvent id="sig" attachedToRef="a"><bpmn:signalEventDefinition signalRef="s"/></bpmn:boundaryEvent>'
+    signal = (
+        '<bpmn:boundaryEvent id="sig" attachedToRef="a"><bpmn:signalEventDefinition signalRef="s"/>'
+        "</bpmn:boundaryEvent>"
+    )
     body2 = START + task("a", "work") + signal + task("b", "other") + timer_boundary("late-b", "b") + END
     body2 += (
         '<bpmn:endEvent id="e2"/><bpmn:endEvent id="e3"/>'
@@ -562,5 +572,91 @@ async def test_unsupported_active_elements_are_refused(tmp_path: Path) -> None:
     assert reason == (
         f"Expected to migrate process instance '{pi}' but active element with id 'adhoc' has an unsupported type. "
         "The migration of a AD_HOC_SUB_PROCESS is not supported."
+    )
+    await d.close()
+
+
+def signal_esp(esp_id: str, start_id: str, task_id: str, job_type: str) -> str:
+    start = (
+        f'<bpmn:startEvent id="{start_id}" isInterrupting="false"><bpmn:signalEventDefinition signalRef="poke"/>'
+        "</bpmn:startEvent>"
+    )
+    inner = (
+        start
+        + task(task_id, job_type)
+        + f'<bpmn:endEvent id="{esp_id}-end"/>'
+        + line(start_id, task_id, f"{esp_id}-end")
+    )
+    return f'<bpmn:subProcess id="{esp_id}" triggeredByEvent="true">{inner}</bpmn:subProcess>'
+
+
+async def test_an_event_sub_process_and_its_start_subscription_are_migrated(tmp_path: Path) -> None:
+    d = Driver(tmp_path / "p" / "1")
+    d.open()
+    signal = '<bpmn:signal id="poke" name="poke"/>'
+    body1 = START + task("a", "work") + END + line("start", "a", "end") + signal_esp("esp", "poked", "handle", "handle")
+    await deploy_raw(d, "esp-1.bpmn", with_messages("with-esp", body1, signal))
+    body2 = START + task("a", "work") + task("after", "after") + END + line("start", "a", "after", "end")
+    body2 += signal_esp("esp2", "poked2", "handle2", "handle")
+    v2 = await deploy_raw(d, "esp-2.bpmn", with_messages("with-esp", body2, signal))
+    pi = await start(d, "with-esp")
+    from broker.protocol.enums import SignalIntent, SignalSubscriptionIntent
+
+    accepted(await d.send(ValueType.SIGNAL, SignalIntent.BROADCAST, {"signalName": "poke", "variables": {}}))
+    (handle,) = await jobs_of(d, "handle")
+    (work,) = await jobs_of(d, "work")
+    accepted(await migrate(d, pi, v2, ("a", "a"), ("esp", "esp2"), ("handle", "handle2"), ("poked", "poked2")))
+    assert set(element_instances(d, pi)) == {"with-esp", "a", "esp2", "handle2"}
+    (moved,) = events(d, ValueType.SIGNAL_SUBSCRIPTION, SignalSubscriptionIntent.MIGRATED)
+    assert (moved.value["catchEventId"], moved.value["processDefinitionKey"]) == ("poked2", v2)
+    accepted(await d.complete(handle))
+    accepted(await d.complete(work))
+    accepted(await d.complete((await jobs_of(d, "after"))[0]))
+    await ended(d, pi)
+    await finish(d, tmp_path)
+
+
+async def test_an_incident_moves_with_its_job(tmp_path: Path) -> None:
+    d = Driver(tmp_path / "p" / "1")
+    d.open()
+    await deploy(d, "order", V1_TASK)
+    v2 = await deploy(d, "order", V2_TASK)
+    pi = await start(d, "order")
+    (job_key,) = await jobs_of(d, "work")
+    accepted(await d.fail(job_key, 0))
+    await d.settle()
+    ((incident_key, incident),) = d.incidents()
+    assert incident["elementId"] == "a"
+    accepted(await migrate(d, pi, v2, ("a", "a2")))
+    (moved,) = events(d, ValueType.INCIDENT, 3)  # INCIDENT MIGRATED
+    assert moved.key == incident_key
+    assert (moved.value["elementId"], moved.value["processDefinitionKey"]) == ("a2", v2)
+    assert [i["elementId"] for _, i in d.incidents()] == ["a2"]
+    accepted(await d.update_retries(job_key, 1))
+    accepted(await d.resolve(incident_key))
+    accepted(await d.complete((await jobs_of(d, "work"))[0]))
+    accepted(await d.complete((await jobs_of(d, "after"))[0]))
+    await ended(d, pi)
+    await finish(d, tmp_path)
+
+
+async def test_catch_events_cannot_be_merged(tmp_path: Path) -> None:
+    d = Driver(tmp_path / "p" / "1")
+    d.open()
+    body1 = START + task("a", "work") + timer_boundary("t1", "a") + timer_boundary("t2", "a") + END
+    body1 += '<bpmn:endEvent id="e1"/><bpmn:endEvent id="e2"/>' + line("start", "a", "end") + line("t1", "e1")
+    body1 += line("t2", "e2")
+    await deploy(d, "timed", body1)
+    body2 = START + task("a", "work") + timer_boundary("t", "a") + END + '<bpmn:endEvent id="e1"/>'
+    body2 += line("start", "a", "end") + line("t", "e1")
+    v2 = await deploy(d, "timed", body2)
+    pi = await start(d, "timed")
+    kind, reason = await refused(d, pi, v2, ("a", "a"), ("t1", "t"), ("t2", "t"))
+    assert kind == RejectionType.INVALID_STATE
+    assert reason == (
+        f"Expected to migrate process instance '{pi}' but active element with id 'a' has a catch event attached that "
+        "is mapped to a catch event with id 't'. There are multiple mapping instructions that target this catch event: "
+        "'t1', 't2'. Catch events cannot be merged by process instance migration. Please ensure the mapping "
+        "instructions target a catch event only once."
     )
     await d.close()
