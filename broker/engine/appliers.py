@@ -162,6 +162,7 @@ class EventAppliers:
             (ValueType.TIMER, TimerIntent.MIGRATED): self._timer_created,
             (ValueType.SIGNAL_SUBSCRIPTION, SignalSubscriptionIntent.MIGRATED): self._signal_subscription_migrated,
             (ValueType.PROCESS_MESSAGE_SUBSCRIPTION, PMS.MIGRATED): self._process_subscription_migrated,
+            (ValueType.MESSAGE_SUBSCRIPTION, MS.MIGRATED): self._subscription_created,
         }
 
     def apply(self, state: PartitionState, record: Record) -> None:
@@ -341,8 +342,11 @@ class EventAppliers:
     def _process_subscription_migrated(self, state: PartitionState, r: Record) -> None:
         v = r.value
         sub = state.process_message_subscriptions.get(v["elementInstanceKey"], v["messageName"])
-        if sub is not None:
-            state.process_message_subscriptions.put({**v, "state": sub["state"]})
+        if sub is None:
+            return
+        state.process_message_subscriptions.put({**v, "state": sub["state"]})
+        if sub["state"] == "CREATING":  # not confirmed yet: the pending CREATE carries the migrated subscription
+            state.outbox.put(outbox_key(b"I", v), _to_message_partition(v, MS.CREATE))
 
     def _business_id_assigned(self, state: PartitionState, r: Record) -> None:
         """Every active element of the instance takes the business id, so what they create from now on carries it

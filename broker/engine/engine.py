@@ -139,6 +139,7 @@ class Engine:
             (ValueType.USER_TASK, UserTaskIntent.COMPLETE_TASK_LISTENER): user_tasks.complete_task_listener,
             (ValueType.USER_TASK, UserTaskIntent.DENY_TASK_LISTENER): user_tasks.deny_task_listener,
             (ValueType.PROCESS_INSTANCE_MIGRATION, ProcessInstanceMigrationIntent.MIGRATE): migration.migrate,
+            (ValueType.MESSAGE_SUBSCRIPTION, ms.MIGRATE): migration.migrate_message_subscription,
         }
 
     def apply_event(self, state: PartitionState, record: Record) -> None:

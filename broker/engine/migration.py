@@ -32,8 +32,10 @@ from broker.engine.bpmn import model as bpmn
 from broker.engine.context import ProcessingContext
 from broker.engine.elements.lookup import processor_of
 from broker.protocol.enums import (
+    CommandDistributionIntent,
     IncidentIntent,
     JobIntent,
+    MessageSubscriptionIntent,
     ProcessInstanceIntent,
     ProcessInstanceMigrationIntent,
     ProcessMessageSubscriptionIntent,
@@ -691,6 +693,7 @@ def _move_subscriptions(ctx: ProcessingContext, plan: _Plan, inst: ElementInstan
                 ctx.keys.next_key(),
                 moved,
             )
+            _tell_message_partition(ctx, moved)
     for signal in ctx.state.signal_subscriptions.of_owner(inst.key):
         if signal["catchEventId"] in plan.mapping:
             moved = {k: v for k, v in signal.items() if k != "key"}
@@ -704,3 +707,59 @@ def _move_subscriptions(ctx: ProcessingContext, plan: _Plan, inst: ElementInstan
         current = ctx.state.elements.get(inst.key)
         if current is not None:
             events.close_subscriptions(ctx, current, only=unmapped)
+
+
+def _tell_message_partition(ctx: ProcessingContext, moved: dict) -> None:
+    """The message partition's copy of a migrated subscription follows (MESSAGE_SUBSCRIPTION MIGRATE): distributed
+    to that partition until it answers, or processed here when the subscription lives on this partition."""
+    command = {
+        key: moved[key]
+        for key in (
+            "subscriptionPartitionId",
+            "processInstanceKey",
+            "processDefinitionKey",
+            "bpmnProcessId",
+            "elementInstanceKey",
+            "elementId",
+            "messageName",
+            "interrupting",
+            "tenantId",
+        )
+        if key in moved
+    }
+    partition_id = moved["subscriptionPartitionId"]
+    if partition_id == ctx.partition_id:
+        ctx.follow_up(ValueType.MESSAGE_SUBSCRIPTION, MessageSubscriptionIntent.MIGRATE, -1, command)
+        return
+    ctx.event(
+        ValueType.COMMAND_DISTRIBUTION,
+        CommandDistributionIntent.STARTED,
+        ctx.keys.next_key(),
+        {
+            "partitionId": partition_id,
+            "valueType": ValueType.MESSAGE_SUBSCRIPTION.name,
+            "intent": MessageSubscriptionIntent.MIGRATE.name,
+            "commandValue": command,
+        },
+    )
+
+
+def migrate_message_subscription(ctx: ProcessingContext, cmd: Record) -> None:
+    """MESSAGE_SUBSCRIPTION MIGRATE (the message partition): the subscription of a migrated element instance now
+    names the target definition and catch event (and whether that one interrupts)."""
+    v = cmd.value
+    sub = ctx.state.message_subscriptions.get(v.get("elementInstanceKey", -1), v.get("messageName", ""))
+    if sub is None:
+        ctx.reject(
+            RejectionType.NOT_FOUND,
+            f"Expected to migrate a message subscription for element instance '{v.get('elementInstanceKey')}' and "
+            f"message '{v.get('messageName')}', but no such subscription was found",
+        )
+        return
+    moved = {**sub}
+    for name in ("processDefinitionKey", "bpmnProcessId", "elementId", "interrupting"):
+        if name in v:
+            moved[name] = v[name]
+    ctx.respond(
+        ctx.event(ValueType.MESSAGE_SUBSCRIPTION, MessageSubscriptionIntent.MIGRATED, ctx.keys.next_key(), moved)
+    )

@@ -282,6 +282,15 @@ async def test_a_message_catch_event_keeps_its_subscription(tmp_path: Path) -> N
 
     (moved,) = events(d, ValueType.PROCESS_MESSAGE_SUBSCRIPTION, PMS.MIGRATED)
     assert (moved.value["elementId"], moved.value["processDefinitionKey"]) == ("paid2", v2)
+    await d.settle()
+    from broker.protocol.enums import MessageSubscriptionIntent as MS
+
+    (copy,) = events(d, ValueType.MESSAGE_SUBSCRIPTION, MS.MIGRATED)  # the message partition's copy follows
+    assert (copy.value["elementId"], copy.value["bpmnProcessId"], copy.value["processDefinitionKey"]) == (
+        "paid2",
+        "wait",
+        v2,
+    )
     publish = {"name": "payment", "correlationKey": "o-1", "timeToLive": 0, "messageId": "", "variables": {}}
     accepted(await d.send(ValueType.MESSAGE, MessageIntent.PUBLISH, publish))
     accepted(await d.complete((await jobs_of(d, "after"))[0]))
