@@ -4,17 +4,23 @@ finishes; refused migrations answer with the status codes Zeebe's clients expect
 
 from __future__ import annotations
 
+import itertools
 import json
+import time
 import uuid
 from collections.abc import AsyncIterator
+from pathlib import Path
 
 import aiohttp
 import grpc
 import pytest
 from pyzeebe.proto import gateway_pb2 as pb
 
+from broker.engine.partitioning import subscription_partition
+from broker.protocol.enums import MessageSubscriptionIntent, RecordType, ValueType
+from broker.protocol.keys import partition_of
 from tests.harness import WeirProcess
-from tests.integration.clients import Stub, activate, complete, is_active, rpc_error
+from tests.integration.clients import Stub, activate, complete, is_active, logged_records, rpc_error
 
 NS = (
     'xmlns:bpmn="http://www.omg.org/spec/BPMN/20100524/MODEL" xmlns:zeebe="http://camunda.org/schema/zeebe/1.0" '
@@ -155,3 +161,65 @@ async def test_rest_migrates_a_waiting_instance(http: aiohttp.ClientSession, stu
     assert (after.processDefinitionKey, after.processInstanceKey) == (v2, int(pi))
     complete(stub, after.key)
     assert not is_active(stub, int(pi))
+
+
+def message_model(process_id: str, catch_id: str, *tail: str, message_name: str) -> bytes:
+    """Waits at a message catch event (correlation key ``=key``), then runs ``tail`` (service tasks, in order)."""
+    catch = (
+        f'<bpmn:intermediateCatchEvent id="{catch_id}"><bpmn:messageEventDefinition messageRef="m"/>'
+        "</bpmn:intermediateCatchEvent>"
+    )
+    ids = ["start", catch_id, *(f"t{n}" for n in range(len(tail))), "end"]
+    body = '<bpmn:startEvent id="start"/>' + catch + "".join(task(f"t{n}", t) for n, t in enumerate(tail))
+    body += '<bpmn:endEvent id="end"/>'
+    pairs = enumerate(itertools.pairwise(ids))
+    body += "".join(f'<bpmn:sequenceFlow id="f{n}" sourceRef="{s}" targetRef="{t}"/>' for n, (s, t) in pairs)
+    message = (
+        f'<bpmn:message id="m" name="{message_name}"><bpmn:extensionElements>'
+        '<zeebe:subscription correlationKey="=key"/></bpmn:extensionElements></bpmn:message>'
+    )
+    process = f'<bpmn:process id="{process_id}" isExecutable="true">{body}</bpmn:process>'
+    return f"<bpmn:definitions {NS}>{process}{message}</bpmn:definitions>".encode()
+
+
+def test_a_message_subscription_on_another_partition_follows_the_migration(tmp_path: Path) -> None:
+    """Three partitions: the instance waits on one, its message subscription lives on another, which learns of the
+    migration through a distributed MESSAGE_SUBSCRIPTION MIGRATE."""
+    w = WeirProcess(tmp_path / "data", extra_args=["--partitions", "3"])
+    w.start()
+    try:
+        channel = grpc.insecure_channel(w.address)
+        stub = Stub(channel)
+        suffix = uuid.uuid4().hex[:8]
+        process_id, name, after = f"paying-{suffix}", f"paid-{suffix}", f"after-{suffix}"
+        v1 = grpc_deploy(stub, "paying-1.bpmn", message_model(process_id, "paid", message_name=name))
+        v2 = grpc_deploy(stub, "paying-2.bpmn", message_model(process_id, "paid2", after, message_name=name))
+        key = "order-1"
+        for _ in range(6):  # creations go round robin: until one lands on another partition than the message's
+            pi = stub.CreateProcessInstance(
+                pb.CreateProcessInstanceRequest(processDefinitionKey=v1, variables=json.dumps({"key": key})), timeout=10
+            ).processInstanceKey
+            if partition_of(pi) != subscription_partition(key, 3):
+                break
+        assert partition_of(pi) != subscription_partition(key, 3)
+        time.sleep(0.5)  # the subscription is opened on the message partition
+        assert stub.MigrateProcessInstance(migration(pi, v2, ("paid", "paid2")), timeout=10) is not None
+        time.sleep(0.5)  # the distribution reaches the message partition
+        stub.PublishMessage(pb.PublishMessageRequest(name=name, correlationKey=key, timeToLive=10_000), timeout=10)
+        (job,) = activate(stub, after)
+        assert (job.processInstanceKey, job.processDefinitionKey) == (pi, v2)
+        complete(stub, job.key)
+        channel.close()
+    finally:
+        w.stop()
+    ms = MessageSubscriptionIntent
+    copies = [
+        r
+        for r in logged_records(w, subscription_partition(key, 3))
+        if r.value_type == ValueType.MESSAGE_SUBSCRIPTION and r.record_type == RecordType.EVENT
+    ]
+    # the copy the message was correlated to named the target (migrated, or, had the migration overtaken the
+    # subscription's creation, created from the migrated subscription)
+    before = [r for r in copies if r.intent in (ms.CREATED, ms.MIGRATED)]
+    assert [(r.value["elementId"], r.value["processDefinitionKey"]) for r in before][-1] == ("paid2", v2)
+    assert ms.MIGRATED in {r.intent for r in copies}  # the sleep above leaves the creation time to arrive first
