@@ -4,11 +4,12 @@ finishes; refused migrations answer with the status codes Zeebe's clients expect
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import json
 import time
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
 import aiohttp
@@ -121,6 +122,19 @@ async def post(http: aiohttp.ClientSession, path: str, body: object) -> tuple[in
         return response.status, json.loads(text) if text else None
 
 
+async def search_until(
+    http: aiohttp.ClientSession, entity: str, query: dict, check: Callable[[dict], bool], what: str
+) -> dict:
+    """Search until ``check(answer)`` holds: the history exporter writes what the partition committed shortly after."""
+    for _ in range(150):
+        status, answer = await post(http, f"/v2/{entity}/search", query)
+        assert status == 200 and answer is not None, answer
+        if check(answer):
+            return answer
+        await asyncio.sleep(0.1)
+    raise AssertionError(f"timed out waiting for {what}: last answer {answer}")
+
+
 async def test_rest_migrates_a_waiting_instance(http: aiohttp.ClientSession, stub: Stub) -> None:
     p = Versions()
     v1 = grpc_deploy(stub, f"{p.process_id}-1.bpmn", p.v1)
@@ -156,6 +170,17 @@ async def test_rest_migrates_a_waiting_instance(http: aiohttp.ClientSession, stu
     mapping = [{"sourceElementId": "a", "targetElementId": "a2"}]
     status, body = await post(http, path, {"targetProcessDefinitionKey": str(v2), "mappingInstructions": mapping})
     assert (status, body) == (204, None)
+    # the history follows the migration: the instance and its waiting element name the target
+    query = {"filter": {"processInstanceKey": pi}}
+    answer = await search_until(
+        http, "element-instances", query, lambda a: {i["elementId"] for i in a["items"]} >= {"a2"}, "the migration"
+    )
+    (waiting,) = [i for i in answer["items"] if i["elementId"] == "a2"]  # the start event's row stays as it was
+    assert (waiting["processDefinitionKey"], waiting["state"]) == (str(v2), "ACTIVE")
+    instances = await search_until(http, "process-instances", query, lambda a: bool(a["items"]), "the instance")
+    (instance,) = instances["items"]
+    assert (instance["processDefinitionKey"], instance["processDefinitionVersion"]) == (str(v2), 2)
+
     complete(stub, job.key)
     (after,) = activate(stub, p.after)
     assert (after.processDefinitionKey, after.processInstanceKey) == (v2, int(pi))
