@@ -197,6 +197,12 @@ def _check(ctx: ProcessingContext, cmd: Record) -> _Plan:
                 f"element id '{instruction['targetElementId']}'. Elements provided in mapping instructions must exist "
                 "in the target process definition.",
             )
+    if ctx.state.compensation_subscriptions.of_instance(key):
+        raise Refused(
+            RejectionType.INVALID_STATE,
+            f"Expected to migrate process instance '{key}' but it has completed activities that can still be "
+            "compensated. Weir does not migrate compensation subscriptions yet.",
+        )
     mapping = {i["sourceElementId"]: i["targetElementId"] for i in instructions}
     mapping[root.value.bpmn_process_id] = stored["bpmnProcessId"]  # nobody maps the process itself
     plan = _Plan(source, target, stored, mapping, key)
@@ -285,7 +291,7 @@ def _check_instance(ctx: ProcessingContext, plan: _Plan, inst: ElementInstance) 
     new_value = _migrated_value(v, plan, target_id)
     step = _Step(inst, target_id, new_value)
     step.moved_flows = _check_joins(ctx, plan, inst, source_element)
-    if inst.state != PI.ELEMENT_ACTIVATING:  # an activating element subscribes once it is activated
+    if inst.state == PI.ELEMENT_ACTIVATED:  # an activating one subscribes once activated, a completing one is done
         step.subscriptions = True
         step.to_open = _plan_new_subscriptions(ctx, plan, inst, target_element, target_events)
     return step

@@ -277,8 +277,13 @@ async def test_a_message_catch_event_keeps_its_subscription(tmp_path: Path) -> N
     await deploy_raw(d, "wait-1.bpmn", v1)
     v2 = await deploy_raw(d, "wait-2.bpmn", with_messages("wait", body2, message("m", "payment")))
     pi = await start(d, "wait", {"key": "o-1"})
-    accepted(await migrate(d, pi, v2, ("paid", "paid2")))
     from broker.protocol.enums import ProcessMessageSubscriptionIntent as PMS
+
+    for _ in range(300):  # the message partition confirmed the subscription (else the pending CREATE carries it)
+        if events(d, ValueType.PROCESS_MESSAGE_SUBSCRIPTION, PMS.CREATED):
+            break
+        await asyncio.sleep(0.01)
+    accepted(await migrate(d, pi, v2, ("paid", "paid2")))
 
     (moved,) = events(d, ValueType.PROCESS_MESSAGE_SUBSCRIPTION, PMS.MIGRATED)
     assert (moved.value["elementId"], moved.value["processDefinitionKey"]) == ("paid2", v2)
@@ -667,5 +672,29 @@ async def test_catch_events_cannot_be_merged(tmp_path: Path) -> None:
         "is mapped to a catch event with id 't'. There are multiple mapping instructions that target this catch event: "
         "'t1', 't2'. Catch events cannot be merged by process instance migration. Please ensure the mapping "
         "instructions target a catch event only once."
+    )
+    await d.close()
+
+
+async def test_an_instance_with_compensable_activities_is_refused(tmp_path: Path) -> None:
+    d = Driver(tmp_path / "p" / "1")
+    d.open()
+    compensation = (
+        '<bpmn:boundaryEvent id="comp" attachedToRef="a"><bpmn:compensateEventDefinition/></bpmn:boundaryEvent>'
+        + task("undo", "undo").replace("<bpmn:serviceTask ", '<bpmn:serviceTask isForCompensation="true" ')
+    )
+    body = START + task("a", "a") + task("b", "b") + END + line("start", "a", "b", "end") + compensation
+    association = '<bpmn:association id="assoc" associationDirection="One" sourceRef="comp" targetRef="undo"/>'
+    await deploy(d, "booking", body + association)
+    renamed = START + task("a", "a") + task("b2", "b") + END + line("start", "a", "b2", "end") + compensation
+    v2 = await deploy(d, "booking", renamed + association)
+    pi = await start(d, "booking")
+    accepted(await d.complete((await jobs_of(d, "a"))[0]))
+    await jobs_of(d, "b")
+    kind, reason = await refused(d, pi, v2, ("b", "b2"))
+    assert kind == RejectionType.INVALID_STATE
+    assert reason == (
+        f"Expected to migrate process instance '{pi}' but it has completed activities that can still be compensated. "
+        "Weir does not migrate compensation subscriptions yet."
     )
     await d.close()
