@@ -23,6 +23,7 @@ Instances started by a call activity are not migrated with their caller (they ru
 
 from __future__ import annotations
 
+from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -101,7 +102,7 @@ class _Step:
     target_id: str
     value: ProcessInstanceValue
     moved_flows: list[tuple[str, str]] = field(default_factory=list)  # (source flow id, target flow id)
-    subscriptions: bool = False  # whether its catch events are handled (not while ACTIVATING)
+    subscriptions: bool = False  # whether its catch events are handled (only while it is ACTIVATED)
     to_open: list[events.PlannedSubscription] = field(default_factory=list)
 
 
@@ -134,7 +135,9 @@ def migrate(ctx: ProcessingContext, cmd: Record) -> None:
         "tenantId": root.tenant_id,
     }
     ctx.respond(
-        ctx.event(ValueType.PROCESS_INSTANCE_MIGRATION, ProcessInstanceMigrationIntent.MIGRATED, cmd.key, value)
+        ctx.event(
+            ValueType.PROCESS_INSTANCE_MIGRATION, ProcessInstanceMigrationIntent.MIGRATED, plan.instance_key, value
+        )
     )
 
 
@@ -206,9 +209,9 @@ def _check(ctx: ProcessingContext, cmd: Record) -> _Plan:
     mapping = {i["sourceElementId"]: i["targetElementId"] for i in instructions}
     mapping[root.value.bpmn_process_id] = stored["bpmnProcessId"]  # nobody maps the process itself
     plan = _Plan(source, target, stored, mapping, key)
-    pending = [root]
+    pending = deque([root])
     while pending:  # breadth first: a flow scope is planned before the instances inside it
-        inst = pending.pop(0)
+        inst = pending.popleft()
         plan.steps.append(_check_instance(ctx, plan, inst))
         children = [ctx.state.elements.get(k) for k in ctx.state.elements.children(inst.key)]
         pending.extend(sorted((c for c in children if c is not None), key=lambda c: c.key))
