@@ -185,6 +185,7 @@ def _check(ctx: ProcessingContext, cmd: Record) -> _Plan:
     models = b.services(ctx).models
     source = models.get(root.value.process_definition_key)
     target = models.get(target_key)
+    _check_message_start_lock(ctx, root, target, stored)
     for instruction in instructions:
         if not _exists(source, instruction["sourceElementId"]):
             raise Refused(
@@ -216,6 +217,28 @@ def _check(ctx: ProcessingContext, cmd: Record) -> _Plan:
         children = [ctx.state.elements.get(k) for k in ctx.state.elements.children(inst.key)]
         pending.extend(sorted((c for c in children if c is not None), key=lambda c: c.key))
     return plan
+
+
+def _check_message_start_lock(
+    ctx: ProcessingContext, root: ElementInstance, target: bpmn.Process, stored: dict[str, Any]
+) -> None:
+    """An instance a message start event started holds its correlation key for its process id: moving it to another
+    process id must not make two active instances of that process hold one key."""
+    if root.value.bpmn_process_id == stored["bpmnProcessId"]:
+        return
+    if not any(target.element(s).message is not None for s in target.start_event_ids):
+        return
+    correlation_key = ctx.state.message_starts.correlation_key_of(root.key)
+    if correlation_key is None:
+        return
+    if ctx.state.message_starts.active_instance(stored["bpmnProcessId"], correlation_key) is not None:
+        raise Refused(
+            RejectionType.INVALID_STATE,
+            f"Expected to migrate process instance '{root.key}' but target process definition "
+            f"'{stored['processDefinitionKey']}' has an active instance triggered by a message start event with "
+            f"correlation key '{correlation_key}'. Only one instance per correlation key is allowed for message start "
+            "events.",
+        )
 
 
 def _exists(process: bpmn.Process, element_id: str) -> bool:

@@ -698,3 +698,46 @@ async def test_an_instance_with_compensable_activities_is_refused(tmp_path: Path
         "Weir does not migrate compensation subscriptions yet."
     )
     await d.close()
+
+
+async def test_a_correlation_key_held_in_the_target_process_refuses(tmp_path: Path) -> None:
+    """Instances started by a message start event hold their correlation key per process id (one active instance
+    per key): migrating one to another process id where an instance holds the same key is refused."""
+    d = Driver(tmp_path / "p" / "1")
+    d.open()
+
+    def by_message(process_id: str, message_name: str) -> bytes:
+        start_event = '<bpmn:startEvent id="start"><bpmn:messageEventDefinition messageRef="m"/></bpmn:startEvent>'
+        body = start_event + task("a", "work") + END + line("start", "a", "end")
+        return with_messages(process_id, body, f'<bpmn:message id="m" name="{message_name}"/>')
+
+    await deploy_raw(d, "first.bpmn", by_message("first", "go-first"))
+    second = await deploy_raw(d, "second.bpmn", by_message("second", "go-second"))
+    for name in ("go-first", "go-second"):
+        publish = {"name": name, "correlationKey": "k", "timeToLive": 0, "messageId": "", "variables": {}}
+        accepted(await d.send(ValueType.MESSAGE, MessageIntent.PUBLISH, publish))
+    await jobs_of(d, "work", 2)
+    (first,) = [k for k, v in element_instances_by_key(d).items() if v["bpmnProcessId"] == "first"]
+    kind, reason = await refused(d, first, second, ("a", "a"))
+    assert kind == RejectionType.INVALID_STATE
+    assert reason == (
+        f"Expected to migrate process instance '{first}' but target process definition '{second}' has an active "
+        "instance triggered by a message start event with correlation key 'k'. Only one instance per correlation key "
+        "is allowed for message start events."
+    )
+    await d.close()
+
+
+def element_instances_by_key(d: Driver) -> dict[int, dict[str, Any]]:
+    """The live process instances by key (their record values)."""
+    from broker.state.db import unpack
+
+    def find(s: Any) -> dict[int, dict[str, Any]]:
+        out = {}
+        for _, raw in s.iter_all("element_instances"):
+            entry = unpack(raw)
+            if entry["value"]["bpmnElementType"] == "PROCESS":
+                out[entry["key"]] = entry["value"]
+        return out
+
+    return d.read(find)
