@@ -741,3 +741,34 @@ def element_instances_by_key(d: Driver) -> dict[int, dict[str, Any]]:
         return out
 
     return d.read(find)
+
+
+def timer_catch(element_id: str, duration: str) -> str:
+    return (
+        f'<bpmn:intermediateCatchEvent id="{element_id}"><bpmn:timerEventDefinition>'
+        f"<bpmn:timeDuration>{duration}</bpmn:timeDuration></bpmn:timerEventDefinition></bpmn:intermediateCatchEvent>"
+    )
+
+
+async def test_an_event_based_gateway_keeps_the_subscriptions_of_its_events(tmp_path: Path) -> None:
+    d = Driver(tmp_path / "p" / "1")
+    d.open()
+    gateway = '<bpmn:eventBasedGateway id="g"/>'
+    body1 = START + gateway + timer_catch("soon", "PT1H") + timer_catch("late", "PT2H") + END
+    body1 += line("start", "g", "soon", "end") + flow("g-late", "g", "late") + flow("late-end", "late", "end")
+    await deploy(d, "choose", body1)
+    body2 = START + gateway + timer_catch("soon2", "PT1H") + timer_catch("late", "PT2H") + task("after", "after") + END
+    body2 += line("start", "g", "soon2", "after", "end") + flow("g-late", "g", "late") + flow("late-end", "late", "end")
+    v2 = await deploy(d, "choose", body2)
+    pi = await start(d, "choose")
+    kind, reason = await refused(d, pi, v2, ("g", "g"), ("soon", "late"), ("late", "late"))
+    assert kind == RejectionType.INVALID_STATE
+    assert "There are multiple mapping instructions that target this catch event: 'late', 'soon'" in reason
+    accepted(await migrate(d, pi, v2, ("g", "g"), ("soon", "soon2"), ("late", "late")))
+    moved = events(d, ValueType.TIMER, TimerIntent.MIGRATED)
+    assert sorted(r.value["targetElementId"] for r in moved) == ["late", "soon2"]
+    assert events(d, ValueType.TIMER, TimerIntent.CANCELED) == []
+    d.clock.now += 3_600_001
+    accepted(await d.complete((await jobs_of(d, "after"))[0]))  # the target's flow after the fired event
+    await ended(d, pi)
+    await finish(d, tmp_path)
