@@ -18,6 +18,7 @@ from broker.protocol.enums import (
     ProcessInstanceMigrationIntent,
     RecordType,
     RejectionType,
+    ResourceDeletionIntent,
     TimerIntent,
     UserTaskIntent,
     ValueType,
@@ -139,12 +140,17 @@ V2_TASK = START + task("a2", "work") + task("after", "after") + END + line("star
 async def test_a_job_keeps_its_key_and_the_instance_goes_on_in_the_target_version(tmp_path: Path) -> None:
     d = Driver(tmp_path / "p" / "1")
     d.open()
-    await deploy(d, "order", V1_TASK)
+    v1 = await deploy(d, "order", V1_TASK)
     v2 = await deploy(d, "order", V2_TASK)
     pi = await start(d, "order", {"x": 1})
     (job_key,) = await jobs_of(d, "work")
+    deletion = {"resourceKey": v1, "tenantId": "<default>"}
+    running = await d.send(ValueType.RESOURCE_DELETION, ResourceDeletionIntent.DELETE, deletion, v1)
+    assert running.rejection_type == RejectionType.INVALID_STATE  # an instance of v1 runs
 
     migrated = accepted(await migrate(d, pi, v2, ("a", "a2")))
+    # the instance runs v2 now: v1 has no instance left and may be deleted
+    accepted(await d.send(ValueType.RESOURCE_DELETION, ResourceDeletionIntent.DELETE, deletion, v1))
     assert migrated.intent == ProcessInstanceMigrationIntent.MIGRATED
     assert migrated.value["targetProcessDefinitionKey"] == v2
     assert migrated.value["mappingInstructions"] == [{"sourceElementId": "a", "targetElementId": "a2"}]
