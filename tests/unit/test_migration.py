@@ -452,7 +452,12 @@ async def test_a_call_activity_is_migrated_and_its_child_keeps_its_definition(tm
         "call2",
     ]
     assert events(d, ValueType.JOB, JobIntent.MIGRATED) == []  # the child's job belongs to the child
+    # the called instance is migrated on its own (as in Zeebe), and still returns to its caller
+    child_v2 = await deploy(d, "child", V2_TASK)
+    (child,) = [k for k, v in element_instances_by_key(d).items() if v["bpmnProcessId"] == "child"]
+    accepted(await migrate(d, child, child_v2, ("a", "a2")))
     accepted(await d.complete(job_key))
+    accepted(await d.complete((await jobs_of(d, "after"))[0]))  # the child's new task (job type "after" too)
     accepted(await d.complete((await jobs_of(d, "after"))[0]))
     await ended(d, pi)
     await finish(d, tmp_path)
