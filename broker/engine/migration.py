@@ -679,9 +679,8 @@ def _write(ctx: ProcessingContext, plan: _Plan, step: _Step) -> None:
         found = ctx.state.variables.get_local(inst.key, name)
         if found is None:
             continue
-        value = {
+        value = {  # no value: the variable keeps it (a history store must not take the missing value for null)
             "name": name,
-            "value": None,
             "scopeKey": inst.key,
             "processInstanceKey": new.process_instance_key,
             "processDefinitionKey": target_key,

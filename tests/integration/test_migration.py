@@ -139,7 +139,9 @@ async def test_rest_migrates_a_waiting_instance(http: aiohttp.ClientSession, stu
     p = Versions()
     v1 = grpc_deploy(stub, f"{p.process_id}-1.bpmn", p.v1)
     v2 = grpc_deploy(stub, f"{p.process_id}-2.bpmn", p.v2)
-    status, created = await post(http, "/v2/process-instances", {"processDefinitionKey": str(v1)})
+    status, created = await post(
+        http, "/v2/process-instances", {"processDefinitionKey": str(v1), "variables": {"x": 7}}
+    )
     assert status == 200, created
     assert created is not None
     pi = created["processInstanceKey"]
@@ -180,6 +182,8 @@ async def test_rest_migrates_a_waiting_instance(http: aiohttp.ClientSession, stu
     instances = await search_until(http, "process-instances", query, lambda a: bool(a["items"]), "the instance")
     (instance,) = instances["items"]
     assert (instance["processDefinitionKey"], instance["processDefinitionVersion"]) == (str(v2), 2)
+    variables = await search_until(http, "variables", query, lambda a: bool(a["items"]), "the variable")
+    assert [(v["name"], v["value"]) for v in variables["items"]] == [("x", "7")]  # migrated, value kept
 
     complete(stub, job.key)
     (after,) = activate(stub, p.after)
