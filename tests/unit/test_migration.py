@@ -423,9 +423,18 @@ async def test_a_token_waiting_at_a_parallel_join_moves_to_the_mapped_flow(tmp_p
     accepted(await d.complete((await jobs_of(d, "a"))[0]))
     await d.settle()
     (b_job,) = await jobs_of(d, "b")
-    refused = await migrate(d, pi, v2, ("b", "b"))
-    assert refused.rejection_type == RejectionType.INVALID_STATE
-    assert "no mapping instruction defined for the gateway with id 'join'" in refused.rejection_reason
+    kind, reason = await refused(d, pi, v2, ("b", "b"))
+    assert kind == RejectionType.INVALID_STATE
+    assert "no mapping instruction defined for the gateway with id 'join'" in reason
+    kind, reason = await refused(d, pi, v2, ("b", "b"), ("join", "end"))
+    assert kind == RejectionType.INVALID_STATE
+    assert reason == (
+        f"Expected to migrate process instance '{pi}' but active gateway with id 'join' and type 'PARALLEL_GATEWAY' is "
+        "mapped to an element with id 'end' and different type 'END_EVENT'. Gateways must be mapped to gateways of "
+        "the same type."
+    )
+    kind, reason = await refused(d, pi, v2, ("b", "b"), ("join", "join2"))
+    assert "the taken sequence flow with id 'aj' of the gateway with id 'join' is not mapped to an incoming" in reason
     accepted(await migrate(d, pi, v2, ("b", "b"), ("join", "join2"), ("aj", "aj2")))
     deleted = events(d, ValueType.PROCESS_INSTANCE, PI.SEQUENCE_FLOW_DELETED)
     assert [r.value["elementId"] for r in deleted] == ["aj"]
