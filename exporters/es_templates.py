@@ -151,6 +151,13 @@ VALUE_PROPERTIES: dict[ValueType, Mapping] = {
             variableInstructions=_object(elementId=KEYWORD, variables=STORED_ONLY),
         ),
     },
+    ValueType.PROCESS_INSTANCE_MIGRATION: {
+        "processInstanceKey": LONG,
+        "targetProcessDefinitionKey": LONG,
+        "processDefinitionKey": LONG,
+        "mappingInstructions": _object(sourceElementId=KEYWORD, targetElementId=KEYWORD),
+        "tenantId": KEYWORD,
+    },
     ValueType.VARIABLE: {
         "name": KEYWORD,
         "value": {"type": "keyword", "ignore_above": 8191},

@@ -37,6 +37,7 @@ from broker.protocol.enums import (
     ProcessInstanceBusinessIdIntent,
     ProcessInstanceCreationIntent,
     ProcessInstanceIntent,
+    ProcessInstanceMigrationIntent,
     ProcessInstanceModificationIntent,
     RecordType,
     RejectionType,
@@ -525,6 +526,27 @@ class GatewayCommands:
         value = {"processInstanceKey": key, "businessId": business_id, "tenantId": TENANT}
         intent = ProcessInstanceBusinessIdIntent.ASSIGN
         return await self.execute(pid, ValueType.PROCESS_INSTANCE_BUSINESS_ID, intent, value, key)
+
+    async def migrate_process_instance(
+        self, process_instance_key: int, target_process_definition_key: int, mapping: Sequence[tuple[str, str]]
+    ) -> Record:
+        """Move a running instance to another process definition (Zeebe 8.8's migration), on the instance's
+        partition: ``mapping`` pairs source element ids with target element ids."""
+        if target_process_definition_key <= 0:
+            invalid(f"Expected a targetProcessDefinitionKey, but got '{target_process_definition_key}'")
+        for n, (source, target) in enumerate(mapping):
+            if not source or not target:
+                invalid(f"Expected mapping instruction {n} to name a sourceElementId and a targetElementId")
+        key = process_instance_key
+        pid = self.partition_for_key(key, "process instance")
+        value = {
+            "processInstanceKey": key,
+            "targetProcessDefinitionKey": target_process_definition_key,
+            "mappingInstructions": [{"sourceElementId": s, "targetElementId": t} for s, t in mapping],
+            "tenantId": TENANT,
+        }
+        intent = ProcessInstanceMigrationIntent.MIGRATE
+        return await self.execute(pid, ValueType.PROCESS_INSTANCE_MIGRATION, intent, value, key)
 
     async def set_variables(self, element_instance_key: int, variables: dict[str, Any], *, local: bool) -> Record:
         key = element_instance_key

@@ -603,5 +603,13 @@ class GatewayService(pb_grpc.GatewayServicer):
         await self.commands.modify_process_instance(request.processInstanceKey, activate, terminate)
         return pb.ModifyProcessInstanceResponse()
 
-    async def MigrateProcessInstance(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
-        await self._unsupported(context, "MigrateProcessInstance")
+    @_unary
+    async def MigrateProcessInstance(
+        self, request: pb.MigrateProcessInstanceRequest, context: grpc.aio.ServicerContext
+    ) -> Any:
+        plan = request.migrationPlan
+        mapping = [(m.sourceElementId, m.targetElementId) for m in plan.mappingInstructions]
+        await self.commands.migrate_process_instance(
+            request.processInstanceKey, plan.targetProcessDefinitionKey, mapping
+        )
+        return pb.MigrateProcessInstanceResponse()

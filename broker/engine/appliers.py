@@ -153,6 +153,16 @@ class EventAppliers:
                 ValueType.PROCESS_INSTANCE_BUSINESS_ID,
                 ProcessInstanceBusinessIdIntent.ASSIGNED,
             ): self._business_id_assigned,
+            # process instance migration (broker/engine/migration.py)
+            (ValueType.PROCESS_INSTANCE, PI.ELEMENT_MIGRATED): self._element_migrated,
+            (ValueType.PROCESS_INSTANCE, PI.SEQUENCE_FLOW_DELETED): self._sequence_flow_deleted,
+            (ValueType.JOB, JobIntent.MIGRATED): self._job_updated,
+            (ValueType.USER_TASK, UT.MIGRATED): self._user_task_migrated,
+            (ValueType.INCIDENT, IncidentIntent.MIGRATED): self._incident_migrated,
+            (ValueType.TIMER, TimerIntent.MIGRATED): self._timer_created,
+            (ValueType.SIGNAL_SUBSCRIPTION, SignalSubscriptionIntent.MIGRATED): self._signal_subscription_migrated,
+            (ValueType.PROCESS_MESSAGE_SUBSCRIPTION, PMS.MIGRATED): self._process_subscription_migrated,
+            (ValueType.MESSAGE_SUBSCRIPTION, MS.MIGRATED): self._subscription_created,
         }
 
     def apply(self, state: PartitionState, record: Record) -> None:
@@ -278,6 +288,67 @@ class EventAppliers:
         target = process.element(flow.target_id)
         if target.is_join:
             state.joins.add(v["flowScopeKey"], target.id, flow.id, 1)
+
+    # -- process instance migration ------------------------------------------------------------------------
+
+    def _element_migrated(self, state: PartitionState, r: Record) -> None:
+        """The element instance now belongs to the target definition (its counters and children stay)."""
+        inst = state.elements.get(r.key)
+        if inst is None:
+            return
+        new = ProcessInstanceValue.of_record(r)
+        old = inst.value
+        state.elements.put(inst._replace(value=new))
+        if old.is_root and old.process_definition_key != new.process_definition_key:
+            state.processes.count_instance(old.process_definition_key, -1)
+            state.processes.count_instance(new.process_definition_key, 1)
+            if old.business_id and old.parent_element_instance_key <= 0 and old.bpmn_process_id != new.bpmn_process_id:
+                state.business_ids.remove(old.tenant_id, old.bpmn_process_id, old.business_id, r.key)
+                state.business_ids.put(new.tenant_id, new.bpmn_process_id, new.business_id, r.key)
+
+    def _sequence_flow_deleted(self, state: PartitionState, r: Record) -> None:
+        """A token waiting at a join leaves it (a migration moves it to the target's flow): the reverse of taken."""
+        v = r.value
+        parent = state.elements.get(v["flowScopeKey"])
+        if parent is None:
+            return
+        state.elements.put(parent.with_flows(parent.flows - 1))
+        process = self._models.get(v["processDefinitionKey"])
+        flow = process.flow(v["elementId"])
+        target = process.element(flow.target_id)
+        if target.is_join:
+            state.joins.add(v["flowScopeKey"], target.id, flow.id, -1)
+
+    def _user_task_migrated(self, state: PartitionState, r: Record) -> None:
+        entry = state.user_tasks.get(r.key)
+        if entry is None:
+            return
+        moved = {
+            k: r.value[k] for k in ("processDefinitionKey", "processDefinitionVersion", "bpmnProcessId", "elementId")
+        }
+        entry["value"] = {**entry["value"], **moved}
+        if entry["transition"] is not None:
+            entry["transition"]["value"] = {**entry["transition"]["value"], **moved}
+        state.user_tasks.put(r.key, entry)
+
+    def _incident_migrated(self, state: PartitionState, r: Record) -> None:
+        state.incidents.put(r.key, r.value)
+
+    def _signal_subscription_migrated(self, state: PartitionState, r: Record) -> None:
+        owner = r.value.get("catchEventInstanceKey", -1)
+        for old in state.signal_subscriptions.of_owner(owner):
+            if old["key"] == r.key:
+                state.signal_subscriptions.remove(old)
+        state.signal_subscriptions.put({**r.value, "key": r.key})
+
+    def _process_subscription_migrated(self, state: PartitionState, r: Record) -> None:
+        v = r.value
+        sub = state.process_message_subscriptions.get(v["elementInstanceKey"], v["messageName"])
+        if sub is None:
+            return
+        state.process_message_subscriptions.put({**v, "state": sub["state"]})
+        if sub["state"] == "CREATING":  # not confirmed yet: the pending CREATE carries the migrated subscription
+            state.outbox.put(outbox_key(b"I", v), _to_message_partition(v, MS.CREATE))
 
     def _business_id_assigned(self, state: PartitionState, r: Record) -> None:
         """Every active element of the instance takes the business id, so what they create from now on carries it

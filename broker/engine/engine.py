@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from broker import feel
-from broker.engine import clock, events, modification, resource_deletion, signals, user_tasks
+from broker.engine import clock, events, migration, modification, resource_deletion, signals, user_tasks
 from broker.engine import decision_processors as decisions
 from broker.engine import instance_processors as instances
 from broker.engine import job_processors as jobs
@@ -37,6 +37,7 @@ from broker.protocol.enums import (
     ProcessInstanceBusinessIdIntent,
     ProcessInstanceCreationIntent,
     ProcessInstanceIntent,
+    ProcessInstanceMigrationIntent,
     ProcessInstanceModificationIntent,
     ProcessMessageSubscriptionIntent,
     RejectionType,
@@ -142,6 +143,8 @@ class Engine:
             (ValueType.USER_TASK, UserTaskIntent.COMPLETE): user_tasks.complete,
             (ValueType.USER_TASK, UserTaskIntent.COMPLETE_TASK_LISTENER): user_tasks.complete_task_listener,
             (ValueType.USER_TASK, UserTaskIntent.DENY_TASK_LISTENER): user_tasks.deny_task_listener,
+            (ValueType.PROCESS_INSTANCE_MIGRATION, ProcessInstanceMigrationIntent.MIGRATE): migration.migrate,
+            (ValueType.MESSAGE_SUBSCRIPTION, ms.MIGRATE): migration.migrate_message_subscription,
         }
 
     def apply_event(self, state: PartitionState, record: Record) -> None:

@@ -56,18 +56,46 @@ def open_subscriptions(ctx: ProcessingContext, targets: list[bpmn.Element], inst
         or ctx.state.signal_subscriptions.of_owner(inst.key)
     ):
         return None  # nothing to open, or opened already by an earlier attempt of this activation
-    planned: list[tuple[bpmn.Element, Any]] = []
+    planned = plan_subscriptions(ctx, targets, inst.key)
+    if isinstance(planned, str):
+        return planned
+    write_subscriptions(ctx, inst, planned)
+    return None
+
+
+PlannedSubscription = tuple[bpmn.Element, Any]
+"""A catch event and what subscribing it takes: a timer schedule, (message name, correlation key) or a signal."""
+
+
+def plan_subscriptions(
+    ctx: ProcessingContext, targets: list[bpmn.Element], scope_key: int
+) -> list[PlannedSubscription] | str:
+    """Evaluate what subscribing ``targets`` from ``scope_key`` takes, writing nothing; a failure message or the
+    plan for :func:`write_subscriptions` (a migration plans before it writes anything, so it can still refuse)."""
+    planned: list[PlannedSubscription] = []
     for target in targets:
         plan: Any
         if target.timer is not None:
-            plan = _plan_timer(ctx, target.timer, inst.key)
+            plan = _plan_timer(ctx, target.timer, scope_key)
         elif target.message is not None:
-            plan = _plan_message(ctx, target.message, inst.key)
+            plan = _plan_message(ctx, target.message, scope_key)
+        elif target.signal_name is not None:
+            plan = _plan_signal(ctx, target, scope_key)
         else:
-            plan = _plan_signal(ctx, target, inst.key)
+            continue
         if isinstance(plan, str):
             return plan
         planned.append((target, plan))
+    return planned
+
+
+def planned_message_name(plan: PlannedSubscription) -> str | None:
+    """The message name a planned subscription waits for (None: a timer or signal)."""
+    return plan[1][0] if isinstance(plan[1], tuple) else None
+
+
+def write_subscriptions(ctx: ProcessingContext, inst: ElementInstance, planned: list[PlannedSubscription]) -> None:
+    """Open the subscriptions :func:`plan_subscriptions` planned, owned by ``inst``."""
     v = inst.value
     for target, plan in planned:
         if isinstance(plan, timers.Schedule):
@@ -77,7 +105,6 @@ def open_subscriptions(ctx: ProcessingContext, targets: list[bpmn.Element], inst
             _open_message_subscription(ctx, inst, target, name, correlation_key)
         else:
             open_signal_subscription(ctx, v.process_definition_key, v.bpmn_process_id, target.id, plan.name, inst.key)
-    return None
 
 
 class _Signal:

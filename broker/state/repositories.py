@@ -903,6 +903,11 @@ class MessageStartState(_Repository):
         self.txn.put(self._lock(process_id, correlation_key), u64(instance_key), db=self._instances)
         self.txn.put(b"I" + u64(instance_key), pack([process_id, correlation_key]), db=self._instances)
 
+    def correlation_key_of(self, instance_key: int) -> str | None:
+        """The correlation key of the message that started this instance at a message start event, if it holds one."""
+        v = self.txn.get(b"I" + u64(instance_key), db=self._instances)
+        return None if v is None else unpack(v)[1]
+
     def unlock(self, instance_key: int) -> None:
         v = self.txn.get(b"I" + u64(instance_key), db=self._instances)
         if v is None:

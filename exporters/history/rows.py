@@ -70,10 +70,10 @@ HISTORY_VALUE_TYPES = frozenset(
 _KEPT_EVENTS: dict[ValueType, frozenset[str] | None] = {
     ValueType.PROCESS: frozenset({"CREATED"}),
     ValueType.PROCESS_INSTANCE: frozenset(
-        {"ELEMENT_ACTIVATING", "ELEMENT_COMPLETED", "ELEMENT_TERMINATED", "SEQUENCE_FLOW_TAKEN"}
+        {"ELEMENT_ACTIVATING", "ELEMENT_COMPLETED", "ELEMENT_TERMINATED", "SEQUENCE_FLOW_TAKEN", "ELEMENT_MIGRATED"}
     ),
     ValueType.VARIABLE: frozenset({"CREATED", "UPDATED", "MIGRATED"}),
-    ValueType.INCIDENT: frozenset({"CREATED", "RESOLVED"}),
+    ValueType.INCIDENT: frozenset({"CREATED", "RESOLVED", "MIGRATED"}),
     ValueType.JOB: None,
     ValueType.JOB_BATCH: frozenset({"ACTIVATED"}),
     ValueType.USER_TASK: None,
@@ -89,6 +89,15 @@ _KEPT: dict[tuple[int, int, int], bool] = {}
 
 #: The decision types the v2 API names; the others (context, relation, list, invocation) are UNKNOWN there.
 _REST_DECISION_TYPES = frozenset({"DECISION_TABLE", "LITERAL_EXPRESSION"})
+
+
+def _migrated_definition(v: Mapping[str, Any]) -> Row:
+    """The columns a migration changes on an element instance, incident or user task: its definition and element."""
+    return {
+        "element_id": v.get("elementId"),
+        "process_definition_key": _key(v, "processDefinitionKey"),
+        "process_definition_id": v.get("bpmnProcessId"),
+    }
 
 
 def rest_decision_type(decision_type: str | None) -> str | None:
@@ -239,6 +248,13 @@ class Batch:
             elif intent in _ELEMENT_END:
                 end = {"state": _ELEMENT_END[intent], "end_date": record.timestamp}
                 self._set(schema.PROCESS_INSTANCES, record.key, end)
+            elif intent == "ELEMENT_MIGRATED":  # the instance now runs the target definition
+                migrated: Row = {
+                    "process_definition_key": _key(v, "processDefinitionKey"),
+                    "process_definition_id": v.get("bpmnProcessId"),
+                    "process_definition_version": v.get("version"),
+                }
+                self._set(schema.PROCESS_INSTANCES, record.key, migrated)
             return
         if element_type in _NOT_ELEMENTS:
             return
@@ -259,6 +275,8 @@ class Batch:
             self._set(
                 schema.ELEMENT_INSTANCES, record.key, {"state": _ELEMENT_END[intent], "end_date": record.timestamp}
             )
+        elif intent == "ELEMENT_MIGRATED":
+            self._set(schema.ELEMENT_INSTANCES, record.key, _migrated_definition(v))
 
     def _sequence_flow(self, v: Mapping[str, Any]) -> None:
         """A flow taken: one row per instance and flow (taking it again changes nothing Operate shows)."""
@@ -365,6 +383,8 @@ class Batch:
             }
         elif intent == "RESOLVED":
             row = {"state": "RESOLVED", "end_time": record.timestamp}
+        elif intent == "MIGRATED":
+            row = _migrated_definition(v)
         else:
             return
         self._set(schema.INCIDENTS, record.key, row)
@@ -414,11 +434,16 @@ class Batch:
                 self._job_row(key, job, None, record.timestamp, intent)
 
     def _user_task(self, record: Record, intent: str) -> None:
+        v = record.value
+        key = _key(v, "userTaskKey") or record.key
+        if intent == "MIGRATED":  # the task stays as it is, in the target definition
+            migrated = _migrated_definition(v)
+            migrated["process_definition_version"] = v.get("processDefinitionVersion")
+            self._set(schema.USER_TASKS, key, migrated)
+            return
         state = _USER_TASK_STATES.get(intent)
         if state is None:
             return
-        v = record.value
-        key = _key(v, "userTaskKey") or record.key
         row: Row = {
             "element_id": v.get("elementId"),
             "element_instance_key": _key(v, "elementInstanceKey"),

@@ -500,6 +500,24 @@ OPERATION_ONLY = Body({"operationReference": OPERATION_REFERENCE})
 ASSIGN_BUSINESS_ID = Body(
     {"businessId": Field("string", "The business id (256 characters at most)", required=True, min_length=1)}
 )
+MIGRATE_INSTANCE = Body(
+    {
+        "targetProcessDefinitionKey": Field("key", "The process definition to migrate to", required=True),
+        "mappingInstructions": Field(
+            "nested-list",
+            "Which element of the source definition becomes which element of the target (every active element needs "
+            "one)",
+            required=True,
+            body=Body(
+                {
+                    "sourceElementId": Field("string", "An element of the instance's definition", required=True),
+                    "targetElementId": Field("string", "The element of the target definition", required=True),
+                }
+            ),
+        ),
+        "operationReference": OPERATION_REFERENCE,
+    }
+)
 ACTIVATE_JOBS = Body(
     {
         "type": Field("string", "The job type", required=True, min_length=1),
@@ -854,6 +872,13 @@ class CommandRoutes:
         await self.commands.assign_business_id(path_key(request, "processInstanceKey"), body["businessId"])
         return no_content()
 
+    async def migrate_process_instance(self, request: web.Request) -> web.Response:
+        body = await read_json(request, MIGRATE_INSTANCE)
+        mapping = [(m["sourceElementId"], m["targetElementId"]) for m in body["mappingInstructions"]]
+        key = path_key(request, "processInstanceKey")
+        await self.commands.migrate_process_instance(key, body["targetProcessDefinitionKey"], mapping)
+        return no_content()
+
     async def cancel_process_instance(self, request: web.Request) -> web.Response:
         await read_json(request, OPERATION_ONLY, optional=True)
         await self.commands.cancel_process_instance(path_key(request, "processInstanceKey"))
@@ -1118,6 +1143,19 @@ class CommandRoutes:
                 body=MODIFY_INSTANCE,
                 responses=dict([none]),
                 errors=(404, 409),
+            ),
+            Endpoint(
+                "POST",
+                "/v2/process-instances/{processInstanceKey}/migration",
+                "Migrate a process instance to another process definition",
+                self.migrate_process_instance,
+                "Process instance",
+                body=MIGRATE_INSTANCE,
+                responses=dict([none]),
+                errors=(404, 409),
+                description="Every active element must be mapped to an element of the same type in the same flow "
+                "scope; jobs, user tasks, incidents, variables and subscriptions move with their elements, as in Zeebe "
+                "8.8. A refused migration changes nothing (409, or 400 for a mapping naming unknown elements).",
             ),
             Endpoint(
                 "POST",

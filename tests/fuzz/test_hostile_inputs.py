@@ -63,8 +63,6 @@ REFUSED = {C.OK, C.INVALID_ARGUMENT, C.NOT_FOUND, C.FAILED_PRECONDITION, C.ALREA
 WAITING = {"ActivateJobs", "StreamActivatedJobs", "CreateProcessInstanceWithResult"}
 ALLOWED = {m.name: REFUSED | ({C.DEADLINE_EXCEEDED} if m.name in WAITING else set()) for m in GATEWAY.methods}
 ALLOWED["Topology"] = {C.OK, C.INVALID_ARGUMENT}  # a body that is no TopologyRequest
-for _unsupported in ("MigrateProcessInstance",):  # documented as not supported yet
-    ALLOWED[_unsupported] = {C.UNIMPLEMENTED, C.INVALID_ARGUMENT}  # (a body that is no request is refused first)
 
 
 def examples(default: int) -> Any:
