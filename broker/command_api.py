@@ -154,7 +154,7 @@ class CommandApi:
         self._topology = topology
         self._subscribers: list[asyncio.Queue[tuple[int, list[str]]]] = []
         for pid, partition in partitions.items():
-            partition.jobs_available_listeners.append(lambda types, pid=pid: self._notify(pid, types))
+            partition.jobs_available_listeners.append(functools.partial(self._notify, pid))
 
     def _notify(self, pid: int, types: set[str]) -> None:
         for q in self._subscribers:
@@ -320,12 +320,12 @@ class CommandApi:
             while not queue.empty():
                 left.append(queue.get_nowait())
             for record in left:
-                partition = self._partitions.get(record.partition_id)
-                if partition is None:
+                owner = self._partitions.get(record.partition_id)
+                if owner is None:
                     continue
                 for key, job in zip(record.value["jobKeys"], record.value["jobs"], strict=True):
                     with contextlib.suppress(Exception):
-                        partition.write_internal(ValueType.JOB, JobIntent.YIELD, job, key)
+                        owner.write_internal(ValueType.JOB, JobIntent.YIELD, job, key)
 
     async def topology(self, request: bytes, context: grpc.aio.ServicerContext) -> bytes:
         return pack(self._topology())

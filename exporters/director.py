@@ -23,7 +23,7 @@ import itertools
 import logging
 import time
 from collections import deque
-from collections.abc import Awaitable, Callable, Coroutine, Iterator, Mapping
+from collections.abc import Awaitable, Callable, Coroutine, Iterator, Mapping, Sequence
 from typing import Any
 
 from prometheus_client import Counter, Gauge
@@ -132,7 +132,11 @@ def validate_exporter_configs(configs: Mapping[str, Mapping[str, Any]]) -> None:
 
 
 class _ReadFailed(Exception):
-    """Reading the log failed (the cause is the reader's exception)."""
+    """Reading the log failed; ``error`` is the reader's exception (also the cause)."""
+
+    def __init__(self, error: Exception) -> None:
+        super().__init__(error)
+        self.error = error
 
 
 _CAUGHT_UP = object()  # no committed record is left to offer
@@ -343,7 +347,7 @@ class ExporterContainer:
             try:
                 outcome = self._offer_available(self._yield_every)
             except _ReadFailed as e:
-                await self._failed(f"reading the log from position {self._next_position}", e.__cause__ or e)
+                await self._failed(f"reading the log from position {self._next_position}", e.error)
                 continue
             if outcome is _CAUGHT_UP:
                 self._count_exported()
@@ -386,12 +390,12 @@ class ExporterContainer:
         export = self.exporter.export
         offered = 0
         while offered < limit:
-            run = self._recent_run(limit - offered)
+            run: Sequence[Record] | None = self._recent_run(limit - offered)
             if run is None:
                 try:
                     record = self._next_record()
                 except Exception as e:
-                    raise _ReadFailed from e
+                    raise _ReadFailed(e) from e
                 if record is None:
                     return _CAUGHT_UP
                 run = (record,)

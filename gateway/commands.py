@@ -14,7 +14,7 @@ import itertools
 import json
 import logging
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncGenerator, Sequence
 from dataclasses import dataclass
 from typing import Any, NoReturn
 
@@ -657,7 +657,7 @@ class GatewayCommands:
         *,
         tenant_ids: Sequence[str] = (),
         time_remaining_s: float | None = None,
-    ) -> AsyncIterator[list[tuple[int, dict]]]:
+    ) -> AsyncGenerator[list[tuple[int, dict]], None]:
         """Activate up to ``max_jobs`` jobs across partitions, long-polling until some exist or the poll ends.
 
         Yields each partition's batch of (job key, job) as it is activated. A batch the caller cannot deliver must

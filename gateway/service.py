@@ -555,7 +555,7 @@ class GatewayService(pb_grpc.GatewayServicer):
         finally:
             open_ = False
             handle.close()
-            left = []
+            left: list[tuple[int, dict]] = []
             while not queue.empty():
                 record = queue.get_nowait()
                 left.extend(zip(record.value["jobKeys"], record.value["jobs"], strict=True))

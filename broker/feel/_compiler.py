@@ -579,9 +579,11 @@ def _copying_partial(body: Compiled) -> Compiled:
     def copying(env: Env) -> Any:
         value = body(env)
         scope = env.scope  # the loop's bindings again, now that the body is done
-        if type(value) is list and scope is not None and value is scope.vars.get("partial"):
-            env.grow(len(value) * ITEM_SIZE)
-            return list(value)
+        if type(value) is list and scope is not None:
+            partial: object = scope.vars.get("partial")  # not Any: an ``is`` test against Any drops the list type
+            if value is partial:
+                env.grow(len(value) * ITEM_SIZE)
+                return list(value)
         return value
 
     return copying

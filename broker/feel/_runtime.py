@@ -221,12 +221,12 @@ def expanded_size(value: list[Any] | dict[str, Any], measured: dict[int, int]) -
     value however often each is shared. Numbers and other scalars count as their slot.
     """
     count = len(value)
-    if type(value) is list:
-        total = ITEM_SIZE * count
-        items: Any = value
-    else:
+    if type(value) is dict:
         total = ITEM_SIZE * count + sum(map(len, value))
-        items = value.values()
+        items: Any = value.values()
+    else:
+        total = ITEM_SIZE * count
+        items = value
     key = id(value)
     if count > 16 and _SIZED_ITEMS.isdisjoint(map(type, items)):  # scalars only: no walk in Python
         measured[key] = total

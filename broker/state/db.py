@@ -11,7 +11,7 @@ import functools
 import struct
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, TypeAlias
 
 import lmdb
 import msgpack
@@ -75,6 +75,13 @@ SUB_DATABASES = (
 
 DEFAULT_MAP_SIZE = 64 << 30
 
+Txn: TypeAlias = "lmdb.Transaction[bytes]"
+"""A state transaction. Weir never opens one with ``buffers=True``, so every read gives ``bytes`` (lmdb's bare
+``Transaction`` type also admits memoryviews). A string: lmdb's classes are not subscriptable at run time."""
+
+SubDb: TypeAlias = "lmdb._Database"
+"""The handle of one named sub-database."""
+
 
 def pack(value: Any) -> bytes:
     return msgpack.packb(value, use_bin_type=True)
@@ -109,7 +116,7 @@ class StateDb:
             writemap=False,
             lock=True,
         )
-        self.dbs: dict[str, Any] = {}
+        self.dbs: dict[str, SubDb] = {}
         with self.env.begin(write=True) as txn:
             existing = {name for name in SUB_DATABASES if txn.get(name.encode()) is not None}
             for name in SUB_DATABASES:
@@ -119,7 +126,7 @@ class StateDb:
                     if name not in existing:
                         backfill(txn, self.dbs)
 
-    def begin(self, *, write: bool = False, parent: lmdb.Transaction | None = None) -> lmdb.Transaction:
+    def begin(self, *, write: bool = False, parent: Txn | None = None) -> Txn:
         return self.env.begin(write=write, parent=parent)
 
     def close(self) -> None:
@@ -134,7 +141,7 @@ class StateDb:
         return out
 
 
-def _count_running_instances(txn: lmdb.Transaction, dbs: dict[str, Any]) -> None:
+def _count_running_instances(txn: Txn, dbs: dict[str, SubDb]) -> None:
     """``process_running_instances`` from the process instances a state already holds (their root element
     instances), so that a definition with instances started before the index existed still cannot be deleted."""
     counts: dict[int, int] = {}
@@ -148,10 +155,10 @@ def _count_running_instances(txn: lmdb.Transaction, dbs: dict[str, Any]) -> None
 
 
 # Sub-databases added after states were first written, with how to fill each from what such a state holds.
-_BACKFILLS: dict[str, Any] = {"process_running_instances": _count_running_instances}
+_BACKFILLS: dict[str, Callable[[Txn, dict[str, SubDb]], None]] = {"process_running_instances": _count_running_instances}
 
 
-def prefix_scan(txn: lmdb.Transaction, db: Any, prefix: bytes) -> Iterator[tuple[bytes, bytes]]:
+def prefix_scan(txn: Txn, db: SubDb, prefix: bytes) -> Iterator[tuple[bytes, bytes]]:
     """All entries whose key starts with ``prefix``, in key order."""
     cur = txn.cursor(db=db)
     if not cur.set_range(prefix):
@@ -162,7 +169,7 @@ def prefix_scan(txn: lmdb.Transaction, db: Any, prefix: bytes) -> Iterator[tuple
         yield k, v
 
 
-def prefix_keys(txn: lmdb.Transaction, db: Any, prefix: bytes) -> Iterator[bytes]:
+def prefix_keys(txn: Txn, db: SubDb, prefix: bytes) -> Iterator[bytes]:
     cur = txn.cursor(db=db)
     if not cur.set_range(prefix):
         return

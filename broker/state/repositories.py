@@ -10,9 +10,7 @@ import hashlib
 from collections.abc import Iterator
 from typing import Any
 
-import lmdb
-
-from broker.state.db import StateDb, pack, prefix_keys, prefix_scan, read_u64, u64, unpack
+from broker.state.db import StateDb, SubDb, Txn, pack, prefix_keys, prefix_scan, read_u64, u64, unpack
 from broker.state.element_instance import ElementInstance
 
 _META_APPLIED = b"last_applied_position"
@@ -45,7 +43,7 @@ def _hashed(*texts: str) -> bool:
     return any(len(t) > MAX_TEXT_KEY_BYTES // 4 and len(t.encode()) > MAX_TEXT_KEY_BYTES for t in texts)
 
 
-def due_entries(txn: lmdb.Transaction, db: Any, timestamp: int, limit: int) -> list[tuple[int, int]]:
+def due_entries(txn: Txn, db: SubDb, timestamp: int, limit: int) -> list[tuple[int, int]]:
     """``(due time, key)`` of an index keyed by (u64 due time, u64 key), due at or before ``timestamp``, earliest first.
 
     The index is ordered by due time, so this reads only what is due (plus one entry), however many are pending.
@@ -68,7 +66,7 @@ class _Repository:
     def __init__(self, sdb: StateDb, name: str) -> None:
         self._sdb = sdb
         self._db = sdb.dbs[name]
-        self.txn: lmdb.Transaction = None  # type: ignore[assignment]
+        self.txn: Txn = None  # type: ignore[assignment]
 
 
 class MetaState(_Repository):
@@ -122,7 +120,7 @@ class Bindings:
 
     __slots__ = ("_db", "_id_field", "_owner")
 
-    def __init__(self, owner: Any, db: Any, id_field: str) -> None:
+    def __init__(self, owner: Any, db: SubDb, id_field: str) -> None:
         self._owner = owner
         self._db = db
         self._id_field = id_field
@@ -432,7 +430,7 @@ class JobState(_Repository):
     def backoffs_before(self, timestamp: int, limit: int) -> list[tuple[int, int]]:
         return self._due(self._backoffs, timestamp, limit)
 
-    def _due(self, db: Any, timestamp: int, limit: int) -> list[tuple[int, int]]:
+    def _due(self, db: SubDb, timestamp: int, limit: int) -> list[tuple[int, int]]:
         return due_entries(self.txn, db, timestamp, limit)
 
     def _index_key(self, job_type: str, key: int) -> bytes:
@@ -1082,9 +1080,9 @@ class PartitionState:
             self.async_requests,
             self.business_ids,
         )
-        self.txn: lmdb.Transaction | None = None
+        self.txn: Txn | None = None
 
-    def bind(self, txn: lmdb.Transaction | None) -> None:
+    def bind(self, txn: Txn | None) -> None:
         """Point every repository at ``txn`` (a nested transaction keeps the parent's cached instances).
 
         Unbinding forgets the cache; writes not flushed by then would be lost, so that is an error.

@@ -8,6 +8,7 @@ in its own process implements the same methods over the broker's command API.
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -114,7 +115,7 @@ class LocalBrokerClient:
 
     def add_jobs_available_listener(self, listener: JobsAvailableListener) -> None:
         for pid, partition in self._partitions.items():
-            partition.jobs_available_listeners.append(lambda types, pid=pid: listener(pid, types))
+            partition.jobs_available_listeners.append(functools.partial(listener, pid))
 
     def open_job_stream(
         self, job_type: str, worker: str, timeout: int, fetch_variables: list[str], sink: JobSink

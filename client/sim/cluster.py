@@ -18,7 +18,7 @@ from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from broker.log import LogBlock, LogStorage, MemoryLog
 from broker.protocol.enums import ValueType
@@ -202,7 +202,7 @@ class SimCluster:
             partition.open()
             partition.inter_partition = SimRoute(self, node_id)
             for listener in self.jobs_listeners:
-                partition.jobs_available_listeners.append(lambda types, p=pid, f=listener: f(p, types))
+                partition.jobs_available_listeners.append(functools.partial(listener, pid))
             broker.partitions[pid] = partition
             env = broker.raft_envs.get(pid)
             if env is None:
@@ -438,7 +438,7 @@ class SimBrokerClient:
 
     def open_job_stream(
         self, job_type: str, worker: str, timeout: int, fetch_variables: list[str], sink: JobSink
-    ) -> None:
+    ) -> NoReturn:
         raise NotImplementedError("the simulated workers activate jobs; job streams are not simulated")
 
     def topology(self) -> Topology:

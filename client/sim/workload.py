@@ -9,9 +9,10 @@ application would from Elasticsearch.
 from __future__ import annotations
 
 import asyncio
+import functools
 import random
 from collections import Counter
-from collections.abc import Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -104,11 +105,11 @@ class Workload:
 
     # -- one client call -------------------------------------------------------------------------------------
 
-    async def _call(self, what: str, call: Callable[[], object]) -> Record | None:
+    async def _call(self, what: str, call: Callable[[], Awaitable[Record]]) -> Record | None:
         """Run one gateway call; count its outcome (ok, a rejection code, or unknown)."""
         try:
             async with asyncio.timeout(REQUEST_TIMEOUT_MS / 1000):
-                record = await call()  # type: ignore[misc]
+                record = await call()
         except TimeoutError:
             self._outcome(f"{what} unknown")
             return None
@@ -180,9 +181,12 @@ class Workload:
             return
         for key, _job in batches:
             if job_type == "sim-flaky" and self.rng.random() < 0.7:
-                await self._call("fail", lambda k=key: self.gateway.fail_job(k, 0, "simulated failure", 0, {}))
+                await self._call("fail", functools.partial(self.gateway.fail_job, key, 0, "simulated failure", 0, {}))
                 continue
-            if await self._call("complete", lambda k=key: self.gateway.complete_job(k, {"done": True})) is not None:
+            if (
+                await self._call("complete", functools.partial(self.gateway.complete_job, key, {"done": True}))
+                is not None
+            ):
                 self.history.completed_jobs.add(key)
 
     async def _complete_user_task(self, key: int) -> None:

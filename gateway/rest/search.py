@@ -11,7 +11,7 @@ import asyncio
 import logging
 import re
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, TypeVar
 
 from aiohttp import web
 
@@ -79,6 +79,9 @@ TRUNCATE_VALUES: dict[str, Any] = {
 }
 #: Entities whose searches take ``truncateValues``.
 _TRUNCATING = frozenset({"variables"})
+
+_Page = TypeVar("_Page", dict[str, Any], dict[str, Any] | None)
+"""A search page, or None where the search can find nothing to page (a user task not in the history)."""
 
 
 def truncate_values(request: web.Request) -> bool:
@@ -161,7 +164,7 @@ class SearchRoutes:
             query = await _search_query(request)
             check_enum_filters(entity, query)
             if entity in _TRUNCATING and not truncate_values(request):
-                found = await self._whole_values(lambda: self._call("search", entity, query))
+                found: dict[str, Any] = await self._whole_values(lambda: self._call("search", entity, query))
             else:
                 found = await self._call("search", entity, query)
             return json_response(shape_page(found, entity))
@@ -181,7 +184,7 @@ class SearchRoutes:
             fail(ErrorCode.NOT_FOUND, f"Expected to find the user task with key '{key}', but it is not in the history")
         return json_response(shape_page(found, "user-task-variables"))
 
-    async def _whole_values(self, previews: Callable[[], Awaitable[dict[str, Any] | None]]) -> dict[str, Any] | None:
+    async def _whole_values(self, previews: Callable[[], Awaitable[_Page]]) -> _Page:
         """A variable search with whole values, within gateway.rest.maxResponseBytes of values.
 
         The search runs with previews; then the cut values are fetched one by one until the next would pass the

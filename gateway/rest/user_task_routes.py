@@ -3,6 +3,8 @@ gateway/user_tasks.py. Each answers once the task's listeners have run; a listen
 
 from __future__ import annotations
 
+from typing import Any
+
 from aiohttp import web
 
 from gateway import user_tasks
@@ -70,7 +72,7 @@ class UserTaskRoutes:
         return no_content()
 
     def endpoints(self) -> list[Endpoint]:
-        done = {204: ("Done", None)}
+        done: dict[int, tuple[str, dict[str, Any] | None]] = {204: ("Done", None)}
         tag = "User task"
         return [
             Endpoint(
