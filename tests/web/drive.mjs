@@ -8,6 +8,10 @@
 //   {"screenshot": "name"}                           save name.png in the artifacts folder
 //   {"click": "CSS selector"}                        click, then wait for the page to redraw
 //   {"fill": "CSS selector", "text": "..."}          type into a field
+//   {"select": "CSS selector", "value": "..."}       choose an option of a select
+//   {"check": "CSS selector", "checked": false}      tick a checkbox (or clear it)
+//   {"submit": "CSS selector"}                       click a button that changes the URL; wait for the new page
+//   {"badges": true}                                 report the diagram's count badges: {elementId: {kind: text}}
 //   {"auth": {"scheme": "basic", "user": "...", "password": "..."}}   enter credentials in the sign-in form
 //   {"texts": "CSS selector"}                        report the text of every match
 //   {"block": "URL glob"}                            answer requests for it with 404 from now on
@@ -89,6 +93,26 @@ try {
       await page.locator(step.click).first().click();
       await page.waitForFunction(() => !document.getElementById("view").dataset.busy);
       seen.notice = await page.locator("#notice").innerText();
+    } else if (step.select) {
+      await page.locator(step.select).first().selectOption(step.value);
+    } else if (step.check) {
+      await page.locator(step.check).first().setChecked(step.checked ?? true);
+    } else if (step.submit) {
+      const before = await renders(page);
+      await page.locator(step.submit).first().click();
+      await drawn(page, null, before);
+      seen.url = new URL(page.url()).hash;
+    } else if (step.badges) {
+      await page.waitForSelector("#diagram[data-ready=true]");
+      seen.badges = await page.evaluate(() => {
+        const badges = {};
+        for (const overlay of document.querySelectorAll("#diagram [data-container-id]")) {
+          for (const badge of overlay.querySelectorAll(".weir-badge[data-kind]")) {
+            (badges[overlay.dataset.containerId] ||= {})[badge.dataset.kind] = badge.textContent;
+          }
+        }
+        return badges;
+      });
     } else if (step.fill) {
       await page.locator(step.fill).first().fill(step.text);
     } else if (step.auth) {
