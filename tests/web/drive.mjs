@@ -15,6 +15,9 @@
 //   {"auth": {"scheme": "basic", "user": "...", "password": "..."}}   enter credentials in the sign-in form
 //   {"texts": "CSS selector"}                        report the text of every match
 //   {"block": "URL glob"}                            answer requests for it with 404 from now on
+//   {"answer": "URL glob", "with": [{"status": 200, "json": {}}, …]}   answer requests for it with these, in turn
+//                                                    (the last one repeats); the requests' bodies are reported
+//                                                    by the next {"answered": "URL glob"} step
 //   {"api": {"method": "POST", "path": "/v2/…", "body": {}}}   call the REST API beside the page (status reported)
 //   {"waitFor": "CSS selector"}                      wait until the page shows it, without reloading
 //   {"gone": "CSS selector"}                         wait until the page no longer shows it
@@ -42,6 +45,7 @@ const CHROMIUM_ARGS = [
 
 const userDataDir = mkdtempSync(path.join(tmpdir(), "weir-chromium-"));
 const report = { steps: [], console: [] };
+const answered = {}; // URL glob → bodies of the requests an {"answer"} step fulfilled
 const context = await chromium.launchPersistentContext(userDataDir, {
   executablePath: scenario.executablePath || "/usr/bin/chromium",
   args: CHROMIUM_ARGS,
@@ -135,6 +139,16 @@ try {
       await page.waitForSelector(step.waitFor);
     } else if (step.gone) {
       await page.waitForSelector(step.gone, { state: "detached" });
+    } else if (step.answer) {
+      const replies = [...step.with];
+      answered[step.answer] = [];
+      await page.route(step.answer, (route) => {
+        answered[step.answer].push(route.request().postDataJSON?.() ?? null);
+        const reply = replies.length > 1 ? replies.shift() : replies[0];
+        route.fulfill({ status: reply.status, contentType: "application/json", body: JSON.stringify(reply.json ?? null) });
+      });
+    } else if (step.answered) {
+      seen.requests = answered[step.answered] || [];
     } else if (step.block) {
       await page.route(step.block, (route) => route.fulfill({ status: 404, body: "" }));
     }

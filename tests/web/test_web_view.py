@@ -638,3 +638,72 @@ def test_batch_cancel_and_retry_from_a_list_selection(web: WebWeir, stub: Stub) 
         timeout=HISTORY_WAIT,
         what="the batch to resolve the incident",
     )
+
+
+def test_batch_progress_follows_camundas_batch_operation_answers(web: WebWeir, stub: Stub) -> None:
+    """The page against the documented shapes of Camunda's batch endpoints, answered in the browser: it sends a
+    filter on the selected keys, then polls the batch until it ends and shows its counts."""
+    order = deploy(stub, "web-order.bpmn")
+    pid = order.pid()
+    keys = sorted(str(create(stub, pid)) for _ in range(2))
+    in_history(web, "process-instances", {"processDefinitionId": pid}, 2)
+    batch_key = "2251799813690001"
+    progress = [
+        {"state": "CREATED", "operationsTotalCount": 0, "operationsCompletedCount": 0, "operationsFailedCount": 0},
+        {"state": "ACTIVE", "operationsTotalCount": 2, "operationsCompletedCount": 1, "operationsFailedCount": 0},
+        {
+            "state": "PARTIALLY_COMPLETED",
+            "operationsTotalCount": 2,
+            "operationsCompletedCount": 1,
+            "operationsFailedCount": 1,
+            "endDate": "2026-01-01T00:00:00.000Z",
+            "errors": [{"partitionId": 1, "type": "QUERY_FAILED", "message": "one instance was gone"}],
+        },
+    ]
+    seen = drive(
+        web,
+        [
+            {
+                "answer": "**/v2/process-instances/cancellation",
+                "with": [
+                    {
+                        "status": 200,
+                        "json": {"batchOperationKey": batch_key, "batchOperationType": "CANCEL_PROCESS_INSTANCE"},
+                    }
+                ],
+            },
+            {
+                "answer": f"**/v2/batch-operations/{batch_key}",
+                "with": [
+                    {"status": 404, "json": {"title": "NOT_FOUND", "status": 404, "detail": "not yet"}},
+                    *[
+                        {
+                            "status": 200,
+                            "json": {
+                                "batchOperationKey": batch_key,
+                                "batchOperationType": "CANCEL_PROCESS_INSTANCE",
+                                **p,
+                            },
+                        }
+                        for p in progress
+                    ],
+                ],
+            },
+            {"open": f"#/instances?process={pid}"},
+            *[{"check": f"input.select[data-instance='{k}']"} for k in keys],
+            {"click": ".batch-bar button.batch-cancel"},
+            {"texts": "#batch"},
+            {"answered": "**/v2/process-instances/cancellation"},
+            {"answered": f"**/v2/batch-operations/{batch_key}"},
+            {"texts": ".batch-bar .selection"},
+        ],
+        "batch-progress",
+    )
+    assert_no_error(seen[5]["notice"])
+    (status,) = seen[6]["texts"]
+    assert status.startswith(f"Batch {batch_key} (canceling 2 instances): PARTIALLY_COMPLETED"), status
+    assert "1 of 2 done, 1 failed" in status and "one instance was gone" in status, status
+    (request,) = seen[7]["requests"]
+    assert request["filter"]["processInstanceKey"]["$in"] == keys
+    assert len(seen[8]["requests"]) == 4  # polled until the batch ended, past a first 404 (not indexed yet)
+    assert seen[9]["texts"] == ["Select instances to cancel or retry them together."]

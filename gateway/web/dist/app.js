@@ -286,6 +286,7 @@ function batchStatus() {
     stateTag(batch.state || "CREATED"),
     ` ${batch.operationsCompletedCount || 0} of ${total} done`,
     failed ? `, ${failed} failed` : "",
+    ...(batch.errors || []).map((e) => h("span", { class: "error" }, ` ${e.message || e.type || ""}`)),
   );
   return box;
 }
