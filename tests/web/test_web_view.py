@@ -511,6 +511,7 @@ def test_an_operator_moves_a_token_and_migrates_the_instance(web: WebWeir, stub:
             {"select": "#migrate select[name=targetVersion]", "value": v2_key},
             {"waitFor": "#migrate select[data-source='ship']"},
             {"texts": "#migrate select[data-source] option:checked"},
+            {"screenshot": "migrate-mapping"},
             {"select": "#migrate select[data-source='ship']", "value": ""},
             {"click": "#migrate button.migrate"},
             {"click": "details.repair:nth-of-type(2) summary"},
@@ -543,9 +544,9 @@ def test_an_operator_moves_a_token_and_migrates_the_instance(web: WebWeir, stub:
         "Ship the order (ship)",
         "Order shipped (shipped)",
     ]
-    refused = seen[14]["notice"]
+    refused = seen[15]["notice"]
     assert "ship" in refused and not refused.startswith("Done"), refused
-    assert_no_error(seen[18]["notice"])
+    assert_no_error(seen[19]["notice"])
     migrated = web.rest.call("GET", f"/v2/process-instances/{key}")
     assert (migrated["processDefinitionKey"], migrated["processDefinitionVersion"]) == (v2_key, 2)
     # ship still waits, now as version 2's element: its job completes the instance

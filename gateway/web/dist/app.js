@@ -166,8 +166,12 @@ function instanceFilter(params) {
   if (params.get("incidents") === "true") filter.hasIncident = true;
   if (params.get("businessId")) filter.businessId = params.get("businessId");
   const range = {};
-  if (params.get("startedFrom")) range.$gte = new Date(params.get("startedFrom")).toISOString();
-  if (params.get("startedTo")) range.$lte = new Date(params.get("startedTo")).toISOString();
+  const instant = (name) => {
+    const date = new Date(params.get(name) || "invalid"); // a local date and time, as the date inputs give it
+    return Number.isNaN(date.getTime()) ? null : date.toISOString();
+  };
+  if (instant("startedFrom")) range.$gte = instant("startedFrom");
+  if (instant("startedTo")) range.$lte = instant("startedTo");
   if (Object.keys(range).length) filter.startDate = range;
   return filter;
 }
