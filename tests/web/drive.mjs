@@ -8,9 +8,16 @@
 //   {"screenshot": "name"}                           save name.png in the artifacts folder
 //   {"click": "CSS selector"}                        click, then wait for the page to redraw
 //   {"fill": "CSS selector", "text": "..."}          type into a field
+//   {"select": "CSS selector", "value": "..."}       choose an option of a select
+//   {"check": "CSS selector", "checked": false}      tick a checkbox (or clear it)
+//   {"submit": "CSS selector"}                       click a button that changes the URL; wait for the new page
+//   {"badges": true}                                 report the diagram's count badges: {elementId: {kind: text}}
 //   {"auth": {"scheme": "basic", "user": "...", "password": "..."}}   enter credentials in the sign-in form
 //   {"texts": "CSS selector"}                        report the text of every match
 //   {"block": "URL glob"}                            answer requests for it with 404 from now on
+//   {"answer": "URL glob", "with": [{"status": 200, "json": {}}, …]}   answer requests for it with these, in turn
+//                                                    (the last one repeats); the requests' bodies are reported
+//                                                    by the next {"answered": "URL glob"} step
 //   {"api": {"method": "POST", "path": "/v2/…", "body": {}}}   call the REST API beside the page (status reported)
 //   {"waitFor": "CSS selector"}                      wait until the page shows it, without reloading
 //   {"gone": "CSS selector"}                         wait until the page no longer shows it
@@ -38,6 +45,7 @@ const CHROMIUM_ARGS = [
 
 const userDataDir = mkdtempSync(path.join(tmpdir(), "weir-chromium-"));
 const report = { steps: [], console: [] };
+const answered = {}; // URL glob → bodies of the requests an {"answer"} step fulfilled
 const context = await chromium.launchPersistentContext(userDataDir, {
   executablePath: scenario.executablePath || "/usr/bin/chromium",
   args: CHROMIUM_ARGS,
@@ -89,6 +97,26 @@ try {
       await page.locator(step.click).first().click();
       await page.waitForFunction(() => !document.getElementById("view").dataset.busy);
       seen.notice = await page.locator("#notice").innerText();
+    } else if (step.select) {
+      await page.locator(step.select).first().selectOption(step.value);
+    } else if (step.check) {
+      await page.locator(step.check).first().setChecked(step.checked ?? true);
+    } else if (step.submit) {
+      const before = await renders(page);
+      await page.locator(step.submit).first().click();
+      await drawn(page, null, before);
+      seen.url = new URL(page.url()).hash;
+    } else if (step.badges) {
+      await page.waitForSelector("#diagram[data-ready=true]");
+      seen.badges = await page.evaluate(() => {
+        const badges = {};
+        for (const overlay of document.querySelectorAll("#diagram [data-container-id]")) {
+          for (const badge of overlay.querySelectorAll(".weir-badge[data-kind]")) {
+            (badges[overlay.dataset.containerId] ||= {})[badge.dataset.kind] = badge.textContent;
+          }
+        }
+        return badges;
+      });
     } else if (step.fill) {
       await page.locator(step.fill).first().fill(step.text);
     } else if (step.auth) {
@@ -111,6 +139,16 @@ try {
       await page.waitForSelector(step.waitFor);
     } else if (step.gone) {
       await page.waitForSelector(step.gone, { state: "detached" });
+    } else if (step.answer) {
+      const replies = [...step.with];
+      answered[step.answer] = [];
+      await page.route(step.answer, (route) => {
+        answered[step.answer].push(route.request().postDataJSON?.() ?? null);
+        const reply = replies.length > 1 ? replies.shift() : replies[0];
+        route.fulfill({ status: reply.status, contentType: "application/json", body: JSON.stringify(reply.json ?? null) });
+      });
+    } else if (step.answered) {
+      seen.requests = answered[step.answered] || [];
     } else if (step.block) {
       await page.route(step.block, (route) => route.fulfill({ status: 404, body: "" }));
     }

@@ -1,4 +1,5 @@
-"""The web view in headless Chromium against a real ``weir start``: diagrams with live state, incident retry, task list.
+"""The web view in headless Chromium against a real ``weir start``: diagrams with live state, incident retry, task list,
+and an operator's repairs: the instance list's filters and pages, moving a token, migrating, batch operations.
 
 The browser is Debian's ``chromium`` driven by playwright-core (both installed by ``make browser``, part of
 ``make test``); ``drive.mjs`` performs the clicks and reports what the page showed, and every effect is checked
@@ -23,7 +24,7 @@ import pytest
 
 from client.inspect_cli import RestClient
 from tests.harness import REPO, WeirProcess, eventually
-from tests.integration.clients import Stub, activate_now, complete, create, deploy
+from tests.integration.clients import Stub, activate_now, complete, create, deploy, unique_copy
 from tests.integration.clients import pb as gateway_pb
 from tests.security import TokenIssuer, _key, make_certificates
 
@@ -124,7 +125,7 @@ def test_instance_page_highlights_the_active_element_and_retries_an_incident(web
             {"texts": "#view td a"},
             {"open": f"#/process/{order.definition_key}"},
             {"diagram": True},
-            {"texts": "#diagram .weir-badge"},
+            {"badges": True},
             {"screenshot": "process"},
             {"open": f"#/instance/{waiting}"},
             {"diagram": True},
@@ -141,7 +142,8 @@ def test_instance_page_highlights_the_active_element_and_retries_an_incident(web
     assert "Order" in seen[1]["texts"]
     # the process's diagram: one of its instances waits at 'Check stock', the other has an incident there
     assert seen[3]["markers"] == {"check-stock": ["weir-incident"]}
-    assert seen[4]["texts"] == ["!"]
+    # the statistics endpoint's counts: one waiting, one with an incident, both past the start event
+    assert seen[4]["badges"] == {"check-stock": {"active": "1", "incidents": "1"}, "received": {"completed": "2"}}
     assert seen[6]["heading"].startswith("Order") and str(waiting) in seen[6]["heading"]
     assert seen[7]["markers"]["check-stock"] == ["weir-active"]
     assert seen[7]["markers"]["received"] == ["weir-completed"]
@@ -408,3 +410,300 @@ def test_instances_show_their_business_id_and_tags(web: WebWeir, stub: Stub) -> 
     assert "order-4711" in row and "vip" in row and "shop:eu" in row
     (meta,) = seen[3]["texts"]
     assert "business id order-4711" in meta and "vip" in meta and "shop:eu" in meta
+
+
+def in_history(web: WebWeir, entity: str, filter_: dict[str, Any], count: int = 1) -> list[dict[str, Any]]:
+    """The history's matches once it holds ``count`` of them."""
+    return eventually(
+        lambda: (found := web.rest.search(entity, filter_)) and len(found) >= count and found,
+        timeout=HISTORY_WAIT,
+        what=f"{count} {entity} matching {filter_} in the history",
+    )
+
+
+def keys_shown(step: dict[str, Any]) -> list[str]:
+    return [text for text in step["texts"] if text.isdigit()]
+
+
+def test_instance_list_pages_and_filters(web: WebWeir, stub: Stub) -> None:
+    order = deploy(stub, "web-order.bpmn")
+    pid = order.pid()
+    keys = [
+        web.rest.call("POST", "/v2/process-instances", {"processDefinitionId": pid, "businessId": f"{pid}-{n}"})[
+            "processInstanceKey"
+        ]
+        for n in range(3)
+    ]
+    (job,) = activate_now(stub, order.type("check-stock"), 1)
+    stub.FailJob(gateway_pb.FailJobRequest(jobKey=job.key, retries=0, errorMessage="no stock service"))
+    failing = str(job.processInstanceKey)
+    in_history(web, "process-instances", {"processDefinitionId": pid}, 3)
+    in_history(web, "process-instances", {"processDefinitionId": pid, "hasIncident": True})
+
+    links = "#view td a[href^='#/instance/']"
+    seen = drive(
+        web,
+        [
+            {"open": f"#/instances?process={pid}&limit=2"},
+            {"texts": links},
+            {"texts": ".pager .range"},
+            {"submit": ".pager a[rel=next]"},
+            {"texts": links},
+            {"texts": ".pager .range, .pager a"},
+            {"open": "#/instances?limit=2"},
+            {"select": "#instance-filter select[name=process]", "value": pid},
+            {"check": "#instance-filter input[name=incidents]"},
+            {"submit": "#instance-filter button[type=submit]"},
+            {"texts": links},
+            {"fill": "#instance-filter input[name=businessId]", "text": f"{pid}-2"},
+            {"check": "#instance-filter input[name=incidents]", "checked": False},
+            {"submit": "#instance-filter button[type=submit]"},
+            {"texts": "#view tbody tr"},
+            {"open": f"#/instances?process={pid}&startedTo=2000-01-01T00:00"},
+            {"texts": "#view p.empty"},
+            {"open": f"#/instances?process={pid}&startedFrom=2000-01-01T00:00&state=ACTIVE"},
+            {"texts": links},
+            {"screenshot": "instance-list"},
+        ],
+        "instance-list",
+    )
+    # two pages (instances started in the same millisecond may come in either order): together all three, once
+    first, second = keys_shown(seen[1]), keys_shown(seen[4])
+    assert (len(first), len(second)) == (2, 1) and sorted(first + second) == sorted(keys)
+    assert seen[2]["texts"] == ["1–2 of 3"]
+    assert "from=2" in seen[3]["url"]
+    assert seen[5]["texts"] == ["← Previous", "3–3 of 3"]
+    assert f"process={pid}" in seen[9]["url"] and "incidents=true" in seen[9]["url"]
+    assert keys_shown(seen[10]) == [failing]
+    (row,) = seen[14]["texts"]  # incidents off, business id on
+    assert f"{pid}-2" in row and keys[2] in row and "Order" in row and "ACTIVE" in row
+    assert seen[16]["texts"] == ["No process instance matches: start one with `weir create PROCESS_ID`."]
+    assert sorted(keys_shown(seen[18])) == sorted(keys)
+
+
+def test_an_operator_moves_a_token_and_migrates_the_instance(web: WebWeir, stub: Stub) -> None:
+    order = deploy(stub, "web-order.bpmn")
+    key = create(stub, order.pid(), {"orderId": 5})
+    waiting = {"processInstanceKey": str(key), "elementId": "check-stock", "state": "ACTIVE"}
+    in_history(web, "element-instances", waiting)
+    content, _, _ = unique_copy("web-order.bpmn", order.suffix)
+    content = content.replace(b'name="Ship order"', b'name="Ship the order"')
+    request = gateway_pb.DeployResourceRequest(resources=[gateway_pb.Resource(name="order-v2.bpmn", content=content)])
+    (v2,) = stub.DeployResource(request, timeout=10).deployments
+    v2_key = str(v2.process.processDefinitionKey)
+    assert v2.process.version == 2
+    in_history(web, "process-definitions", {"processDefinitionKey": v2_key})
+
+    seen = drive(
+        web,
+        [
+            {"open": f"#/instance/{key}"},
+            {"diagram": True},
+            {"click": "details.repair:nth-of-type(1) summary"},
+            {"texts": "#move select[name=source] option"},
+            {"select": "#move select[name=target]", "value": "ship"},
+            {"click": "#move button.move"},
+            {"waitFor": "#diagram[data-ready=true] .djs-element[data-element-id='ship'].weir-active"},
+            {"diagram": True},
+            {"screenshot": "token-moved"},
+            # a mapping that leaves the active element out is refused: the page shows the problem's detail
+            {"click": "details.repair:nth-of-type(2) summary"},
+            {"select": "#migrate select[name=targetVersion]", "value": v2_key},
+            {"waitFor": "#migrate select[data-source='ship']"},
+            {"texts": "#migrate select[data-source] option:checked"},
+            {"screenshot": "migrate-mapping"},
+            {"select": "#migrate select[data-source='ship']", "value": ""},
+            {"click": "#migrate button.migrate"},
+            {"click": "details.repair:nth-of-type(2) summary"},
+            {"select": "#migrate select[name=targetVersion]", "value": v2_key},
+            {"waitFor": "#migrate select[data-source='ship']"},
+            {"click": "#migrate button.migrate"},
+            {"texts": "#view h1, #view p.meta"},
+            {"screenshot": "migrated"},
+        ],
+        "repair",
+    )
+    # the instance page shows the flow taken to the active element
+    assert seen[1]["markers"]["to-check"] == ["weir-taken"]
+    assert seen[1]["markers"]["check-stock"] == ["weir-active"]
+    assert "to-ship" not in seen[1]["markers"]
+    (token,) = seen[3]["texts"]
+    assert token.startswith("Check stock")
+    assert_no_error(seen[5]["notice"])
+    assert seen[7]["markers"]["ship"] == ["weir-active"]
+    assert "check-stock" not in seen[7]["markers"] or seen[7]["markers"]["check-stock"] != ["weir-active"]
+    ship = web.one("element-instances", {"processInstanceKey": str(key), "elementId": "ship"})
+    assert ship["state"] == "ACTIVE"
+    stock = web.one("element-instances", {"processInstanceKey": str(key), "elementId": "check-stock"})
+    assert stock["state"] == "TERMINATED"
+
+    # prefilled by equal ids: every element of version 1 maps to its namesake in version 2
+    assert seen[12]["texts"] == [
+        "Order received (received)",
+        "Check stock (check-stock)",
+        "Ship the order (ship)",
+        "Order shipped (shipped)",
+    ]
+    refused = seen[15]["notice"]
+    assert "ship" in refused and not refused.startswith("Done"), refused
+    assert_no_error(seen[19]["notice"])
+    migrated = web.rest.call("GET", f"/v2/process-instances/{key}")
+    assert (migrated["processDefinitionKey"], migrated["processDefinitionVersion"]) == (v2_key, 2)
+    # ship still waits, now as version 2's element: its job completes the instance
+    (job,) = activate_now(stub, order.type("ship"), 1)
+    complete(stub, job.key)
+    eventually(
+        lambda: web.rest.call("GET", f"/v2/process-instances/{key}")["state"] == "COMPLETED",
+        timeout=HISTORY_WAIT,
+        what="the migrated instance to complete",
+    )
+
+
+def test_a_called_instance_shows_its_call_hierarchy(web: WebWeir, stub: Stub) -> None:
+    app = deploy(stub, "call-activity.bpmn")
+    parent = create(stub, app.pid("call-activity"))
+    (child,) = in_history(web, "process-instances", {"parentProcessInstanceKey": str(parent)})
+    child_key = child["processInstanceKey"]
+    seen = drive(
+        web,
+        [{"open": f"#/instance/{child_key}"}, {"texts": "nav.breadcrumbs li"}, {"texts": "nav.breadcrumbs a"}],
+        "call-hierarchy",
+    )
+    assert seen[1]["texts"] == [f"Order with a called payment {parent}", f"Payment {child_key}"]
+    assert seen[2]["texts"] == [f"Order with a called payment {parent}"]
+
+
+def batch_endpoints_exist(web: WebWeir) -> bool:
+    """Whether this gateway serves Camunda's batch operations, as its OpenAPI document lists them."""
+    paths = web.rest.call("GET", "/v2/openapi.json")["paths"]
+    return "/v2/process-instances/cancellation" in paths and "/v2/batch-operations/{batchOperationKey}" in paths
+
+
+def test_batch_cancel_and_retry_from_a_list_selection(web: WebWeir, stub: Stub) -> None:
+    order = deploy(stub, "web-order.bpmn")
+    pid = order.pid()
+    failing = create(stub, pid)
+    (failing_job,) = activate_now(stub, order.type("check-stock"), 1)
+    doomed = [create(stub, pid) for _ in range(2)]
+    stub.FailJob(gateway_pb.FailJobRequest(jobKey=failing_job.key, retries=0, errorMessage="no stock service"))
+    in_history(web, "process-instances", {"processDefinitionId": pid}, 3)
+    in_history(web, "incidents", {"processInstanceKey": str(failing), "state": "ACTIVE"})
+
+    seen = drive(
+        web,
+        [
+            {"open": f"#/instances?process={pid}"},
+            {"texts": ".batch-bar button:disabled"},
+            *[{"check": f"input.select[data-instance='{k}']"} for k in doomed],
+            {"texts": ".batch-bar .selection"},
+            {"click": ".batch-bar button.batch-cancel"},
+            {"texts": "#batch"},
+            {"screenshot": "batch-cancel"},
+            {"texts": ".batch-bar button:disabled"},
+        ],
+        "batch",
+    )
+    assert seen[1]["texts"] == ["Cancel selected", "Retry selected"]  # nothing selected yet
+    assert seen[4]["texts"] == ["2 selected"]
+    (cancel_status,) = seen[6]["texts"]
+    if not batch_endpoints_exist(web):
+        assert cancel_status.startswith("Batch operations are unavailable on this gateway"), cancel_status
+        assert seen[8]["texts"] == ["Cancel selected", "Retry selected"]  # offered no more
+        for k in doomed:
+            assert web.rest.call("GET", f"/v2/process-instances/{k}")["state"] == "ACTIVE"
+        return
+    assert_no_error(seen[5]["notice"])
+    assert "COMPLETED" in cancel_status and "2 of 2 done" in cancel_status, cancel_status
+    for k in doomed:
+        eventually(
+            lambda k=k: web.rest.call("GET", f"/v2/process-instances/{k}")["state"] == "TERMINATED",
+            timeout=HISTORY_WAIT,
+            what="the batch to cancel the instance",
+        )
+    seen = drive(
+        web,
+        [
+            {"open": f"#/instances?process={pid}&incidents=true"},
+            {"check": f"input.select[data-instance='{failing}']"},
+            {"click": ".batch-bar button.batch-retry"},
+            {"texts": "#batch"},
+        ],
+        "batch-retry",
+    )
+    assert_no_error(seen[2]["notice"])
+    (retry_status,) = seen[3]["texts"]
+    assert "COMPLETED" in retry_status and "1 of 1 done" in retry_status, retry_status
+    eventually(
+        lambda: not web.rest.search("incidents", {"processInstanceKey": str(failing), "state": "ACTIVE"}),
+        timeout=HISTORY_WAIT,
+        what="the batch to resolve the incident",
+    )
+
+
+def test_batch_progress_follows_camundas_batch_operation_answers(web: WebWeir, stub: Stub) -> None:
+    """The page against the documented shapes of Camunda's batch endpoints, answered in the browser: it sends a
+    filter on the selected keys, then polls the batch until it ends and shows its counts."""
+    order = deploy(stub, "web-order.bpmn")
+    pid = order.pid()
+    keys = sorted(str(create(stub, pid)) for _ in range(2))
+    in_history(web, "process-instances", {"processDefinitionId": pid}, 2)
+    batch_key = "2251799813690001"
+    progress = [
+        {"state": "CREATED", "operationsTotalCount": 0, "operationsCompletedCount": 0, "operationsFailedCount": 0},
+        {"state": "ACTIVE", "operationsTotalCount": 2, "operationsCompletedCount": 1, "operationsFailedCount": 0},
+        {
+            "state": "PARTIALLY_COMPLETED",
+            "operationsTotalCount": 2,
+            "operationsCompletedCount": 1,
+            "operationsFailedCount": 1,
+            "endDate": "2026-01-01T00:00:00.000Z",
+            "errors": [{"partitionId": 1, "type": "QUERY_FAILED", "message": "one instance was gone"}],
+        },
+    ]
+    seen = drive(
+        web,
+        [
+            {
+                "answer": "**/v2/process-instances/cancellation",
+                "with": [
+                    {
+                        "status": 200,
+                        "json": {"batchOperationKey": batch_key, "batchOperationType": "CANCEL_PROCESS_INSTANCE"},
+                    }
+                ],
+            },
+            {
+                "answer": f"**/v2/batch-operations/{batch_key}",
+                "with": [
+                    {"status": 404, "json": {"title": "NOT_FOUND", "status": 404, "detail": "not yet"}},
+                    *[
+                        {
+                            "status": 200,
+                            "json": {
+                                "batchOperationKey": batch_key,
+                                "batchOperationType": "CANCEL_PROCESS_INSTANCE",
+                                **p,
+                            },
+                        }
+                        for p in progress
+                    ],
+                ],
+            },
+            {"open": f"#/instances?process={pid}"},
+            *[{"check": f"input.select[data-instance='{k}']"} for k in keys],
+            {"click": ".batch-bar button.batch-cancel"},
+            {"texts": "#batch"},
+            {"answered": "**/v2/process-instances/cancellation"},
+            {"answered": f"**/v2/batch-operations/{batch_key}"},
+            {"texts": ".batch-bar .selection"},
+        ],
+        "batch-progress",
+    )
+    assert_no_error(seen[5]["notice"])
+    (status,) = seen[6]["texts"]
+    assert status.startswith(f"Batch {batch_key} (canceling 2 instances): PARTIALLY_COMPLETED"), status
+    assert "1 of 2 done, 1 failed" in status and "one instance was gone" in status, status
+    (request,) = seen[7]["requests"]
+    assert request["filter"]["processInstanceKey"]["$in"] == keys
+    assert len(seen[8]["requests"]) == 4  # polled until the batch ended, past a first 404 (not indexed yet)
+    assert seen[9]["texts"] == ["Select instances to cancel or retry them together."]

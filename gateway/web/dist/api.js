@@ -71,6 +71,12 @@ export async function search(entity, filter = {}, { sort, max = 1000 } = {}) {
   return items;
 }
 
+/** One page of a search (offset paging, as Operate's lists page): its items and the total the filter matches. */
+export async function searchPage(entity, filter = {}, { sort, from = 0, limit = 20 } = {}) {
+  const result = await call("POST", `/v2/${entity}/search`, { filter, page: { from, limit }, ...(sort ? { sort } : {}) });
+  return { items: result.items || [], total: result.page?.totalItems ?? 0 };
+}
+
 export const get = (path) => call("GET", path);
 export const post = (path, body = {}) => call("POST", path, body);
 export const patch = (path, body) => call("PATCH", path, body);

@@ -1,8 +1,8 @@
 // Weir's web view: what is deployed, what runs, where it waits, what failed, and the tasks people work on.
 // Pages are chosen by the URL fragment (#/instances, #/instance/KEY, …); every figure comes from the REST API v2.
 
-import { ApiError, call, currentUser, get, loadAuth, patch, post, processXml, saveAuth, search } from "./api.js";
-import { marksFrom, showDiagram } from "./diagram.js";
+import { ApiError, call, currentUser, get, loadAuth, patch, post, processXml, saveAuth, search, searchPage } from "./api.js";
+import { flowNodes, marksFrom, marksFromStatistics, showDiagram } from "./diagram.js";
 
 const view = document.getElementById("view");
 
@@ -89,40 +89,43 @@ async function processesPage() {
 }
 
 async function processPage(key) {
-  const [definition, xml, instances, waiting, incidents] = await Promise.all([
+  const [definition, xml, instances, statistics] = await Promise.all([
     get(`/v2/process-definitions/${key}`),
     processXml(key),
     search("process-instances", { processDefinitionKey: key }, { sort: [{ field: "startDate", order: "DESC" }] }),
-    search("element-instances", { processDefinitionKey: key, state: "ACTIVE" }),
-    search("incidents", { processDefinitionKey: key, state: "ACTIVE" }),
+    post(`/v2/process-definitions/${key}/statistics/element-instances`, { filter: {} }),
   ]);
   const running = instances.filter((i) => i.state === "ACTIVE");
   const diagram = h("div", { id: "diagram" });
-  const page = [
+  const counts = new Map(statistics.items.map((s) => [s.elementId, s]));
+  afterDrawing.push(() => showDiagram(diagram, xml, marksFromStatistics(statistics.items), { counts }));
+  return [
     h("h1", {}, `${definition.name || definition.processDefinitionId} (version ${definition.version})`),
-    h("p", { class: "meta" }, "Where the running instances are: the number on an element counts those waiting there."),
+    h("p", { class: "meta" }, "What the instances did at each element: the badges count them."),
     diagram,
+    h(
+      "p",
+      { class: "legend" },
+      ["active", "incidents", "completed", "canceled"].map((kind) => h("span", { class: `count ${kind}` }, kind)),
+    ),
     h("h2", {}, `Instances (${running.length} running of ${instances.length})`),
     instancesTable(instances),
   ];
-  afterDrawing.push(() => showDiagram(diagram, xml, marksFrom(waiting, incidents)));
-  return page;
 }
 
-function instancesTable(instances) {
-  return table(
-    [
-      ["Instance", (i) => link(`#/instance/${i.processInstanceKey}`, i.processInstanceKey)],
-      ["Process", (i) => `${i.processDefinitionName || i.processDefinitionId} v${i.processDefinitionVersion}`],
-      ["Business id", (i) => i.businessId || ""],
-      ["Tags", (i) => tagList(i.tags)],
-      ["State", (i) => [stateTag(i.state), i.hasIncident ? h("span", { class: "state state-incident" }, "INCIDENT") : ""]],
-      ["Started", (i) => time(i.startDate)],
-      ["Ended", (i) => time(i.endDate)],
-    ],
-    instances,
-    "No process instance yet: start one with `weir create PROCESS_ID`.",
-  );
+function instancesTable(instances, { selectable = false } = {}) {
+  const columns = [
+    ["Instance", (i) => link(`#/instance/${i.processInstanceKey}`, i.processInstanceKey)],
+    ["Process", (i) => i.processDefinitionName || i.processDefinitionId],
+    ["Version", (i) => i.processDefinitionVersion],
+    ["Business id", (i) => i.businessId || ""],
+    ["Tags", (i) => tagList(i.tags)],
+    ["State", (i) => [stateTag(i.state), i.hasIncident ? h("span", { class: "state state-incident" }, "INCIDENT") : ""]],
+    ["Started", (i) => time(i.startDate)],
+    ["Ended", (i) => time(i.endDate)],
+  ];
+  if (selectable) columns.unshift(["", selectBox]);
+  return table(columns, instances, "No process instance matches: start one with `weir create PROCESS_ID`.");
 }
 
 /** An instance's tags, each as a small label. */
@@ -130,19 +133,214 @@ function tagList(tags) {
   return (tags || []).map((t) => h("span", { class: "tag" }, t));
 }
 
-async function instancesPage() {
-  const instances = await search("process-instances", {}, { sort: [{ field: "startDate", order: "DESC" }] });
-  return [h("h1", {}, "Process instances"), instancesTable(instances)];
+// -- the instance list: filters and pages in the URL (#/instances?state=ACTIVE&from=20), a selection for batches --
+
+const PAGE_SIZE = 20;
+const FILTER_FIELDS = ["state", "process", "version", "incidents", "startedFrom", "startedTo", "businessId"];
+const selected = new Set(); // instance keys picked for a batch operation, kept across pages and redraws
+let batch = null; // the batch operation last started here: {key, type, state, counts…} or {unavailable}
+
+function selectBox(instance) {
+  const key = instance.processInstanceKey;
+  const box = h("input", {
+    type: "checkbox",
+    class: "select",
+    "data-instance": key,
+    "aria-label": `Select instance ${key}`,
+    checked: selected.has(key) ? "" : null,
+  });
+  box.addEventListener("change", () => {
+    if (box.checked) selected.add(key);
+    else selected.delete(key);
+    showSelection();
+  });
+  return box;
+}
+
+/** The search filter (Camunda's process instance filter) the list's parameters name. */
+function instanceFilter(params) {
+  const filter = {};
+  if (params.get("state")) filter.state = params.get("state");
+  if (params.get("process")) filter.processDefinitionId = params.get("process");
+  if (params.get("version")) filter.processDefinitionVersion = Number(params.get("version"));
+  if (params.get("incidents") === "true") filter.hasIncident = true;
+  if (params.get("businessId")) filter.businessId = params.get("businessId");
+  const range = {};
+  const instant = (name) => {
+    const date = new Date(params.get(name) || "invalid"); // a local date and time, as the date inputs give it
+    return Number.isNaN(date.getTime()) ? null : date.toISOString();
+  };
+  if (instant("startedFrom")) range.$gte = instant("startedFrom");
+  if (instant("startedTo")) range.$lte = instant("startedTo");
+  if (Object.keys(range).length) filter.startDate = range;
+  return filter;
+}
+
+function filterForm(params, processIds) {
+  const value = (name) => params.get(name) || "";
+  const field = (label, control) => h("label", {}, label, control);
+  const options = (pairs, chosen) => pairs.map(([v, text]) => h("option", { value: v, selected: v === chosen ? "" : null }, text));
+  const form = h(
+    "form",
+    { id: "instance-filter", class: "filters", "aria-label": "Filter instances" },
+    field(
+      "State",
+      h("select", { name: "state" }, options([["", "any"], ["ACTIVE", "active"], ["COMPLETED", "completed"], ["TERMINATED", "canceled"]], value("state"))),
+    ),
+    field("Process", h("select", { name: "process" }, options([["", "any"], ...processIds.map((id) => [id, id])], value("process")))),
+    field("Version", h("input", { name: "version", type: "number", min: "1", value: value("version"), size: "4" })),
+    h("label", { class: "check" }, h("input", { name: "incidents", type: "checkbox", value: "true", checked: value("incidents") ? "" : null }), "With incidents"),
+    field("Started from", h("input", { name: "startedFrom", type: "datetime-local", value: value("startedFrom") })),
+    field("Started until", h("input", { name: "startedTo", type: "datetime-local", value: value("startedTo") })),
+    field("Business id", h("input", { name: "businessId", value: value("businessId") })),
+    h("button", { type: "submit" }, "Apply"),
+  );
+  form.addEventListener("submit", (event) => {
+    event.preventDefault();
+    const next = new URLSearchParams();
+    for (const name of FILTER_FIELDS) {
+      const v = String(new FormData(form).get(name) || "").trim();
+      if (v) next.set(name, v);
+    }
+    if (params.get("limit")) next.set("limit", params.get("limit"));
+    const query = next.toString();
+    location.hash = `#/instances${query ? `?${query}` : ""}`;
+  });
+  return form;
+}
+
+function pager(params, from, limit, shown, total) {
+  const at = (offset) => {
+    const next = new URLSearchParams(params);
+    if (offset) next.set("from", String(offset));
+    else next.delete("from");
+    return `#/instances?${next}`;
+  };
+  const range = total ? `${from + 1}–${from + shown} of ${total}` : "none";
+  return h(
+    "nav",
+    { class: "pager", "aria-label": "Pages" },
+    from > 0 ? h("a", { href: at(Math.max(0, from - limit)), rel: "prev" }, "← Previous") : "",
+    h("span", { class: "range" }, range),
+    from + shown < total ? h("a", { href: at(from + limit), rel: "next" }, "Next →") : "",
+  );
+}
+
+async function instancesPage(query = "") {
+  const params = new URLSearchParams(query);
+  const from = Math.max(0, Number(params.get("from")) || 0);
+  const limit = Math.min(100, Math.max(1, Number(params.get("limit")) || PAGE_SIZE));
+  const [page, definitions] = await Promise.all([
+    searchPage("process-instances", instanceFilter(params), { sort: [{ field: "startDate", order: "DESC" }], from, limit }),
+    search("process-definitions", {}, { sort: [{ field: "processDefinitionId" }] }),
+  ]);
+  const processIds = [...new Set(definitions.map((d) => d.processDefinitionId))];
+  return [
+    h("h1", {}, "Process instances"),
+    filterForm(params, processIds),
+    batchBar(),
+    instancesTable(page.items, { selectable: true }),
+    pager(params, from, limit, page.items.length, page.total),
+  ];
+}
+
+// -- batch operations on the selection --
+
+const BATCHES = {
+  cancel: ["/v2/process-instances/cancellation", "Cancel selected", "canceling"],
+  retry: ["/v2/process-instances/incident-resolution", "Retry selected", "resolving the incidents of"],
+};
+const BATCH_DONE = new Set(["COMPLETED", "PARTIALLY_COMPLETED", "FAILED", "CANCELED"]);
+const BATCH_POLL_MS = 500;
+const BATCH_MAX_MS = 60000;
+
+function batchBar() {
+  const buttons = Object.entries(BATCHES).map(([kind, [, label]]) => {
+    const button = h("button", { type: "button", class: `batch-${kind}${kind === "cancel" ? " danger" : ""}` }, label);
+    button.addEventListener("click", () => startBatch(kind, button));
+    return button;
+  });
+  const bar = h("div", { class: "batch-bar" }, buttons, h("span", { class: "selection meta" }), batchStatus());
+  showSelection(bar);
+  return bar;
+}
+
+/** The selection's size beside the batch buttons, which only act on a selection. */
+function showSelection(bar = view.querySelector(".batch-bar")) {
+  if (!bar) return;
+  for (const button of bar.querySelectorAll("button")) button.disabled = !selected.size || Boolean(batch?.unavailable);
+  bar.querySelector(".selection").textContent = selected.size
+    ? `${selected.size} selected`
+    : "Select instances to cancel or retry them together.";
+}
+
+function batchStatus() {
+  const box = h("p", { id: "batch", role: "status", "aria-live": "polite" });
+  if (!batch) return box;
+  if (batch.unavailable) {
+    box.className = "error";
+    box.textContent = `Batch operations are unavailable on this gateway (${batch.unavailable}).`;
+    return box;
+  }
+  const total = batch.operationsTotalCount ?? "?";
+  const failed = batch.operationsFailedCount || 0;
+  box.dataset.state = batch.state || "";
+  box.append(
+    `Batch ${batch.batchOperationKey} (${batch.what} ${batch.count} instance${batch.count === 1 ? "" : "s"}): `,
+    stateTag(batch.state || "CREATED"),
+    ` ${batch.operationsCompletedCount || 0} of ${total} done`,
+    failed ? `, ${failed} failed` : "",
+    ...(batch.errors || []).map((e) => h("span", { class: "error" }, ` ${e.message || e.type || ""}`)),
+  );
+  return box;
+}
+
+/** Starts a batch over the selected keys (a filter on them, as Operate does) and follows it until it ends. */
+async function startBatch(kind, button) {
+  const [path, , what] = BATCHES[kind];
+  const keys = [...selected];
+  button.disabled = true;
+  view.dataset.busy = "true";
+  let started = null;
+  try {
+    started = await post(path, { filter: { processInstanceKey: { $in: keys } } });
+    batch = { batchOperationKey: started.batchOperationKey, state: "CREATED", what, count: keys.length };
+    selected.clear();
+    notify("");
+    view.querySelector("#batch")?.replaceWith(batchStatus());
+    const deadline = Date.now() + BATCH_MAX_MS;
+    while (!BATCH_DONE.has(batch.state) && Date.now() < deadline) {
+      await new Promise((resolve) => setTimeout(resolve, BATCH_POLL_MS));
+      try {
+        Object.assign(batch, await get(`/v2/batch-operations/${batch.batchOperationKey}`));
+      } catch (error) {
+        if (!(error instanceof ApiError && error.status === 404)) throw error; // not in the history yet
+      }
+      view.querySelector("#batch")?.replaceWith(batchStatus());
+    }
+  } catch (error) {
+    if (error instanceof ApiError && (error.status === 404 || error.status === 405) && !started) {
+      batch = { unavailable: `POST ${path} answered ${error.status}` };
+    } else {
+      notify(error.message);
+    }
+  }
+  await route();
+  delete view.dataset.busy;
 }
 
 async function instancePage(key) {
   const instance = await get(`/v2/process-instances/${key}`);
-  const [xml, elements, variables, incidents, tasks] = await Promise.all([
+  const [xml, elements, variables, incidents, tasks, flows, hierarchy, versions] = await Promise.all([
     processXml(instance.processDefinitionKey),
     search("element-instances", { processInstanceKey: key }, { sort: [{ field: "startDate" }] }),
     search("variables", { processInstanceKey: key }, { sort: [{ field: "name" }] }),
     search("incidents", { processInstanceKey: key }),
     search("user-tasks", { processInstanceKey: key }),
+    // the history may not hold a new instance's flows yet: the page shows what it has
+    get(`/v2/process-instances/${key}/sequence-flows`).catch(() => ({ items: [] })),
+    get(`/v2/process-instances/${key}/call-hierarchy`).catch(() => []),
+    search("process-definitions", { processDefinitionId: instance.processDefinitionId }, { sort: [{ field: "version" }] }),
   ]);
   const diagram = h("div", { id: "diagram" });
   const actions = [];
@@ -153,8 +351,10 @@ async function instancePage(key) {
     actions.push(cancel);
   }
   const open = incidents.filter((i) => i.state === "ACTIVE" || i.state === "PENDING");
-  afterDrawing.push(() => showDiagram(diagram, xml, marksFrom(elements, incidents)));
+  const taken = flows.items.map((f) => f.elementId); // sequenceFlowId is the history's id, elementId the BPMN one
+  afterDrawing.push(() => showDiagram(diagram, xml, marksFrom(elements, incidents), { flows: taken }));
   return [
+    callHierarchy(hierarchy),
     h(
       "h1",
       {},
@@ -174,7 +374,15 @@ async function instancePage(key) {
       ...tagList(instance.tags),
     ),
     diagram,
-    h("p", { class: "legend" }, h("span", { class: "key active" }, "active"), h("span", { class: "key completed" }, "completed"), h("span", { class: "key incident" }, "incident")),
+    h(
+      "p",
+      { class: "legend" },
+      h("span", { class: "key active" }, "active"),
+      h("span", { class: "key completed" }, "completed"),
+      h("span", { class: "key incident" }, "incident"),
+      h("span", { class: "key taken" }, "sequence flow taken"),
+    ),
+    ...(instance.state === "ACTIVE" ? repairPanels(instance, xml, elements, versions) : []),
     h("h2", {}, `Incidents (${open.length} open)`),
     incidentsTable(incidents, false),
     h("h2", {}, "Variables"),
@@ -200,6 +408,123 @@ async function instancePage(key) {
     ),
     ...(tasks.length ? [h("h2", {}, "User tasks"), tasksTable(tasks)] : []),
   ];
+}
+
+/** The instances that called this one, from the root: each a link, this one last. */
+function callHierarchy(chain) {
+  if (!chain || chain.length < 2) return "";
+  const items = chain.map((c, n) =>
+    h(
+      "li",
+      {},
+      n === chain.length - 1
+        ? h("span", { "aria-current": "page" }, `${c.processDefinitionName} ${c.processInstanceKey}`)
+        : link(`#/instance/${c.processInstanceKey}`, `${c.processDefinitionName} ${c.processInstanceKey}`),
+    ),
+  );
+  return h("nav", { class: "breadcrumbs", "aria-label": "Call hierarchy" }, h("ol", {}, items));
+}
+
+const labelled = (label, control) => h("label", {}, label, control);
+const option = (value, text, chosen = false) => h("option", { value, selected: chosen ? "" : null }, text);
+const nodeName = (n) => (n.name ? `${n.name} (${n.id})` : n.id);
+
+/** Moving a token and migrating, as an operator repairs a running instance; each folded until opened. */
+function repairPanels(instance, xml, elements, versions) {
+  const key = instance.processInstanceKey;
+  const tokens = elements.filter((e) => e.state === "ACTIVE" && e.type !== "PROCESS");
+  const source = h(
+    "select",
+    { name: "source" },
+    tokens.map((e) => option(e.elementInstanceKey, `${e.elementName || e.elementId} (${e.elementInstanceKey})`)),
+  );
+  const target = h(
+    "select",
+    { name: "target" },
+    flowNodes(xml, { movable: true }).map((n) => option(n.id, nodeName(n))),
+  );
+  const move = h("button", { type: "submit", class: "move" }, "Move token");
+  const moveForm = h("form", { class: "repair-form", id: "move" }, labelled("Token at", source), labelled("Move to", target), move);
+  moveForm.addEventListener("submit", (event) => {
+    event.preventDefault();
+    const from = source.value;
+    const instruction = {
+      sourceElementInstruction: { sourceType: "byKey", sourceElementInstanceKey: from },
+      targetElementId: target.value,
+      ancestorScopeInstruction: { ancestorScopeType: "sourceParent" },
+    };
+    const moved = async () => (await get(`/v2/element-instances/${from}`)).state !== "ACTIVE";
+    act(move, () => post(`/v2/process-instances/${key}/modification`, { moveInstructions: [instruction] }), moved);
+  });
+
+  const others = versions.filter((d) => d.processDefinitionKey !== instance.processDefinitionKey);
+  const version = h(
+    "select",
+    { name: "targetVersion" },
+    option("", "choose a version"),
+    others.map((d) => option(d.processDefinitionKey, `version ${d.version} (${d.processDefinitionKey})`)),
+  );
+  const mapping = h("div", { class: "mapping" });
+  const migrate = h("button", { type: "submit", class: "migrate", disabled: "" }, "Migrate");
+  const migrateForm = h("form", { class: "repair-form", id: "migrate" }, labelled("Target version", version), mapping, migrate);
+  version.addEventListener("change", async () => {
+    mapping.replaceChildren();
+    migrate.disabled = true;
+    if (!version.value) return;
+    try {
+      const targets = flowNodes(await processXml(version.value));
+      mapping.replaceChildren(mappingTable(flowNodes(xml), targets));
+      migrate.disabled = false;
+    } catch (error) {
+      notify(error.message);
+    }
+  });
+  migrateForm.addEventListener("submit", (event) => {
+    event.preventDefault();
+    const targetKey = version.value;
+    const mappingInstructions = [...mapping.querySelectorAll("select[data-source]")]
+      .filter((s) => s.value)
+      .map((s) => ({ sourceElementId: s.dataset.source, targetElementId: s.value }));
+    const migrated = async () => (await get(`/v2/process-instances/${key}`)).processDefinitionKey === targetKey;
+    act(migrate, () => post(`/v2/process-instances/${key}/migration`, { targetProcessDefinitionKey: targetKey, mappingInstructions }), migrated);
+  });
+
+  return [
+    h("h2", {}, "Repair"),
+    h(
+      "details",
+      { class: "repair" },
+      h("summary", {}, "Move a token"),
+      tokens.length ? moveForm : h("p", { class: "empty" }, "No active element instance to move."),
+    ),
+    h(
+      "details",
+      { class: "repair" },
+      h("summary", {}, "Migrate to another version"),
+      others.length ? migrateForm : h("p", { class: "empty" }, "This process has no other version to migrate to."),
+    ),
+  ];
+}
+
+/** Each source element with the target element of the same id preselected (or none: left unmapped). */
+function mappingTable(sources, targets) {
+  const ids = new Set(targets.map((t) => t.id));
+  return table(
+    [
+      ["Source element", (s) => nodeName(s)],
+      [
+        "Target element",
+        (s) =>
+          h(
+            "select",
+            { "data-source": s.id, "aria-label": `Target element for ${s.id}` },
+            option("", "not mapped"),
+            targets.map((t) => option(t.id, nodeName(t), ids.has(s.id) && t.id === s.id)),
+          ),
+      ],
+    ],
+    sources,
+  );
 }
 
 /** Retry as Operate does: a job without retries gets one back before the incident is resolved. */
@@ -304,7 +629,7 @@ async function tasksPage() {
 const routes = [
   [/^#\/processes$/, processesPage, "processes"],
   [/^#\/process\/(\d+)$/, processPage, "processes"],
-  [/^#\/instances$/, instancesPage, "instances"],
+  [/^#\/instances(?:\?(.*))?$/, instancesPage, "instances"],
   [/^#\/instance\/(\d+)$/, instancePage, "instances"],
   [/^#\/incidents$/, incidentsPage, "incidents"],
   [/^#\/tasks$/, tasksPage, "tasks"],
@@ -347,7 +672,8 @@ function refreshNow() {
   const typing = document.activeElement?.matches("input, select, textarea");
   const pending = [...document.querySelectorAll(".task-variables")].some((input) => input.value);
   const signingIn = !document.getElementById("auth").hidden;
-  if (document.hidden || view.dataset.busy || typing || pending || signingIn) return;
+  const repairing = view.querySelector("details.repair[open]");
+  if (document.hidden || view.dataset.busy || typing || pending || signingIn || repairing) return;
   route({ refresh: true });
 }
 

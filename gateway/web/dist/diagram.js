@@ -2,11 +2,15 @@
 
 export const viewerInstalled = () => typeof window.BpmnJS === "function";
 
+const COUNT_KINDS = ["active", "incidents", "completed", "canceled"];
+
 /**
- * Draws `xml` into `container`; `marks` maps an element id to {state: active|completed|incident, count}.
- * Returns the viewer, or null with a message in the container when the viewer bundle is not installed.
+ * Draws `xml` into `container`; `marks` maps an element id to {state: active|completed|incident, count}; `counts`
+ * (a definition's statistics) to {active, incidents, completed, canceled}, each non-zero one drawn as a badge;
+ * `flows` names the sequence flows taken. Returns the viewer, or null with a message in the container when the
+ * viewer bundle is not installed.
  */
-export async function showDiagram(container, xml, marks = new Map()) {
+export async function showDiagram(container, xml, marks = new Map(), { counts = new Map(), flows = [] } = {}) {
   container.classList.add("diagram");
   if (!viewerInstalled()) {
     container.innerHTML =
@@ -38,6 +42,22 @@ export async function showDiagram(container, xml, marks = new Map()) {
       overlays.add(elementId, { position: { bottom: 8, left: -8 }, html: badge });
     }
   }
+  for (const [elementId, count] of counts) {
+    if (!registry.get(elementId)) continue;
+    const badges = document.createElement("span");
+    badges.className = "weir-counts";
+    for (const kind of COUNT_KINDS) {
+      if (!count[kind]) continue;
+      const badge = document.createElement("span");
+      badge.className = `weir-badge weir-badge-${kind}`;
+      badge.dataset.kind = kind;
+      badge.textContent = String(count[kind]);
+      badge.title = `${count[kind]} ${kind === "incidents" ? "with an incident" : kind}`;
+      badges.append(badge);
+    }
+    if (badges.childElementCount) overlays.add(elementId, { position: { bottom: 8, left: -8 }, html: badges });
+  }
+  for (const flowId of flows) if (registry.get(flowId)) canvas.addMarker(flowId, "weir-taken");
   container.dataset.ready = "true";
   return viewer;
 }
@@ -59,4 +79,34 @@ export function marksFrom(elementInstances, incidents) {
     if (i.state === "ACTIVE" || i.state === "PENDING") marks.set(i.elementId, { state: "incident" });
   }
   return marks;
+}
+
+/** Element id → mark, from a definition's element statistics: where instances wait, where incidents are. */
+export function marksFromStatistics(items) {
+  const marks = new Map();
+  for (const s of items) {
+    if (s.incidents) marks.set(s.elementId, { state: "incident" });
+    else if (s.active) marks.set(s.elementId, { state: "active", count: s.active });
+  }
+  return marks;
+}
+
+const BPMN = "http://www.omg.org/spec/BPMN/20100524/MODEL";
+const FLOW_NODES = new Set([
+  "task", "serviceTask", "userTask", "scriptTask", "sendTask", "receiveTask", "manualTask", "businessRuleTask",
+  "callActivity", "subProcess", "adHocSubProcess", "transaction", "exclusiveGateway", "parallelGateway",
+  "inclusiveGateway", "eventBasedGateway", "intermediateCatchEvent", "intermediateThrowEvent", "endEvent",
+  "startEvent", "boundaryEvent",
+]);
+
+/**
+ * The flow nodes of a BPMN document as {id, name, type}, in document order. A token can be moved to any but a
+ * start or boundary event (`movable`); a migration maps every one.
+ */
+export function flowNodes(xml, { movable = false } = {}) {
+  const doc = new DOMParser().parseFromString(xml, "application/xml");
+  return [...doc.getElementsByTagNameNS(BPMN, "*")]
+    .filter((e) => FLOW_NODES.has(e.localName) && e.getAttribute("id"))
+    .filter((e) => !movable || (e.localName !== "startEvent" && e.localName !== "boundaryEvent"))
+    .map((e) => ({ id: e.getAttribute("id"), name: e.getAttribute("name") || "", type: e.localName }));
 }
