@@ -505,6 +505,47 @@ class ProcessInstanceBusinessIdIntent(IntEnum):
     ASSIGNED = 1
 
 
+class BatchOperationIntent(IntEnum):
+    """A batch operation's lifecycle (Camunda 8.8): shared by BATCH_OPERATION_CREATION, _LIFECYCLE_MANAGEMENT and
+    _PARTITION_LIFECYCLE, as in Zeebe."""
+
+    CREATE = 0
+    CREATED = 1
+    INITIALIZE = 2
+    INITIALIZING = 3
+    FINISH_INITIALIZATION = 4
+    INITIALIZED = 5
+    FAIL = 6
+    FAILED = 7
+    CANCEL = 8
+    CANCELED = 9
+    SUSPEND = 10
+    SUSPENDED = 11
+    RESUME = 12
+    RESUMED = 13
+    COMPLETE = 14
+    COMPLETED = 15
+    COMPLETE_PARTITION = 16
+    PARTITION_COMPLETED = 17
+    FAIL_PARTITION = 18
+    PARTITION_FAILED = 19
+
+
+class BatchOperationChunkIntent(IntEnum):
+    """The items of a batch operation on one partition, recorded in chunks."""
+
+    CREATE = 0
+    CREATED = 1
+
+
+class BatchOperationExecutionIntent(IntEnum):
+    """One chunk of a batch operation's items worked on one partition."""
+
+    EXECUTE = 0
+    EXECUTING = 1
+    EXECUTED = 2
+
+
 class AsyncRequestIntent(IntEnum):
     """A client request whose answer waits for later processing (a user task command waiting for its listeners)."""
 
@@ -555,6 +596,11 @@ INTENTS: Final[Mapping[ValueType, type[IntEnum]]] = MappingProxyType(
         ValueType.CLOCK: ClockIntent,
         ValueType.ASYNC_REQUEST: AsyncRequestIntent,
         ValueType.PROCESS_INSTANCE_BUSINESS_ID: ProcessInstanceBusinessIdIntent,
+        ValueType.BATCH_OPERATION_CREATION: BatchOperationIntent,
+        ValueType.BATCH_OPERATION_LIFECYCLE_MANAGEMENT: BatchOperationIntent,
+        ValueType.BATCH_OPERATION_PARTITION_LIFECYCLE: BatchOperationIntent,
+        ValueType.BATCH_OPERATION_CHUNK: BatchOperationChunkIntent,
+        ValueType.BATCH_OPERATION_EXECUTION: BatchOperationExecutionIntent,
     }
 )
 """The intent enum of each value type Weir knows intents for. Value types absent here (identity,
@@ -668,6 +714,13 @@ EVENTS: Final[Mapping[type[IntEnum], frozenset[IntEnum]]] = MappingProxyType(
         ClockIntent: _events(ClockIntent.PINNED, ClockIntent.RESETTED),
         AsyncRequestIntent: _events(*AsyncRequestIntent),
         ProcessInstanceBusinessIdIntent: _events(ProcessInstanceBusinessIdIntent.ASSIGNED),
+        BatchOperationIntent: _events(
+            *(member for member in BatchOperationIntent if member.name.endswith(("ED", "ING")))
+        ),
+        BatchOperationChunkIntent: _events(BatchOperationChunkIntent.CREATED),
+        BatchOperationExecutionIntent: _events(
+            BatchOperationExecutionIntent.EXECUTING, BatchOperationExecutionIntent.EXECUTED
+        ),
     }
 )
 """For each intent enum, the members that are events; every other member is a command."""
