@@ -32,8 +32,10 @@ from broker.engine import behaviors as b
 from broker.engine.context import ProcessingContext
 from broker.protocol.enums import (
     BatchOperationChunkIntent,
+    BatchOperationCreationIntent,
     BatchOperationExecutionIntent,
-    BatchOperationIntent,
+    BatchOperationLifecycleManagementIntent,
+    BatchOperationPartitionLifecycleIntent,
     CommandDistributionIntent,
     IncidentIntent,
     ProcessInstanceIntent,
@@ -45,7 +47,9 @@ from broker.protocol.enums import (
 from broker.protocol.record import Record
 from broker.protocol.values import TENANT
 
-BOI = BatchOperationIntent
+BOC = BatchOperationCreationIntent
+BOL = BatchOperationLifecycleManagementIntent
+BOP = BatchOperationPartitionLifecycleIntent
 CHUNK_SIZE: Final = 50
 """Items per chunk, and so per EXECUTE command: small enough that other commands wait little between chunks."""
 
@@ -96,14 +100,14 @@ def create(ctx: ProcessingContext, cmd: Record) -> None:
         "coordinatorPartitionId": ctx.partition_id,
         "itemsCount": sum(len(i) for i in items.values()),
     }
-    rec = ctx.event(ValueType.BATCH_OPERATION_CREATION, BOI.CREATED, key, created)
+    rec = ctx.event(ValueType.BATCH_OPERATION_CREATION, BOC.CREATED, key, created)
     ctx.respond(rec)
     for partition_id in range(1, partitions_count + 1):
         if partition_id == ctx.partition_id:
             continue
         own = [{"itemKey": i, "processInstanceKey": p} for i, p in items.get(partition_id, [])]
         command = {**created, "items": own, "distributedFrom": ctx.partition_id}
-        _distribute_to(ctx, key, partition_id, ValueType.BATCH_OPERATION_CREATION, BOI.CREATE, command)
+        _distribute_to(ctx, key, partition_id, ValueType.BATCH_OPERATION_CREATION, BOC.CREATE, command)
     _start(ctx, key, items.get(ctx.partition_id, []))
 
 
@@ -120,7 +124,7 @@ def _create_distributed(ctx: ProcessingContext, cmd: Record) -> None:
     items = [(i["itemKey"], i["processInstanceKey"]) for i in raw if isinstance(i, dict)]
     created = {name: value for name, value in v.items() if name not in ("items", "distributedFrom")}
     created["itemsCount"] = len(items)
-    rec = ctx.event(ValueType.BATCH_OPERATION_CREATION, BOI.CREATED, key, created)
+    rec = ctx.event(ValueType.BATCH_OPERATION_CREATION, BOC.CREATED, key, created)
     ctx.respond(rec)
     _start(ctx, key, items)
 
@@ -299,12 +303,12 @@ def _finish_partition(ctx: ProcessingContext, key: int, entry: dict) -> None:
         "completedCount": entry["completedCount"],
         "failedCount": entry["failedCount"],
     }
-    ctx.event(ValueType.BATCH_OPERATION_PARTITION_LIFECYCLE, BOI.PARTITION_COMPLETED, key, value)
+    ctx.event(ValueType.BATCH_OPERATION_PARTITION_LIFECYCLE, BOP.PARTITION_COMPLETED, key, value)
     coordinator = entry["coordinatorPartitionId"]
     if coordinator == ctx.partition_id:
         _maybe_complete(ctx, key)
     else:
-        intent = BOI.COMPLETE_PARTITION
+        intent = BOP.COMPLETE_PARTITION
         command = {**value, "distributedFrom": ctx.partition_id}
         vt = ValueType.BATCH_OPERATION_PARTITION_LIFECYCLE
         _distribute_to(ctx, ctx.keys.next_key(), coordinator, vt, intent, command)
@@ -326,7 +330,7 @@ def complete_partition(ctx: ProcessingContext, cmd: Record) -> None:
         )
         return
     value = {name: v.get(name) for name in ("batchOperationKey", "partitionId", "completedCount", "failedCount")}
-    rec = ctx.event(ValueType.BATCH_OPERATION_PARTITION_LIFECYCLE, BOI.PARTITION_COMPLETED, key, value)
+    rec = ctx.event(ValueType.BATCH_OPERATION_PARTITION_LIFECYCLE, BOP.PARTITION_COMPLETED, key, value)
     ctx.respond(rec)
     _maybe_complete(ctx, key)
 
@@ -336,15 +340,15 @@ def _maybe_complete(ctx: ProcessingContext, key: int) -> None:
     if entry is None or entry["pendingPartitions"] or entry["state"] in (CANCELED, COMPLETED):
         return
     value = {"batchOperationKey": key, "batchOperationType": entry["batchOperationType"]}
-    ctx.event(ValueType.BATCH_OPERATION_LIFECYCLE_MANAGEMENT, BOI.COMPLETED, key, value)
+    ctx.event(ValueType.BATCH_OPERATION_LIFECYCLE_MANAGEMENT, BOL.COMPLETED, key, value)
 
 
 # -- suspend, resume, cancel -------------------------------------------------------------------------------------
 
 _LIFECYCLE: Final = {
-    BOI.SUSPEND: ("suspend", (ACTIVE,), BOI.SUSPENDED),
-    BOI.RESUME: ("resume", (SUSPENDED,), BOI.RESUMED),
-    BOI.CANCEL: ("cancel", (ACTIVE, SUSPENDED), BOI.CANCELED),
+    BOL.SUSPEND: ("suspend", (ACTIVE,), BOL.SUSPENDED),
+    BOL.RESUME: ("resume", (SUSPENDED,), BOL.RESUMED),
+    BOL.CANCEL: ("cancel", (ACTIVE, SUSPENDED), BOL.CANCELED),
 }
 
 
@@ -353,7 +357,7 @@ def lifecycle(ctx: ProcessingContext, cmd: Record) -> None:
     other partitions (where a batch not created yet refuses it for now, so it is delivered again)."""
     v = cmd.value
     key = cmd.key if cmd.key > 0 else v.get("batchOperationKey", -1)
-    verb, allowed, event = _LIFECYCLE[BOI(cmd.intent)]
+    verb, allowed, event = _LIFECYCLE[BOL(cmd.intent)]
     entry = ctx.state.batch_operations.get(key) if isinstance(key, int) and key > 0 else None
     distributed = bool(v.get("distributedFrom"))
     if entry is None:
@@ -379,14 +383,14 @@ def lifecycle(ctx: ProcessingContext, cmd: Record) -> None:
     value = {"batchOperationKey": key, "batchOperationType": entry["batchOperationType"]}
     rec = ctx.event(ValueType.BATCH_OPERATION_LIFECYCLE_MANAGEMENT, event, key, value)
     ctx.respond(rec)
-    if event == BOI.RESUMED and was == SUSPENDED and not entry["partitionDone"]:
+    if event == BOL.RESUMED and was == SUSPENDED and not entry["partitionDone"]:
         ctx.follow_up(ValueType.BATCH_OPERATION_EXECUTION, BatchOperationExecutionIntent.EXECUTE, key, _ref(key))
     if not distributed:
         command = {**value, "distributedFrom": ctx.partition_id}
         for partition_id in entry["partitionIds"]:
             if partition_id != ctx.partition_id:
                 vt = ValueType.BATCH_OPERATION_LIFECYCLE_MANAGEMENT
-                _distribute_to(ctx, ctx.keys.next_key(), partition_id, vt, BOI(cmd.intent), command)
+                _distribute_to(ctx, ctx.keys.next_key(), partition_id, vt, BOL(cmd.intent), command)
 
 
 # -- appliers ----------------------------------------------------------------------------------------------------
@@ -460,23 +464,23 @@ def _set_state(new: str, only_from: tuple[str, ...]) -> Any:
 
 
 APPLIERS: Final = {
-    (ValueType.BATCH_OPERATION_CREATION, BOI.CREATED): apply_created,
+    (ValueType.BATCH_OPERATION_CREATION, BOC.CREATED): apply_created,
     (ValueType.BATCH_OPERATION_CHUNK, BatchOperationChunkIntent.CREATED): apply_chunk_created,
     (ValueType.BATCH_OPERATION_EXECUTION, BatchOperationExecutionIntent.EXECUTED): apply_executed,
-    (ValueType.BATCH_OPERATION_PARTITION_LIFECYCLE, BOI.PARTITION_COMPLETED): apply_partition_completed,
-    (ValueType.BATCH_OPERATION_LIFECYCLE_MANAGEMENT, BOI.SUSPENDED): _set_state(SUSPENDED, (ACTIVE,)),
-    (ValueType.BATCH_OPERATION_LIFECYCLE_MANAGEMENT, BOI.RESUMED): _set_state(ACTIVE, (SUSPENDED,)),
-    (ValueType.BATCH_OPERATION_LIFECYCLE_MANAGEMENT, BOI.CANCELED): _set_state(CANCELED, (ACTIVE, SUSPENDED)),
-    (ValueType.BATCH_OPERATION_LIFECYCLE_MANAGEMENT, BOI.COMPLETED): _set_state(COMPLETED, (ACTIVE, SUSPENDED)),
+    (ValueType.BATCH_OPERATION_PARTITION_LIFECYCLE, BOP.PARTITION_COMPLETED): apply_partition_completed,
+    (ValueType.BATCH_OPERATION_LIFECYCLE_MANAGEMENT, BOL.SUSPENDED): _set_state(SUSPENDED, (ACTIVE,)),
+    (ValueType.BATCH_OPERATION_LIFECYCLE_MANAGEMENT, BOL.RESUMED): _set_state(ACTIVE, (SUSPENDED,)),
+    (ValueType.BATCH_OPERATION_LIFECYCLE_MANAGEMENT, BOL.CANCELED): _set_state(CANCELED, (ACTIVE, SUSPENDED)),
+    (ValueType.BATCH_OPERATION_LIFECYCLE_MANAGEMENT, BOL.COMPLETED): _set_state(COMPLETED, (ACTIVE, SUSPENDED)),
 }
 """The event appliers of batch operations, registered in the engine's applier table."""
 
 PROCESSORS: Final = {
-    (ValueType.BATCH_OPERATION_CREATION, BOI.CREATE): create,
+    (ValueType.BATCH_OPERATION_CREATION, BOC.CREATE): create,
     (ValueType.BATCH_OPERATION_EXECUTION, BatchOperationExecutionIntent.EXECUTE): execute,
-    (ValueType.BATCH_OPERATION_PARTITION_LIFECYCLE, BOI.COMPLETE_PARTITION): complete_partition,
-    (ValueType.BATCH_OPERATION_LIFECYCLE_MANAGEMENT, BOI.SUSPEND): lifecycle,
-    (ValueType.BATCH_OPERATION_LIFECYCLE_MANAGEMENT, BOI.RESUME): lifecycle,
-    (ValueType.BATCH_OPERATION_LIFECYCLE_MANAGEMENT, BOI.CANCEL): lifecycle,
+    (ValueType.BATCH_OPERATION_PARTITION_LIFECYCLE, BOP.COMPLETE_PARTITION): complete_partition,
+    (ValueType.BATCH_OPERATION_LIFECYCLE_MANAGEMENT, BOL.SUSPEND): lifecycle,
+    (ValueType.BATCH_OPERATION_LIFECYCLE_MANAGEMENT, BOL.RESUME): lifecycle,
+    (ValueType.BATCH_OPERATION_LIFECYCLE_MANAGEMENT, BOL.CANCEL): lifecycle,
 }
 """The command processors of batch operations, registered in the engine's table."""

@@ -505,9 +505,9 @@ class ProcessInstanceBusinessIdIntent(IntEnum):
     ASSIGNED = 1
 
 
-class BatchOperationIntent(IntEnum):
-    """A batch operation's lifecycle (Camunda 8.8): shared by BATCH_OPERATION_CREATION, _LIFECYCLE_MANAGEMENT and
-    _PARTITION_LIFECYCLE, as in Zeebe."""
+class BatchOperationCreationIntent(IntEnum):
+    """Creation of a batch operation (Camunda 8.8). Zeebe gives the batch value types one shared intent enum; its
+    codes are kept, split by the value type each member is written with."""
 
     CREATE = 0
     CREATED = 1
@@ -517,6 +517,11 @@ class BatchOperationIntent(IntEnum):
     INITIALIZED = 5
     FAIL = 6
     FAILED = 7
+
+
+class BatchOperationLifecycleManagementIntent(IntEnum):
+    """Suspending, resuming, canceling and completing a batch operation (codes of Zeebe's shared enum)."""
+
     CANCEL = 8
     CANCELED = 9
     SUSPEND = 10
@@ -525,6 +530,11 @@ class BatchOperationIntent(IntEnum):
     RESUMED = 13
     COMPLETE = 14
     COMPLETED = 15
+
+
+class BatchOperationPartitionLifecycleIntent(IntEnum):
+    """A partition done with its items of a batch operation (codes of Zeebe's shared enum)."""
+
     COMPLETE_PARTITION = 16
     PARTITION_COMPLETED = 17
     FAIL_PARTITION = 18
@@ -596,9 +606,9 @@ INTENTS: Final[Mapping[ValueType, type[IntEnum]]] = MappingProxyType(
         ValueType.CLOCK: ClockIntent,
         ValueType.ASYNC_REQUEST: AsyncRequestIntent,
         ValueType.PROCESS_INSTANCE_BUSINESS_ID: ProcessInstanceBusinessIdIntent,
-        ValueType.BATCH_OPERATION_CREATION: BatchOperationIntent,
-        ValueType.BATCH_OPERATION_LIFECYCLE_MANAGEMENT: BatchOperationIntent,
-        ValueType.BATCH_OPERATION_PARTITION_LIFECYCLE: BatchOperationIntent,
+        ValueType.BATCH_OPERATION_CREATION: BatchOperationCreationIntent,
+        ValueType.BATCH_OPERATION_LIFECYCLE_MANAGEMENT: BatchOperationLifecycleManagementIntent,
+        ValueType.BATCH_OPERATION_PARTITION_LIFECYCLE: BatchOperationPartitionLifecycleIntent,
         ValueType.BATCH_OPERATION_CHUNK: BatchOperationChunkIntent,
         ValueType.BATCH_OPERATION_EXECUTION: BatchOperationExecutionIntent,
     }
@@ -714,8 +724,15 @@ EVENTS: Final[Mapping[type[IntEnum], frozenset[IntEnum]]] = MappingProxyType(
         ClockIntent: _events(ClockIntent.PINNED, ClockIntent.RESETTED),
         AsyncRequestIntent: _events(*AsyncRequestIntent),
         ProcessInstanceBusinessIdIntent: _events(ProcessInstanceBusinessIdIntent.ASSIGNED),
-        BatchOperationIntent: _events(
-            *(member for member in BatchOperationIntent if member.name.endswith(("ED", "ING")))
+        BatchOperationCreationIntent: _events(
+            *(member for member in BatchOperationCreationIntent if member.name.endswith(("ED", "ING")))
+        ),
+        BatchOperationLifecycleManagementIntent: _events(
+            *(member for member in BatchOperationLifecycleManagementIntent if member.name.endswith("ED"))
+        ),
+        BatchOperationPartitionLifecycleIntent: _events(
+            BatchOperationPartitionLifecycleIntent.PARTITION_COMPLETED,
+            BatchOperationPartitionLifecycleIntent.PARTITION_FAILED,
         ),
         BatchOperationChunkIntent: _events(BatchOperationChunkIntent.CREATED),
         BatchOperationExecutionIntent: _events(
