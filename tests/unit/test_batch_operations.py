@@ -167,6 +167,10 @@ async def test_suspend_stops_taking_chunks_resume_continues_and_cancel_drops_the
     again = await driver.send(LIFECYCLE, BOL.SUSPEND, {}, key)
     assert again.rejection_type == RejectionType.INVALID_STATE
     assert "is SUSPENDED" in again.rejection_reason
+    # a restart (a new leader) finds the batch where it stopped: it is all on the log
+    await driver.close(snapshot=False)
+    driver.open()
+    assert batch(driver, key) == entry
     accepted(await driver.send(LIFECYCLE, BOL.RESUME, {}, key))
     accepted(await driver.send(LIFECYCLE, BOL.CANCEL, {}, key))
     await driver.settle()
