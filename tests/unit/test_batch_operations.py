@@ -247,3 +247,37 @@ async def test_each_partition_works_its_own_items_and_the_coordinator_completes(
 async def test_a_lifecycle_command_reaching_a_partition_before_the_batch_is_refused_for_now(driver: Driver) -> None:
     rec = await driver.send(LIFECYCLE, BOL.SUSPEND, {"batchOperationKey": 2 << 51 | 7, "distributedFrom": 2})
     assert rec.rejection_type == RejectionType.INVALID_STATE, "delivered again until the creation arrived"
+
+
+async def test_modification_and_migration_batches_write_each_instance_its_command(driver: Driver) -> None:
+    accepted(await driver.deploy("two-tasks.bpmn"))
+    keys = await instances(driver, 3, "two-tasks")
+    plan = {"modificationPlan": {"moveInstructions": [{"sourceElementId": "prepare", "targetElementId": "ship"}]}}
+    rec = accepted(await create_batch(driver, bo.MODIFY_PROCESS_INSTANCE, items_of(1, [(k, k) for k in keys]), **plan))
+    await settled(driver, rec.key, bo.COMPLETED)
+    assert len(await driver.activate("ship")) == 3 and await driver.activate("prepare") == []
+    # the same definition as target, every element mapped to itself: a migration each instance takes
+    definition = driver.read(lambda s: s.processes.latest("two-tasks"))["processDefinitionKey"]
+    mapping = [{"sourceElementId": e, "targetElementId": e} for e in ("prepare", "ship")]
+    plan = {"migrationPlan": {"targetProcessDefinitionKey": definition, "mappingInstructions": mapping}}
+    rec = accepted(await create_batch(driver, bo.MIGRATE_PROCESS_INSTANCE, items_of(1, [(k, k) for k in keys]), **plan))
+    entry = await settled(driver, rec.key, bo.COMPLETED)
+    assert (entry["completedCount"], entry["failedCount"]) == (3, 0)
+    records = await logged(driver)
+    commands = [
+        (r.value_type, r.key)
+        for r in records
+        if r.record_type == RecordType.COMMAND
+        and r.value_type in (ValueType.PROCESS_INSTANCE_MODIFICATION, ValueType.PROCESS_INSTANCE_MIGRATION)
+    ]
+    assert sorted(commands) == sorted(
+        [(ValueType.PROCESS_INSTANCE_MODIFICATION, k) for k in keys]
+        + [(ValueType.PROCESS_INSTANCE_MIGRATION, k) for k in keys]
+    )
+    rejected = [
+        r.rejection_reason
+        for r in records
+        if r.record_type == RecordType.COMMAND_REJECTION
+        and r.value_type in (ValueType.PROCESS_INSTANCE_MODIFICATION, ValueType.PROCESS_INSTANCE_MIGRATION)
+    ]
+    assert rejected == []
