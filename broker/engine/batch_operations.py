@@ -41,6 +41,7 @@ from broker.protocol.enums import (
     ProcessInstanceIntent,
     ProcessInstanceMigrationIntent,
     ProcessInstanceModificationIntent,
+    RecordType,
     RejectionType,
     ValueType,
 )
@@ -118,7 +119,8 @@ def _create_distributed(ctx: ProcessingContext, cmd: Record) -> None:
         ctx.reject(RejectionType.INVALID_ARGUMENT, f"Expected a batchOperationKey, but got '{key}'")
         return
     if ctx.state.batch_operations.get(key) is not None:
-        ctx.reject(RejectionType.ALREADY_EXISTS, f"Expected to create batch operation '{key}', but it exists here")
+        # a redelivery (the first delivery's acknowledgement was lost): answer again, write nothing twice
+        _answer_again(ctx, ValueType.BATCH_OPERATION_CREATION, BOC.CREATED, key, {"batchOperationKey": key})
         return
     raw = v.get("items") if isinstance(v.get("items"), list) else []
     items = [(i["itemKey"], i["processInstanceKey"]) for i in raw if isinstance(i, dict)]
@@ -323,16 +325,22 @@ def complete_partition(ctx: ProcessingContext, cmd: Record) -> None:
     if entry is None or entry["coordinatorPartitionId"] != ctx.partition_id:
         ctx.reject(RejectionType.NOT_FOUND, f"Expected batch operation '{key}' to be coordinated here, but it is not")
         return
-    if partition_id not in entry["pendingPartitions"]:
-        ctx.reject(
-            RejectionType.ALREADY_EXISTS,
-            f"Expected partition {partition_id} to report batch operation '{key}' once, but it reported already",
-        )
-        return
     value = {name: v.get(name) for name in ("batchOperationKey", "partitionId", "completedCount", "failedCount")}
+    if partition_id not in entry["pendingPartitions"]:
+        if partition_id in entry["partitionIds"]:  # a redelivery of a report taken already
+            _answer_again(ctx, ValueType.BATCH_OPERATION_PARTITION_LIFECYCLE, BOP.PARTITION_COMPLETED, key, value)
+        else:
+            ctx.reject(RejectionType.INVALID_ARGUMENT, f"Expected a partition of batch operation '{key}': {v!r:.200}")
+        return
     rec = ctx.event(ValueType.BATCH_OPERATION_PARTITION_LIFECYCLE, BOP.PARTITION_COMPLETED, key, value)
     ctx.respond(rec)
     _maybe_complete(ctx, key)
+
+
+def _answer_again(ctx: ProcessingContext, value_type: ValueType, intent: Any, key: int, value: dict) -> None:
+    """Answer a redelivered distribution like the first delivery, with an event that is not written again."""
+    again = Record(-1, key, RecordType.EVENT, value_type, int(intent), ctx.now, value, partition_id=ctx.partition_id)
+    ctx.respond(again)
 
 
 def _maybe_complete(ctx: ProcessingContext, key: int) -> None:

@@ -77,6 +77,16 @@ async def settled(d: Driver, key: int, state: str) -> dict[str, Any]:
     raise AssertionError(f"batch {key} is {batch(d, key)}, expected {state}")
 
 
+async def gone_all(d: Driver, keys: list[int]) -> None:
+    """Every one of these instances ended (the cancellations are follow-ups of the last chunk)."""
+    for _ in range(500):
+        await d.settle()
+        if not d.read(lambda s: [k for k in keys if s.elements.get(k) is not None]):
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError("instances still running")
+
+
 async def logged(d: Driver) -> list[Record]:
     await d.settle()
     await d.close()
@@ -93,7 +103,7 @@ async def test_a_cancel_batch_works_its_items_in_chunks_and_records_each_outcome
     entry = await settled(driver, key, bo.COMPLETED)
     assert entry["partitionDone"]
     assert (entry["completedCount"], entry["failedCount"]) == (120, 1)
-    assert driver.read(lambda s: [k for k in keys if s.elements.get(k) is not None]) == []
+    await gone_all(driver, keys)
     records = await logged(driver)
     executes = [r for r in records if r.value_type == ValueType.BATCH_OPERATION_EXECUTION and r.intent == 0]
     assert len(executes) == 3, "121 items in chunks of 50"
@@ -229,7 +239,7 @@ async def test_each_partition_works_its_own_items_and_the_coordinator_completes(
     assert batch(first, key)["pendingPartitions"] == []
     there = batch(other, key)
     assert there["partitionDone"] and there["completedCount"] == 60 and there["coordinatorPartitionId"] == 1
-    assert other.read(lambda s: [k for k in theirs if s.elements.get(k) is not None]) == []
+    await gone_all(other, theirs)
     for _ in range(200):  # acknowledged deliveries are forgotten on both sides
         if not any(d.read(lambda s: list(s.iter_all("distributions"))) for d in (first, other)):
             break
@@ -281,3 +291,26 @@ async def test_modification_and_migration_batches_write_each_instance_its_comman
         and r.value_type in (ValueType.PROCESS_INSTANCE_MODIFICATION, ValueType.PROCESS_INSTANCE_MIGRATION)
     ]
     assert rejected == []
+
+
+async def test_a_redelivered_creation_is_answered_again_and_written_once(driver: Driver) -> None:
+    key, gone = encode_key(2, 5), encode_key(1, 999)
+    value = {
+        "batchOperationKey": key,
+        "batchOperationType": bo.CANCEL_PROCESS_INSTANCE,
+        "filter": {},
+        "partitionIds": [1, 2],
+        "coordinatorPartitionId": 2,
+        "items": [{"itemKey": gone, "processInstanceKey": gone}],
+        "distributedFrom": 2,
+    }
+    first = accepted(await driver.send(ValueType.BATCH_OPERATION_CREATION, BOC.CREATE, value))
+    again = accepted(await driver.send(ValueType.BATCH_OPERATION_CREATION, BOC.CREATE, value))
+    assert first.key == again.key == key
+    entry = await settled(driver, key, bo.ACTIVE)
+    assert entry["partitionDone"] and entry["failedCount"] == 1, "worked once; the coordinator is told"
+    assert driver.read(lambda s: [v["partitionId"] for _, _, v in s.distributions.pending()]) == [2]
+    records = await logged(driver)
+    written = [(r.value_type, r.intent) for r in records if r.record_type == RecordType.EVENT and r.key == key]
+    assert written.count((ValueType.BATCH_OPERATION_CREATION, BOC.CREATED)) == 1
+    assert written.count((ValueType.BATCH_OPERATION_CHUNK, 1)) == 1
