@@ -122,8 +122,8 @@ def _create_distributed(ctx: ProcessingContext, cmd: Record) -> None:
         # a redelivery (the first delivery's acknowledgement was lost): answer again, write nothing twice
         _answer_again(ctx, ValueType.BATCH_OPERATION_CREATION, BOC.CREATED, key, {"batchOperationKey": key})
         return
-    raw = v.get("items") if isinstance(v.get("items"), list) else []
-    items = [(i["itemKey"], i["processInstanceKey"]) for i in raw if isinstance(i, dict)]
+    raw = v.get("items")
+    items = [(i["itemKey"], i["processInstanceKey"]) for i in raw or () if isinstance(i, dict)]
     created = {name: value for name, value in v.items() if name not in ("items", "distributedFrom")}
     created["itemsCount"] = len(items)
     rec = ctx.event(ValueType.BATCH_OPERATION_CREATION, BOC.CREATED, key, created)
@@ -292,8 +292,8 @@ def _issue(ctx: ProcessingContext, entry: dict, item_key: int, instance_key: int
             "moveInstructions": moves,
             "tenantId": TENANT,
         }
-        intent = ProcessInstanceModificationIntent.MODIFY
-        ctx.follow_up(ValueType.PROCESS_INSTANCE_MODIFICATION, intent, instance_key, value)
+        modify = ProcessInstanceModificationIntent.MODIFY
+        ctx.follow_up(ValueType.PROCESS_INSTANCE_MODIFICATION, modify, instance_key, value)
     return None
 
 

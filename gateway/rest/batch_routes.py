@@ -208,7 +208,7 @@ class BatchRoutes:
 
     def endpoints(self) -> list[Endpoint]:
         pi, bo = "Process instance", "Batch operation"
-        started = {200: ("The batch operation started", CREATED)}
+        started: dict[int, tuple[str, dict[str, Any] | None]] = {200: ("The batch operation started", CREATED)}
         lifecycle = [
             ("suspension", Lifecycle.SUSPEND, "Suspend a batch operation: partitions take no further items"),
             ("resumption", Lifecycle.RESUME, "Resume a suspended batch operation"),
@@ -262,7 +262,7 @@ class BatchRoutes:
                 "Get a batch operation from the history",
                 self.get,
                 bo,
-                responses={200: ("The batch operation", BATCH_OPERATION)},
+                responses={200: ("The batch operation", dict(BATCH_OPERATION))},
                 errors=(404,),
             ),
             Endpoint(
