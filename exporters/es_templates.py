@@ -151,6 +151,44 @@ VALUE_PROPERTIES: dict[ValueType, Mapping] = {
             variableInstructions=_object(elementId=KEYWORD, variables=STORED_ONLY),
         ),
     },
+    # batch operations (broker/engine/batch_operations.py)
+    ValueType.BATCH_OPERATION_CREATION: {
+        "batchOperationKey": LONG,
+        "batchOperationType": KEYWORD,
+        "filter": STORED_ONLY,
+        "migrationPlan": STORED_ONLY,
+        "modificationPlan": STORED_ONLY,
+        "partitionIds": INTEGER,
+        "coordinatorPartitionId": INTEGER,
+        "itemsCount": LONG,
+        "items": STORED_ONLY,  # on the CREATE distributed to a partition: its own items
+        "partitionItems": STORED_ONLY,  # on the CREATE the gateway sends
+        "distributedFrom": INTEGER,
+    },
+    ValueType.BATCH_OPERATION_CHUNK: {
+        "batchOperationKey": LONG,
+        "chunkIndex": INTEGER,
+        "items": _object(itemKey=LONG, processInstanceKey=LONG),
+    },
+    ValueType.BATCH_OPERATION_EXECUTION: {
+        "batchOperationKey": LONG,
+        "batchOperationType": KEYWORD,
+        "chunkIndex": INTEGER,
+        "itemKeys": LONG,
+        "items": _object(itemKey=LONG, processInstanceKey=LONG, state=KEYWORD, errorMessage=TEXT),
+    },
+    ValueType.BATCH_OPERATION_LIFECYCLE_MANAGEMENT: {
+        "batchOperationKey": LONG,
+        "batchOperationType": KEYWORD,
+        "distributedFrom": INTEGER,
+    },
+    ValueType.BATCH_OPERATION_PARTITION_LIFECYCLE: {
+        "batchOperationKey": LONG,
+        "partitionId": INTEGER,
+        "completedCount": LONG,
+        "failedCount": LONG,
+        "distributedFrom": INTEGER,
+    },
     ValueType.PROCESS_INSTANCE_MIGRATION: {
         "processInstanceKey": LONG,
         "targetProcessDefinitionKey": LONG,

@@ -26,6 +26,8 @@ from broker.error_messages import bounded_message, shown
 from broker.protocol import labels
 from broker.protocol.documents import InvalidDocumentError, find_problem
 from broker.protocol.enums import (
+    BatchOperationCreationIntent,
+    BatchOperationLifecycleManagementIntent,
     ClockIntent,
     DecisionEvaluationIntent,
     DeploymentIntent,
@@ -562,6 +564,43 @@ class GatewayCommands:
     async def resolve_incident(self, key: int) -> Record:
         pid = self.partition_for_key(key, "incident")
         return await self.execute(pid, ValueType.INCIDENT, IncidentIntent.RESOLVE, {}, key)
+
+    # -- batch operations ------------------------------------------------------------------------------------
+
+    async def create_batch_operation(
+        self,
+        batch_type: str,
+        filter_: dict[str, Any],
+        items: Sequence[tuple[int, int]],
+        plan: dict[str, Any] | None = None,
+    ) -> Record:
+        """Start a batch operation over ``items`` ((item key, process instance key) pairs, e.g. the instances a
+        filter matched): one command to the first partition, which coordinates it and hands every other partition
+        its own items. ``plan``: the migrationPlan or modificationPlan, as the engine records it."""
+        groups: dict[int, list[dict[str, int]]] = {}
+        for item_key, instance_key in items:
+            groups.setdefault(partition_of(item_key), []).append(
+                {"itemKey": item_key, "processInstanceKey": instance_key}
+            )
+        value = {
+            "batchOperationType": batch_type,
+            "filter": filter_,
+            "partitionItems": [
+                {"partitionId": pid, "items": group}
+                for pid, group in sorted(groups.items())
+                if pid in self.client.partition_ids
+            ],
+            **(plan or {}),
+        }
+        coordinator = min(self.client.partition_ids)
+        intent = BatchOperationCreationIntent.CREATE
+        return await self.execute(coordinator, ValueType.BATCH_OPERATION_CREATION, intent, value)
+
+    async def batch_operation_lifecycle(self, key: int, intent: BatchOperationLifecycleManagementIntent) -> Record:
+        """Suspend, resume or cancel a batch operation, on the partition that coordinates it."""
+        pid = self.partition_for_key(key, "batch operation")
+        value = {"batchOperationKey": key}
+        return await self.execute(pid, ValueType.BATCH_OPERATION_LIFECYCLE_MANAGEMENT, intent, value, key)
 
     # -- messages and signals --------------------------------------------------------------------------------
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from broker.engine import batch_operations
 from broker.engine.elements.lookup import ElementLookup
 from broker.engine.models import ModelCache
 from broker.protocol.enums import (
@@ -164,6 +165,7 @@ class EventAppliers:
             (ValueType.PROCESS_MESSAGE_SUBSCRIPTION, PMS.MIGRATED): self._process_subscription_migrated,
             (ValueType.MESSAGE_SUBSCRIPTION, MS.MIGRATED): self._subscription_created,
         }
+        self._table.update(batch_operations.APPLIERS)
 
     def apply(self, state: PartitionState, record: Record) -> None:
         fn = self._table.get((record.value_type, record.intent))

@@ -9,7 +9,16 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from broker import feel
-from broker.engine import clock, events, migration, modification, resource_deletion, signals, user_tasks
+from broker.engine import (
+    batch_operations,
+    clock,
+    events,
+    migration,
+    modification,
+    resource_deletion,
+    signals,
+    user_tasks,
+)
 from broker.engine import decision_processors as decisions
 from broker.engine import instance_processors as instances
 from broker.engine import job_processors as jobs
@@ -146,6 +155,7 @@ class Engine:
             (ValueType.PROCESS_INSTANCE_MIGRATION, ProcessInstanceMigrationIntent.MIGRATE): migration.migrate,
             (ValueType.MESSAGE_SUBSCRIPTION, ms.MIGRATE): migration.migrate_message_subscription,
         }
+        self._table.update(batch_operations.PROCESSORS)
 
     def apply_event(self, state: PartitionState, record: Record) -> None:
         self.appliers.apply(state, record)

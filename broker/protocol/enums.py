@@ -505,6 +505,57 @@ class ProcessInstanceBusinessIdIntent(IntEnum):
     ASSIGNED = 1
 
 
+class BatchOperationCreationIntent(IntEnum):
+    """Creation of a batch operation (Camunda 8.8). Zeebe gives the batch value types one shared intent enum; its
+    codes are kept, split by the value type each member is written with."""
+
+    CREATE = 0
+    CREATED = 1
+    INITIALIZE = 2
+    INITIALIZING = 3
+    FINISH_INITIALIZATION = 4
+    INITIALIZED = 5
+    FAIL = 6
+    FAILED = 7
+
+
+class BatchOperationLifecycleManagementIntent(IntEnum):
+    """Suspending, resuming, canceling and completing a batch operation (codes of Zeebe's shared enum)."""
+
+    CANCEL = 8
+    CANCELED = 9
+    SUSPEND = 10
+    SUSPENDED = 11
+    RESUME = 12
+    RESUMED = 13
+    COMPLETE = 14
+    COMPLETED = 15
+
+
+class BatchOperationPartitionLifecycleIntent(IntEnum):
+    """A partition done with its items of a batch operation (codes of Zeebe's shared enum)."""
+
+    COMPLETE_PARTITION = 16
+    PARTITION_COMPLETED = 17
+    FAIL_PARTITION = 18
+    PARTITION_FAILED = 19
+
+
+class BatchOperationChunkIntent(IntEnum):
+    """The items of a batch operation on one partition, recorded in chunks."""
+
+    CREATE = 0
+    CREATED = 1
+
+
+class BatchOperationExecutionIntent(IntEnum):
+    """One chunk of a batch operation's items worked on one partition."""
+
+    EXECUTE = 0
+    EXECUTING = 1
+    EXECUTED = 2
+
+
 class AsyncRequestIntent(IntEnum):
     """A client request whose answer waits for later processing (a user task command waiting for its listeners)."""
 
@@ -555,6 +606,11 @@ INTENTS: Final[Mapping[ValueType, type[IntEnum]]] = MappingProxyType(
         ValueType.CLOCK: ClockIntent,
         ValueType.ASYNC_REQUEST: AsyncRequestIntent,
         ValueType.PROCESS_INSTANCE_BUSINESS_ID: ProcessInstanceBusinessIdIntent,
+        ValueType.BATCH_OPERATION_CREATION: BatchOperationCreationIntent,
+        ValueType.BATCH_OPERATION_LIFECYCLE_MANAGEMENT: BatchOperationLifecycleManagementIntent,
+        ValueType.BATCH_OPERATION_PARTITION_LIFECYCLE: BatchOperationPartitionLifecycleIntent,
+        ValueType.BATCH_OPERATION_CHUNK: BatchOperationChunkIntent,
+        ValueType.BATCH_OPERATION_EXECUTION: BatchOperationExecutionIntent,
     }
 )
 """The intent enum of each value type Weir knows intents for. Value types absent here (identity,
@@ -668,6 +724,20 @@ EVENTS: Final[Mapping[type[IntEnum], frozenset[IntEnum]]] = MappingProxyType(
         ClockIntent: _events(ClockIntent.PINNED, ClockIntent.RESETTED),
         AsyncRequestIntent: _events(*AsyncRequestIntent),
         ProcessInstanceBusinessIdIntent: _events(ProcessInstanceBusinessIdIntent.ASSIGNED),
+        BatchOperationCreationIntent: _events(
+            *(member for member in BatchOperationCreationIntent if member.name.endswith(("ED", "ING")))
+        ),
+        BatchOperationLifecycleManagementIntent: _events(
+            *(member for member in BatchOperationLifecycleManagementIntent if member.name.endswith("ED"))
+        ),
+        BatchOperationPartitionLifecycleIntent: _events(
+            BatchOperationPartitionLifecycleIntent.PARTITION_COMPLETED,
+            BatchOperationPartitionLifecycleIntent.PARTITION_FAILED,
+        ),
+        BatchOperationChunkIntent: _events(BatchOperationChunkIntent.CREATED),
+        BatchOperationExecutionIntent: _events(
+            BatchOperationExecutionIntent.EXECUTING, BatchOperationExecutionIntent.EXECUTED
+        ),
     }
 )
 """For each intent enum, the members that are events; every other member is a command."""

@@ -71,6 +71,8 @@ SUB_DATABASES = (
     "user_tasks_by_element",
     "async_requests",
     "business_ids",
+    "batch_operations",
+    "batch_operation_chunks",
 )
 
 DEFAULT_MAP_SIZE = 64 << 30

@@ -1019,6 +1019,7 @@ class CompensationSubscriptionState(_Repository):
         return [(read_u64(k, 8), unpack(v)) for k, v in prefix_scan(self.txn, self._db, u64(process_instance_key))]
 
 
+from broker.state.batch_state import BatchOperationState  # noqa: E402
 from broker.state.decision_state import DecisionRequirementsState, DecisionState, FormState  # noqa: E402
 
 
@@ -1053,6 +1054,7 @@ class PartitionState:
         # client requests answered later, by the scope (element instance) they wait on
         self.async_requests = KeyedBlobState(sdb, "async_requests")
         self.business_ids = BusinessIdState(sdb)
+        self.batch_operations = BatchOperationState(sdb)
         self._repos: tuple[_Repository, ...] = (
             self.meta,
             self.processes,
@@ -1079,6 +1081,7 @@ class PartitionState:
             self.user_tasks,
             self.async_requests,
             self.business_ids,
+            self.batch_operations,
         )
         self.txn: Txn | None = None
 

@@ -319,6 +319,65 @@ DECISION_REQUIREMENTS = Entity(
     ),
 )
 
+
+def _batch_count(item_state: str, reported: str) -> str:
+    """Items of a batch in ``item_state``: as the items say, or as the partitions reported when that is more (a
+    partition's items reach the history at its own pace)."""
+    items = (
+        "(SELECT COUNT(*) FROM batch_operation_items i "
+        f"WHERE i.batch_operation_key = b.batch_operation_key AND i.state = '{item_state}')"
+    )
+    sums = (
+        f"(SELECT COALESCE(SUM(r.{reported}), 0) FROM batch_operation_partitions r "
+        "WHERE r.batch_operation_key = b.batch_operation_key)"
+    )
+    return f"(CASE WHEN {items} > {sums} THEN {items} ELSE {sums} END)"
+
+
+_FAILED = _batch_count("FAILED", "failed_count")
+_COMPLETED = _batch_count("COMPLETED", "completed_count")
+#: Batch operations (Camunda 8.8): the counts come from the items and the partitions' reports; a batch completed
+#: with failed items is PARTIALLY_COMPLETED.
+BATCH_OPERATIONS = Entity(
+    "batch-operations",
+    "batch_operations b",
+    _f("batchOperationKey", "b.batch_operation_key", KEY),
+    (
+        _f("batchOperationKey", "b.batch_operation_key", KEY),
+        _f("batchOperationType", "b.batch_operation_type", STR),
+        _f(
+            "state",
+            f"CASE WHEN b.state = 'COMPLETED' AND {_FAILED} > 0 THEN 'PARTIALLY_COMPLETED' ELSE b.state END",
+            STR,
+        ),
+        _f("startDate", "b.start_date", DATE),
+        _f("endDate", "b.end_date", DATE),
+        _f("operationsTotalCount", "COALESCE(b.items_count, 0)", INT),
+        _f("operationsFailedCount", _FAILED, INT),
+        _f("operationsCompletedCount", _COMPLETED, INT),
+        _f("errors", "NULL", JSON_LIST, filterable=False, sortable=False),
+    ),
+)
+#: The items of batch operations; those a canceled batch never reached are CANCELED.
+BATCH_OPERATION_ITEMS = Entity(
+    "batch-operation-items",
+    "batch_operation_items bi JOIN batch_operations bo ON bo.batch_operation_key = bi.batch_operation_key",
+    _f("batchOperationItemId", "bi.batch_operation_item_id", STR, filterable=False),
+    (
+        _f("batchOperationKey", "bi.batch_operation_key", KEY),
+        _f("itemKey", "bi.item_key", KEY),
+        _f("processInstanceKey", "bi.process_instance_key", KEY),
+        _f("operationType", "bo.batch_operation_type", STR),
+        _f(
+            "state",
+            "CASE WHEN bi.state = 'ACTIVE' AND bo.state = 'CANCELED' THEN 'CANCELED' ELSE bi.state END",
+            STR,
+        ),
+        _f("processedDate", "bi.processed_date", DATE),
+        _f("errorMessage", "bi.error_message", STR),
+    ),
+)
+
 ENTITIES: dict[str, Entity] = {
     e.name: e
     for e in (
@@ -332,6 +391,8 @@ ENTITIES: dict[str, Entity] = {
         DECISION_INSTANCES,
         DECISION_DEFINITIONS,
         DECISION_REQUIREMENTS,
+        BATCH_OPERATIONS,
+        BATCH_OPERATION_ITEMS,
     )
 }
 

@@ -19,6 +19,7 @@ from typing import Any
 import defusedxml.ElementTree as ET
 
 from broker.protocol.enums import RecordType, ValueType
+from broker.protocol.keys import partition_of
 from broker.protocol.record import Record
 from exporters.history import schema
 
@@ -62,6 +63,11 @@ HISTORY_VALUE_TYPES = frozenset(
         ValueType.DECISION,
         ValueType.DECISION_REQUIREMENTS,
         ValueType.FORM,
+        ValueType.BATCH_OPERATION_CREATION,
+        ValueType.BATCH_OPERATION_CHUNK,
+        ValueType.BATCH_OPERATION_EXECUTION,
+        ValueType.BATCH_OPERATION_LIFECYCLE_MANAGEMENT,
+        ValueType.BATCH_OPERATION_PARTITION_LIFECYCLE,
     }
 )
 
@@ -82,6 +88,11 @@ _KEPT_EVENTS: dict[ValueType, frozenset[str] | None] = {
     ValueType.DECISION: frozenset({"CREATED", "DELETED"}),
     ValueType.DECISION_REQUIREMENTS: frozenset({"CREATED", "DELETED"}),
     ValueType.FORM: frozenset({"CREATED", "DELETED"}),
+    ValueType.BATCH_OPERATION_CREATION: frozenset({"CREATED"}),
+    ValueType.BATCH_OPERATION_CHUNK: frozenset({"CREATED"}),
+    ValueType.BATCH_OPERATION_EXECUTION: frozenset({"EXECUTED"}),
+    ValueType.BATCH_OPERATION_LIFECYCLE_MANAGEMENT: frozenset({"SUSPENDED", "RESUMED", "CANCELED", "COMPLETED"}),
+    ValueType.BATCH_OPERATION_PARTITION_LIFECYCLE: frozenset({"PARTITION_COMPLETED"}),
 }
 _NAMES: dict[tuple[int, int], str] = {}
 _KEPT: dict[tuple[int, int, int], bool] = {}
@@ -471,6 +482,60 @@ class Batch:
             row["completion_date"] = record.timestamp
         self._set(schema.USER_TASKS, key, row)
 
+    # -- batch operations: the coordinating partition writes the batch, every partition its own items -------------
+
+    def _batch_created(self, record: Record, intent: str) -> None:
+        v = record.value
+        if partition_of(record.key) != record.partition_id:
+            return  # the same batch, distributed to another partition for its items
+        row: Row = {
+            "batch_operation_type": v.get("batchOperationType"),
+            "state": "ACTIVE",
+            "start_date": record.timestamp,
+            "items_count": v.get("itemsCount"),
+        }
+        self._set(schema.BATCH_OPERATIONS, record.key, row)
+
+    def _batch_items(self, record: Record, intent: str) -> None:
+        v = record.value
+        key = _key(v, "batchOperationKey") or record.key
+        executed = intent == "EXECUTED"
+        for item in v.get("items") or ():
+            row: Row = {
+                "batch_operation_key": key,
+                "item_key": item.get("itemKey"),
+                "process_instance_key": item.get("processInstanceKey"),
+                "state": item.get("state") if executed else "ACTIVE",
+            }
+            if executed:
+                row["processed_date"] = record.timestamp
+                row["operation_type"] = v.get("batchOperationType")
+                row["error_message"] = _text(item.get("errorMessage"))
+            self._set(schema.BATCH_OPERATION_ITEMS, f"{key}:{item.get('itemKey')}", row)
+
+    def _batch_lifecycle(self, record: Record, intent: str) -> None:
+        if partition_of(record.key) != record.partition_id:
+            return  # the coordinating partition's event is the batch's (the others follow it)
+        state = {"SUSPENDED": "SUSPENDED", "RESUMED": "ACTIVE", "CANCELED": "CANCELED", "COMPLETED": "COMPLETED"}
+        row: Row = {"state": state[intent]}
+        if intent in ("CANCELED", "COMPLETED"):
+            row["end_date"] = record.timestamp
+        self._set(schema.BATCH_OPERATIONS, record.key, row)
+
+    def _batch_partition(self, record: Record, intent: str) -> None:
+        """A partition's report as the coordinating partition took it: its counts stand for items the history may
+        not have from that partition yet (each partition exports at its own pace)."""
+        if partition_of(record.key) != record.partition_id:
+            return
+        v = record.value
+        row: Row = {
+            "batch_operation_key": record.key,
+            "partition_id": v.get("partitionId"),
+            "completed_count": v.get("completedCount"),
+            "failed_count": v.get("failedCount"),
+        }
+        self._set(schema.BATCH_OPERATION_PARTITIONS, f"{record.key}:{v.get('partitionId')}", row)
+
     def _decision_evaluation(self, record: Record, intent: str) -> None:
         if intent not in ("EVALUATED", "FAILED"):
             return
@@ -512,6 +577,11 @@ _HANDLERS = {
     ValueType.DECISION: Batch._decision,
     ValueType.DECISION_REQUIREMENTS: Batch._decision_requirements,
     ValueType.FORM: Batch._form,
+    ValueType.BATCH_OPERATION_CREATION: Batch._batch_created,
+    ValueType.BATCH_OPERATION_CHUNK: Batch._batch_items,
+    ValueType.BATCH_OPERATION_EXECUTION: Batch._batch_items,
+    ValueType.BATCH_OPERATION_LIFECYCLE_MANAGEMENT: Batch._batch_lifecycle,
+    ValueType.BATCH_OPERATION_PARTITION_LIFECYCLE: Batch._batch_partition,
 }
 
 

@@ -235,6 +235,32 @@ SEQUENCE_FLOWS = Table(
     ),
 )
 
+BATCH_OPERATIONS = Table(
+    "batch_operations",
+    "batch_operation_key",
+    ("batch_operation_key", "batch_operation_type", "state", "start_date", "end_date", "items_count"),
+)
+BATCH_OPERATION_ITEMS = Table(
+    "batch_operation_items",
+    "batch_operation_item_id",  # batch key and item key: an item may be part of several batches
+    (
+        "batch_operation_item_id",
+        "batch_operation_partition_id",
+        "batch_operation_key",
+        "item_key",
+        "process_instance_key",
+        "operation_type",
+        "state",
+        "processed_date",
+        "error_message",
+    ),
+)
+BATCH_OPERATION_PARTITIONS = Table(
+    "batch_operation_partitions",
+    "batch_operation_partition_id",  # batch key and partition id
+    ("batch_operation_partition_id", "batch_operation_key", "partition_id", "completed_count", "failed_count"),
+)
+
 #: The tables the first migration creates; later ones create theirs themselves.
 _FIRST_TABLES: tuple[Table, ...] = (
     PROCESS_DEFINITIONS,
@@ -248,7 +274,9 @@ _FIRST_TABLES: tuple[Table, ...] = (
 )
 #: Deployed decisions, their requirements graphs and forms, and the flows instances took (Camunda 8.8 Operate reads).
 _OPERATE_TABLES: tuple[Table, ...] = (DECISION_DEFINITIONS, DECISION_REQUIREMENTS, FORMS, SEQUENCE_FLOWS)
-TABLES: tuple[Table, ...] = (*_FIRST_TABLES, *_OPERATE_TABLES)
+#: Batch operations and their items (Camunda 8.8).
+_BATCH_TABLES: tuple[Table, ...] = (BATCH_OPERATIONS, BATCH_OPERATION_ITEMS, BATCH_OPERATION_PARTITIONS)
+TABLES: tuple[Table, ...] = (*_FIRST_TABLES, *_OPERATE_TABLES, *_BATCH_TABLES)
 TABLES_BY_NAME = {t.name: t for t in TABLES}
 
 _TEXT_COLUMNS = {
@@ -289,6 +317,10 @@ _TEXT_COLUMNS = {
     "form_id",
     "form_schema",  # the form's JSON document as deployed
     "sequence_flow_id",
+    "batch_operation_type",
+    "batch_operation_item_id",
+    "batch_operation_partition_id",
+    "operation_type",
 }
 
 # Columns added by a later migration (by table): the first migration creates tables without them.
@@ -379,6 +411,15 @@ MIGRATIONS: tuple[Migration, ...] = (
             *(_create_table(t) for t in _OPERATE_TABLES),
             "CREATE INDEX sequence_flows_by_instance ON sequence_flows (process_instance_key)",
             "CREATE INDEX decision_definitions_by_requirements ON decision_definitions (decision_requirements_key)",
+        ),
+    ),
+    Migration(
+        5,
+        "batch operations, their items and the partitions' reports, indexed by batch",
+        (
+            *(_create_table(t) for t in _BATCH_TABLES),
+            "CREATE INDEX batch_operation_items_by_batch ON batch_operation_items (batch_operation_key)",
+            "CREATE INDEX batch_operation_partitions_by_batch ON batch_operation_partitions (batch_operation_key)",
         ),
     ),
 )

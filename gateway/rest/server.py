@@ -28,6 +28,7 @@ from broker.http_guard import host_refusal, origin_refusal
 from gateway.auth import Authenticator, GatewaySecurity, Unauthenticated
 from gateway.commands import CommandError, GatewayCommands
 from gateway.rest import openapi, problems
+from gateway.rest.batch_routes import BatchRoutes
 from gateway.rest.connections import ConnectionLimiter
 from gateway.rest.endpoints import Endpoint
 from gateway.rest.operate_routes import OperateRoutes
@@ -97,6 +98,7 @@ class RestServer:
             *UserTaskRoutes(commands).endpoints(),
             *self.search.endpoints(),
             *OperateRoutes(commands, self.search).endpoints(),
+            *BatchRoutes(commands, self.search).endpoints(),
         ]
         self.openapi = openapi.document(
             self.endpoints, version=gateway_version, auth_methods=list(self.security.auth.methods)
