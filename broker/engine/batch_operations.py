@@ -38,6 +38,7 @@ from broker.protocol.enums import (
     BatchOperationPartitionLifecycleIntent,
     CommandDistributionIntent,
     IncidentIntent,
+    JobIntent,
     ProcessInstanceIntent,
     ProcessInstanceMigrationIntent,
     ProcessInstanceModificationIntent,
@@ -251,8 +252,12 @@ def _issue(ctx: ProcessingContext, entry: dict, item_key: int, instance_key: int
     """Write the item's command; the reason its rejection would give instead when it cannot take it."""
     batch_type = entry["batchOperationType"]
     if batch_type == RESOLVE_INCIDENT:
-        if ctx.state.incidents.get(item_key) is None:
+        incident = ctx.state.incidents.get(item_key)
+        if incident is None:
             return f"Expected to resolve incident with key '{item_key}', but no such incident was found"
+        job_key = incident.get("jobKey", -1)
+        if job_key > 0:  # a job out of retries gets one back first, or resolving raises the incident again (Zeebe)
+            ctx.follow_up(ValueType.JOB, JobIntent.UPDATE_RETRIES, job_key, {"retries": 1})
         ctx.follow_up(ValueType.INCIDENT, IncidentIntent.RESOLVE, item_key, {})
         return None
     inst = ctx.state.elements.get(instance_key)
