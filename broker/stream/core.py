@@ -221,7 +221,6 @@ class StreamCore:
                 txn.abort()
                 return Idle(refusals)
             if exporter_positions is not None:
-                self.state.bind(txn)
                 self.state.meta.set_exporter_positions(exporter_positions)
             try:
                 payload = encode_block(processed, ctx.records, exporter_positions)
@@ -298,12 +297,7 @@ class StreamCore:
         self.state.bind(None)
 
     def _process_one(self, ctx: ProcessingContext, txn: Any, cmd: Record) -> None:
-        """Process one command in a nested transaction; an unexpected error rolls back only this command.
-
-        Once the command went well the repositories stay bound to its (committed) nested transaction until the next
-        command binds its own: nothing reads the state between two commands, and binding every repository back to
-        the round's transaction after each one cost a tenth of the processing. The round binds it again at its end.
-        """
+        """Process one command in a nested transaction; an unexpected error rolls back only this command."""
         mark = ctx.mark()
         child = self.db.begin(write=True, parent=txn)
         self.state.bind(child)
@@ -330,6 +324,8 @@ class StreamCore:
             self.state.bind(txn)
             ctx.command = cmd
             ctx.reject(RejectionType.PROCESSING_ERROR, f"Unexpected error while processing the command: {e!r}")
+        finally:
+            self.state.bind(txn)
 
     def _encodable(self, cmd: Record, refusals: list[Refusal]) -> bool:
         """Whether a command can be written to the log; one that cannot is refused with the reason."""
