@@ -174,29 +174,37 @@ class StreamCore:
         max_records, max_commands = self.config.max_records_per_round, self.config.max_commands_per_round
         fair = self._fair
 
-        def admit(now: int) -> None:
-            """Give the next client command its position in the log, behind the commands already queued."""
+        def admit(now: int) -> Record | None:
+            """Give the next client command its position in the log, behind the commands already queued (None: it
+            cannot be logged and was refused)."""
             cmd = inbox.popleft()
             inbox_taken.append(cmd)
             if self._careful and not self._encodable(cmd, refusals):
-                return
+                return None
             cmd.timestamp = now
             ctx.append_client_command(cmd)
-            queue.append(cmd)
-            fair.admitted(cmd)
+            return cmd
 
         try:
             now = self.stream_time(clock_now)
             fair.forget_until(processed)
             for _ in range(fair.admissions(len(queue), len(inbox))):
-                admit(now)
+                if (admitted := admit(now)) is not None:
+                    queue.append(admitted)
+                    fair.admitted(admitted)
             while len(ctx.records) < max_records and commands < max_commands:
-                if not queue:
-                    if not inbox:
-                        break
-                    admit(now)
-                    continue
-                cmd = fair.taken(queue.popleft())
+                if queue:
+                    cmd = queue.popleft()
+                    if cmd.request is not None:  # a client command: is its requester waiting here?
+                        fair.taken(cmd)
+                elif inbox:
+                    # Nothing queued: the next client command is next in the log too, so it is processed at once.
+                    admitted = admit(now)
+                    if admitted is None:
+                        continue
+                    cmd = admitted
+                else:
+                    break
                 ctx.over_step_budget = self.step_budget.charge(cmd)
                 written = len(ctx.records)
                 self._process_one(ctx, txn, cmd)
@@ -252,16 +260,18 @@ class StreamCore:
     def complete(self, done: Round) -> None:
         """The round's block is durable (committed): commit its state change with the positions it reached."""
         self._open = None
-        self.state.bind(done._txn)
+        # Only the positions are left to write (process_round flushed every command's changes): binding the meta
+        # repository alone spares rebinding all of them, once per round.
+        meta = self.state.meta
+        meta.txn = done._txn
         try:
-            self.state.meta.set_positions(done.block.last_position, done._processed, self.keys.counter)
-            self.state.flush()
+            meta.set_positions(done.block.last_position, done._processed, self.keys.counter)
             done._txn.commit()
         except BaseException:
             self._undo(done._txn, done._queue_before)
             raise
         finally:
-            self.state.bind(None)
+            meta.txn = None  # type: ignore[assignment]
         self._careful = False
         self._committed_key_counter = self.keys.counter
         self.applied_position = done.block.last_position

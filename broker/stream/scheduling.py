@@ -40,14 +40,18 @@ class FairTake:
         return min(waiting, self.admit_per_round) if queued else 0
 
     def admitted(self, command: Record) -> None:
-        """``command`` got its position in the log here and waits in the queue behind the follow-ups before it."""
-        self._admitted[command.position] = command
+        """``command`` got its position in the log here and waits in the queue behind the follow-ups before it (one
+        without a requester, a checker's, is not remembered: nobody waits for its response)."""
+        if command.request is not None:
+            self._admitted[command.position] = command
 
     def taken(self, command: Record) -> Record:
         """``command`` is about to be processed: a client command admitted elsewhere (by an earlier leader, or before
-        a restart) is processed without its request metadata, since no requester waits for it here."""
-        mine = self._admitted.pop(command.position, None) is command
-        if command.request is not None and not mine:
+        a restart) is processed without its request metadata, since no requester waits for it here.
+
+        The core calls it only for queued commands with a request: a follow-up has none, and a client command
+        admitted with nothing queued is processed at once, never queued."""
+        if command.request is not None and self._admitted.pop(command.position, None) is not command:
             command.request = None
         return command
 
