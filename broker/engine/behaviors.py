@@ -332,12 +332,8 @@ def activate_job(
 ) -> JobValue:
     """The job as handed to a worker: deadline from the command's time, variables visible at its element."""
     variables = visible_variables(ctx, job.element_instance_key, fetch or None)
-    if job.job_kind == "TASK_LISTENER":
-        user_task = _listened_user_task(ctx, job.element_instance_key)
-        return job._replace(
-            worker=worker, deadline=ctx.now + timeout, recurring_time=-1, variables=variables, user_task=user_task
-        )
-    return job._replace(worker=worker, deadline=ctx.now + timeout, recurring_time=-1, variables=variables)
+    user_task = _listened_user_task(ctx, job.element_instance_key) if job.job_kind == "TASK_LISTENER" else None
+    return job.activated(worker, ctx.now + timeout, variables, user_task)
 
 
 def _listened_user_task(ctx: ProcessingContext, element_instance_key: int) -> dict[str, Any]:

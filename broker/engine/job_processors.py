@@ -172,7 +172,7 @@ def complete(ctx: ProcessingContext, cmd: Record) -> None:
     if kind == JobKind.TASK_LISTENER:
         _complete_task_listener(ctx, cmd, job, variables)
         return
-    value = job._replace(variables=variables)
+    value = job.completed(variables)
     rec = ctx.typed_event(ValueType.JOB, JobIntent.COMPLETED, cmd.key, value)
     ctx.respond(rec)
     inst = ctx.state.elements.get(value.element_instance_key)
@@ -214,7 +214,7 @@ def _complete_task_listener(ctx: ProcessingContext, cmd: Record, job: JobValue, 
             f"Expected to complete task listener job with key '{cmd.key}', but {problem}",
         )
         return
-    value = job._replace(variables={}, result=result)
+    value = job.completed({}, result)
     rec = ctx.typed_event(ValueType.JOB, JobIntent.COMPLETED, cmd.key, value)
     ctx.respond(rec)
     user_tasks.listener_completed(ctx, value, result)

@@ -77,29 +77,34 @@ def write_job(
     its key and record value. ``listener_event_type`` and ``changed_attributes``: what a listener's job also carries.
     The caller makes it activatable once the element is where the job expects it."""
     v = inst.value
-    job = JobValue(
-        type=job_type,
-        worker="",
-        retries=retries,
-        retry_backoff=0,
-        recurring_time=-1,
-        deadline=-1,
-        timeout=-1,
-        custom_headers=headers or {},
-        variables={},
-        error_message="",
-        error_code="",
-        element_id=v.element_id,
-        element_instance_key=inst.key,
-        process_instance_key=v.process_instance_key,
-        bpmn_process_id=v.bpmn_process_id,
-        process_definition_version=v.version,
-        process_definition_key=v.process_definition_key,
-        job_kind=kind,
-        job_listener_event_type=listener_event_type,
-        changed_attributes=changed_attributes,
-        tags=v.tags,  # the instance's tags and business id (Camunda 8.9), handed to the worker that activates the job
-        business_id=v.business_id,
+    job = JobValue._make(  # positional: keywords cost several times as much for this many fields
+        (
+            job_type,  # type
+            "",  # worker
+            retries,
+            0,  # retry back-off
+            -1,  # recurring time
+            -1,  # deadline
+            -1,  # timeout
+            headers or {},  # custom headers
+            {},  # variables
+            "",  # error message
+            "",  # error code
+            v.element_id,
+            inst.key,
+            v.process_instance_key,
+            v.bpmn_process_id,
+            v.version,
+            v.process_definition_key,
+            b.TENANT,
+            kind,
+            listener_event_type,
+            changed_attributes,
+            v.tags,  # the instance's tags and business id (Camunda 8.9), handed to the worker that activates the job
+            v.business_id,
+            None,  # result
+            None,  # user task
+        )
     )
     job_key = ctx.keys.next_key()
     ctx.typed_event(ValueType.JOB, JobIntent.CREATED, job_key, job)
