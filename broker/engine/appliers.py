@@ -11,6 +11,7 @@ from collections.abc import Callable
 from broker.engine import batch_operations
 from broker.engine.elements.lookup import ElementLookup
 from broker.engine.models import ModelCache
+from broker.protocol.entity_values import IncidentValue, JobValue, VariableValue
 from broker.protocol.enums import (
     AsyncRequestIntent,
     ClockIntent,
@@ -378,17 +379,18 @@ class EventAppliers:
     # -- variables -------------------------------------------------------------------------------------------
 
     def _variable_set(self, state: PartitionState, r: Record) -> None:
-        v = r.value
-        state.variables.put(v["scopeKey"], v["name"], r.key, v["value"])
+        v = VariableValue.of_record(r)
+        state.variables.put(v.scope_key, v.name, r.key, v.value)
 
     # -- jobs ------------------------------------------------------------------------------------------------
 
     def _job_created(self, state: PartitionState, r: Record) -> None:
         state.jobs.put(r.key, JobState.ACTIVATABLE, r.value)
-        inst = state.elements.get(r.value["elementInstanceKey"])
+        job = JobValue.of_record(r)
+        inst = state.elements.get(job.element_instance_key)
         if inst is not None:
             inst = inst.with_job_key(r.key)
-            if r.value.get("jobKind") == JobKind.EXECUTION_LISTENER:  # the next listener runs after this one
+            if job.job_kind == JobKind.EXECUTION_LISTENER:  # the next listener runs after this one
                 inst = inst.with_listener_index(inst.listener_index + 1)
             state.elements.put(inst)
 
@@ -401,23 +403,24 @@ class EventAppliers:
 
     def _job_removed(self, state: PartitionState, r: Record) -> None:
         state.jobs.remove(r.key)
-        inst = state.elements.get(r.value["elementInstanceKey"])
+        job = JobValue.of_record(r)
+        inst = state.elements.get(job.element_instance_key)
         if inst is not None and inst.job_key == r.key:
             state.elements.put(inst.with_job_key(-1))
-        if r.intent == JobIntent.COMPLETED and r.value.get("jobKind") == "TASK_LISTENER":
+        if r.intent == JobIntent.COMPLETED and job.job_kind == "TASK_LISTENER":
             # one more listener of the user task's transition is done
-            task_key = state.user_tasks.for_element(r.value["elementInstanceKey"])
+            task_key = state.user_tasks.for_element(job.element_instance_key)
             entry = state.user_tasks.get(task_key) if task_key is not None else None
             if entry is not None and entry["transition"] is not None:
                 entry["transition"]["listener"] += 1
                 state.user_tasks.put(task_key, entry)
 
     def _job_failed(self, state: PartitionState, r: Record) -> None:
-        v = r.value
-        if v["retries"] > 0 and v.get("recurringTime", -1) <= 0:
-            state.jobs.put(r.key, JobState.ACTIVATABLE, _stored_job(v))
+        job = JobValue.of_record(r)
+        if job.retries > 0 and job.recurring_time <= 0:
+            state.jobs.put(r.key, JobState.ACTIVATABLE, _stored_job(r.value))
         else:
-            state.jobs.put(r.key, JobState.FAILED, _stored_job(v))
+            state.jobs.put(r.key, JobState.FAILED, _stored_job(r.value))
 
     def _job_activatable(self, state: PartitionState, r: Record) -> None:
         state.jobs.put(r.key, JobState.ACTIVATABLE, _stored_job(r.value))
@@ -434,22 +437,22 @@ class EventAppliers:
 
     def _incident_created(self, state: PartitionState, r: Record) -> None:
         state.incidents.put(r.key, r.value)
-        if r.value.get("errorType") == "EXTRACT_VALUE_ERROR":
+        incident = IncidentValue.of_record(r)
+        if incident.error_type == "EXTRACT_VALUE_ERROR":
             # as in Zeebe: resolving it runs the listeners of the current event type from the first again
-            inst = state.elements.get(r.value.get("elementInstanceKey", -1))
+            inst = state.elements.get(incident.element_instance_key)
             if inst is not None and inst.listener_index:
                 state.elements.put(inst.with_listener_index(0))
 
     def _incident_resolved(self, state: PartitionState, r: Record) -> None:
         state.incidents.remove(r.key)
-        job_key = r.value.get("jobKey", -1)
+        job_key = IncidentValue.of_record(r).job_key
         if job_key > 0:
             job = state.jobs.get(job_key)
             resumable = job is not None and job["state"] in (JobState.FAILED, JobState.ERROR_THROWN)
             if resumable and job["value"]["retries"] > 0:
-                value = dict(job["value"])
-                value["recurringTime"] = -1
-                state.jobs.put(job_key, JobState.ACTIVATABLE, value)
+                value = JobValue.from_dict(job["value"])._replace(recurring_time=-1)
+                state.jobs.put(job_key, JobState.ACTIVATABLE, value.to_dict())
 
     # -- the stream clock -----------------------------------------------------------------------------------
 

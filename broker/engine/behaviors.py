@@ -15,6 +15,7 @@ from broker.engine.deployment_limits import DeploymentLimits
 from broker.engine.elements.lookup import ElementLookup
 from broker.engine.expressions import ExpressionEvaluator, ExpressionFailure, type_name
 from broker.engine.models import ModelCache
+from broker.protocol.entity_values import IncidentValue, JobValue, UserTaskValue, VariableValue
 from broker.protocol.enums import (
     CommandDistributionIntent,
     IncidentIntent,
@@ -124,16 +125,11 @@ def visible_variables(ctx: ProcessingContext, scope_key: int, names: list[str] |
     return out
 
 
-def _variable_value(scope_key: int, name: str, value: Any, inst: ElementInstance | None) -> dict:
-    return {
-        "name": name,
-        "value": value,
-        "scopeKey": scope_key,
-        "processInstanceKey": inst.value.process_instance_key if inst else scope_key,
-        "processDefinitionKey": inst.value.process_definition_key if inst else -1,
-        "bpmnProcessId": inst.value.bpmn_process_id if inst else "",
-        "tenantId": TENANT,
-    }
+def _variable_value(scope_key: int, name: str, value: Any, inst: ElementInstance | None) -> VariableValue:
+    if inst is None:
+        return VariableValue(name, value, scope_key, scope_key, -1, "")
+    v = inst.value
+    return VariableValue(name, value, scope_key, v.process_instance_key, v.process_definition_key, v.bpmn_process_id)
 
 
 def set_local_variable(
@@ -143,14 +139,14 @@ def set_local_variable(
     existing = ctx.state.variables.get_local(scope_key, name)
     inst = instance if instance is not None else ctx.state.elements.get(scope_key)
     if existing is None:
-        ctx.event(
+        ctx.typed_event(
             ValueType.VARIABLE,
             VariableIntent.CREATED,
             ctx.keys.next_key(),
             _variable_value(scope_key, name, value, inst),
         )
     elif existing[1] != value or type(existing[1]) is not type(value):
-        ctx.event(
+        ctx.typed_event(
             ValueType.VARIABLE,
             VariableIntent.UPDATED,
             existing[0],
@@ -198,24 +194,23 @@ def raise_incident(
     variable_scope_key: int | None = None,
 ) -> None:
     v = instance.value
-    ctx.event(
+    ctx.typed_event(
         ValueType.INCIDENT,
         IncidentIntent.CREATED,
         ctx.keys.next_key(),
-        {
-            "errorType": error_type,
+        IncidentValue(
+            error_type=error_type,
             # A failure message may quote a FEEL value holding a lone surrogate, which the state and the log
             # cannot store: shown as U+FFFD instead, so the incident is raised rather than the command failing.
-            "errorMessage": _SURROGATE.sub("\ufffd", message),
-            "bpmnProcessId": v.bpmn_process_id,
-            "processDefinitionKey": v.process_definition_key,
-            "processInstanceKey": v.process_instance_key,
-            "elementId": v.element_id,
-            "elementInstanceKey": instance.key,
-            "jobKey": job_key,
-            "variableScopeKey": variable_scope_key if variable_scope_key is not None else instance.key,
-            "tenantId": TENANT,
-        },
+            error_message=_SURROGATE.sub("\ufffd", message),
+            bpmn_process_id=v.bpmn_process_id,
+            process_definition_key=v.process_definition_key,
+            process_instance_key=v.process_instance_key,
+            element_id=v.element_id,
+            element_instance_key=instance.key,
+            job_key=job_key,
+            variable_scope_key=variable_scope_key if variable_scope_key is not None else instance.key,
+        ),
     )
 
 
@@ -232,7 +227,7 @@ def resolve_incidents_of(ctx: ProcessingContext, instance: ElementInstance) -> N
     for key in keys:
         incident = ctx.state.incidents.get(key)
         if incident is not None:
-            ctx.event(ValueType.INCIDENT, IncidentIntent.RESOLVED, key, incident)
+            ctx.typed_event(ValueType.INCIDENT, IncidentIntent.RESOLVED, key, IncidentValue.from_dict(incident))
 
 
 # -- expressions in an element's context ---------------------------------------------------------------------
@@ -304,12 +299,12 @@ def _assign_path(target: dict[str, Any], path: str, value: Any) -> None:
 # -- jobs ----------------------------------------------------------------------------------------------------
 
 
-def job_became_activatable(ctx: ProcessingContext, job_key: int, job: dict) -> None:
+def job_became_activatable(ctx: ProcessingContext, job_key: int, job: JobValue) -> None:
     """Push the job to an open job stream of its type, or tell long-polling workers that work is there."""
     streams = services(ctx).job_streams
-    stream = streams.pick(job["type"]) if streams is not None else None
+    stream = streams.pick(job.type) if streams is not None else None
     if stream is None:
-        ctx.side_effects.jobs_available.add(job["type"])
+        ctx.side_effects.jobs_available.add(job.type)
         return
     activated = activate_job(
         ctx, job_key, job, worker=stream.worker, timeout=stream.timeout, fetch=stream.fetch_variables
@@ -319,12 +314,12 @@ def job_became_activatable(ctx: ProcessingContext, job_key: int, job: dict) -> N
         JobBatchIntent.ACTIVATED,
         ctx.keys.next_key(),
         {
-            "type": job["type"],
+            "type": job.type,
             "worker": stream.worker,
             "timeout": stream.timeout,
             "maxJobsToActivate": 1,
             "jobKeys": [job_key],
-            "jobs": [activated],
+            "jobs": [activated.to_dict()],
             "truncated": False,
             "tenantIds": [TENANT],
         },
@@ -333,17 +328,12 @@ def job_became_activatable(ctx: ProcessingContext, job_key: int, job: dict) -> N
 
 
 def activate_job(
-    ctx: ProcessingContext, job_key: int, job: dict, *, worker: str, timeout: int, fetch: list[str] | None
-) -> dict:
+    ctx: ProcessingContext, job_key: int, job: JobValue, *, worker: str, timeout: int, fetch: list[str] | None
+) -> JobValue:
     """The job as handed to a worker: deadline from the command's time, variables visible at its element."""
-    activated = dict(job)
-    activated["worker"] = worker
-    activated["deadline"] = ctx.now + timeout
-    activated["recurringTime"] = -1
-    activated["variables"] = visible_variables(ctx, job["elementInstanceKey"], fetch or None)
-    if job.get("jobKind") == "TASK_LISTENER":
-        activated["userTask"] = _listened_user_task(ctx, job["elementInstanceKey"])
-    return activated
+    variables = visible_variables(ctx, job.element_instance_key, fetch or None)
+    user_task = _listened_user_task(ctx, job.element_instance_key) if job.job_kind == "TASK_LISTENER" else None
+    return job.activated(worker, ctx.now + timeout, variables, user_task)
 
 
 def _listened_user_task(ctx: ProcessingContext, element_instance_key: int) -> dict[str, Any]:
@@ -352,18 +342,18 @@ def _listened_user_task(ctx: ProcessingContext, element_instance_key: int) -> di
     entry = ctx.state.user_tasks.get(key) if key is not None else None
     if entry is None:
         return {}
-    task = entry["transition"]["value"] if entry["transition"] is not None else entry["value"]
+    task = UserTaskValue.from_dict(entry["transition"]["value"] if entry["transition"] is not None else entry["value"])
     return {
-        "action": task.get("action", ""),
-        "assignee": task.get("assignee", ""),
-        "candidateGroups": list(task.get("candidateGroupsList") or []),
-        "candidateUsers": list(task.get("candidateUsersList") or []),
-        "changedAttributes": list(task.get("changedAttributes") or []),
-        "dueDate": task.get("dueDate", ""),
-        "followUpDate": task.get("followUpDate", ""),
-        "formKey": task.get("formKey", -1),
-        "priority": task.get("priority", 50),
-        "userTaskKey": task["userTaskKey"],
+        "action": task.action,
+        "assignee": task.assignee,
+        "candidateGroups": list(task.candidate_groups_list),
+        "candidateUsers": list(task.candidate_users_list),
+        "changedAttributes": list(task.changed_attributes),
+        "dueDate": task.due_date,
+        "followUpDate": task.follow_up_date,
+        "formKey": task.form_key,
+        "priority": task.priority,
+        "userTaskKey": task.user_task_key,
     }
 
 
@@ -373,7 +363,7 @@ def cancel_job(ctx: ProcessingContext, instance: ElementInstance) -> None:
         return
     job = ctx.state.jobs.get(job_key)
     if job is not None and job["state"] != JobState.ERROR_THROWN:
-        ctx.event(ValueType.JOB, JobIntent.CANCELED, job_key, job["value"])
+        ctx.typed_event(ValueType.JOB, JobIntent.CANCELED, job_key, JobValue.from_dict(job["value"]))
 
 
 # -- sequence flows ------------------------------------------------------------------------------------------

@@ -158,6 +158,14 @@ class ProcessingContext:
         self.followups.append(rec)
         return rec
 
+    def typed_event(self, value_type: ValueType, intent: int, key: int, value: Any) -> Record:
+        """Write an event from a typed record value of ``broker.protocol.entity_values`` (a JobValue…): the record
+        carries its ``to_dict()``, and its applier reads the typed value instead of decoding."""
+        rec = self._make(RecordType.EVENT, value_type, intent, key, value.to_dict())
+        rec.typed = value
+        self._apply_event(self.state, rec)
+        return rec
+
     def _dict_of(self, value: ProcessInstanceValue, as_dict: dict | None = None) -> dict:
         if as_dict is None:
             as_dict = self._value_dicts.get(value)

@@ -23,6 +23,7 @@ from broker.engine.context import ProcessingContext
 from broker.engine.elements.lookup import processor_of
 from broker.engine.expressions import ExpressionFailure
 from broker.engine.partitioning import subscription_partition
+from broker.protocol.entity_values import TimerValue
 from broker.protocol.enums import (
     ProcessEventIntent,
     ProcessInstanceIntent,
@@ -178,20 +179,22 @@ def create_timer(
     element_instance_key: int,
     instance_key: int,
 ) -> None:
-    ctx.event(
+    cron, interval_months, interval_ms = timers.repeating_parts(schedule)
+    ctx.typed_event(
         ValueType.TIMER,
         TimerIntent.CREATED,
         ctx.keys.next_key(),
-        {
-            "elementInstanceKey": element_instance_key,
-            "processInstanceKey": instance_key,
-            "processDefinitionKey": definition_key,
-            "dueDate": schedule.due_date,
-            "targetElementId": target_id,
-            "repetitions": schedule.repetitions,
-            "tenantId": b.TENANT,
-            **timers.serialize(schedule),
-        },
+        TimerValue(
+            element_instance_key=element_instance_key,
+            process_instance_key=instance_key,
+            process_definition_key=definition_key,
+            due_date=schedule.due_date,
+            target_element_id=target_id,
+            repetitions=schedule.repetitions,
+            cron=cron,
+            interval_months=interval_months,
+            interval_ms=interval_ms,
+        ),
     )
 
 
@@ -251,9 +254,10 @@ def close_subscriptions(ctx: ProcessingContext, inst: ElementInstance, only: fro
     ``only``: close just the subscriptions of these target elements (an interrupted scope's event sub-processes).
     """
     for timer_key in ctx.state.timers.of_owner(inst.key):
-        timer = ctx.state.timers.get(timer_key)
-        if timer is not None and (only is None or timer["targetElementId"] in only):
-            ctx.event(ValueType.TIMER, TimerIntent.CANCELED, timer_key, timer)
+        stored = ctx.state.timers.get(timer_key)
+        timer = TimerValue.from_dict(stored) if stored is not None else None
+        if timer is not None and (only is None or timer.target_element_id in only):
+            ctx.typed_event(ValueType.TIMER, TimerIntent.CANCELED, timer_key, timer)
     for sub in ctx.state.process_message_subscriptions.of_element(inst.key):
         if sub["state"] != "DELETING" and (only is None or sub["elementId"] in only):
             ctx.event(ValueType.PROCESS_MESSAGE_SUBSCRIPTION, PMS.DELETING, ctx.keys.next_key(), _record(sub))
@@ -277,9 +281,10 @@ def close_start_timers_of(ctx: ProcessingContext, definition_key: int) -> None:
     if definition_key <= 0:
         return
     for timer_key in ctx.state.timers.of_owner(definition_key):
-        timer = ctx.state.timers.get(timer_key)
-        if timer is not None and timer.get("elementInstanceKey", -1) <= 0:
-            ctx.event(ValueType.TIMER, TimerIntent.CANCELED, timer_key, timer)
+        stored = ctx.state.timers.get(timer_key)
+        timer = TimerValue.from_dict(stored) if stored is not None else None
+        if timer is not None and timer.element_instance_key <= 0:
+            ctx.typed_event(ValueType.TIMER, TimerIntent.CANCELED, timer_key, timer)
 
 
 def _record(sub: dict) -> dict:
@@ -311,42 +316,43 @@ def can_fire(ctx: ProcessingContext, inst: ElementInstance | None) -> bool:
 
 def trigger_timer(ctx: ProcessingContext, cmd: Record) -> None:
     """Written by the leader's checker once the due date passed; re-checked against the command's timestamp."""
-    timer = ctx.state.timers.get(cmd.key)
-    if timer is None:
+    stored = ctx.state.timers.get(cmd.key)
+    if stored is None:
         ctx.reject(RejectionType.NOT_FOUND, f"Expected to trigger timer with key '{cmd.key}', but none was found")
         return
-    if timer["dueDate"] > ctx.now:
-        ctx.reject(RejectionType.INVALID_STATE, f"Timer '{cmd.key}' is not due yet (due date {timer['dueDate']})")
+    timer = TimerValue.from_dict(stored)
+    if timer.due_date > ctx.now:
+        ctx.reject(RejectionType.INVALID_STATE, f"Timer '{cmd.key}' is not due yet (due date {timer.due_date})")
         return
-    process = b.services(ctx).models.get(timer["processDefinitionKey"])
-    target = process.element(timer["targetElementId"])
-    eik = timer.get("elementInstanceKey", -1)
+    process = b.services(ctx).models.get(timer.process_definition_key)
+    target = process.element(timer.target_element_id)
+    eik = timer.element_instance_key
     if eik <= 0:
-        ctx.event(ValueType.TIMER, TimerIntent.TRIGGERED, cmd.key, timer)
+        ctx.typed_event(ValueType.TIMER, TimerIntent.TRIGGERED, cmd.key, timer)
         _reschedule(ctx, timer)
-        start_instance(ctx, timer["processDefinitionKey"], target.id, {})
+        start_instance(ctx, timer.process_definition_key, target.id, {})
         return
     inst = ctx.state.elements.get(eik)
     if not can_fire(ctx, inst):
         ctx.reject(RejectionType.INVALID_STATE, f"Expected the element of timer '{cmd.key}' to be active")
         return
     assert inst is not None
-    ctx.event(ValueType.TIMER, TimerIntent.TRIGGERED, cmd.key, timer)
+    ctx.typed_event(ValueType.TIMER, TimerIntent.TRIGGERED, cmd.key, timer)
     if not target.interrupts:
         _reschedule(ctx, timer)
     fire(ctx, process, inst, target, {})
 
 
-def _reschedule(ctx: ProcessingContext, timer: dict) -> None:
-    following = timers.from_record(timer).next(ctx.now)
+def _reschedule(ctx: ProcessingContext, timer: TimerValue) -> None:
+    following = timers.schedule_of(timer).next(ctx.now)
     if following is not None:
         create_timer(
             ctx,
             following,
-            timer["targetElementId"],
-            timer["processDefinitionKey"],
-            timer.get("elementInstanceKey", -1),
-            timer.get("processInstanceKey", -1),
+            timer.target_element_id,
+            timer.process_definition_key,
+            timer.element_instance_key,
+            timer.process_instance_key,
         )
 
 

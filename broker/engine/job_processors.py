@@ -14,6 +14,7 @@ from broker.engine import behaviors as b
 from broker.engine import events, user_tasks
 from broker.engine.context import ProcessingContext
 from broker.engine.elements import ad_hoc_sub_process, execution_listeners
+from broker.protocol.entity_values import IncidentValue, JobValue
 from broker.protocol.enums import (
     IncidentIntent,
     JobBatchIntent,
@@ -41,18 +42,15 @@ def _json_size(value: Any) -> int:
     return len(text) if text.isascii() else len(text.encode())
 
 
-def rendered_size(job: dict[str, Any]) -> int:
+def rendered_size(job: JobValue) -> int:
     """An upper bound of the bytes an activated job takes in an ActivateJobs response (JSON documents included)."""
-    texts = (job.get("type", ""), job.get("bpmnProcessId", ""), job.get("elementId", ""), job.get("worker", ""))
+    texts = (job.type, job.bpmn_process_id, job.element_id, job.worker)
     return (
-        _json_size(job.get("variables") or {})
-        + _json_size(job.get("customHeaders") or {})
-        + sum(len(t.encode()) for t in texts)
-        + _JOB_OVERHEAD
+        _json_size(job.variables) + _json_size(job.custom_headers) + sum(len(t.encode()) for t in texts) + _JOB_OVERHEAD
     )
 
 
-def _job_or_reject(ctx: ProcessingContext, cmd: Record, action: str, allowed: tuple[str, ...]) -> dict | None:
+def _job_or_reject(ctx: ProcessingContext, cmd: Record, action: str, allowed: tuple[str, ...]) -> JobValue | None:
     job = ctx.state.jobs.get(cmd.key)
     if job is None:
         ctx.reject(
@@ -66,13 +64,13 @@ def _job_or_reject(ctx: ProcessingContext, cmd: Record, action: str, allowed: tu
             f"Expected to {action} job with key '{cmd.key}', but it is in state '{job['state']}'",
         )
         return None
-    return job
+    return JobValue.from_dict(job["value"])
 
 
 _ACTIVE = (JobState.ACTIVATABLE, JobState.ACTIVATED)
 
 # The incident a job out of retries raises, by job kind (as Zeebe's); JOB_NO_RETRIES for the others.
-_NO_RETRIES = {
+_NO_RETRIES: dict[str, str] = {
     JobKind.EXECUTION_LISTENER: "EXECUTION_LISTENER_NO_RETRIES",
     JobKind.TASK_LISTENER: "TASK_LISTENER_NO_RETRIES",
 }
@@ -121,30 +119,31 @@ def activate_batch(ctx: ProcessingContext, cmd: Record) -> None:
             break
         job = ctx.state.jobs.get(key)
         assert job is not None
+        stored = JobValue.from_dict(job["value"])
         activated = b.activate_job(
             ctx,
             key,
-            job["value"],
+            stored,
             worker=v["worker"],
             timeout=int(v["timeout"]),
             fetch=v.get("variables") or None,
         )
         approx = rendered_size(activated)
         if approx > limit:
-            _fail_too_large(ctx, key, job["value"], approx, limit)
+            _fail_too_large(ctx, key, stored, approx, limit)
             continue
         if size + approx > limit:
             truncated = True  # the rest stay activatable for the next request, as in Zeebe
             break
         size += approx
-        jobs.append(activated)
+        jobs.append(activated.to_dict())
         job_keys.append(key)
     value = {**v, "jobKeys": job_keys, "jobs": jobs, "truncated": truncated}
     rec = ctx.event(ValueType.JOB_BATCH, JobBatchIntent.ACTIVATED, ctx.keys.next_key() if jobs else cmd.key, value)
     ctx.respond(rec)
 
 
-def _fail_too_large(ctx: ProcessingContext, key: int, job: dict[str, Any], size: int, limit: int) -> None:
+def _fail_too_large(ctx: ProcessingContext, key: int, job: JobValue, size: int, limit: int) -> None:
     """A job that alone exceeds what a response may carry fails with an incident, so it stops blocking its type.
 
     Like a job out of retries: reduce the variables (or fetch fewer), update the retries, resolve the incident.
@@ -154,10 +153,9 @@ def _fail_too_large(ctx: ProcessingContext, key: int, job: dict[str, Any], size:
         f"{limit} bytes a response to a worker may carry. Reduce the variables (or fetch fewer), then update the "
         "job's retries and resolve this incident."
     )
-    value = dict(job)
-    value.update(retries=0, errorMessage=message, deadline=-1, recurringTime=-1, variables={})
-    ctx.event(ValueType.JOB, JobIntent.FAILED, key, value)
-    inst = ctx.state.elements.get(value["elementInstanceKey"])
+    value = job._replace(retries=0, error_message=message, deadline=-1, recurring_time=-1, variables={})
+    ctx.typed_event(ValueType.JOB, JobIntent.FAILED, key, value)
+    inst = ctx.state.elements.get(value.element_instance_key)
     if inst is not None:
         b.raise_incident(ctx, inst, "MESSAGE_SIZE_EXCEEDED", message, job_key=key)
 
@@ -166,22 +164,22 @@ def complete(ctx: ProcessingContext, cmd: Record) -> None:
     job = _job_or_reject(ctx, cmd, "complete", _ACTIVE)
     if job is None:
         return
-    value = dict(job["value"])
-    if value.get("jobKind") == ad_hoc_sub_process.JOB_KIND:  # the worker's result decides what follows
-        ad_hoc_sub_process.complete_job(ctx, cmd.key, value, cmd.value)
+    kind = job.job_kind
+    if kind == ad_hoc_sub_process.JOB_KIND:  # the worker's result decides what follows
+        ad_hoc_sub_process.complete_job(ctx, cmd.key, job.to_dict(), cmd.value)
         return
     variables = cmd.value.get("variables") or {}
-    if value.get("jobKind") == JobKind.TASK_LISTENER:
-        _complete_task_listener(ctx, cmd, value, variables)
+    if kind == JobKind.TASK_LISTENER:
+        _complete_task_listener(ctx, cmd, job, variables)
         return
-    value["variables"] = variables
-    rec = ctx.event(ValueType.JOB, JobIntent.COMPLETED, cmd.key, value)
+    value = job.completed(variables)
+    rec = ctx.typed_event(ValueType.JOB, JobIntent.COMPLETED, cmd.key, value)
     ctx.respond(rec)
-    inst = ctx.state.elements.get(value["elementInstanceKey"])
+    inst = ctx.state.elements.get(value.element_instance_key)
     if inst is None:
         return
-    if value.get("jobKind") == JobKind.EXECUTION_LISTENER:
-        execution_listeners.take_variables(ctx, inst, value, variables)
+    if kind == JobKind.EXECUTION_LISTENER:
+        execution_listeners.take_variables(ctx, inst, rec.value, variables)
         ctx.follow_up(
             ValueType.PROCESS_INSTANCE,
             ProcessInstanceIntent.COMPLETE_EXECUTION_LISTENER,
@@ -189,8 +187,8 @@ def complete(ctx: ProcessingContext, cmd: Record) -> None:
             inst.value.to_dict(),
         )
         return
-    process = b.services(ctx).models.get(value["processDefinitionKey"])
-    element = process.element(value["elementId"])
+    process = b.services(ctx).models.get(value.process_definition_key)
+    element = process.element(value.element_id)
     if variables:
         if element.output_mappings:
             b.set_local_document(ctx, inst.key, variables, inst)
@@ -199,7 +197,7 @@ def complete(ctx: ProcessingContext, cmd: Record) -> None:
     ctx.follow_up(ValueType.PROCESS_INSTANCE, ProcessInstanceIntent.COMPLETE_ELEMENT, inst.key, inst.value.to_dict())
 
 
-def _complete_task_listener(ctx: ProcessingContext, cmd: Record, value: dict, variables: dict) -> None:
+def _complete_task_listener(ctx: ProcessingContext, cmd: Record, job: JobValue, variables: dict) -> None:
     """A task listener's job: no variables; its result may deny the user task's change or correct the task."""
     if variables:
         ctx.reject(
@@ -209,15 +207,15 @@ def _complete_task_listener(ctx: ProcessingContext, cmd: Record, value: dict, va
         )
         return
     result = cmd.value.get("result") or {}
-    problem = user_tasks.listener_result_problem(ctx, value, result)
+    problem = user_tasks.listener_result_problem(ctx, job, result)
     if problem:
         ctx.reject(
             RejectionType.INVALID_ARGUMENT,
             f"Expected to complete task listener job with key '{cmd.key}', but {problem}",
         )
         return
-    value.update(variables={}, result=result)
-    rec = ctx.event(ValueType.JOB, JobIntent.COMPLETED, cmd.key, value)
+    value = job.completed({}, result)
+    rec = ctx.typed_event(ValueType.JOB, JobIntent.COMPLETED, cmd.key, value)
     ctx.respond(rec)
     user_tasks.listener_completed(ctx, value, result)
 
@@ -233,18 +231,17 @@ def fail(ctx: ProcessingContext, cmd: Record) -> None:
     if problem:
         ctx.reject(RejectionType.INVALID_ARGUMENT, problem)
         return
-    value = dict(job["value"])
-    value.update(
+    value = job._replace(
         retries=retries,
-        errorMessage=v.get("errorMessage", ""),
-        retryBackoff=backoff,
-        recurringTime=ctx.now + backoff if retries > 0 and backoff > 0 else -1,
+        error_message=v.get("errorMessage", ""),
+        retry_backoff=backoff,
+        recurring_time=ctx.now + backoff if retries > 0 and backoff > 0 else -1,
         deadline=-1,
         variables={},
     )
-    rec = ctx.event(ValueType.JOB, JobIntent.FAILED, cmd.key, value)
+    rec = ctx.typed_event(ValueType.JOB, JobIntent.FAILED, cmd.key, value)
     ctx.respond(rec)
-    inst = ctx.state.elements.get(value["elementInstanceKey"])
+    inst = ctx.state.elements.get(value.element_instance_key)
     variables = v.get("variables") or {}
     if variables and inst is not None:
         b.set_local_document(ctx, inst.key, variables, inst)
@@ -252,8 +249,8 @@ def fail(ctx: ProcessingContext, cmd: Record) -> None:
         if backoff <= 0:
             b.job_became_activatable(ctx, cmd.key, value)
     elif inst is not None:
-        message = value["errorMessage"] or "No more retries left."
-        error_type = _NO_RETRIES.get(value.get("jobKind", JobKind.BPMN_ELEMENT), "JOB_NO_RETRIES")
+        message = value.error_message or "No more retries left."
+        error_type = _NO_RETRIES.get(value.job_kind, "JOB_NO_RETRIES")
         b.raise_incident(ctx, inst, error_type, message, job_key=cmd.key)
 
 
@@ -261,25 +258,24 @@ def throw_error(ctx: ProcessingContext, cmd: Record) -> None:
     job = _job_or_reject(ctx, cmd, "throw an error for", _ACTIVE)
     if job is None:
         return
-    kind = job["value"].get("jobKind", JobKind.BPMN_ELEMENT)
+    kind = job.job_kind
     if kind not in _MAY_THROW_ERRORS:  # a listener runs while its element is not active: nothing could catch it
         ctx.reject(
             RejectionType.INVALID_STATE,
-            f"Cannot throw BPMN error from {kind} job with key '{cmd.key}', type '{job['value']['type']}' and "
-            f"processInstanceKey '{job['value']['processInstanceKey']}'",
+            f"Cannot throw BPMN error from {kind} job with key '{cmd.key}', type '{job.type}' and "
+            f"processInstanceKey '{job.process_instance_key}'",
         )
         return
     v = cmd.value
     code = v.get("errorCode", "")
     message = v.get("errorMessage", "")
-    value = dict(job["value"])
-    value.update(errorCode=code, errorMessage=message, variables={}, deadline=-1)
-    rec = ctx.event(ValueType.JOB, JobIntent.ERROR_THROWN, cmd.key, value)
+    value = job._replace(error_code=code, error_message=message, variables={}, deadline=-1)
+    rec = ctx.typed_event(ValueType.JOB, JobIntent.ERROR_THROWN, cmd.key, value)
     ctx.respond(rec)
-    inst = ctx.state.elements.get(value["elementInstanceKey"])
+    inst = ctx.state.elements.get(value.element_instance_key)
     if inst is None:
         return
-    process = b.services(ctx).models.get(value["processDefinitionKey"])
+    process = b.services(ctx).models.get(value.process_definition_key)
     catch = events.find_error_catch(ctx, process, inst, code)
     if catch is None:
         b.raise_incident(ctx, inst, "UNHANDLED_ERROR_EVENT", b.unhandled_error_message(code, message), job_key=cmd.key)
@@ -301,9 +297,8 @@ def update_retries(ctx: ProcessingContext, cmd: Record) -> None:
             f"but got '{retries}'",
         )
         return
-    value = dict(job["value"])
-    value["retries"] = retries
-    rec = ctx.event(ValueType.JOB, JobIntent.RETRIES_UPDATED, cmd.key, value)
+    value = job._replace(retries=retries)
+    rec = ctx.typed_event(ValueType.JOB, JobIntent.RETRIES_UPDATED, cmd.key, value)
     ctx.respond(rec)
 
 
@@ -316,9 +311,8 @@ def update_timeout(ctx: ProcessingContext, cmd: Record) -> None:
     if problem:
         ctx.reject(RejectionType.INVALID_ARGUMENT, problem)
         return
-    value = dict(job["value"])
-    value["deadline"] = ctx.now + timeout
-    rec = ctx.event(ValueType.JOB, JobIntent.TIMEOUT_UPDATED, cmd.key, value)
+    value = job._replace(deadline=ctx.now + timeout)
+    rec = ctx.typed_event(ValueType.JOB, JobIntent.TIMEOUT_UPDATED, cmd.key, value)
     ctx.respond(rec)
 
 
@@ -331,27 +325,26 @@ def time_out(ctx: ProcessingContext, cmd: Record) -> None:
             f"Expected to time out activated job with key '{cmd.key}', but none found",
         )
         return
-    value = dict(job["value"])
-    if value["deadline"] > ctx.now:
-        ctx.reject(RejectionType.INVALID_STATE, f"Job '{cmd.key}' is not due yet (deadline {value['deadline']})")
+    stored = JobValue.from_dict(job["value"])
+    if stored.deadline > ctx.now:
+        ctx.reject(RejectionType.INVALID_STATE, f"Job '{cmd.key}' is not due yet (deadline {stored.deadline})")
         return
-    value["deadline"] = -1
-    value["worker"] = ""
-    ctx.event(ValueType.JOB, JobIntent.TIMED_OUT, cmd.key, value)
+    value = stored._replace(deadline=-1, worker="")
+    ctx.typed_event(ValueType.JOB, JobIntent.TIMED_OUT, cmd.key, value)
     b.job_became_activatable(ctx, cmd.key, value)
 
 
 def recur_after_backoff(ctx: ProcessingContext, cmd: Record) -> None:
     job = ctx.state.jobs.get(cmd.key)
-    if job is None or job["state"] != JobState.FAILED or job["value"].get("recurringTime", -1) <= 0:
+    stored = JobValue.from_dict(job["value"]) if job is not None and job["state"] == JobState.FAILED else None
+    if stored is None or stored.recurring_time <= 0:
         ctx.reject(RejectionType.NOT_FOUND, f"Expected a job in back-off with key '{cmd.key}', but none found")
         return
-    value = dict(job["value"])
-    if value["recurringTime"] > ctx.now:
+    if stored.recurring_time > ctx.now:
         ctx.reject(RejectionType.INVALID_STATE, f"Job '{cmd.key}' back-off has not elapsed yet")
         return
-    value["recurringTime"] = -1
-    ctx.event(ValueType.JOB, JobIntent.RECURRED_AFTER_BACKOFF, cmd.key, value)
+    value = stored._replace(recurring_time=-1)
+    ctx.typed_event(ValueType.JOB, JobIntent.RECURRED_AFTER_BACKOFF, cmd.key, value)
     b.job_became_activatable(ctx, cmd.key, value)
 
 
@@ -361,36 +354,37 @@ def yield_job(ctx: ProcessingContext, cmd: Record) -> None:
     if job is None or job["state"] != JobState.ACTIVATED:
         ctx.reject(RejectionType.NOT_FOUND, f"Expected to yield activated job with key '{cmd.key}', but none found")
         return
-    value = dict(job["value"])
-    value.update(deadline=-1, worker="")
-    ctx.event(ValueType.JOB, JobIntent.YIELDED, cmd.key, value)
-    ctx.side_effects.jobs_available.add(value["type"])
+    value = JobValue.from_dict(job["value"])._replace(deadline=-1, worker="")
+    ctx.typed_event(ValueType.JOB, JobIntent.YIELDED, cmd.key, value)
+    ctx.side_effects.jobs_available.add(value.type)
 
 
 def resolve_incident(ctx: ProcessingContext, cmd: Record) -> None:
-    incident = ctx.state.incidents.get(cmd.key)
-    if incident is None:
+    stored = ctx.state.incidents.get(cmd.key)
+    if stored is None:
         ctx.reject(
             RejectionType.NOT_FOUND,
             f"Expected to resolve incident with key '{cmd.key}', but no such incident was found",
         )
         return
-    rec = ctx.event(ValueType.INCIDENT, IncidentIntent.RESOLVED, cmd.key, incident)
+    incident = IncidentValue.from_dict(stored)
+    rec = ctx.typed_event(ValueType.INCIDENT, IncidentIntent.RESOLVED, cmd.key, incident)
     ctx.respond(rec)
-    job_key = incident.get("jobKey", -1)
+    job_key = incident.job_key
     if job_key > 0:
         job = ctx.state.jobs.get(job_key)
         if job is None:
             return
+        value = JobValue.from_dict(job["value"])
         if job["state"] == JobState.ACTIVATABLE:
-            b.job_became_activatable(ctx, job_key, job["value"])
+            b.job_became_activatable(ctx, job_key, value)
         else:
-            inst = ctx.state.elements.get(incident["elementInstanceKey"])
+            inst = ctx.state.elements.get(incident.element_instance_key)
             if inst is not None:
-                message = job["value"].get("errorMessage") or "No more retries left."
-                b.raise_incident(ctx, inst, incident["errorType"], message, job_key=job_key)
+                message = value.error_message or "No more retries left."
+                b.raise_incident(ctx, inst, incident.error_type, message, job_key=job_key)
         return
-    inst = ctx.state.elements.get(incident["elementInstanceKey"])
+    inst = ctx.state.elements.get(incident.element_instance_key)
     if inst is None:
         return
     if user_tasks.resume(ctx, inst):

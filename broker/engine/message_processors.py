@@ -28,6 +28,7 @@ from typing import Any
 from broker.engine import behaviors as b
 from broker.engine import events
 from broker.engine.context import ProcessingContext
+from broker.protocol.entity_values import MessageValue
 from broker.protocol.enums import (
     AsyncRequestIntent,
     MessageCorrelationIntent,
@@ -82,41 +83,41 @@ def publish(ctx: ProcessingContext, cmd: Record) -> None:
         )
         return
     key = ctx.keys.next_key()
-    message = {
-        "name": name,
-        "correlationKey": correlation_key,
-        "timeToLive": ttl,
-        "messageId": message_id,
-        "variables": v.get("variables") or {},
-        "deadline": ctx.now + max(ttl, 0),
-        "tenantId": b.TENANT,
-    }
-    rec = ctx.event(ValueType.MESSAGE, MessageIntent.PUBLISHED, key, message)
+    message = MessageValue(
+        name=name,
+        correlation_key=correlation_key,
+        time_to_live=ttl,
+        message_id=message_id,
+        variables=v.get("variables") or {},
+        deadline=ctx.now + max(ttl, 0),
+    )
+    rec = ctx.typed_event(ValueType.MESSAGE, MessageIntent.PUBLISHED, key, message)
     ctx.respond(rec)
     for sub in _free_subscriptions(ctx, key, message):
         _correlating(ctx, sub, key, message)
     for start in _startable(ctx, key, message)[0]:
         _start_instance(ctx, start, key, message)
     if ttl <= 0:
-        ctx.event(ValueType.MESSAGE, MessageIntent.EXPIRED, key, message)
+        ctx.typed_event(ValueType.MESSAGE, MessageIntent.EXPIRED, key, message)
 
 
 def expire(ctx: ProcessingContext, cmd: Record) -> None:
     """Written by the leader's checker when a message's time to live passed; re-checked here."""
-    message = ctx.state.messages.get(cmd.key)
-    if message is None:
+    stored = ctx.state.messages.get(cmd.key)
+    if stored is None:
         ctx.reject(RejectionType.NOT_FOUND, f"Expected to expire message with key '{cmd.key}', but none found")
         return
-    if message["deadline"] > ctx.now:
-        ctx.reject(RejectionType.INVALID_STATE, f"Message '{cmd.key}' is still alive (deadline {message['deadline']})")
+    message = MessageValue.from_dict(stored)
+    if message.deadline > ctx.now:
+        ctx.reject(RejectionType.INVALID_STATE, f"Message '{cmd.key}' is still alive (deadline {message.deadline})")
         return
-    ctx.event(ValueType.MESSAGE, MessageIntent.EXPIRED, cmd.key, message)
+    ctx.typed_event(ValueType.MESSAGE, MessageIntent.EXPIRED, cmd.key, message)
 
 
-def _correlating(ctx: ProcessingContext, sub: dict, message_key: int, message: dict) -> None:
+def _correlating(ctx: ProcessingContext, sub: dict, message_key: int, message: MessageValue) -> None:
     """Hand ``message`` to the subscription's process instance (the outbox delivers it until answered)."""
     value = dict(sub)
-    value.update(messageKey=message_key, variables=message["variables"])
+    value.update(messageKey=message_key, variables=message.variables)
     ctx.event(ValueType.MESSAGE_SUBSCRIPTION, MS.CORRELATING, ctx.keys.next_key(), value)
 
 
@@ -124,18 +125,19 @@ def _correlate_buffered(ctx: ProcessingContext, sub: dict) -> None:
     """A subscription became free: the oldest buffered message for it that this instance has not had yet."""
     pi = str(sub["processInstanceKey"])
     for key in ctx.state.messages.keys_for(sub["messageName"], sub["correlationKey"]):
-        message = ctx.state.messages.get(key)
-        if message is not None and message["deadline"] >= ctx.now and not ctx.state.messages.correlated(key, pi):
+        stored = ctx.state.messages.get(key)
+        message = MessageValue.from_dict(stored) if stored is not None else None
+        if message is not None and message.deadline >= ctx.now and not ctx.state.messages.correlated(key, pi):
             _correlating(ctx, sub, key, message)
             return
 
 
-def _free_subscriptions(ctx: ProcessingContext, message_key: int | None, message: dict) -> list[dict]:
+def _free_subscriptions(ctx: ProcessingContext, message_key: int | None, message: MessageValue) -> list[dict]:
     """The subscriptions ``message`` correlates to: one per process instance, none busy with another message
     (``message_key`` None: a message not written yet, which reached nothing so far)."""
     free: list[dict] = []
     seen: set[int] = set()
-    for sub in ctx.state.message_subscriptions.for_correlation(message["name"], message["correlationKey"]):
+    for sub in ctx.state.message_subscriptions.for_correlation(message.name, message.correlation_key):
         pi = sub["processInstanceKey"]
         if sub.get("correlatingMessageKey", -1) > 0 or pi in seen:
             continue
@@ -146,14 +148,14 @@ def _free_subscriptions(ctx: ProcessingContext, message_key: int | None, message
     return free
 
 
-def _startable(ctx: ProcessingContext, message_key: int | None, message: dict) -> tuple[list[dict], list[str]]:
+def _startable(ctx: ProcessingContext, message_key: int | None, message: MessageValue) -> tuple[list[dict], list[str]]:
     """Message start events ``message`` starts an instance of (one per process), and the processes it cannot start
     because an instance started for this correlation key still runs."""
     starts: list[dict] = []
     blocked: list[str] = []
-    for start in ctx.state.message_starts.for_name(message["name"]):
+    for start in ctx.state.message_starts.for_name(message.name):
         process_id = start["bpmnProcessId"]
-        ck = message["correlationKey"]
+        ck = message.correlation_key
         if message_key is not None and ctx.state.messages.correlated(message_key, "P:" + process_id):
             continue
         if ck and ctx.state.message_starts.active_instance(process_id, ck) is not None:
@@ -163,14 +165,14 @@ def _startable(ctx: ProcessingContext, message_key: int | None, message: dict) -
     return starts, blocked
 
 
-def _start_instance(ctx: ProcessingContext, start: dict, message_key: int, message: dict) -> int:
+def _start_instance(ctx: ProcessingContext, start: dict, message_key: int, message: MessageValue) -> int:
     """A new instance of the message start event's process; its key."""
     pi_key = ctx.keys.next_key()
     value = dict(start)
     value.update(
         messageKey=message_key,
-        correlationKey=message["correlationKey"],
-        variables=message["variables"],
+        correlationKey=message.correlation_key,
+        variables=message.variables,
         processInstanceKey=pi_key,
     )
     ctx.event(
@@ -179,9 +181,7 @@ def _start_instance(ctx: ProcessingContext, start: dict, message_key: int, messa
         start["processDefinitionKey"],
         value,
     )
-    events.start_instance(
-        ctx, start["processDefinitionKey"], start["startEventId"], message["variables"], pi_key=pi_key
-    )
+    events.start_instance(ctx, start["processDefinitionKey"], start["startEventId"], message.variables, pi_key=pi_key)
     return pi_key
 
 
@@ -199,15 +199,14 @@ def correlate(ctx: ProcessingContext, cmd: Record) -> None:
     if not name:
         ctx.reject(RejectionType.INVALID_ARGUMENT, "Expected to correlate a message with a name, but the name is empty")
         return
-    message = {
-        "name": name,
-        "correlationKey": str(v.get("correlationKey", "")),
-        "timeToLive": 0,
-        "messageId": "",
-        "variables": v.get("variables") or {},
-        "deadline": ctx.now,
-        "tenantId": b.TENANT,
-    }
+    message = MessageValue(
+        name=name,
+        correlation_key=str(v.get("correlationKey", "")),
+        time_to_live=0,
+        message_id="",
+        variables=v.get("variables") or {},
+        deadline=ctx.now,
+    )
     # a new message has correlated to nothing yet; its key is taken only once it is written (replay restores the
     # key counter from written records)
     subscriptions = _free_subscriptions(ctx, None, message)
@@ -215,12 +214,12 @@ def correlate(ctx: ProcessingContext, cmd: Record) -> None:
     if not subscriptions and not starts:
         reason = (
             f"Expected to find subscription for message with name '{name}' and correlation key "
-            f"'{message['correlationKey']}', but none was found."
+            f"'{message.correlation_key}', but none was found."
         )
         if blocked:
             reason = (
                 f"Expected to find subscription for message with name '{name}' and correlation key "
-                f"'{message['correlationKey']}', but no active subscription was found. A process instance with this "
+                f"'{message.correlation_key}', but no active subscription was found. A process instance with this "
                 "correlation key is already active for a message start event with this message name in process IDs "
                 f"{sorted(blocked)}. Only one active process instance per correlation key is allowed for message "
                 "start events."
@@ -228,11 +227,11 @@ def correlate(ctx: ProcessingContext, cmd: Record) -> None:
         ctx.reject(RejectionType.NOT_FOUND, reason)
         return
     message_key = ctx.keys.next_key()
-    ctx.event(ValueType.MESSAGE, MessageIntent.PUBLISHED, message_key, message)
+    ctx.typed_event(ValueType.MESSAGE, MessageIntent.PUBLISHED, message_key, message)
     correlation = {
         "name": name,
-        "correlationKey": message["correlationKey"],
-        "variables": message["variables"],
+        "correlationKey": message.correlation_key,
+        "variables": message.variables,
         "tenantId": b.TENANT,
         "messageKey": message_key,
         "processInstanceKey": -1,
@@ -261,7 +260,7 @@ def correlate(ctx: ProcessingContext, cmd: Record) -> None:
                 "correlation": correlation,
             },
         )
-    ctx.event(ValueType.MESSAGE, MessageIntent.EXPIRED, message_key, message)
+    ctx.typed_event(ValueType.MESSAGE, MessageIntent.EXPIRED, message_key, message)
 
 
 def _answer_correlation(ctx: ProcessingContext, sub: dict, message_key: int, *, correlated: bool) -> None:

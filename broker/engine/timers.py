@@ -15,6 +15,7 @@ from typing import Any
 from broker.engine import cron
 from broker.feel._temporal import add_months, parse_datetime, parse_duration
 from broker.feel._values import YearMonthDuration
+from broker.protocol.entity_values import TimerValue
 
 INFINITE = -1
 _UTC = dt.UTC
@@ -189,3 +190,20 @@ def from_record(timer: dict[str, Any]) -> Schedule:
     if "intervalMonths" in timer or "intervalMs" in timer:
         interval = Interval(timer.get("intervalMonths", 0), dt.timedelta(milliseconds=timer.get("intervalMs", 0)))
     return Schedule(timer["dueDate"], timer.get("repetitions", 1), interval, timer.get("cron"))
+
+
+def repeating_parts(s: Schedule) -> tuple[str | None, int | None, int | None]:
+    """``(cron, interval months, interval ms)`` of a schedule, as a TIMER record keeps them (see :func:`serialize`)."""
+    if s.cron is not None:
+        return s.cron, None, None
+    if s.interval is None:
+        return None, None, None
+    return None, s.interval.months, int(s.interval.delta / dt.timedelta(milliseconds=1))
+
+
+def schedule_of(timer: TimerValue) -> Schedule:
+    """The schedule of a timer record's value (see :func:`repeating_parts`)."""
+    interval = None
+    if timer.interval_months is not None or timer.interval_ms is not None:
+        interval = Interval(timer.interval_months or 0, dt.timedelta(milliseconds=timer.interval_ms or 0))
+    return Schedule(timer.due_date, timer.repetitions, interval, timer.cron)

@@ -26,6 +26,7 @@ from broker.engine.elements.job_task import (
     write_job,
 )
 from broker.engine.expressions import ExpressionFailure
+from broker.protocol.entity_values import JobValue, UserTaskValue
 from broker.protocol.enums import (
     AsyncRequestIntent,
     ProcessInstanceIntent,
@@ -51,6 +52,15 @@ PRIORITY = "priority"
 CHANGEABLE = (CANDIDATE_GROUPS, CANDIDATE_USERS, DUE_DATE, FOLLOW_UP_DATE, PRIORITY)
 CORRECTABLE = (ASSIGNEE, *CHANGEABLE)
 DEFAULT_PRIORITY = 50
+#: The typed value's field of each attribute an UPDATE may change or a listener may correct.
+_FIELDS: dict[str, str] = {
+    ASSIGNEE: "assignee",
+    CANDIDATE_GROUPS: "candidate_groups_list",
+    CANDIDATE_USERS: "candidate_users_list",
+    DUE_DATE: "due_date",
+    FOLLOW_UP_DATE: "follow_up_date",
+    PRIORITY: "priority",
+}
 
 # lifecycle state → (listener event type, the event that ends the transition, the event a denial writes)
 _TRANSITIONS: dict[str, tuple[str, UT, UT | None]] = {
@@ -103,35 +113,32 @@ def create(ctx: ProcessingContext, element: bpmn.Element, inst: ElementInstance)
         form_key = form["formKey"]
     v = inst.value
     key = ctx.keys.next_key()
-    value = {
-        "userTaskKey": key,
-        "assignee": attributes.get(ASSIGNEE) or "",
-        "candidateGroupsList": attributes.get(CANDIDATE_GROUPS) or [],
-        "candidateUsersList": attributes.get(CANDIDATE_USERS) or [],
-        "dueDate": attributes.get(DUE_DATE) or "",
-        "followUpDate": attributes.get(FOLLOW_UP_DATE) or "",
-        "formKey": form_key,
-        "externalFormReference": attributes.get("externalFormReference") or "",
-        "variables": {},
-        "customHeaders": dict(task.headers),
-        "bpmnProcessId": v.bpmn_process_id,
-        "processDefinitionVersion": v.version,
-        "processDefinitionKey": v.process_definition_key,
-        "processInstanceKey": v.process_instance_key,
-        "elementId": element.id,
-        "elementInstanceKey": inst.key,
-        "tenantId": b.TENANT,
-        "changedAttributes": [],
-        "action": "",
-        "creationTimestamp": ctx.now,
-        "priority": attributes.get(PRIORITY, DEFAULT_PRIORITY),
-        "deniedReason": "",
-    }
-    if v.tags:  # the instance's tags (Camunda 8.9)
-        value["tags"] = list(v.tags)
-    if v.business_id:
-        value["businessId"] = v.business_id
-    ctx.event(ValueType.USER_TASK, UT.CREATING, key, value)
+    value = UserTaskValue(
+        user_task_key=key,
+        assignee=attributes.get(ASSIGNEE) or "",
+        candidate_groups_list=tuple(attributes.get(CANDIDATE_GROUPS) or ()),
+        candidate_users_list=tuple(attributes.get(CANDIDATE_USERS) or ()),
+        due_date=attributes.get(DUE_DATE) or "",
+        follow_up_date=attributes.get(FOLLOW_UP_DATE) or "",
+        form_key=form_key,
+        external_form_reference=attributes.get("externalFormReference") or "",
+        variables={},
+        custom_headers=dict(task.headers),
+        bpmn_process_id=v.bpmn_process_id,
+        process_definition_version=v.version,
+        process_definition_key=v.process_definition_key,
+        process_instance_key=v.process_instance_key,
+        element_id=element.id,
+        element_instance_key=inst.key,
+        changed_attributes=(),
+        action="",
+        creation_timestamp=ctx.now,
+        priority=attributes.get(PRIORITY, DEFAULT_PRIORITY),
+        denied_reason="",
+        tags=v.tags,  # the instance's tags and business id (Camunda 8.9)
+        business_id=v.business_id,
+    )
+    ctx.typed_event(ValueType.USER_TASK, UT.CREATING, key, value)
     proceed(ctx, key)
 
 
@@ -204,9 +211,9 @@ def _as_priority(source: str, value: Any) -> int | ExpressionFailure | None:
 # -- transitions ---------------------------------------------------------------------------------------------
 
 
-def begin(ctx: ProcessingContext, key: int, intent: UT, value: dict[str, Any]) -> None:
+def begin(ctx: ProcessingContext, key: int, intent: UT, value: UserTaskValue) -> None:
     """Write a transition's first event (ASSIGNING, CLAIMING, UPDATING, COMPLETING, CANCELING) and run it on."""
-    ctx.event(ValueType.USER_TASK, intent, key, value)
+    ctx.typed_event(ValueType.USER_TASK, intent, key, value)
     proceed(ctx, key)
 
 
@@ -217,7 +224,7 @@ def proceed(ctx: ProcessingContext, key: int) -> None:
     listeners = listeners_of(ctx, entry)
     done = entry["transition"]["listener"]
     if done < len(listeners):
-        inst = ctx.state.elements.get(entry["value"]["elementInstanceKey"])
+        inst = ctx.state.elements.get(UserTaskValue.from_dict(entry["value"]).element_instance_key)
         if inst is not None:
             _create_listener_job(ctx, entry, listeners[done], inst)
         return
@@ -236,9 +243,9 @@ def resume(ctx: ProcessingContext, inst: ElementInstance) -> bool:
 
 
 def listeners_of(ctx: ProcessingContext, entry: dict[str, Any]) -> list[bpmn.TaskListener]:
-    value = entry["value"]
-    process = b.services(ctx).models.get(value["processDefinitionKey"])
-    task = process.element(value["elementId"]).user_task
+    value = UserTaskValue.from_dict(entry["value"])
+    process = b.services(ctx).models.get(value.process_definition_key)
+    task = process.element(value.element_id).user_task
     event_type = listener_event_type(entry["state"])
     return [listener for listener in (task.listeners if task else ()) if listener.event_type == event_type]
 
@@ -252,16 +259,16 @@ def _create_listener_job(
         b.raise_incident(ctx, inst, "EXTRACT_VALUE_ERROR", evaluated.message)
         return
     job_type, retries = evaluated
-    task = entry["transition"]["value"]
+    task = UserTaskValue.from_dict(entry["transition"]["value"])
     job_key, job = write_job(
         ctx,
         inst,
         job_type,
         retries,
         kind="TASK_LISTENER",
-        headers=dict(task.get("customHeaders") or {}),
-        jobListenerEventType=listener.event_type.upper(),
-        changedAttributes=list(task.get("changedAttributes") or []),
+        headers=dict(task.custom_headers),
+        listener_event_type=listener.event_type.upper(),
+        changed_attributes=task.changed_attributes,
     )
     b.job_became_activatable(ctx, job_key, job)
 
@@ -269,22 +276,22 @@ def _create_listener_job(
 def _finish(ctx: ProcessingContext, key: int, entry: dict[str, Any]) -> None:
     """Every listener completed: the transition's end event, then what it causes."""
     state = entry["state"]
-    value = entry["transition"]["value"]
+    value = UserTaskValue.from_dict(entry["transition"]["value"])
     end = _TRANSITIONS[state][1]
-    assignee = value["assignee"]  # at creation: the modelled one (or a creating listener's correction)
+    assignee = value.assignee  # at creation: the modelled one (or a creating listener's correction)
     if state == S.CREATING:
-        value = {**value, "assignee": ""}  # ... assigned next, through its own transition
-    record = ctx.event(ValueType.USER_TASK, end, key, value)
-    _answer(ctx, value["elementInstanceKey"], record)
-    inst = ctx.state.elements.get(value["elementInstanceKey"])
+        value = value._replace(assignee="")  # ... assigned next, through its own transition
+    record = ctx.typed_event(ValueType.USER_TASK, end, key, value)
+    _answer(ctx, value.element_instance_key, record)
+    inst = ctx.state.elements.get(value.element_instance_key)
     if inst is None:
         return
     if state == S.CREATING:
         lc.activated(ctx, inst)
         if assignee:
-            begin(ctx, key, UT.ASSIGNING, {**value, "assignee": assignee, "changedAttributes": [ASSIGNEE]})
+            begin(ctx, key, UT.ASSIGNING, value._replace(assignee=assignee, changed_attributes=(ASSIGNEE,)))
     elif state == S.COMPLETING:
-        _complete_element(ctx, inst, value.get("variables") or {})
+        _complete_element(ctx, inst, value.variables)
     elif state == S.CANCELING and inst.state == ProcessInstanceIntent.ELEMENT_TERMINATING:
         lc.terminated(ctx, inst)
 
@@ -314,17 +321,18 @@ def cancel(ctx: ProcessingContext, inst: ElementInstance) -> bool:
         return True
     b.cancel_job(ctx, inst)  # a listener of the interrupted transition
     b.resolve_incidents_of(ctx, inst)  # ... and what stopped it: the task is going away
+    task = UserTaskValue.from_dict(entry["value"])
     request = ctx.state.async_requests.get(inst.key)
     if request is not None:
-        _refuse(ctx, request, key, entry["value"], f"the user task with key '{key}' was canceled")
-    value = {**entry["value"], "changedAttributes": [], "action": ""}
-    ctx.event(ValueType.USER_TASK, UT.CANCELING, key, value)
+        _refuse(ctx, request, key, task, f"the user task with key '{key}' was canceled")
+    value = task._replace(changed_attributes=(), action="")
+    ctx.typed_event(ValueType.USER_TASK, UT.CANCELING, key, value)
     canceling = ctx.state.user_tasks.get(key)
     assert canceling is not None
     if listeners_of(ctx, canceling):
         proceed(ctx, key)  # the element terminates when the last canceling listener completed
         return True
-    ctx.event(ValueType.USER_TASK, UT.CANCELED, key, value)
+    ctx.typed_event(ValueType.USER_TASK, UT.CANCELED, key, value)
     return False
 
 
@@ -358,7 +366,7 @@ def _answer(ctx: ProcessingContext, scope_key: int, record: Record) -> None:
     ctx.event(ValueType.ASYNC_REQUEST, AsyncRequestIntent.PROCESSED, request["key"], request)
 
 
-def _refuse(ctx: ProcessingContext, request: dict[str, Any], key: int, value: dict[str, Any], reason: str) -> None:
+def _refuse(ctx: ProcessingContext, request: dict[str, Any], key: int, task: UserTaskValue, reason: str) -> None:
     """Answer a waiting request with a rejection of its command (INVALID_STATE)."""
     cmd = ctx.command
     assert cmd is not None
@@ -369,7 +377,7 @@ def _refuse(ctx: ProcessingContext, request: dict[str, Any], key: int, value: di
         value_type=ValueType.USER_TASK,
         intent=int(UT[request["intent"]]),
         timestamp=cmd.timestamp,
-        value=value,
+        value=task.to_dict(),
         source_position=cmd.position,
         partition_id=ctx.partition_id,
         rejection_type=RejectionType.INVALID_STATE,
@@ -408,11 +416,15 @@ def assign(ctx: ProcessingContext, cmd: Record) -> None:
     entry = _task_or_reject(ctx, cmd, "assign")
     if entry is None:
         return
-    value = dict(entry["value"])
+    task = UserTaskValue.from_dict(entry["value"])
     assignee = str(cmd.value.get("assignee") or "")
-    value["changedAttributes"] = [ASSIGNEE] if assignee != value["assignee"] else []
-    value.update(assignee=assignee, action=_action(cmd, "assign"), deniedReason="")
-    _receive(ctx, cmd, value["elementInstanceKey"])
+    value = task._replace(
+        changed_attributes=(ASSIGNEE,) if assignee != task.assignee else (),
+        assignee=assignee,
+        action=_action(cmd, "assign"),
+        denied_reason="",
+    )
+    _receive(ctx, cmd, value.element_instance_key)
     begin(ctx, cmd.key, UT.ASSIGNING, value)
 
 
@@ -428,16 +440,20 @@ def claim(ctx: ProcessingContext, cmd: Record) -> None:
             f"Expected to claim user task with key '{cmd.key}', but provided assignee is empty",
         )
         return
-    value = dict(entry["value"])
-    if value["assignee"] and value["assignee"] != assignee:
+    task = UserTaskValue.from_dict(entry["value"])
+    if task.assignee and task.assignee != assignee:
         ctx.reject(
             RejectionType.INVALID_STATE,
             f"Expected to claim user task with key '{cmd.key}', but it has already been assigned",
         )
         return
-    value["changedAttributes"] = [ASSIGNEE] if assignee != value["assignee"] else []
-    value.update(assignee=assignee, action=_action(cmd, "claim"), deniedReason="")
-    _receive(ctx, cmd, value["elementInstanceKey"])
+    value = task._replace(
+        changed_attributes=(ASSIGNEE,) if assignee != task.assignee else (),
+        assignee=assignee,
+        action=_action(cmd, "claim"),
+        denied_reason="",
+    )
+    _receive(ctx, cmd, value.element_instance_key)
     begin(ctx, cmd.key, UT.CLAIMING, value)
 
 
@@ -447,19 +463,15 @@ def update(ctx: ProcessingContext, cmd: Record) -> None:
     if entry is None:
         return
     requested = [name for name in cmd.value.get("changedAttributes") or [] if name in CHANGEABLE]
-    value = dict(entry["value"])
     problem = _attribute_problem(cmd.value, requested)
     if problem:
         ctx.reject(RejectionType.INVALID_ARGUMENT, f"Expected to update user task with key '{cmd.key}', but {problem}")
         return
-    changed = []
-    for name in requested:
-        new = _normalized(name, cmd.value.get(name))
-        if new != value.get(name):
-            value[name] = new
-            changed.append(name)
-    value.update(changedAttributes=changed, action=_action(cmd, "update"), deniedReason="")
-    _receive(ctx, cmd, value["elementInstanceKey"])
+    value, changed = _changed(
+        UserTaskValue.from_dict(entry["value"]), {name: cmd.value.get(name) for name in requested}
+    )
+    value = value._replace(changed_attributes=changed, action=_action(cmd, "update"), denied_reason="")
+    _receive(ctx, cmd, value.element_instance_key)
     begin(ctx, cmd.key, UT.UPDATING, value)
 
 
@@ -468,20 +480,33 @@ def complete(ctx: ProcessingContext, cmd: Record) -> None:
     entry = _task_or_reject(ctx, cmd, "complete")
     if entry is None:
         return
-    value = dict(entry["value"])
-    value.update(
+    value = UserTaskValue.from_dict(entry["value"])._replace(
         variables=cmd.value.get("variables") or {},
         action=_action(cmd, "complete"),
-        changedAttributes=[],
-        deniedReason="",
+        changed_attributes=(),
+        denied_reason="",
     )
-    _receive(ctx, cmd, value["elementInstanceKey"])
+    _receive(ctx, cmd, value.element_instance_key)
     begin(ctx, cmd.key, UT.COMPLETING, value)
+
+
+def _changed(task: UserTaskValue, values: dict[str, Any]) -> tuple[UserTaskValue, tuple[str, ...]]:
+    """``task`` with the attributes of ``values`` (record attribute names) set, and the names of those that changed."""
+    changed = []
+    for name, raw in values.items():
+        field = _FIELDS.get(name)
+        if field is None:
+            continue
+        new = _normalized(name, raw)
+        if new != getattr(task, field):
+            task = task._replace(**{field: new})
+            changed.append(name)
+    return task, tuple(changed)
 
 
 def _normalized(name: str, value: Any) -> Any:
     if name in (CANDIDATE_GROUPS, CANDIDATE_USERS):
-        return [str(item) for item in value or []]
+        return tuple(str(item) for item in value or [])
     if name == PRIORITY:
         return DEFAULT_PRIORITY if value is None else int(value)
     return "" if value is None else str(value)
@@ -512,9 +537,9 @@ def _attribute_problem(values: dict[str, Any], names: list[str]) -> str | None:
 # -- task listener jobs --------------------------------------------------------------------------------------
 
 
-def listener_result_problem(ctx: ProcessingContext, job: dict[str, Any], result: dict[str, Any]) -> str | None:
+def listener_result_problem(ctx: ProcessingContext, job: JobValue, result: dict[str, Any]) -> str | None:
     """Why a task listener job's result cannot be taken (a denial where none is allowed, a bad correction)."""
-    key = ctx.state.user_tasks.for_element(job["elementInstanceKey"])
+    key = ctx.state.user_tasks.for_element(job.element_instance_key)
     entry = ctx.state.user_tasks.get(key) if key is not None else None
     if entry is None or entry["transition"] is None:
         return "its user task is no longer in a transition"
@@ -530,16 +555,16 @@ def listener_result_problem(ctx: ProcessingContext, job: dict[str, Any], result:
     return f"the correction is invalid: {problem}" if problem else None
 
 
-def listener_completed(ctx: ProcessingContext, job: dict[str, Any], result: dict[str, Any]) -> None:
+def listener_completed(ctx: ProcessingContext, job: JobValue, result: dict[str, Any]) -> None:
     """A task listener's job completed: the transition goes on (COMPLETE_TASK_LISTENER) or is denied."""
-    key = ctx.state.user_tasks.for_element(job["elementInstanceKey"])
+    key = ctx.state.user_tasks.for_element(job.element_instance_key)
     entry = ctx.state.user_tasks.get(key) if key is not None else None
     if key is None or entry is None or entry["transition"] is None:
         return
-    value = dict(entry["transition"]["value"])
+    task = UserTaskValue.from_dict(entry["transition"]["value"])
     if result.get("denied"):
-        value["deniedReason"] = str(result.get("deniedReason") or "")
-        ctx.follow_up(ValueType.USER_TASK, UT.DENY_TASK_LISTENER, key, value)
+        denied = task._replace(denied_reason=str(result.get("deniedReason") or ""))
+        ctx.follow_up(ValueType.USER_TASK, UT.DENY_TASK_LISTENER, key, denied.to_dict())
         return
     corrected = [name for name in result.get("correctedAttributes") or [] if name in CORRECTABLE]
     corrections = result.get("corrections") or {}
@@ -547,7 +572,7 @@ def listener_completed(ctx: ProcessingContext, job: dict[str, Any], result: dict
         ValueType.USER_TASK,
         UT.COMPLETE_TASK_LISTENER,
         key,
-        {**value, "corrections": {name: corrections.get(name) for name in corrected}},
+        {**task.to_dict(), "corrections": {name: corrections.get(name) for name in corrected}},
     )
 
 
@@ -568,15 +593,9 @@ def complete_task_listener(ctx: ProcessingContext, cmd: Record) -> None:
     if entry is None:
         return
     corrections = cmd.value.get("corrections") or {}
-    value = dict(entry["transition"]["value"])
-    changed = []
-    for name, raw in corrections.items():
-        new = _normalized(name, raw)
-        if value.get(name) != new:
-            value[name] = new
-            changed.append(name)
+    value, changed = _changed(UserTaskValue.from_dict(entry["transition"]["value"]), corrections)
     if changed:
-        ctx.event(ValueType.USER_TASK, UT.CORRECTED, cmd.key, {**value, "changedAttributes": changed})
+        ctx.typed_event(ValueType.USER_TASK, UT.CORRECTED, cmd.key, value._replace(changed_attributes=changed))
     proceed(ctx, cmd.key)
 
 
@@ -589,14 +608,13 @@ def deny_task_listener(ctx: ProcessingContext, cmd: Record) -> None:
     denied = _TRANSITIONS[state][2]
     assert denied is not None
     reason = str(cmd.value.get("deniedReason") or "")
-    value = {
-        **entry["value"],
-        "deniedReason": reason,
-        "changedAttributes": [],
-        "action": entry["transition"]["value"]["action"],
-    }
-    ctx.event(ValueType.USER_TASK, denied, cmd.key, value)
-    request = ctx.state.async_requests.get(value["elementInstanceKey"])
+    value = UserTaskValue.from_dict(entry["value"])._replace(
+        denied_reason=reason,
+        changed_attributes=(),
+        action=UserTaskValue.from_dict(entry["transition"]["value"]).action,
+    )
+    ctx.typed_event(ValueType.USER_TASK, denied, cmd.key, value)
+    request = ctx.state.async_requests.get(value.element_instance_key)
     if request is not None:
         what = _DENIALS[state]
         _refuse(

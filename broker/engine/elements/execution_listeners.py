@@ -69,7 +69,7 @@ def _create_job(ctx: ProcessingContext, listener: bpmn.ExecutionListener, inst: 
         job_type,
         retries,
         kind=JobKind.EXECUTION_LISTENER.value,
-        jobListenerEventType=_EVENT_TYPES[listener.event_type].value,
+        listener_event_type=_EVENT_TYPES[listener.event_type].value,
     )
     b.job_became_activatable(ctx, job_key, job)
 

@@ -19,6 +19,7 @@ from broker.engine.context import ProcessingContext
 from broker.engine.elements import lifecycle as lc
 from broker.engine.elements.base import ElementProcessor
 from broker.engine.expressions import ExpressionFailure, type_name
+from broker.protocol.entity_values import JobValue
 from broker.protocol.enums import JobIntent, ProcessInstanceIntent, ValueType
 from broker.state.element_instance import ElementInstance
 
@@ -69,40 +70,44 @@ def write_job(
     *,
     kind: str,
     headers: dict[str, Any] | None = None,
-    **listener: Any,
-) -> tuple[int, dict[str, Any]]:
+    listener_event_type: str = "",
+    changed_attributes: tuple[str, ...] | None = None,
+) -> tuple[int, JobValue]:
     """Write JOB CREATED for a job of element instance ``inst`` (the element's own work, or one of its listeners);
-    its key and record value. ``listener``: what a listener's job also carries (jobListenerEventType, ...). The
-    caller makes it activatable once the element is where the job expects it."""
+    its key and record value. ``listener_event_type`` and ``changed_attributes``: what a listener's job also carries.
+    The caller makes it activatable once the element is where the job expects it."""
     v = inst.value
-    job = {
-        "type": job_type,
-        "worker": "",
-        "retries": retries,
-        "retryBackoff": 0,
-        "recurringTime": -1,
-        "deadline": -1,
-        "timeout": -1,
-        "customHeaders": headers or {},
-        "variables": {},
-        "errorMessage": "",
-        "errorCode": "",
-        "elementId": v.element_id,
-        "elementInstanceKey": inst.key,
-        "processInstanceKey": v.process_instance_key,
-        "bpmnProcessId": v.bpmn_process_id,
-        "processDefinitionVersion": v.version,
-        "processDefinitionKey": v.process_definition_key,
-        "tenantId": b.TENANT,
-        "jobKind": kind,
-        **listener,
-    }
-    if v.tags:  # the instance's tags (Camunda 8.9), handed to the worker that activates the job
-        job["tags"] = list(v.tags)
-    if v.business_id:
-        job["businessId"] = v.business_id
+    job = JobValue._make(  # positional: keywords cost several times as much for this many fields
+        (
+            job_type,  # type
+            "",  # worker
+            retries,
+            0,  # retry back-off
+            -1,  # recurring time
+            -1,  # deadline
+            -1,  # timeout
+            headers or {},  # custom headers
+            {},  # variables
+            "",  # error message
+            "",  # error code
+            v.element_id,
+            inst.key,
+            v.process_instance_key,
+            v.bpmn_process_id,
+            v.version,
+            v.process_definition_key,
+            b.TENANT,
+            kind,
+            listener_event_type,
+            changed_attributes,
+            v.tags,  # the instance's tags and business id (Camunda 8.9), handed to the worker that activates the job
+            v.business_id,
+            None,  # result
+            None,  # user task
+        )
+    )
     job_key = ctx.keys.next_key()
-    ctx.event(ValueType.JOB, JobIntent.CREATED, job_key, job)
+    ctx.typed_event(ValueType.JOB, JobIntent.CREATED, job_key, job)
     return job_key, job
 
 
