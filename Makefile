@@ -66,13 +66,14 @@ postgresql:
 	@ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1 || command -v postgres >/dev/null || \
 		{ [ "$$(id -u)" = 0 ] && apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql; }
 
-## lint: ruff (lint and format) and the layering contracts of [tool.importlinter] (lint-imports)
+## lint: ruff (lint and format), the layering contracts of [tool.importlinter] (lint-imports) and mypy
 lint: install
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .
 	$(VENV)/bin/lint-imports --no-cache
+	$(PY) -m mypy
 
-## typecheck: mypy over the packages ([tool.mypy] in pyproject.toml); not yet part of lint, errors remain
+## typecheck: mypy alone over the packages ([tool.mypy] in pyproject.toml; also part of lint)
 typecheck: install
 	$(PY) -m mypy
 

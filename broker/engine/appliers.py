@@ -411,7 +411,7 @@ class EventAppliers:
             # one more listener of the user task's transition is done
             task_key = state.user_tasks.for_element(job.element_instance_key)
             entry = state.user_tasks.get(task_key) if task_key is not None else None
-            if entry is not None and entry["transition"] is not None:
+            if task_key is not None and entry is not None and entry["transition"] is not None:
                 entry["transition"]["listener"] += 1
                 state.user_tasks.put(task_key, entry)
 
@@ -449,8 +449,11 @@ class EventAppliers:
         job_key = IncidentValue.of_record(r).job_key
         if job_key > 0:
             job = state.jobs.get(job_key)
-            resumable = job is not None and job["state"] in (JobState.FAILED, JobState.ERROR_THROWN)
-            if resumable and job["value"]["retries"] > 0:
+            if (
+                job is not None
+                and job["state"] in (JobState.FAILED, JobState.ERROR_THROWN)
+                and job["value"]["retries"] > 0
+            ):
                 value = JobValue.from_dict(job["value"])._replace(recurring_time=-1)
                 state.jobs.put(job_key, JobState.ACTIVATABLE, value.to_dict())
 

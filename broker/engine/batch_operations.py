@@ -26,10 +26,11 @@ counts as completed: a migration or modification the target then rejects shows a
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, Final
 
 from broker.engine import behaviors as b
-from broker.engine.context import ProcessingContext
+from broker.engine.context import EventApplier, ProcessingContext
 from broker.protocol.enums import (
     BatchOperationChunkIntent,
     BatchOperationCreationIntent,
@@ -476,7 +477,7 @@ def _set_state(new: str, only_from: tuple[str, ...]) -> Any:
     return apply
 
 
-APPLIERS: Final = {
+APPLIERS: Final[dict[tuple[int, int], EventApplier]] = {
     (ValueType.BATCH_OPERATION_CREATION, BOC.CREATED): apply_created,
     (ValueType.BATCH_OPERATION_CHUNK, BatchOperationChunkIntent.CREATED): apply_chunk_created,
     (ValueType.BATCH_OPERATION_EXECUTION, BatchOperationExecutionIntent.EXECUTED): apply_executed,
@@ -488,7 +489,7 @@ APPLIERS: Final = {
 }
 """The event appliers of batch operations, registered in the engine's applier table."""
 
-PROCESSORS: Final = {
+PROCESSORS: Final[dict[tuple[int, int], Callable[[ProcessingContext, Record], None]]] = {
     (ValueType.BATCH_OPERATION_CREATION, BOC.CREATE): create,
     (ValueType.BATCH_OPERATION_EXECUTION, BatchOperationExecutionIntent.EXECUTE): execute,
     (ValueType.BATCH_OPERATION_PARTITION_LIFECYCLE, BOP.COMPLETE_PARTITION): complete_partition,

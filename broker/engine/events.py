@@ -14,6 +14,7 @@ element with its instances; an event sub-process hides its siblings).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from broker.engine import behaviors as b
@@ -42,7 +43,7 @@ PMS = ProcessMessageSubscriptionIntent
 # -- opening -------------------------------------------------------------------------------------------------
 
 
-def open_subscriptions(ctx: ProcessingContext, targets: list[bpmn.Element], inst: ElementInstance) -> str | None:
+def open_subscriptions(ctx: ProcessingContext, targets: Sequence[bpmn.Element], inst: ElementInstance) -> str | None:
     """Open the timer, message and signal subscriptions of ``inst`` for ``targets`` (the events its element's kind
     waits for); a failure message (nothing opened) or None.
 

@@ -496,7 +496,7 @@ def assign_business_id(ctx: ProcessingContext, cmd: Record) -> None:
     once; what it creates from then on carries it. Sending the id it already has again is accepted and changes
     nothing. Not while business ids are unique: that check would need every partition's instances."""
     key = cmd.key if cmd.key > 0 else cmd.value.get("processInstanceKey", -1)
-    business_id = cmd.value.get("businessId")
+    business_id = str(cmd.value.get("businessId") or "")
     inst = ctx.state.elements.get(key)
     what = f"Expected to assign a business id to the process instance with key '{key}'"
     if inst is None or inst.value.flow_scope_key > 0:

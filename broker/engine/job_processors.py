@@ -110,7 +110,7 @@ def activate_batch(ctx: ProcessingContext, cmd: Record) -> None:
     # a few more than asked for: jobs too large to send are failed on the way and others take their place
     keys = ctx.state.jobs.activatable_keys(v["type"], max_jobs + _OVERSIZED_PER_BATCH)
     limit = ctx.max_batch_bytes
-    jobs = []
+    jobs: list[dict[str, Any]] = []
     job_keys = []
     size = 0
     truncated = False

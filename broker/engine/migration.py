@@ -672,7 +672,7 @@ def _write(ctx: ProcessingContext, plan: _Plan, step: _Step) -> None:
             ctx.event(ValueType.INCIDENT, IncidentIntent.MIGRATED, incident_key, {**incident, **definition})
     task_key = ctx.state.user_tasks.for_element(inst.key)
     entry = ctx.state.user_tasks.get(task_key) if task_key is not None else None
-    if entry is not None:
+    if task_key is not None and entry is not None:
         value = {**entry["value"], **definition, "processDefinitionVersion": new.version, "variables": {}}
         ctx.event(ValueType.USER_TASK, UserTaskIntent.MIGRATED, task_key, value)
     for name in ctx.state.variables.local(inst.key):

@@ -375,7 +375,7 @@ def _refuse(ctx: ProcessingContext, request: dict[str, Any], key: int, task: Use
         key=key,
         record_type=RecordType.COMMAND_REJECTION,
         value_type=ValueType.USER_TASK,
-        intent=int(UT[request["intent"]]),
+        intent=int(UserTaskIntent[request["intent"]]),
         timestamp=cmd.timestamp,
         value=task.to_dict(),
         source_position=cmd.position,

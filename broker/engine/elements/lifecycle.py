@@ -8,6 +8,7 @@ element or to the enclosing scope's container hooks.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Final
 
 from broker.engine import behaviors as b
@@ -94,7 +95,7 @@ def subscribe(
 ) -> bool:
     """Open the timer, message and signal subscriptions of the instance (its own, boundary and event sub-process
     events)."""
-    targets = subscription_targets(process, element, processor_of(ctx, inst.value))
+    targets: Sequence[bpmn.Element] = subscription_targets(process, element, processor_of(ctx, inst.value))
     if not targets:
         return True
     if element is not None and body_of(ctx, inst) is not None:  # the boundary events are the body's
