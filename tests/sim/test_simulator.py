@@ -78,6 +78,7 @@ def test_the_fixed_seed_set_keeps_every_invariant_under_every_fault(seed: int) -
     assert not result.violations, "\n".join(result.violations[:10] + result.transcript[-20:])
     outcomes = [line for line in result.transcript if "drained:" in line]
     assert outcomes and "instances=0 " not in outcomes[-1], "the workload ran"
+    assert " pushed=0 " not in outcomes[-1], "jobs were pushed to job streams"
     assert any(" fault " in line for line in result.transcript), "faults were injected"
 
 
