@@ -66,6 +66,10 @@ Processor = Callable[[ProcessingContext, Record], None]
 class Engine:
     """Routes commands to processors and owns what they share (models, expressions, job streams, appliers)."""
 
+    # What the stream's step budget counts as one step of a process instance (broker/stream/step_budget.py): an
+    # element activation. The stream layer knows records and chains, not which command moves an instance on.
+    STEP_COMMAND: tuple[ValueType, int] = (ValueType.PROCESS_INSTANCE, int(ProcessInstanceIntent.ACTIVATE_ELEMENT))
+
     def __init__(
         self,
         state: PartitionState,

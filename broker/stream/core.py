@@ -129,7 +129,9 @@ class StreamCore:
         self.processed_position = processed_position
         self._committed_key_counter = keys.counter
         self._careful = False
-        self.step_budget = StepBudget(config.max_steps_per_instance, config.max_instances_per_signal_chain)
+        self.step_budget = StepBudget(
+            config.max_steps_per_instance, config.max_instances_per_signal_chain, step=engine.STEP_COMMAND
+        )
         self._fair = FairTake(config.max_commands_per_round)
         # The round processed but neither completed nor aborted yet (its transaction is open).
         self._open: Round | None = None

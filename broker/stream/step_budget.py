@@ -6,7 +6,8 @@ partition's) starts one, and each follow-up names its cause through ``source_pos
 them that a condition keeps open is a chain that never ends: client commands are still served between its steps
 (see scheduling.py), but it would fill the log and take most of the partition's time for good.
 
-The budget counts the element activations (ACTIVATE_ELEMENT commands) of each process instance within one chain;
+The budget counts the steps of each process instance within one chain: the commands the engine names as steps
+(``Engine.STEP_COMMAND``, handed in when the budget is built: element activations), so this layer names no intent;
 the instances a multi-instance body starts over its collection (in the body's chain) are not loop steps and do not
 count.
 The one that goes beyond it is not run: the element stops ACTIVATING with an incident naming the budget, the chain of
@@ -31,23 +32,37 @@ from collections.abc import Iterable
 from typing import Final
 
 from broker import monitoring
-from broker.protocol.enums import ProcessInstanceIntent, ValueType
+from broker.protocol.enums import ValueType
 from broker.protocol.record import Record
 
 DEFAULT_MAX_STEPS_PER_INSTANCE: Final = 10_000
 DEFAULT_MAX_CHAIN_INSTANCES: Final = 1000
 
-_ACTIVATE: Final = int(ProcessInstanceIntent.ACTIVATE_ELEMENT)
-_PROCESS_INSTANCE: Final = ValueType.PROCESS_INSTANCE
-
 
 class StepBudget:
-    """Counts element activations per (chain, process instance) and instances started per chain; a limit ≤ 0 turns
-    its count off."""
+    """Counts steps (element activations) per (chain, process instance) and instances started per chain; a limit ≤ 0
+    turns its count off. ``step``: the (value type, intent) of the command that is one step, from the engine."""
+
+    __slots__ = (
+        "_bodies",
+        "_chain_stops",
+        "_root_of",
+        "_started",
+        "_step_intent",
+        "_step_type",
+        "_steps",
+        "limit",
+        "max_chain_instances",
+    )
 
     def __init__(
-        self, limit: int = DEFAULT_MAX_STEPS_PER_INSTANCE, max_chain_instances: int = DEFAULT_MAX_CHAIN_INSTANCES
+        self,
+        limit: int = DEFAULT_MAX_STEPS_PER_INSTANCE,
+        max_chain_instances: int = DEFAULT_MAX_CHAIN_INSTANCES,
+        *,
+        step: tuple[ValueType, int],
     ) -> None:
+        self._step_type, self._step_intent = step[0], int(step[1])
         self.limit = limit
         self.max_chain_instances = max_chain_instances
         self._root_of: dict[int, int] = {}  # command position → position of the command that began its chain
@@ -60,12 +75,12 @@ class StepBudget:
     def charge(self, command: Record) -> str | None:
         """Count ``command`` (about to be processed, in log order) in its chain.
 
-        Returns the incident message when it is an element activation beyond the budget, else None.
+        Returns the incident message when it is a step beyond the budget, else None.
         """
         source = command.source_position
         root = self._root_of.get(source, source) if source >= 0 else command.position
         self._root_of[command.position] = root
-        if command.intent != _ACTIVATE or command.value_type != _PROCESS_INSTANCE:
+        if command.intent != self._step_intent or command.value_type != self._step_type:
             return None
         value = command.value
         if value.get("bpmnElementType") == "MULTI_INSTANCE_BODY":

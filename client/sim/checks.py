@@ -15,6 +15,7 @@ from broker.log import LogBlock, MemoryLog
 from broker.protocol.codec import decode_block
 from broker.protocol.enums import (
     IncidentIntent,
+    JobBatchIntent,
     JobIntent,
     MessageIntent,
     ProcessInstanceCreationIntent,
@@ -75,6 +76,23 @@ def acknowledged_lost(history: History, logs: dict[int, list[Record]]) -> list[s
         f"acknowledged completion of job {k} is not in the log" for k in history.completed_jobs if k not in completed
     ]
     return out
+
+
+def pushed_committed(history: History, logs: dict[int, list[Record]]) -> list[str]:
+    """A worker is pushed only jobs whose activation is committed (the push goes out after its block commits)."""
+    activated = {
+        r.key: r.value.get("jobKeys", [])
+        for recs in logs.values()
+        for r in recs
+        if r.value_type == ValueType.JOB_BATCH
+        and r.intent == JobBatchIntent.ACTIVATED
+        and r.record_type == RecordType.EVENT
+    }
+    return [
+        f"a worker was pushed jobs {jobs} (batch {key}) whose activation is not in the log"
+        for key, jobs in sorted(history.pushed.items())
+        if activated.get(key) != jobs
+    ]
 
 
 def double_completion(logs: dict[int, list[Record]]) -> list[str]:

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 
 from broker.log import LogBlock, LogStorage, MemoryLog
 from broker.protocol.enums import ValueType
@@ -168,6 +168,7 @@ class SimCluster:
         self._raft_wake = {pid: asyncio.Event() for pid in self.raft_networks}
         self._raft_tasks = [loop.create_task(self._run_raft(pid)) for pid in sorted(self.raft_networks)]
         self.jobs_listeners: list[JobsAvailableListener] = []
+        self.job_streams: list[SimJobStream] = []
         # Round sizes vary by run: small rounds leave follow-ups queued across rounds (and so across crashes).
         self.max_commands_per_round = rng.choice([2, 8, 64, 500])
         self.gateway = GatewayCommands(SimBrokerClient(self), long_poll_ms=0, request_timeout_ms=15_000)
@@ -304,6 +305,10 @@ class SimCluster:
 
     async def stop(self) -> None:
         """Stop every replica cleanly (no snapshot: the state on disk stays what processing and replay made)."""
+        pumps = [stream._pump for stream in self.job_streams]
+        for stream in list(self.job_streams):
+            stream.close()
+        await asyncio.gather(*pumps, return_exceptions=True)
         for broker in self.brokers.values():
             partitions, broker.partitions = broker.partitions, {}
             for partition in partitions.values():
@@ -438,8 +443,8 @@ class SimBrokerClient:
 
     def open_job_stream(
         self, job_type: str, worker: str, timeout: int, fetch_variables: list[str], sink: JobSink
-    ) -> NoReturn:
-        raise NotImplementedError("the simulated workers activate jobs; job streams are not simulated")
+    ) -> SimJobStream:
+        return SimJobStream(self.cluster, job_type, worker, timeout, fetch_variables, sink)
 
     def topology(self) -> Topology:
         brokers = [
@@ -453,6 +458,90 @@ class SimBrokerClient:
             for b in self.cluster.brokers.values()
         ]
         return Topology(brokers, len(self.cluster.brokers), self.cluster.partitions_count, self.cluster.replication)
+
+
+class SimJobStream:
+    """A gateway's job stream (StreamActivatedJobs) as the remote broker client keeps it, over the simulated network.
+
+    Each broker's command API registers the stream on every partition replica it runs (``Partition.job_streams`` and
+    ``job_stream_sinks``, as ``stream_jobs`` does): the leader's engine pushes activated jobs to it after commit. A
+    push crosses the network to the gateway's ``sink``; what the sink cannot take the gateway gives back (JOB YIELD).
+    A broker whose link to the gateway is cut refuses the push (the partition yields the jobs) and its side of the
+    stream ends; a push lost on the wire is never seen (its jobs time out). The gateway registers again every half
+    second where its stream is missing (a broker restarted, a cut healed), as the remote client's pump reconnects.
+    """
+
+    REGISTER_EVERY_S = 0.5
+
+    def __init__(
+        self, cluster: SimCluster, job_type: str, worker: str, timeout: int, fetch_variables: list[str], sink: JobSink
+    ) -> None:
+        self.cluster = cluster
+        self.job_type = job_type
+        self.worker = worker
+        self.timeout = timeout
+        self.fetch_variables = list(fetch_variables)
+        self.sink = sink
+        self.open = True
+        self.pushed = 0
+        self._registered: dict[tuple[int, int], tuple[Partition, int]] = {}  # (broker, partition) → stream there
+        cluster.job_streams.append(self)
+        self._register()
+        self._pump = cluster.loop.create_task(self._keep_registered())
+
+    async def _keep_registered(self) -> None:
+        while self.open:
+            await asyncio.sleep(self.REGISTER_EVERY_S)
+            self._register()
+
+    def _register(self) -> None:
+        network = self.cluster.network
+        for node, broker in sorted(self.cluster.brokers.items()):
+            if not (network.reachable(GATEWAY, node) and network.reachable(node, GATEWAY)):
+                continue
+            for pid, partition in sorted(broker.partitions.items()):
+                held = self._registered.get((node, pid))
+                if held is not None and held[0] is partition:
+                    continue
+                stream = partition.job_streams.add(self.job_type, self.worker, self.timeout, self.fetch_variables)
+                partition.job_stream_sinks[stream.stream_id] = functools.partial(self._push, node)
+                self._registered[(node, pid)] = (partition, stream.stream_id)
+
+    def _unregister(self, node: int | None = None) -> None:
+        """The broker's side of the stream ends (``node``; None: every broker's)."""
+        for (n, pid), (partition, stream_id) in sorted(self._registered.items()):
+            if node is None or n == node:
+                partition.job_streams.remove(stream_id)
+                partition.job_stream_sinks.pop(stream_id, None)
+                del self._registered[(n, pid)]
+
+    def _push(self, node: int, record: Record) -> bool:
+        """The broker's sink: False makes the partition give the jobs back (YIELD)."""
+        network = self.cluster.network
+        if not self.open:
+            return False
+        if not network.reachable(node, GATEWAY):
+            self._unregister(node)
+            return False
+        if network.dropped():  # the connection broke with the push on the wire
+            self._unregister(node)
+            return True
+        self.cluster.loop.call_later(network.delay(), self._arrive, record)
+        return True
+
+    def _arrive(self, record: Record) -> None:
+        self.pushed += 1
+        if not self.open or not self.sink(record):
+            self.cluster.gateway.give_back(list(zip(record.value["jobKeys"], record.value["jobs"], strict=True)))
+
+    def close(self) -> None:
+        """The worker went: the stream is removed everywhere (pushes still on the wire are given back)."""
+        if not self.open:
+            return
+        self.open = False
+        self._unregister()
+        self._pump.cancel()
+        self.cluster.job_streams.remove(self)
 
 
 RAFT_TICK_S = 0.01

@@ -199,6 +199,21 @@ INCIDENT = Model(
     _no_variables,
 )
 
+
+# Jobs pushed to the workers' job streams (StreamActivatedJobs); a poller takes those that became activatable while
+# no stream was open. The timer before the task keeps due work pending while leadership moves.
+def _pushed() -> bytes:
+    wait = (
+        '<bpmn:intermediateCatchEvent id="wait"><bpmn:timerEventDefinition><bpmn:timeDuration>=delay'
+        "</bpmn:timeDuration></bpmn:timerEventDefinition></bpmn:intermediateCatchEvent>"
+    )
+    return _linear(
+        "sim-pushed", [("push", _task("push", "sim-push")), ("wait", wait), ("check", _task("check", "sim-push"))]
+    )
+
+
+PUSHED = Model("sim-pushed", _pushed(), ("sim-push",), lambda rng: {"delay": f"PT{rng.randint(1, 3)}S"})
+
 CATALOGUE: tuple[Model, ...] = (
     ONE_TASK,
     TWO_TASKS,
@@ -210,6 +225,7 @@ CATALOGUE: tuple[Model, ...] = (
     MULTI_INSTANCE,
     USER_TASK,
     INCIDENT,
+    PUSHED,
 )
 
 # What a canary runs: a one-task instance, expected to complete within a bound even while hostile work runs.

@@ -42,7 +42,7 @@ DRAIN_S = 120.0
 CANARY_BOUND_S = 30.0
 FSYNC_S = (0.0002, 0.003)
 FAULT_RATE = 0.01  # chance per tick that a fault starts  # how long an fsync takes, simulated seconds
-FAULTS = ("crash", "cut", "drop", "duplicate", "delay", "disk-full", "slow-fsync", "clock-jump")
+FAULTS = ("crash", "cut", "isolate-leader", "drop", "duplicate", "delay", "disk-full", "slow-fsync", "clock-jump")
 
 
 @dataclass(slots=True)
@@ -115,6 +115,19 @@ class _Faults:
             if rng.random() < 0.5:
                 cluster.cut_brokers(b, a)
             self.note(f"fault cut {sorted(network.cut)}")
+        elif fault == "isolate-leader":
+            # the broker leading a partition loses its links to the other brokers (not to the gateway): the others
+            # elect a leader without it (or, with two replicas, none), and it steps down once it hears of the new
+            # term; its due work handed out meanwhile is never written, and it may well lead again after the heal
+            leaders = [lead[0] for pid in sorted(cluster.replicas_of) if (lead := cluster.leader(pid)) is not None]
+            if not leaders:
+                return
+            node = rng.choice(leaders)
+            for other in sorted(cluster.brokers):
+                if other != node:
+                    cluster.cut_brokers(node, other)
+                    cluster.cut_brokers(other, node)
+            self.note(f"fault isolate broker {node} (a partition leader) from the other brokers")
         elif fault == "drop":
             network.drop_rate = rng.choice([0.01, 0.05, 0.2])
             cluster.set_raft_link_faults(drop=network.drop_rate, duplicate=network.duplicate_rate)
@@ -151,7 +164,7 @@ class _Faults:
                 cluster.start_broker(node)
                 self.note(f"heal restart broker {node}")
             self.crashed.clear()
-        elif fault in ("cut", "drop", "duplicate", "delay"):
+        elif fault in ("cut", "isolate-leader", "drop", "duplicate", "delay"):
             cluster.heal_network()
             self.note(f"heal network ({fault})")
         elif fault == "disk-full":
@@ -237,7 +250,8 @@ def _outcomes(workload: Workload) -> str:
     history = workload.history
     return (
         f"instances={len(history.instances)} completed={len(workload.finished & history.instances.keys())} "
-        f"jobs={len(history.completed_jobs)} canaries={len(history.canary_done)}/{len(history.canaries)}"
+        f"jobs={len(history.completed_jobs)} pushed={history.outcomes['pushed']} "
+        f"canaries={len(history.canary_done)}/{len(history.canaries)}"
     )
 
 
@@ -253,6 +267,7 @@ def _check(cluster: SimCluster, workload: Workload, sink: dict, faults: list[tup
     violations = []
     violations += checks.acknowledged_lost(history, logs)
     violations += checks.double_completion(logs)
+    violations += checks.pushed_committed(history, logs)
     violations += checks.duplicate_keys(logs)
     violations += checks.replicas_agree(replica_blocks)
     violations += checks.exported_once_in_order(sink, logs)

@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import itertools
 import random
 from collections import Counter
 from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import Any
 
+from broker.command_api import MAX_PENDING_PUSHES
 from broker.protocol.enums import (
     IncidentIntent,
     ProcessInstanceIntent,
@@ -27,10 +29,14 @@ from broker.protocol.record import Record
 from client.sim import models
 from client.sim.cluster import SimCluster
 from gateway import user_tasks
-from gateway.commands import CommandError
+from gateway.commands import CommandError, GatewayCommands
 
 # How long a client waits for a command's answer before it counts the outcome as unknown (simulated seconds).
 REQUEST_TIMEOUT_MS = 5_000
+# Workers that take their jobs from job streams (pushed), how many at once, and how often one goes and another comes.
+STREAM_TYPE = "sim-push"
+STREAM_WORKERS = 2
+STREAM_CHURN_TICKS = 300
 
 
 @dataclass(slots=True)
@@ -41,9 +47,39 @@ class History:
     deployment_keys: list[int] = field(default_factory=list)
     instances: dict[int, str] = field(default_factory=dict)  # acknowledged instance key → process id
     completed_jobs: set[int] = field(default_factory=set)  # acknowledged job completions
+    pushed: dict[int, list[int]] = field(default_factory=dict)  # job batch key of a push a worker got → its jobs
     canaries: dict[int, float] = field(default_factory=dict)  # canary instance key → simulated time created
     canary_done: dict[int, float] = field(default_factory=dict)
     outcomes: Counter[str] = field(default_factory=Counter)
+
+
+class _StreamWorker:
+    """A worker on a job stream, with the gateway's side of it (StreamActivatedJobs): pushed jobs wait in a bounded
+    queue; what the queue cannot take, or still holds when the worker goes, is given back (JOB YIELD)."""
+
+    def __init__(self, workload: Workload, name: str) -> None:
+        self.name = name
+        self.open = True
+        self.queue: asyncio.Queue[Record] = asyncio.Queue()
+        self.handle = workload.gateway.client.open_job_stream(STREAM_TYPE, name, 30_000, [], self._sink)
+        self.task = asyncio.get_running_loop().create_task(workload._stream_work(self))
+
+    def _sink(self, record: Record) -> bool:
+        if not self.open or self.queue.qsize() >= MAX_PENDING_PUSHES:
+            return False
+        self.queue.put_nowait(record)
+        return True
+
+    def close(self, gateway: GatewayCommands) -> None:
+        self.open = False
+        self.handle.close()
+        self.task.cancel()
+        left: list[tuple[int, dict]] = []
+        while not self.queue.empty():
+            record = self.queue.get_nowait()
+            left.extend(zip(record.value["jobKeys"], record.value["jobs"], strict=True))
+        if left:
+            gateway.give_back(left)
 
 
 class Workload:
@@ -61,10 +97,16 @@ class Workload:
         self._incidents: dict[int, int] = {}  # incident key → job key
         self.finished: set[int] = set()  # process instances completed (from the sink)
         self.starting = True
+        self._streams: list[_StreamWorker] = []
+        self._stream_names = itertools.count(1)
 
     # -- the tick --------------------------------------------------------------------------------------------
 
     def step(self, tick: int) -> None:
+        while len(self._streams) < STREAM_WORKERS:
+            self._streams.append(_StreamWorker(self, f"sim-streamer-{next(self._stream_names)}"))
+        if tick % STREAM_CHURN_TICKS == STREAM_CHURN_TICKS // 2:
+            self._streams.pop(self.rng.randrange(len(self._streams))).close(self.gateway)  # replaced next tick
         if len(self.history.deployed) < len(models.CATALOGUE):
             if tick % 10 == 0:
                 self._spawn(self._deploy())
@@ -77,6 +119,8 @@ class Workload:
         if tick % 5 == 0:
             for job_type in ("sim-work", "sim-check", "sim-flaky"):
                 self._spawn(self._work(job_type))
+        if tick % 25 == 0:  # jobs that became activatable while no stream was open are polled
+            self._spawn(self._work(STREAM_TYPE))
         if tick % 7 == 0:
             for key in sorted(self._user_tasks)[:5]:
                 self._user_tasks.discard(key)
@@ -97,8 +141,13 @@ class Workload:
         await coroutine
 
     async def drain(self) -> None:
-        """Stop starting instances; cancel client calls still waiting (their outcome stays unknown)."""
+        """Stop starting instances; close the job streams; cancel client calls still waiting (their outcome stays
+        unknown)."""
         self.starting = False
+        streams, self._streams = self._streams, []
+        for stream in streams:
+            stream.close(self.gateway)
+        await asyncio.gather(*(stream.task for stream in streams), return_exceptions=True)
         for task in list(self._tasks):
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
@@ -188,6 +237,23 @@ class Workload:
                 is not None
             ):
                 self.history.completed_jobs.add(key)
+
+    async def _stream_work(self, worker: _StreamWorker) -> None:
+        """Work the jobs pushed to ``worker``: complete most, fail some (a retry after a back-off, or an incident)."""
+        while True:
+            record = await worker.queue.get()
+            self.history.pushed[record.key] = list(record.value["jobKeys"])
+            for key, job in zip(record.value["jobKeys"], record.value["jobs"], strict=True):
+                self._outcome("pushed", key)
+                await self._finish(key, job, fail=self.rng.random() < 0.15)
+
+    async def _finish(self, key: int, job: dict, *, fail: bool) -> None:
+        if fail:
+            retries = max(int(job.get("retries", 1)) - 1, 0)
+            await self._call("fail", lambda: self.gateway.fail_job(key, retries, "simulated failure", 500, {}))
+            return
+        if await self._call("complete", lambda: self.gateway.complete_job(key, {"done": True})) is not None:
+            self.history.completed_jobs.add(key)
 
     async def _complete_user_task(self, key: int) -> None:
         if await self._call("user task", lambda: user_tasks.complete(self.gateway, key, {})) is None:

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+from broker.engine.engine import Engine
 from broker.protocol.enums import JobIntent, ProcessInstanceIntent, RecordType, ValueType
 from broker.protocol.record import Record
 from broker.stream.step_budget import StepBudget
+
+# What the engine counts as a step (an element activation), as the stream core hands it in.
+STEP = Engine.STEP_COMMAND
 
 
 def command(position: int, source: int, instance: int = 1, *, activate: bool = True) -> Record:
@@ -16,7 +20,7 @@ def command(position: int, source: int, instance: int = 1, *, activate: bool = T
 
 
 def test_the_activation_beyond_the_budget_is_named_with_the_budget() -> None:
-    budget = StepBudget(3)
+    budget = StepBudget(3, step=STEP)
     assert budget.charge(command(1, -1)) is None  # a client command begins the chain
     assert budget.charge(command(2, 1)) is None
     assert budget.charge(command(3, 2)) is None
@@ -28,7 +32,7 @@ def test_the_activation_beyond_the_budget_is_named_with_the_budget() -> None:
 
 
 def test_only_activations_count_and_each_instance_has_its_own_count() -> None:
-    budget = StepBudget(2)
+    budget = StepBudget(2, step=STEP)
     assert budget.charge(command(1, -1, instance=1)) is None
     assert budget.charge(command(2, 1, instance=1, activate=False)) is None  # completing is not a step
     assert budget.charge(command(3, 2, instance=2)) is None
@@ -39,7 +43,7 @@ def test_only_activations_count_and_each_instance_has_its_own_count() -> None:
 
 
 def test_a_new_chain_starts_a_new_count() -> None:
-    budget = StepBudget(2)
+    budget = StepBudget(2, step=STEP)
     budget.charge(command(1, -1))
     budget.charge(command(2, 1))
     assert budget.charge(command(3, 2)) is not None
@@ -52,7 +56,7 @@ def test_a_new_chain_starts_a_new_count() -> None:
 
 
 def test_forgetting_keeps_what_queued_follow_ups_need() -> None:
-    budget = StepBudget(3)
+    budget = StepBudget(3, step=STEP)
     budget.charge(command(1, -1))
     budget.charge(command(2, 1))
     budget.forget_processed([command(3, 2)])
@@ -63,12 +67,12 @@ def test_forgetting_keeps_what_queued_follow_ups_need() -> None:
 
 
 def test_zero_turns_the_budget_off() -> None:
-    budget = StepBudget(0)
+    budget = StepBudget(0, step=STEP)
     assert all(budget.charge(command(p, p - 1 if p > 1 else -1)) is None for p in range(1, 100))
 
 
 def test_the_instances_a_multi_instance_body_starts_are_not_steps() -> None:
-    budget = StepBudget(3)
+    budget = StepBudget(3, step=STEP)
     body_value = {"processInstanceKey": 1, "elementId": "each", "bpmnElementType": "MULTI_INSTANCE_BODY"}
     act = int(ProcessInstanceIntent.ACTIVATE_ELEMENT)
     body = Record(2, 500, RecordType.COMMAND, ValueType.PROCESS_INSTANCE, act, 0, body_value, 1)
@@ -97,7 +101,7 @@ def start(position: int, source: int, instance: int, *, parent: int = -1) -> Rec
 
 
 def test_a_chain_may_start_a_bounded_number_of_instances_without_a_parent() -> None:
-    budget = StepBudget(100, max_chain_instances=2)
+    budget = StepBudget(100, max_chain_instances=2, step=STEP)
     assert budget.charge(command(1, -1)) is None  # the broadcast begins the chain
     assert budget.charge(start(2, 1, instance=20)) is None
     assert budget.charge(start(3, 2, instance=30)) is None
@@ -112,8 +116,10 @@ def test_a_chain_may_start_a_bounded_number_of_instances_without_a_parent() -> N
 
 
 def test_the_chain_bound_is_off_at_zero_and_reports_each_chain_once() -> None:
-    assert all(StepBudget(100, max_chain_instances=0).charge(start(p, p - 1, p)) is None for p in range(2, 50))
-    budget = StepBudget(100, max_chain_instances=1)
+    assert all(
+        StepBudget(100, max_chain_instances=0, step=STEP).charge(start(p, p - 1, p)) is None for p in range(2, 50)
+    )
+    budget = StepBudget(100, max_chain_instances=1, step=STEP)
     budget.charge(start(1, 0, 10))
     stopped = [start(p, p - 1, p * 10) for p in (2, 3)]
     assert all(budget.charge(r) is not None for r in stopped)
@@ -129,3 +135,12 @@ def test_the_chain_bound_is_off_at_zero_and_reports_each_chain_once() -> None:
     budget.report(stopped, 7, log)  # type: ignore[arg-type]
     (line,) = log.lines
     assert line.startswith("partition 7: a chain of signal broadcasts started 1 process instances; instance 20 ")
+
+
+def test_what_counts_as_a_step_is_what_the_engine_hands_in() -> None:
+    completing = (ValueType.PROCESS_INSTANCE, int(ProcessInstanceIntent.COMPLETE_ELEMENT))
+    budget = StepBudget(1, step=completing)
+    assert budget.charge(command(1, -1)) is None  # an activation is not a step of this budget
+    assert budget.charge(command(2, 1)) is None
+    assert budget.charge(command(3, 2, activate=False)) is None
+    assert budget.charge(command(4, 3, activate=False)) is not None
