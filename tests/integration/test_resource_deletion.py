@@ -4,6 +4,10 @@ version the latest again — created by id, its timer and message start events l
 deleted key NOT_FOUND everywhere. The last test drives it with pyzeebe."""
 
 import asyncio
+import itertools
+import json
+import urllib.error
+import urllib.request
 import uuid
 
 import grpc
@@ -11,6 +15,7 @@ import pytest
 from pyzeebe import ZeebeClient, create_insecure_channel
 from pyzeebe.proto import gateway_pb2 as pb
 
+from broker.engine.partitioning import subscription_partition
 from broker.protocol.keys import partition_of
 from tests.harness import WeirProcess, eventually
 from tests.integration.clients import Stub, activate, activate_now, complete, rpc_error
@@ -69,19 +74,41 @@ def _created_version(stub: Stub, process_id: str) -> int | None:
     return created.version
 
 
-def _gone(stub: Stub, definition_key: int) -> bool:
-    """Whether creating an instance of the definition is NOT_FOUND (an instance created instead is cancelled)."""
+def _probe_business_id(partition: int) -> str:
+    """A business id that hashes to ``partition``."""
+    return next(
+        f"probe-{n}" for n in itertools.count() if subscription_partition(f"probe-{n}", PARTITIONS) == partition
+    )
+
+
+def _there(weir: WeirProcess, stub: Stub, definition_key: int, partition: int) -> bool:
+    """Whether ``partition`` holds the definition. A creation with a business id is answered by the partition the id
+    hashes to alone (the gateway sends a creation another partition refused as NOT_FOUND to the deployment partition
+    only when it has none); an instance created is cancelled. A process without a none start event is there too when
+    the creation is refused for that (not NOT_FOUND)."""
+    body = {"processDefinitionKey": str(definition_key), "businessId": _probe_business_id(partition)}
+    request = urllib.request.Request(
+        f"{weir.rest_url}/v2/process-instances",
+        data=json.dumps(body).encode(),
+        headers={"Content-Type": "application/json"},
+        method="POST",
+    )
     try:
-        created = _create(stub, processDefinitionKey=definition_key)
-    except grpc.RpcError as e:
-        return e.code() == grpc.StatusCode.NOT_FOUND
-    stub.CancelProcessInstance(pb.CancelProcessInstanceRequest(processInstanceKey=created.processInstanceKey))
-    return False
+        with urllib.request.urlopen(request, timeout=10) as response:
+            created = json.loads(response.read())
+    except urllib.error.HTTPError as e:
+        return e.code != 404
+    key = int(created["processInstanceKey"])
+    stub.CancelProcessInstance(pb.CancelProcessInstanceRequest(processInstanceKey=key), timeout=10)
+    return True
 
 
-def _deployed(stub: Stub, definition_key: int) -> bool:
-    """Whether the definition is there (a start without a none start event is FAILED_PRECONDITION, not NOT_FOUND)."""
-    return not _gone(stub, definition_key)
+def _everywhere(weir: WeirProcess, stub: Stub, definition_key: int) -> bool:
+    return all(_there(weir, stub, definition_key, p) for p in range(1, PARTITIONS + 1))
+
+
+def _gone_everywhere(weir: WeirProcess, stub: Stub, definition_key: int) -> bool:
+    return not any(_there(weir, stub, definition_key, p) for p in range(1, PARTITIONS + 1))
 
 
 def _one_on_each_partition(stub: Stub, definition_key: int) -> list[int] | None:
@@ -95,7 +122,9 @@ def _one_on_each_partition(stub: Stub, definition_key: int) -> list[int] | None:
     return None
 
 
-def test_deleting_a_version_with_running_instances_waits_on_the_partitions_that_run_them(stub: Stub) -> None:
+def test_deleting_a_version_with_running_instances_waits_on_the_partitions_that_run_them(
+    weir: WeirProcess, stub: Stub
+) -> None:
     process_id = f"deleted-{uuid.uuid4().hex[:8]}"
     v1 = _deploy(stub, process_id, _model(process_id, f"work-{process_id}"))
     v2 = _deploy(stub, process_id, _model(process_id, f"work2-{process_id}"))
@@ -118,7 +147,7 @@ def test_deleting_a_version_with_running_instances_waits_on_the_partitions_that_
     (job,) = activate(stub, f"work2-{process_id}")
     assert job.processInstanceKey == waiting  # the instance still runs on its version
     complete(stub, job.key)
-    eventually(lambda: _on_every_partition(lambda: _gone(stub, v2.processDefinitionKey)), what="v2 gone everywhere")
+    eventually(lambda: _gone_everywhere(weir, stub, v2.processDefinitionKey), what="v2 gone everywhere")
     eventually(lambda: _on_every_partition(lambda: _created_version(stub, process_id) == 1), what="v1 everywhere")
     again = rpc_error(stub.DeleteResource, pb.DeleteResourceRequest(resourceKey=v2.processDefinitionKey))
     assert again.code() == grpc.StatusCode.NOT_FOUND
@@ -133,15 +162,15 @@ def test_unknown_resource_key_is_not_found(stub: Stub) -> None:
     assert "no resource found with key" in (error.details() or "")
 
 
-def test_the_previous_versions_message_start_event_listens_again(stub: Stub) -> None:
+def test_the_previous_versions_message_start_event_listens_again(weir: WeirProcess, stub: Stub) -> None:
     process_id = f"msg-{uuid.uuid4().hex[:8]}"
     start = '<bpmn:startEvent id="start"><bpmn:messageEventDefinition messageRef="m" /></bpmn:startEvent>'
     v1 = _deploy(stub, process_id, _model(process_id, f"v1-{process_id}", start))
     v2 = _deploy(stub, process_id, _model(process_id, f"v2-{process_id}", start))
     assert v2.version == 2
-    eventually(lambda: _on_every_partition(lambda: _deployed(stub, v2.processDefinitionKey)), what="v2 everywhere")
+    eventually(lambda: _everywhere(weir, stub, v2.processDefinitionKey), what="v2 everywhere")
     stub.DeleteResource(pb.DeleteResourceRequest(resourceKey=v2.processDefinitionKey), timeout=10)
-    eventually(lambda: _on_every_partition(lambda: _gone(stub, v2.processDefinitionKey)), what="v2 gone everywhere")
+    eventually(lambda: _gone_everywhere(weir, stub, v2.processDefinitionKey), what="v2 gone everywhere")
     for n in range(PARTITIONS):  # correlation keys spread over the partitions
         message = pb.PublishMessageRequest(name=f"start-{process_id}", correlationKey=f"order-{n}", timeToLive=0)
         stub.PublishMessage(message, timeout=10)
@@ -188,7 +217,7 @@ def test_pyzeebe_creates_the_previous_version_after_a_deletion(weir: WeirProcess
 
     asyncio.run(deploy(paths[0]))
     v2 = asyncio.run(deploy(paths[1]))
-    eventually(lambda: _on_every_partition(lambda: _deployed(stub, v2)), what="v2 everywhere")
+    eventually(lambda: _everywhere(weir, stub, v2), what="v2 everywhere")
     stub.DeleteResource(pb.DeleteResourceRequest(resourceKey=v2), timeout=10)
-    eventually(lambda: _on_every_partition(lambda: _gone(stub, v2)), what="v2 gone everywhere")
+    eventually(lambda: _gone_everywhere(weir, stub, v2), what="v2 gone everywhere")
     assert asyncio.run(versions_created()) == {1}
