@@ -223,6 +223,7 @@ class BatchRoutes:
                 pi,
                 raw_body=FILTER_ONLY,
                 responses=started,
+                operation_id="cancelProcessInstancesBatchOperation",
                 description=f"At most {MAX_BATCH_ITEMS} instances; the filter is resolved on the history store.",
             ),
             Endpoint(
@@ -233,6 +234,7 @@ class BatchRoutes:
                 pi,
                 raw_body=FILTER_ONLY,
                 responses=started,
+                operation_id="resolveIncidentsBatchOperation",
                 description=f"At most {MAX_BATCH_ITEMS} incidents; the filter is resolved on the history store.",
             ),
             Endpoint(
@@ -243,6 +245,7 @@ class BatchRoutes:
                 pi,
                 raw_body=MIGRATION_REQUEST,
                 responses=started,
+                operation_id="migrateProcessInstancesBatchOperation",
                 description="An item is completed once its migration command is written; a migration the "
                 "instance refuses shows as that command's rejection.",
             ),
@@ -254,6 +257,7 @@ class BatchRoutes:
                 pi,
                 raw_body=MODIFICATION_REQUEST,
                 responses=started,
+                operation_id="modifyProcessInstancesBatchOperation",
                 description="An item is completed once its modification command is written.",
             ),
             Endpoint(

@@ -35,6 +35,9 @@ class Endpoint:
     description: str = ""
     #: Query parameters, as OpenAPI parameter objects (``"in": "query"``).
     query_params: tuple[dict[str, Any], ...] = ()
+    #: The OpenAPI operationId when the one made from the method and path would repeat another's (batch operations
+    #: share their words with the single-instance ones).
+    operation_id: str = ""
 
 
 def key_param(name: str, description: str) -> dict[str, Any]:

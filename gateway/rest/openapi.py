@@ -105,6 +105,8 @@ def _operation(endpoint: Endpoint, auth_methods: list[str]) -> dict[str, Any]:
 
 
 def _operation_id(endpoint: Endpoint) -> str:
+    if endpoint.operation_id:
+        return endpoint.operation_id
     words = re.sub(r"{\w+}", "", endpoint.path).replace("/v2/", "").replace("-", "/").split("/")
     return endpoint.method.lower() + "".join(w.capitalize() for w in words if w)
 
