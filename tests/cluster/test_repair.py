@@ -1,11 +1,15 @@
 """Repairing running instances on a 3-broker cluster (3 partitions, replication 3) while leaders are killed with
 ``kill -9``: modifications and migrations acknowledged by the gateway are applied exactly once, survive the leader
-change, and the instances finish in the shape they were repaired into. Afterwards every replica's log agrees on the
+change, and the instances finish in the shape they were repaired into; a batch cancellation spanning every partition
+completes across a leader's death and cancels each instance once. Afterwards every replica's log agrees on the
 common prefix and replays to the broker's state.
 """
 
 from __future__ import annotations
 
+import json
+import os
+import urllib.request
 import uuid
 from collections import Counter
 from collections.abc import Iterator
@@ -17,6 +21,7 @@ from pyzeebe.proto import gateway_pb2 as pb
 from pyzeebe.proto import gateway_pb2_grpc
 
 from broker.protocol.enums import (
+    ProcessInstanceIntent,
     ProcessInstanceMigrationIntent,
     ProcessInstanceModificationIntent,
     RecordType,
@@ -26,6 +31,7 @@ from tests.cluster.audit import committed, divergence, partition_of, read_replic
 from tests.cluster.harness import Cluster
 from tests.harness import eventually
 from tests.integration.clients import Stub, activate, activate_now, complete
+from tests.postgres_server import PostgresServer
 
 pytestmark = pytest.mark.slow
 
@@ -57,12 +63,27 @@ def _model(process_id: str, type_a: str, type_b: str) -> bytes:
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    """The cluster exports into one PostgreSQL history, which the gateway's searches and batch operations read."""
+    server = PostgresServer().start()
+    history = {
+        "WEIR_BROKER_EXPORTERS_HISTORY_CLASSNAME": "exporters.history.HistoryExporter",
+        "WEIR_BROKER_EXPORTERS_HISTORY_ARGS_URL": server.url,
+        "WEIR_GATEWAY_HISTORY_URL": server.url,
+    }
+    saved = {name: os.environ.get(name) for name in history}
+    os.environ.update(history)  # the cluster's processes inherit the environment
     c = Cluster(Path(tmp_path_factory.mktemp("repair")) / "cluster")
     try:
         c.up()
         yield c
     finally:
         c.kill_everything()
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+        server.remove()
 
 
 def _sent(call: object, request: object) -> object:
@@ -97,6 +118,18 @@ def _deploy_everywhere(stub: Stub, process_id: str, content: bytes) -> pb.Proces
 
     eventually(known_everywhere, timeout=30, interval=0.05, what=f"{process_id} v{process.version} everywhere")
     return process
+
+
+def _rest(cluster: Cluster, method: str, path: str, body: dict | None = None) -> dict:
+    """A call to the gateway's REST API; the answer's JSON."""
+    request = urllib.request.Request(
+        str(cluster.info["gateway"]["restUrl"]) + path,
+        data=None if body is None else json.dumps(body).encode(),
+        headers={"Content-Type": "application/json"},
+        method=method,
+    )
+    with urllib.request.urlopen(request, timeout=10) as response:
+        return json.loads(response.read() or b"{}")
 
 
 def _kill_a_leader(cluster: Cluster, partition: int) -> int:
@@ -168,6 +201,29 @@ def test_modifications_and_migrations_survive_leader_kills_and_apply_once(cluste
         for job in b_jobs + b2_jobs:
             complete(stub, job.key)
         assert activate_now(stub, type_b, wait_ms=1000) == [] and activate_now(stub, type_b2, wait_ms=1000) == []
+
+        # a batch cancellation over every partition, with a leader killed while it runs
+        doomed: list[int] = []
+        while len(doomed) < 6 or {partition_of(k) for k in doomed} != ALL:
+            assert len(doomed) < 20
+            request = pb.CreateProcessInstanceRequest(processDefinitionKey=v1.processDefinitionKey)
+            doomed.append(_sent(stub.CreateProcessInstance, request).processInstanceKey)  # type: ignore[attr-defined]
+        selection = {"filter": {"processInstanceKey": {"$in": [str(k) for k in doomed]}}}
+        eventually(
+            lambda: len(_rest(cluster, "POST", "/v2/process-instances/search", selection)["items"]) == len(doomed),
+            timeout=30,
+            what="the history to know the instances to cancel",
+        )
+        batch = _rest(cluster, "POST", "/v2/process-instances/cancellation", selection)["batchOperationKey"]
+        killed = _kill_a_leader(cluster, 3)
+        eventually(
+            lambda: _rest(cluster, "GET", f"/v2/batch-operations/{batch}")["state"] == "COMPLETED",
+            timeout=60,
+            interval=0.2,
+            what="the batch to complete",
+        )
+        cluster.restart_broker(killed)
+        assert activate_now(stub, type_a, wait_ms=1000) == []  # their jobs went with them
     finally:
         channel.close()
 
@@ -189,4 +245,13 @@ def test_modifications_and_migrations_survive_leader_kills_and_apply_once(cluste
         {(ValueType.PROCESS_INSTANCE_MODIFICATION, k): 1 for k in modified}
         | {(ValueType.PROCESS_INSTANCE_MIGRATION, k): 1 for k in migrated}
     )
+    cancelled = Counter(
+        r.key
+        for r in records
+        if r.record_type == RecordType.EVENT
+        and r.value_type == ValueType.PROCESS_INSTANCE
+        and r.intent == ProcessInstanceIntent.ELEMENT_TERMINATED
+        and r.key in doomed
+    )
+    assert cancelled == Counter(doomed), "each instance of the batch is cancelled exactly once"
     assert replay_differences(cluster, tmp_path) == []
