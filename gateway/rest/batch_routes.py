@@ -19,7 +19,7 @@ from gateway.commands import ErrorCode, GatewayCommands, fail, invalid
 from gateway.rest.endpoints import ANY_OBJECT, INTEGER, KEY, STRING, Endpoint, obj
 from gateway.rest.routes import json_response, no_content, path_key, read_json_value
 from gateway.rest.search import SEARCH_REQUEST, SEARCH_RESPONSE, SearchRoutes, _search_query
-from gateway.rest.shapes import check_enum_filters, shape_page
+from gateway.rest.shapes import check_enum_filters, shape_item, shape_page
 
 MAX_BATCH_ITEMS: Final = 10_000
 """The most items one batch takes: its items travel in one command to the coordinating partition."""
@@ -73,6 +73,8 @@ BATCH_OPERATION = obj(
         "state": STRING,
         "startDate": STRING,
         "endDate": {"type": ["string", "null"]},
+        "actorType": {"type": ["string", "null"]},
+        "actorId": {"type": ["string", "null"]},
         "operationsTotalCount": INTEGER,
         "operationsFailedCount": INTEGER,
         "operationsCompletedCount": INTEGER,
@@ -189,7 +191,7 @@ class BatchRoutes:
                 ErrorCode.NOT_FOUND,
                 f"Expected to find the batch operation with key '{key}', but it is not in the history",
             )
-        return json_response(found)
+        return json_response(shape_item("batch-operations", found, by_key=True))
 
     def _lifecycle(self, intent: Lifecycle) -> Any:
         async def handler(request: web.Request) -> web.Response:

@@ -193,6 +193,29 @@ ITEM_FIELDS: dict[str, tuple[str, ...]] = {
         "tenantId",
         "decisionRequirementsKey",
     ),
+    "batch-operations": (
+        "batchOperationKey",
+        "state",
+        "batchOperationType",
+        "startDate",
+        "endDate",
+        "actorType",
+        "actorId",
+        "operationsTotalCount",
+        "operationsFailedCount",
+        "operationsCompletedCount",
+        "errors",
+    ),
+    "batch-operation-items": (
+        "operationType",
+        "batchOperationKey",
+        "itemKey",
+        "processInstanceKey",
+        "rootProcessInstanceKey",
+        "state",
+        "processedDate",
+        "errorMessage",
+    ),
 }
 ITEM_FIELDS["user-task-variables"] = ITEM_FIELDS["variables"]
 
@@ -212,7 +235,15 @@ _NOT_NULL: dict[str, Any] = {
     "listenerEventType": "UNSPECIFIED",
 }
 #: The same, where a field is nullable in one entity and not in another.
-_ENTITY_NOT_NULL: dict[str, dict[str, Any]] = {"incidents": {"errorMessage": ""}}
+_ENTITY_NOT_NULL: dict[str, dict[str, Any]] = {
+    "incidents": {"errorMessage": ""},
+    "batch-operations": {
+        "operationsTotalCount": 0,
+        "operationsFailedCount": 0,
+        "operationsCompletedCount": 0,
+        "errors": [],
+    },
+}
 #: What only a get by key adds (a decision instance's inputs and matched rules; the history keeps neither).
 _GET_FIELDS: dict[str, dict[str, Any]] = {"decision-instances": {"evaluatedInputs": [], "matchedRules": []}}
 #: Dates the history keeps as the text they were given (with any offset); 8.9 writes date-times in UTC ("…Z").

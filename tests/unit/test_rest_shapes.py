@@ -90,3 +90,14 @@ def test_known_values_patterns_and_other_fields_pass() -> None:
     check_enum_filters("jobs", {"filter": {"state": {"$like": "COMP*"}, "type": "anything"}})
     check_enum_filters("variables", {"filter": {"name": "state"}})
     check_enum_filters("user-tasks", {})
+
+
+def test_a_batch_operation_and_its_items_carry_every_field_of_the_spec() -> None:
+    """Strict clients refuse a batch operation without its (nullable) actor or an item without its root instance."""
+    batch = shape_item("batch-operations", {"batchOperationKey": "9", "state": "ACTIVE", "errors": None}, by_key=True)
+    assert batch["actorType"] is None and batch["actorId"] is None and batch["errors"] == []
+    counts = ("operationsTotalCount", "operationsFailedCount", "operationsCompletedCount")
+    assert [batch[name] for name in counts] == [0, 0, 0]
+    item = shape_item("batch-operation-items", {"itemKey": "4", "processInstanceKey": "4", "state": "COMPLETED"})
+    assert list(item)[: len(ITEM_FIELDS["batch-operation-items"])] == list(ITEM_FIELDS["batch-operation-items"])
+    assert item["rootProcessInstanceKey"] is None and item["errorMessage"] is None
