@@ -20,8 +20,9 @@ How a batch runs:
   every other partition; a suspended or canceled partition takes no further chunk (a canceled one drops them), a
   resumed one starts again where it stopped.
 
-Everything is on the log, so a new leader continues where the old one stopped. An item whose command was written
-counts as completed: a migration or modification the target then rejects shows as that command's rejection.
+Everything is on the log, so a new leader continues where the old one stopped. A migration or modification item is
+checked by its processor's own refusal check before its command is written: one the instance would refuse fails with
+that reason instead of counting as done.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from collections.abc import Callable
 from typing import Any, Final
 
 from broker.engine import behaviors as b
+from broker.engine import migration, modification
 from broker.engine.context import EventApplier, ProcessingContext
 from broker.protocol.enums import (
     BatchOperationChunkIntent,
@@ -276,6 +278,11 @@ def _issue(ctx: ProcessingContext, entry: dict, item_key: int, instance_key: int
         plan = entry["migrationPlan"]
         value = {"processInstanceKey": instance_key, **plan, "tenantId": TENANT}
         intent = ProcessInstanceMigrationIntent.MIGRATE
+        refused = migration.refusal(
+            ctx, _command(ctx, ValueType.PROCESS_INSTANCE_MIGRATION, intent, instance_key, value)
+        )
+        if refused is not None:
+            return refused[1]
         ctx.follow_up(ValueType.PROCESS_INSTANCE_MIGRATION, intent, instance_key, value)
     else:
         moves = [
@@ -299,8 +306,18 @@ def _issue(ctx: ProcessingContext, entry: dict, item_key: int, instance_key: int
             "tenantId": TENANT,
         }
         modify = ProcessInstanceModificationIntent.MODIFY
+        command = _command(ctx, ValueType.PROCESS_INSTANCE_MODIFICATION, modify, instance_key, value)
+        refused = modification.refusal(ctx, command)
+        if refused is not None:
+            return refused[1]
         ctx.follow_up(ValueType.PROCESS_INSTANCE_MODIFICATION, modify, instance_key, value)
     return None
+
+
+def _command(ctx: ProcessingContext, value_type: ValueType, intent: int, key: int, value: dict) -> Record:
+    """The item's command as it will be written, for asking its processor whether it would refuse it: the item then
+    fails with that reason instead of counting as done while its command is rejected."""
+    return Record(-1, key, RecordType.COMMAND, value_type, int(intent), ctx.now, value)
 
 
 def _finish_partition(ctx: ProcessingContext, key: int, entry: dict) -> None:

@@ -117,6 +117,16 @@ class _Plan:
     new_ids: dict[int, str] = field(default_factory=dict)  # element instance key → its element id after migration
 
 
+def refusal(ctx: ProcessingContext, cmd: Record) -> tuple[RejectionType, str] | None:
+    """Why MIGRATE ``cmd`` would be rejected now, or None (reads state only; a batch operation asks before writing
+    its item's command, so a refused item is a failed item)."""
+    try:
+        _check(ctx, cmd)
+    except Refused as refused:
+        return refused.rejection_type, refused.reason
+    return None
+
+
 def migrate(ctx: ProcessingContext, cmd: Record) -> None:
     """PROCESS_INSTANCE_MIGRATION MIGRATE: check everything, then move the instance to the target definition."""
     try:

@@ -189,8 +189,17 @@ def _inferred_ancestor(ctx: ProcessingContext, process: bpmn.Process, source: El
 # -- MODIFY --------------------------------------------------------------------------------------------------
 
 
-def modify(ctx: ProcessingContext, cmd: Record) -> None:
-    """PROCESS_INSTANCE_MODIFICATION MODIFY: activate and terminate elements of one instance, atomically."""
+def refusal(ctx: ProcessingContext, cmd: Record) -> tuple[RejectionType, str] | None:
+    """Why MODIFY ``cmd`` would be rejected now, or None (reads state only; a batch operation asks before writing
+    its item's command, so a refused item is a failed item)."""
+    prepared = _prepare(ctx, cmd)
+    return prepared if isinstance(prepared[0], RejectionType) else None  # type: ignore[return-value]
+
+
+def _prepare(
+    ctx: ProcessingContext, cmd: Record
+) -> tuple[RejectionType, str] | tuple[ElementInstance, bpmn.Process, list[_Activation], list[int], int, int]:
+    """The instance, its process, the activations and terminations of ``cmd`` — or the rejection (nothing written)."""
     v = cmd.value
     pi_key = v.get("processInstanceKey", -1)
     if pi_key is None or pi_key <= 0:
@@ -198,18 +207,16 @@ def modify(ctx: ProcessingContext, cmd: Record) -> None:
     event_key = cmd.key if cmd.key > 0 else pi_key
     root = ctx.state.elements.get(pi_key)
     if root is None or not root.value.is_root:
-        ctx.reject(
+        return (
             RejectionType.NOT_FOUND,
             f"Expected to modify process instance but no process instance found with key '{event_key}'",
         )
-        return
     if root.state != PI.ELEMENT_ACTIVATED:
-        ctx.reject(
+        return (
             RejectionType.INVALID_STATE,
             f"Expected to modify process instance with key '{pi_key}', but it is "
             f"{'ending' if root.state != PI.ELEMENT_ACTIVATING else 'still being activated'}",
         )
-        return
     process = lc.process_of(ctx, root)
     given = sum(
         len(v.get(name) or []) for name in ("activateInstructions", "terminateInstructions", "moveInstructions")
@@ -217,21 +224,29 @@ def modify(ctx: ProcessingContext, cmd: Record) -> None:
     activations = _activations(v)
     terminations, problem = _expand(ctx, process, root, v, activations) if given <= MAX_INSTRUCTIONS else ([], None)
     if problem is not None:
-        ctx.reject(RejectionType.INVALID_ARGUMENT, problem)
-        return
+        return RejectionType.INVALID_ARGUMENT, problem
     count = max(given, len(activations) + len(terminations))
     if count > MAX_INSTRUCTIONS:
-        ctx.reject(
+        return (
             RejectionType.INVALID_ARGUMENT,
             f"Unable to modify process instance with key '{pi_key}': it has {count} instructions (moves and "
             f"terminations by element id counted per element instance), more than the {MAX_INSTRUCTIONS} one command "
             "may carry. Please reduce the size by splitting the modification into multiple commands.",
         )
-        return
     problem = _check(ctx, process, root, activations, terminations)
     if problem is not None:
-        ctx.reject(RejectionType.INVALID_ARGUMENT, problem)
+        return RejectionType.INVALID_ARGUMENT, problem
+    return root, process, activations, terminations, pi_key, event_key
+
+
+def modify(ctx: ProcessingContext, cmd: Record) -> None:
+    """PROCESS_INSTANCE_MODIFICATION MODIFY: activate and terminate elements of one instance, atomically."""
+    prepared = _prepare(ctx, cmd)
+    if isinstance(prepared[0], RejectionType):
+        ctx.reject(prepared[0], prepared[1])  # type: ignore[arg-type]
         return
+    root, process, activations, terminations, pi_key, event_key = prepared  # type: ignore[misc]
+    v = cmd.value
     required: set[int] = set()
     for act in activations:
         element = process.element(act.element_id)

@@ -248,8 +248,8 @@ class BatchRoutes:
                 raw_body=MIGRATION_REQUEST,
                 responses=started,
                 operation_id="migrateProcessInstancesBatchOperation",
-                description="An item is completed once its migration command is written; a migration the "
-                "instance refuses shows as that command's rejection.",
+                description="An instance the migration plan does not fit is a failed item with the reason its "
+                "rejection would give.",
             ),
             Endpoint(
                 "POST",
@@ -260,7 +260,8 @@ class BatchRoutes:
                 raw_body=MODIFICATION_REQUEST,
                 responses=started,
                 operation_id="modifyProcessInstancesBatchOperation",
-                description="An item is completed once its modification command is written.",
+                description="An instance the move does not fit is a failed item with the reason its rejection "
+                "would give.",
             ),
             Endpoint(
                 "GET",

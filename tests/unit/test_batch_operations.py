@@ -293,6 +293,41 @@ async def test_modification_and_migration_batches_write_each_instance_its_comman
     assert rejected == []
 
 
+async def test_an_item_its_instance_would_refuse_fails_with_the_reason_and_writes_no_command(driver: Driver) -> None:
+    accepted(await driver.deploy("two-tasks.bpmn"))
+    keys = await instances(driver, 2, "two-tasks")
+    definition = driver.read(lambda s: s.processes.latest("two-tasks"))["processDefinitionKey"]
+    unmapped = [{"sourceElementId": "ship", "targetElementId": "ship"}]  # the active task 'prepare' is not mapped
+    plan = {"migrationPlan": {"targetProcessDefinitionKey": definition, "mappingInstructions": unmapped}}
+    rec = accepted(await create_batch(driver, bo.MIGRATE_PROCESS_INSTANCE, items_of(1, [(k, k) for k in keys]), **plan))
+    entry = await settled(driver, rec.key, bo.COMPLETED)
+    assert (entry["completedCount"], entry["failedCount"]) == (0, 2)
+    nowhere = {"modificationPlan": {"moveInstructions": [{"sourceElementId": "nope", "targetElementId": "ship"}]}}
+    rec = accepted(
+        await create_batch(driver, bo.MODIFY_PROCESS_INSTANCE, items_of(1, [(k, k) for k in keys]), **nowhere)
+    )
+    entry = await settled(driver, rec.key, bo.COMPLETED)
+    assert (entry["completedCount"], entry["failedCount"]) == (0, 2)
+    records = await logged(driver)
+    failed = [
+        item["errorMessage"]
+        for r in records
+        if r.record_type == RecordType.EVENT and r.value_type == ValueType.BATCH_OPERATION_EXECUTION
+        for item in r.value.get("items", [])
+        if item["state"] == "FAILED"
+    ]
+    assert len(failed) == 4
+    assert all("prepare" in reason for reason in failed[:2]), failed  # the unmapped active element is named
+    assert all("nope" in reason for reason in failed[2:]), failed
+    written = [
+        r
+        for r in records
+        if r.record_type == RecordType.COMMAND
+        and r.value_type in (ValueType.PROCESS_INSTANCE_MODIFICATION, ValueType.PROCESS_INSTANCE_MIGRATION)
+    ]
+    assert written == []
+
+
 async def test_a_redelivered_creation_is_answered_again_and_written_once(driver: Driver) -> None:
     key, gone = encode_key(2, 5), encode_key(1, 999)
     value = {
