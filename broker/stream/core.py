@@ -311,18 +311,8 @@ class StreamCore:
             self.state.flush()
             child.commit()
         except CommandRefused as refused:
-            self.state.discard()
-            child.abort()
-            ctx.rollback(mark)
-            self.engine.models.clear()
-            self.state.bind(txn)
-            ctx.command = cmd
-            ctx.reject(refused.rejection_type, refused.reason)
+            self._reject_undone(ctx, txn, child, mark, cmd, refused.rejection_type, refused.reason)
         except Exception as e:
-            self.state.discard()
-            child.abort()
-            ctx.rollback(mark)
-            self.engine.models.clear()
             self._log.exception(
                 "partition %d: unexpected error processing %s (key %d, position %d)",
                 self.partition_id,
@@ -331,11 +321,29 @@ class StreamCore:
                 cmd.position,
                 extra={"key": cmd.key, "position": cmd.position},
             )
-            self.state.bind(txn)
-            ctx.command = cmd
-            ctx.reject(RejectionType.PROCESSING_ERROR, f"Unexpected error while processing the command: {e!r}")
+            reason = f"Unexpected error while processing the command: {e!r}"
+            self._reject_undone(ctx, txn, child, mark, cmd, RejectionType.PROCESSING_ERROR, reason)
         finally:
             self.state.bind(txn)
+
+    def _reject_undone(
+        self,
+        ctx: ProcessingContext,
+        txn: Any,
+        child: Any,
+        mark: Any,
+        cmd: Record,
+        rejection: RejectionType,
+        reason: str,
+    ) -> None:
+        """Undo everything ``cmd`` wrote (state, records, cached models), then reject it alone with ``reason``."""
+        self.state.discard()
+        child.abort()
+        ctx.rollback(mark)
+        self.engine.models.clear()
+        self.state.bind(txn)
+        ctx.command = cmd
+        ctx.reject(rejection, reason)
 
     def _encodable(self, cmd: Record, refusals: list[Refusal]) -> bool:
         """Whether a command can be written to the log; one that cannot is refused with the reason."""
