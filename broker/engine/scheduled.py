@@ -123,6 +123,21 @@ class ScheduledWork:
         self._handed_out |= due.keys()
         return fresh
 
+    def idle_until(self, state: PartitionState, horizon: int) -> bool:
+        """Whether nothing falls due before ``horizon`` and nothing waits to reach another partition.
+
+        A pure read (no bookkeeping changes): it lets a simulation tell a partition that will stay quiet from one
+        that only waits for its next timer, deadline or resend.
+        """
+        return not (
+            state.jobs.deadlines_before(horizon, 1)
+            or state.jobs.backoffs_before(horizon, 1)
+            or state.timers.due_before(horizon, 1)
+            or state.messages.deadlines_before(horizon, 1)
+            or state.outbox.pending(1)
+            or state.distributions.pending(1)
+        )
+
     # -- commands for other partitions -----------------------------------------------------------------------
 
     def sends(self, state: PartitionState, now: int) -> list[Send]:

@@ -29,6 +29,7 @@ import os
 import pickle
 import random
 import threading
+import zlib
 from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -436,7 +437,7 @@ class SimNode(Node):  # type: ignore[misc]
         return str(self.id)
 
     def __hash__(self) -> int:
-        return sum((i + 1) * ord(c) for i, c in enumerate(str(self.id)))
+        return zlib.crc32(str(self.id).encode())
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Node) and self.id == other.id

@@ -73,6 +73,23 @@ class Outbound:
             for alert in self.scheduled.take_alerts():
                 self._log.error("partition %d: %s", self.partition_id, alert)
 
+    def idle_for(self, span_ms: int) -> bool:
+        """Whether this leader has nothing to send now and no scheduled work falls due within ``span_ms`` of its
+        clock: with no client calls either, it appends nothing in that span (a simulation's test for quiet)."""
+        if self._sends:
+            return False
+        if self.db is None or self.core is None:
+            return True
+        view = self._view
+        with self.db.begin() as txn:
+            view.bind(txn)
+            try:
+                pinned = view.meta.pinned_clock()
+                now = self.clock() if pinned is None else pinned
+                return self.scheduled.idle_until(view, now + span_ms)
+            finally:
+                view.bind(None)
+
     def _dispatch(self, send: Send) -> None:
         """Send to another partition's leader (or this one's inbox); the outcome goes back to the scheduled work."""
         command = send.command

@@ -166,6 +166,7 @@ class SimCluster:
                     env = NodeEnv(_raft_address(n, pid), loop.time, network, rng.getrandbits(32))
                     self.brokers[n].raft_envs[pid] = env
         self._raft_wake = {pid: asyncio.Event() for pid in self.raft_networks}
+        self._raft_proposed: dict[int, set[int]] = {pid: set() for pid in self.raft_networks}  # nodes to tick now
         self._raft_tasks = [loop.create_task(self._run_raft(pid)) for pid in sorted(self.raft_networks)]
         self.jobs_listeners: list[JobsAvailableListener] = []
         self.job_streams: list[SimJobStream] = []
@@ -215,7 +216,7 @@ class SimCluster:
             env.inbox.clear()
             env.busy_until = 0.0
             partners = [_raft_address(n, pid) for n in self.replicas_of[pid] if n != node_id]
-            factory = functools.partial(_simulated_log, env, self._raft_wake[pid].set)
+            factory = functools.partial(_simulated_log, env, functools.partial(self._raft_propose, pid, node_id))
             partition.start(_raft_config(env.address, partners), replicated_log=factory)
             self._refresh_raft(pid)
 
@@ -252,10 +253,15 @@ class SimCluster:
             if member is not None:
                 member.refresh_connections()
 
+    def _raft_propose(self, pid: int, node_id: int) -> None:
+        self._raft_proposed[pid].add(node_id)
+        self._raft_wake[pid].set()
+
     async def _run_raft(self, pid: int) -> None:
-        """What the members' tick threads and sockets do: wake when a message arrives, a block is proposed or the
-        tick period passes; deliver the messages due; tick every member."""
+        """What the members' tick threads and sockets do: each member ticks when a message reaches it, when it
+        proposed a block, and when its tick period passes; messages are delivered as they fall due."""
         loop, network, wake = self.loop, self.raft_networks[pid], self._raft_wake[pid]
+        proposed = self._raft_proposed[pid]
         nodes = {_raft_address(n, pid): n for n in self.replicas_of[pid]}
         next_tick = loop.time()
         while True:
@@ -266,7 +272,8 @@ class SimCluster:
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(wake.wait(), until - loop.time())
             wake.clear()
-            if loop.time() + _EPSILON_S >= next_tick:
+            period = loop.time() + _EPSILON_S >= next_tick
+            if period:
                 next_tick = loop.time() + RAFT_TICK_S
             for source, target, message in network.due(loop.time() + _EPSILON_S):
                 self.brokers[nodes[target]].raft_envs[pid].inbox.append((source, message))
@@ -276,10 +283,13 @@ class SimCluster:
                 node = nodes[address]
                 env = self.brokers[node].raft_envs[pid]
                 member = self._member(pid, node)
+                woken = period or node in proposed
                 while member is not None and env.inbox and not env.busy():
                     source, message = env.inbox.popleft()
                     member.deliver(source, message)
-                if member is not None and not env.busy():
+                    woken = True
+                if woken and member is not None and not env.busy():
+                    proposed.discard(node)
                     member.tick()
             await asyncio.sleep(0)
 
@@ -357,6 +367,14 @@ class SimCluster:
             if partition is not None and partition.processing:
                 return node, partition
         return None
+
+    def idle_for(self, span_ms: int) -> bool:
+        """Whether every partition has a leader and no leader sends or has work due within ``span_ms``."""
+        for pid in sorted(self.replicas_of):
+            lead = self.leader(pid)
+            if lead is None or not lead[1].idle_for(span_ms):
+                return False
+        return True
 
     def committed(self, partition_id: int) -> list[list[LogBlock]]:
         """Every replica's committed blocks of the partition, compacted ones included (see SimDisk.archive)."""

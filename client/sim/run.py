@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import TextIO
 
 from broker import logs
+from broker.protocol.enums import RecordType, ValueType
 from broker.raft.sim_world import world_switch
 from client.sim import checks
 from client.sim.bugs import BUGS, injected
@@ -39,6 +40,11 @@ from client.sim.workload import Workload
 
 TICK_S = 0.01
 DRAIN_S = 120.0
+# The drain ends early once the cluster has been quiet this long and will stay so until the drain's end: no record
+# appended anywhere (every client call that does something appends one, and this is as long as a client waits for an
+# answer), every partition led, and none with work scheduled before then or a command to send. An instance still
+# waiting then has nothing left that could move it: waiting out the rest of the drain would show nothing new.
+QUIET_S = 5.0
 CANARY_BOUND_S = 30.0
 FSYNC_S = (0.0002, 0.003)
 FAULT_RATE = 0.01  # chance per tick that a fault starts  # how long an fsync takes, simulated seconds
@@ -225,10 +231,14 @@ async def _simulate(config: SimConfig, result: SimResult, root: Path, out: TextI
         workload.starting = False
         drained_at = loop.time() + DRAIN_S
         tick = config.ticks
+        quiet = _Quiet(cluster)
         while loop.time() < drained_at and not _all_done(cluster, workload):
             workload.step(tick)
             tick += 1
             await asyncio.sleep(TICK_S)
+            if quiet.lasting(drained_at):
+                note(f"quiet for {QUIET_S:g}s with nothing scheduled before the drain ends: drain stopped")
+                break
         await workload.drain()
         note(f"drained: {_outcomes(workload)}")
         for line in sorted(f"{k}={v}" for k, v in workload.history.outcomes.items()):
@@ -244,6 +254,46 @@ async def _simulate(config: SimConfig, result: SimResult, root: Path, out: TextI
         SINKS.pop(sink, None)
     for violation in result.violations:
         note(f"VIOLATION {violation}")
+
+
+class _Quiet:
+    """Tells when the draining cluster has gone quiet for good (see ``QUIET_S``); asked once per tick.
+
+    Progress is the events the exporters saw, less job batches: clients keep trying (workers poll, a completion
+    refused is tried again), and a poll that finds nothing still writes its (empty) batch, a refused command its
+    rejection; but a command that changes anything writes other events (a poll that finds jobs, the jobs' own).
+    """
+
+    def __init__(self, cluster: SimCluster) -> None:
+        self.cluster = cluster
+        self.seen: dict[int, int] = {}  # sink records looked at, by partition
+        self.progress = 0
+        self.since: float | None = None
+
+    def _moved(self) -> bool:
+        before = self.progress
+        for pid, exported in SINKS[self.cluster.sink].items():
+            start = self.seen.get(pid, 0)
+            self.progress += sum(
+                1
+                for _, record in exported[start:]
+                if record.record_type == RecordType.EVENT and record.value_type != ValueType.JOB_BATCH
+            )
+            self.seen[pid] = len(exported)
+        return self.progress != before
+
+    def lasting(self, until: float) -> bool:
+        now = self.cluster.loop.time()
+        still = not self._moved()
+        if still and (self.since is None or now - self.since >= QUIET_S):
+            # the schedule is read only at the window's ends (it costs a read per partition)
+            still = self.cluster.idle_for(int((until - now) * 1000) + 1)
+        if not still:
+            self.since = None
+            return False
+        if self.since is None:
+            self.since = now
+        return now - self.since >= QUIET_S
 
 
 def _outcomes(workload: Workload) -> str:

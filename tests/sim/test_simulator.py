@@ -6,13 +6,15 @@ network (client/sim). Many seeds: ``weir sim --seed 1 --seeds 1000 --brokers 3 -
 
 from __future__ import annotations
 
+import functools
 import subprocess
 import sys
+from typing import Any
 
 import pytest
 
 from client.sim.bugs import BUGS, injected
-from client.sim.run import FAULTS, SimConfig, run
+from client.sim.run import FAULTS, SimConfig, SimResult, run
 
 # A fixed seed set that every change must keep clean: 3 brokers × 3 partitions, every fault.
 CLEAN_SEEDS = range(1, 5)
@@ -42,45 +44,44 @@ def _config(
     return SimConfig(seed, ticks, brokers, partitions, replication, faults)
 
 
-def test_the_same_seed_gives_the_same_transcript_in_this_process_and_another() -> None:
-    first = run(_config(11), None)
-    second = run(_config(11), None)
-    assert first.transcript == second.transcript
-    assert len(first.transcript) > 500, "a run this long has many events"
-    out = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "client.cli",
-            "sim",
-            "--seed",
-            "11",
-            "--ticks",
-            str(TICKS),
-            "--brokers",
-            "3",
-            "--partitions",
-            "3",
-            "--faults",
-            "all",
-            "--quiet",
-        ],
-        capture_output=True,
+@functools.cache
+def _run(seed: int, **cluster: Any) -> SimResult:
+    """One run per seed and cluster in this process, shared by the tests that look at it."""
+    return run(_config(seed, **cluster), None)
+
+
+def _cli(*args: str, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
+    """``weir sim`` in another process, started now (it runs while this one runs its own)."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "client.cli", "sim", *args, "--quiet"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
         text=True,
-        timeout=120,
+        env=env,
+    )
+
+
+def test_the_same_seed_gives_the_same_transcript_in_this_process_and_another() -> None:
+    other = _cli(
+        *("--seed", "1", "--ticks", str(TICKS), "--brokers", "3", "--partitions", "3", "--faults", "all"),
         env={"PYTHONHASHSEED": "123", "PATH": "/usr/bin:/bin"},
     )
-    assert out.returncode == 0, out.stdout + out.stderr
-    assert f"transcript sha256 {first.sha256}" in out.stdout
+    first = _run(1)
+    second = run(_config(1), None)
+    assert first.transcript == second.transcript
+    assert len(first.transcript) > 500, "a run this long has many events"
+    out, err = other.communicate(timeout=300)
+    assert other.returncode == 0, out + err
+    assert f"transcript sha256 {first.sha256}" in out
 
 
 def test_a_different_seed_gives_a_different_run() -> None:
-    assert run(_config(1), None).sha256 != run(_config(2), None).sha256
+    assert _run(1).sha256 != _run(2).sha256
 
 
 @pytest.mark.parametrize("seed", CLEAN_SEEDS)
 def test_the_fixed_seed_set_keeps_every_invariant_under_every_fault(seed: int) -> None:
-    result = run(_config(seed), None)
+    result = _run(seed)
     assert not result.violations, "\n".join(result.violations[:10] + result.transcript[-20:])
     outcomes = [line for line in result.transcript if "drained:" in line]
     assert outcomes and "instances=0 " not in outcomes[-1], "the workload ran"
@@ -90,49 +91,38 @@ def test_the_fixed_seed_set_keeps_every_invariant_under_every_fault(seed: int) -
 
 @pytest.mark.parametrize("bug", sorted(BUGS))
 def test_each_injected_bug_is_caught_within_the_seed_budget(bug: str) -> None:
+    """The seed that catches the bug runs clean without it: the violation is the bug's, not the run's."""
     cluster = {"faults": ("crash", "drop"), "brokers": 2, "partitions": 2} | BUG_CLUSTERS.get(bug, {})
     for seed in range(1, BUG_SEED_BUDGET + 1):
         with injected(bug):
             result = run(_config(seed, **cluster), None)
         if result.violations:
+            clean = _run(seed, **cluster)
+            assert not clean.violations, "\n".join(clean.violations[:10])
             return
     pytest.fail(f"bug {bug} was not caught within {BUG_SEED_BUDGET} seeds")
 
 
 def test_the_cli_names_the_seed_the_invariant_and_the_tail_on_a_violation() -> None:
-    out = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "client.cli",
-            "sim",
-            "--seed",
-            "1",
-            "--ticks",
-            str(TICKS),
-            "--brokers",
-            "2",
-            "--partitions",
-            "2",
-            "--faults",
-            "crash",
-            "--inject-bug",
-            "reuse-keys-after-restart",
-            "--quiet",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=120,
+    cli = _cli(
+        *("--seed", "1", "--ticks", str(TICKS), "--brokers", "2", "--partitions", "2", "--faults", "crash"),
+        *("--inject-bug", "reuse-keys-after-restart"),
     )
-    assert out.returncode == 1
-    assert "seed 1 violated:" in out.stderr and "transcript tail:" in out.stderr
-    assert "reproduce: weir sim --seed 1" in out.stderr
+    out, err = cli.communicate(timeout=300)
+    assert cli.returncode == 1, out + err
+    assert "seed 1 violated:" in err and "transcript tail:" in err
+    assert "reproduce: weir sim --seed 1" in err
 
 
 def test_a_replicated_cluster_is_deterministic_and_keeps_every_invariant_under_every_fault() -> None:
     """Three replicas per partition: the production Raft member on simulated transport, clock and disk."""
+    other = _cli(
+        *("--seed", "1", "--ticks", "1000", "--brokers", "3", "--partitions", "3", "--replication", "3"),
+        *("--faults", "all"),
+    )
     first = run(_config(1, replication=3, ticks=1000), None)
     assert not first.violations, "\n".join(first.violations[:10] + first.transcript[-20:])
     assert any(" fault crash" in line for line in first.transcript)
-    second = run(_config(1, replication=3, ticks=1000), None)
-    assert second.sha256 == first.sha256
+    out, err = other.communicate(timeout=300)
+    assert other.returncode == 0, out + err
+    assert f"transcript sha256 {first.sha256}" in out

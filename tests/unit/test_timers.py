@@ -114,6 +114,19 @@ async def test_intermediate_timer_fires_at_its_due_date_never_before(tmp_path: P
     check_replay_equals_live(d.directory, tmp_path)
 
 
+async def test_a_leader_is_idle_only_for_a_span_that_ends_before_its_next_timer(tmp_path: Path) -> None:
+    """What the simulator's drain asks before it stops early: nothing due within the span, nothing to send."""
+    d = Driver(tmp_path / "p" / "1")
+    partition = d.open()
+    accepted(await d.deploy("timer-catch.bpmn"))
+    assert partition.idle_for(3_600_000)
+    accepted(await d.create("timer-catch", {"delay": "PT10S"}))
+    await d.settle()
+    assert partition.idle_for(9_999)
+    assert not partition.idle_for(10_001)
+    await d.close()
+
+
 async def test_a_bad_timer_expression_raises_an_incident(tmp_path: Path) -> None:
     d = Driver(tmp_path / "p" / "1")
     d.open()
