@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 DATA_DIR ?= ./data
 
-.PHONY: install run test lint typecheck proto bench clean node-clients postgresql web browser
+.PHONY: install run test test-all lint typecheck proto bench clean node-clients postgresql web browser
 
 install: $(VENV)/.installed web
 
@@ -18,9 +18,15 @@ $(VENV)/.installed: pyproject.toml
 run: install
 	$(VENV)/bin/weir start --data-dir $(DATA_DIR)
 
-## test: install and run the linter and the whole test suite
+## test: install and run the linter and the test suite, in TEST_WORKERS processes (long fault, soak and many-seed
+## runs, marked slow, are left out: make test-all runs them too)
+TEST_WORKERS ?= 4
 test: install node-clients postgresql browser lint
-	$(PY) -m pytest -q -p no:cacheprovider
+	$(PY) -m pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --dist loadfile -m "not slow"
+
+## test-all: the whole suite, the slow tests included
+test-all: install node-clients postgresql browser lint
+	$(PY) -m pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --dist loadfile
 
 ## node-clients: zbctl, zeebe-node, @camunda8/sdk (8.8) and @camunda8/orchestration-cluster-api (8.9) from the npm
 ## registry, for the compatibility tests

@@ -133,7 +133,6 @@ def test_r2_killed_follower_catches_up(cluster: Cluster) -> None:
 # -- R3: every broker killed at once ------------------------------------------------------------------------------
 
 
-@pytest.mark.slow
 @pytest.mark.timeout(120)
 def test_r3_all_brokers_killed_at_once_lose_nothing_acknowledged(cluster: Cluster) -> None:
     deploy_one_task(cluster)
@@ -157,7 +156,6 @@ def test_r3_all_brokers_killed_at_once_lose_nothing_acknowledged(cluster: Cluste
 # -- R4: the leader paused longer than the election timeout ----------------------------------------------------
 
 
-@pytest.mark.slow
 @pytest.mark.timeout(120)
 def test_r4_paused_leader_acknowledges_nothing_after_losing_leadership(cluster: Cluster) -> None:
     deploy_one_task(cluster)

@@ -80,14 +80,14 @@ def written_size(value: Any) -> int:
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(expressions())
 def test_an_evaluation_fits_the_budget_written_out_or_fails_on_it(expression: str) -> None:
-    start = time.perf_counter()
+    start = time.process_time()
     try:
         value = evaluate(expression, limits=LIMITS)
     except FeelEvaluationError:  # the budgets (FeelBudgetExceeded), or a list holding itself
         pass
     else:
         assert written_size(value) <= LIMITS.max_size + 100
-    elapsed = time.perf_counter() - start
+    elapsed = time.process_time() - start
     assert elapsed < SECONDS, f"took {elapsed:.2f}s"
 
 
@@ -99,11 +99,11 @@ def test_doubling_through_any_built_in_stays_within_the_budget(levels: int, temp
     for i in range(1, levels + 1):
         entries.append(f"v{i}: " + template.format(f"v{i - 1}", f"v{i - 1}"))
     expression = "{" + ", ".join(entries) + "}"
-    start = time.perf_counter()
+    start = time.process_time()
     try:
         value = evaluate(expression, limits=LIMITS)
     except FeelEvaluationError:
         pass
     else:
         assert written_size(value) <= LIMITS.max_size + 100
-    assert time.perf_counter() - start < SECONDS
+    assert time.process_time() - start < SECONDS

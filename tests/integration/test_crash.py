@@ -95,7 +95,6 @@ class Load:
                 self.completed.append(key)
 
 
-@pytest.mark.slow
 @pytest.mark.timeout(120)
 def test_kill_9_under_load_loses_nothing_acknowledged(tmp_path: Path) -> None:
     seed = int(os.environ.get("WEIR_CRASH_SEED", random.SystemRandom().randrange(1 << 32)))

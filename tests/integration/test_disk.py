@@ -47,7 +47,6 @@ def instances_in_history(url: str) -> set[int]:
     return {row[0] for row in query(url, "SELECT process_instance_key FROM process_instances")}
 
 
-@pytest.mark.slow
 def test_a_full_disk_refuses_commands_says_why_and_everything_resumes_when_space_returns(tmp_path: Path) -> None:
     watermark = 8 * MiB
     history_watermark = 24 * MiB

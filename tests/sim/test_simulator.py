@@ -25,7 +25,7 @@ BUG_SEED_BUDGET = 8
 # to a replica that stops leading and leads again while it runs: with Raft, when the leader's broker is isolated
 # (its rounds cannot commit while timers fall due, and with the longer log it wins again once the links heal).
 BUG_CLUSTERS: dict[str, dict] = {
-    "lose-timers-on-leader-change": {"faults": ("isolate-leader",), "partitions": 1, "replication": 2},
+    "lose-timers-on-leader-change": {"faults": ("isolate-leader",), "partitions": 1, "replication": 2, "ticks": 600},
     # Recovery dropping queued follow-ups shows after a crash that leaves some: crashes alone, without drops that
     # slow the load down so that fewer follow-ups are queued when a broker dies.
     "drop-pending-follow-ups": {"faults": ("crash",)},

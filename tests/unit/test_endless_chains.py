@@ -16,8 +16,9 @@ import pytest
 
 from broker import monitoring
 from broker.config import ConfigError, load
+from broker.protocol.codec import decode_block
 from broker.protocol.enums import ProcessInstanceIntent, RecordType, SignalIntent, ValueType
-from broker.stream.partition import PartitionConfig
+from broker.stream.partition import Partition, PartitionConfig
 from broker.tools.inspect import iter_records
 from tests.unit.test_replay import Driver, accepted, check_replay_equals_live, check_restart_recovers
 
@@ -176,9 +177,8 @@ async def test_a_client_command_admitted_before_a_restart_answers_no_request_of_
     while partition.backlog < 500:
         await asyncio.sleep(0.001)
     waiting = asyncio.ensure_future(d.create("one-task", {"x": 1}))  # request 3: admitted behind the backlog
-    while partition.core is not None and partition.core.inbox:
+    while not _one_task_creation_committed(partition):  # (out of the inbox is not enough: its round must commit)
         await asyncio.sleep(0.001)
-    await asyncio.sleep(0.01)
     assert not waiting.done(), "still behind the backlog"
     await d.close(snapshot=False)
     with pytest.raises(Exception, match="shutting down"):
@@ -196,3 +196,19 @@ async def test_a_client_command_admitted_before_a_restart_answers_no_request_of_
     assert len(await d.activate("test")) == 1, "the one-task instance was created after the restart"
     await d.close()
     check_replay_equals_live(directory, tmp_path)
+
+
+def _one_task_creation_committed(partition: Partition) -> bool:
+    """Whether the committed log holds the command that creates a one-task instance."""
+    storage = partition.log_storage
+    if storage is None:
+        return False
+    committed = storage.commit_position
+    return any(
+        record.record_type == RecordType.COMMAND
+        and record.value_type == ValueType.PROCESS_INSTANCE_CREATION
+        and record.value.get("bpmnProcessId") == "one-task"
+        for block in storage.read(storage.first_position)
+        if block.last_position <= committed
+        for record in decode_block(block.payload)[1]
+    )
