@@ -60,20 +60,35 @@ async def correlate_when_waiting(http: aiohttp.ClientSession, message: dict) -> 
     raise AssertionError(f"no subscription for {message} ever waited")
 
 
+def _keys_in_pairs() -> list[str]:
+    """Correlation keys, two for each message partition in turn (1, 1, 2, 2, 3, 3)."""
+    wanted = [i // 2 % PARTITIONS + 1 for i in range(2 * PARTITIONS)]
+    keys: list[str] = []
+    for n in range(10_000):
+        if subscription_partition(f"c-{n}", PARTITIONS) == wanted[len(keys)]:
+            keys.append(f"c-{n}")
+            if len(keys) == len(wanted):
+                return keys
+    raise AssertionError("no keys for every partition")
+
+
 async def test_correlates_to_waiting_catch_events_on_every_partition(http: aiohttp.ClientSession) -> None:
     await deploy(http, BPMN / "message-catch.bpmn")
+    # two correlation keys per message partition, one after the other: instances created one after the other land on
+    # different partitions (or all on the deployment's, while the others wait for it), so some must cross
+    keys = _keys_in_pairs()
     created = [
-        await create_when_deployed(http, {"processDefinitionId": "message-catch", "variables": {"requestId": f"c-{i}"}})
-        for i in range(2 * PARTITIONS)
+        await create_when_deployed(http, {"processDefinitionId": "message-catch", "variables": {"requestId": key}})
+        for key in keys
     ]
     crossing = [
         i
         for i, c in enumerate(created)
-        if partition_of(int(c["processInstanceKey"])) != subscription_partition(f"c-{i}", PARTITIONS)
+        if partition_of(int(c["processInstanceKey"])) != subscription_partition(keys[i], PARTITIONS)
     ]
     assert crossing, "every subscription landed on its instance's partition: the test would not cross partitions"
     for i, instance in enumerate(created):
-        message = {"name": "approved", "correlationKey": f"c-{i}", "variables": {"approvedBy": f"u-{i}"}}
+        message = {"name": "approved", "correlationKey": keys[i], "variables": {"approvedBy": f"u-{i}"}}
         answer = await correlate_when_waiting(http, message)
         assert answer["processInstanceKey"] == instance["processInstanceKey"], (i, answer)
         assert answer["messageKey"].isdigit() and answer["tenantId"] == "<default>"
