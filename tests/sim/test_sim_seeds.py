@@ -27,7 +27,7 @@ def test_the_same_seed_gives_the_same_transcript_in_this_process_and_another() -
     assert f"transcript sha256 {first.sha256}" in out
 
 
-def test_a_different_seed_gives_a_differentrun_once() -> None:
+def test_a_different_seed_gives_a_different_run() -> None:
     assert run_once(1).sha256 != run_once(2).sha256
 
 
