@@ -123,20 +123,23 @@ class ScheduledWork:
         self._handed_out |= due.keys()
         return fresh
 
+    def overdue(self, state: PartitionState, before: int) -> bool:
+        """Whether some timer, job deadline or back-off, or message time to live fell due before ``before`` and is
+        still waiting (a pure read, as :meth:`idle_until`)."""
+        return bool(
+            state.jobs.deadlines_before(before, 1)
+            or state.jobs.backoffs_before(before, 1)
+            or state.timers.due_before(before, 1)
+            or state.messages.deadlines_before(before, 1)
+        )
+
     def idle_until(self, state: PartitionState, horizon: int) -> bool:
         """Whether nothing falls due before ``horizon`` and nothing waits to reach another partition.
 
         A pure read (no bookkeeping changes): it lets a simulation tell a partition that will stay quiet from one
         that only waits for its next timer, deadline or resend.
         """
-        return not (
-            state.jobs.deadlines_before(horizon, 1)
-            or state.jobs.backoffs_before(horizon, 1)
-            or state.timers.due_before(horizon, 1)
-            or state.messages.deadlines_before(horizon, 1)
-            or state.outbox.pending(1)
-            or state.distributions.pending(1)
-        )
+        return not (self.overdue(state, horizon) or state.outbox.pending(1) or state.distributions.pending(1))
 
     # -- commands for other partitions -----------------------------------------------------------------------
 

@@ -78,15 +78,23 @@ class Outbound:
         clock: with no client calls either, it appends nothing in that span (a simulation's test for quiet)."""
         if self._sends:
             return False
+        return not self._scheduled(lambda view, now: not self.scheduled.idle_until(view, now + span_ms))
+
+    def overdue_by(self, ms: int) -> bool:
+        """Whether scheduled work fell due more than ``ms`` ago and is still waiting (a simulation's liveness check:
+        a working leader writes due work within a checker interval)."""
+        return self._scheduled(lambda view, now: self.scheduled.overdue(view, now - ms))
+
+    def _scheduled(self, ask: Callable[[PartitionState, int], bool]) -> bool:
+        """``ask`` of the scheduled work, on a read of the state, at this leader's time (pinned or its clock)."""
         if self.db is None or self.core is None:
-            return True
+            return False
         view = self._view
         with self.db.begin() as txn:
             view.bind(txn)
             try:
                 pinned = view.meta.pinned_clock()
-                now = self.clock() if pinned is None else pinned
-                return self.scheduled.idle_until(view, now + span_ms)
+                return ask(view, self.clock() if pinned is None else pinned)
             finally:
                 view.bind(None)
 

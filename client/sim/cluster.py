@@ -376,6 +376,15 @@ class SimCluster:
                 return False
         return True
 
+    def overdue_by(self, ms: int) -> list[str]:
+        """One line per partition whose leader holds scheduled work that fell due more than ``ms`` ago."""
+        return [
+            f"partition {pid}: scheduled work on its leader (broker {lead[0]}) fell due more than {ms} ms ago and "
+            "still waits, on a quiet cluster"
+            for pid in sorted(self.replicas_of)
+            if (lead := self.leader(pid)) is not None and lead[1].overdue_by(ms)
+        ]
+
     def committed(self, partition_id: int) -> list[list[LogBlock]]:
         """Every replica's committed blocks of the partition, compacted ones included (see SimDisk.archive)."""
         archives = (self.brokers[n].disk.archive.get(partition_id) for n in self.replicas_of[partition_id])

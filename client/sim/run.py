@@ -45,6 +45,9 @@ DRAIN_S = 120.0
 # answer), every partition led, and none with work scheduled before then or a command to send. An instance still
 # waiting then has nothing left that could move it: waiting out the rest of the drain would show nothing new.
 QUIET_S = 5.0
+# A leader writes due work within a checker interval (0.1 s): on a quiet cluster, a timer, job deadline or message
+# time to live that fell due longer ago than this and still waits will never be written (a liveness violation).
+OVERDUE_S = 10.0
 CANARY_BOUND_S = 30.0
 FSYNC_S = (0.0002, 0.003)
 FAULT_RATE = 0.01  # chance per tick that a fault starts  # how long an fsync takes, simulated seconds
@@ -237,12 +240,16 @@ async def _simulate(config: SimConfig, result: SimResult, root: Path, out: TextI
             tick += 1
             await asyncio.sleep(TICK_S)
             if quiet.lasting(drained_at):
-                note(f"quiet for {QUIET_S:g}s with nothing scheduled before the drain ends: drain stopped")
+                if quiet.stuck:
+                    note(f"quiet for {QUIET_S:g}s while scheduled work waits: drain stopped")
+                else:
+                    note(f"quiet for {QUIET_S:g}s with nothing scheduled before the drain ends: drain stopped")
                 break
         await workload.drain()
         note(f"drained: {_outcomes(workload)}")
         for line in sorted(f"{k}={v}" for k, v in workload.history.outcomes.items()):
             note(line, show=False)
+        result.violations += quiet.stuck
         result.violations += _check(cluster, workload, SINKS[sink], faults.windows)
         if result.violations:
             for line in cluster.describe():
@@ -257,7 +264,8 @@ async def _simulate(config: SimConfig, result: SimResult, root: Path, out: TextI
 
 
 class _Quiet:
-    """Tells when the draining cluster has gone quiet for good (see ``QUIET_S``); asked once per tick.
+    """Tells when the draining cluster has gone quiet for good (see ``QUIET_S``), or quiet while scheduled work
+    waits past its time (``OVERDUE_S``: ``stuck`` names the partitions); asked once per tick.
 
     Progress is the events the exporters saw, less job batches: clients keep trying (workers poll, a completion
     refused is tried again), and a poll that finds nothing still writes its (empty) batch, a refused command its
@@ -269,6 +277,7 @@ class _Quiet:
         self.seen: dict[int, int] = {}  # sink records looked at, by partition
         self.progress = 0
         self.since: float | None = None
+        self.stuck: list[str] = []  # partitions whose due work waits too long (a liveness violation)
 
     def _moved(self) -> bool:
         before = self.progress
@@ -284,16 +293,18 @@ class _Quiet:
 
     def lasting(self, until: float) -> bool:
         now = self.cluster.loop.time()
-        still = not self._moved()
-        if still and (self.since is None or now - self.since >= QUIET_S):
-            # the schedule is read only at the window's ends (it costs a read per partition)
-            still = self.cluster.idle_for(int((until - now) * 1000) + 1)
-        if not still:
-            self.since = None
-            return False
-        if self.since is None:
+        if self._moved() or self.since is None:
             self.since = now
-        return now - self.since >= QUIET_S
+            return False
+        if now - self.since < QUIET_S:
+            return False
+        if self.cluster.idle_for(int((until - now) * 1000) + 1):
+            return True
+        self.stuck = self.cluster.overdue_by(int(OVERDUE_S * 1000))
+        if self.stuck:
+            return True
+        self.since = now  # still waiting for what is scheduled: look again after another quiet span
+        return False
 
 
 def _outcomes(workload: Workload) -> str:

@@ -12,6 +12,7 @@ from broker.engine import timers
 from broker.protocol.enums import RecordType, TimerIntent, ValueType
 from broker.state.db import StateDb
 from broker.state.repositories import PartitionState
+from broker.stream.partition import PartitionConfig
 from broker.tools.inspect import iter_records
 from tests.unit.test_replay import Driver, accepted, check_replay_equals_live
 
@@ -124,7 +125,21 @@ async def test_a_leader_is_idle_only_for_a_span_that_ends_before_its_next_timer(
     await d.settle()
     assert partition.idle_for(9_999)
     assert not partition.idle_for(10_001)
+    assert not partition.overdue_by(0)
     await d.close()
+
+
+async def test_a_timer_the_leader_did_not_write_in_time_is_overdue(tmp_path: Path) -> None:
+    """The simulator's liveness check: due work still waiting well after its time (here no checker runs)."""
+    d = Driver(tmp_path / "p" / "1", PartitionConfig(checker_interval_s=3600))
+    partition = d.open()
+    accepted(await d.deploy("timer-catch.bpmn"))
+    accepted(await d.create("timer-catch", {"delay": "PT10S"}))
+    await d.settle()
+    d.clock.now += 25_000
+    assert partition.overdue_by(10_000)
+    assert not partition.overdue_by(20_000)
+    await d.close(snapshot=False)
 
 
 async def test_a_bad_timer_expression_raises_an_incident(tmp_path: Path) -> None:
