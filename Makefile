@@ -24,13 +24,12 @@ TEST_WORKERS ?= 4
 # Python may write its bytecode caches during the tests even where the environment says not to: every test process
 # and every broker, gateway and CLI process a test starts would otherwise compile the sources again (half a second
 # each, hundreds of times).
-PYTEST := env -u PYTHONDONTWRITEBYTECODE $(PY) -m pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --dist loadfile
 test: install node-clients postgresql browser lint
-	$(PYTEST) -m "not slow"
+	env -u PYTHONDONTWRITEBYTECODE $(PY) -m pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --dist loadfile -m "not slow"
 
-## test-all: the whole suite, the slow tests included
-test-all: install node-clients postgresql browser lint
-	$(PYTEST)
+## test-all: make test, then the slow tests one at a time (each starts whole clusters or loads the machine itself)
+test-all: test
+	env -u PYTHONDONTWRITEBYTECODE $(PY) -m pytest -q -p no:cacheprovider -m slow
 
 ## node-clients: zbctl, zeebe-node, @camunda8/sdk (8.8) and @camunda8/orchestration-cluster-api (8.9) from the npm
 ## registry, for the compatibility tests
