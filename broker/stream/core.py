@@ -142,6 +142,11 @@ class StreamCore:
     def has_work(self) -> bool:
         return bool(self.queue or self.inbox)
 
+    @property
+    def round_open(self) -> bool:
+        """Whether a round was processed and waits for its block to commit (its state change is not visible yet)."""
+        return self._open is not None
+
     def stream_time(self, clock_now: int) -> int:
         """Processing time: where a CLOCK PINNED event pinned the clock (state bound to a transaction), else the
         caller's clock."""

@@ -347,12 +347,18 @@ class Driver:
         return await asyncio.wait_for(self.partition.execute(value_type, intent, value, key), 10)
 
     async def settle(self) -> None:
-        """Wait until every queued command and follow-up is processed."""
-        assert self.partition is not None
+        """Wait until every queued command and follow-up is processed and its round committed (a round waiting for
+        its fsync leaves no backlog, but its state change is not visible yet)."""
+        partition = self.partition
+        assert partition is not None
+
+        def idle() -> bool:
+            return partition.backlog == 0 and not (partition.core is not None and partition.core.round_open)
+
         for _ in range(2000):
-            if self.partition.backlog == 0:
+            if idle():
                 await asyncio.sleep(0.002)
-                if self.partition.backlog == 0:
+                if idle():
                     return
             await asyncio.sleep(0.001)
         raise AssertionError(f"partition still has {self.partition.backlog} commands waiting")
