@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from broker.engine.engine import Engine
 from broker.engine.scheduled import Command, ScheduledWork, Send, SendOutcome
@@ -19,6 +19,8 @@ from broker.state.db import StateDb
 from broker.state.repositories import PartitionState
 from broker.stream.config import PartitionConfig
 from broker.stream.core import StreamCore
+
+T = TypeVar("T")
 
 
 class Outbound:
@@ -56,16 +58,12 @@ class Outbound:
             await asyncio.sleep(self.config.checker_interval_s)
             if not self.healthy or self.db is None or not self._processing or self.core is None:
                 continue
-            view = self._view
-            with self.db.begin() as txn:
-                view.bind(txn)
-                try:
-                    pinned = view.meta.pinned_clock()
-                    now = self.clock() if pinned is None else pinned
-                    due = self.scheduled.due(view, now)
-                    sends = self.scheduled.sends(view, int(self.monotonic() * 1000))
-                finally:
-                    view.bind(None)
+            due, sends = self._at_leader_time(
+                lambda view, now: (
+                    self.scheduled.due(view, now),
+                    self.scheduled.sends(view, int(self.monotonic() * 1000)),
+                )
+            )
             self._write_commands(due)
             self._check_disk()
             for send in sends:
@@ -76,19 +74,18 @@ class Outbound:
     def idle_for(self, span_ms: int) -> bool:
         """Whether this leader has nothing to send now and no scheduled work falls due within ``span_ms`` of its
         clock: with no client calls either, it appends nothing in that span (a simulation's test for quiet)."""
-        if self._sends:
-            return False
-        return not self._scheduled(lambda view, now: not self.scheduled.idle_until(view, now + span_ms))
+        if self._sends or self.db is None:
+            return not self._sends
+        return self._at_leader_time(lambda view, now: self.scheduled.idle_until(view, now + span_ms))
 
     def overdue_by(self, ms: int) -> bool:
         """Whether scheduled work fell due more than ``ms`` ago and is still waiting (a simulation's liveness check:
         a working leader writes due work within a checker interval)."""
-        return self._scheduled(lambda view, now: self.scheduled.overdue(view, now - ms))
+        return self.db is not None and self._at_leader_time(lambda view, now: self.scheduled.overdue(view, now - ms))
 
-    def _scheduled(self, ask: Callable[[PartitionState, int], bool]) -> bool:
-        """``ask`` of the scheduled work, on a read of the state, at this leader's time (pinned or its clock)."""
-        if self.db is None or self.core is None:
-            return False
+    def _at_leader_time(self, ask: Callable[[PartitionState, int], T]) -> T:
+        """``ask`` on a read of the state, at this leader's time (the pinned clock, or its own)."""
+        assert self.db is not None
         view = self._view
         with self.db.begin() as txn:
             view.bind(txn)

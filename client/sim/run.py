@@ -40,9 +40,10 @@ from client.sim.workload import Workload
 
 TICK_S = 0.01
 DRAIN_S = 120.0
-# The drain ends early once the cluster has been quiet this long and will stay so until the drain's end: no record
-# appended anywhere (every client call that does something appends one, and this is as long as a client waits for an
-# answer), every partition led, and none with work scheduled before then or a command to send. An instance still
+# The drain ends early once the cluster has been quiet this long and will stay so until the drain's end: no event
+# exported anywhere but empty job batches (every client call that changes something writes one, and this is as long
+# as a client waits for an answer), every partition led, and none with work scheduled before then or a command to
+# send. An instance still
 # waiting then has nothing left that could move it: waiting out the rest of the drain would show nothing new.
 QUIET_S = 5.0
 # A leader writes due work within a checker interval (0.1 s): on a quiet cluster, a timer, job deadline or message
