@@ -7,20 +7,14 @@ from pathlib import Path
 
 import pytest
 
-from tests.harness import WeirProcess
+from tests.harness import WeirProcess, running
 
 
 @pytest.fixture(scope="module")
 def weir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[WeirProcess]:
     """One single-node Weir for the whole test module."""
-    w = WeirProcess(tmp_path_factory.mktemp("weir") / "data")
-    w.start()
-    try:
+    with running(WeirProcess(tmp_path_factory.mktemp("weir") / "data")) as w:
         yield w
-    finally:
-        code = w.stop()
-        if code not in (0, None):
-            print(w.log())
 
 
 @pytest.fixture

@@ -5,6 +5,7 @@ Every test talks to Weir the way users do: over sockets on 127.0.0.1, to process
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -14,7 +15,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -272,3 +273,16 @@ class WeirProcess:
     def restart(self, timeout: float = 60.0) -> None:
         self.stop()
         self.start(timeout=timeout)
+
+
+@contextlib.contextmanager
+def running(process: WeirProcess) -> Iterator[WeirProcess]:
+    """Start ``process`` and stop it on the way out, printing its log if it did not exit cleanly (pytest shows it
+    with a failure): the body of every module's own Weir fixture."""
+    process.start()
+    try:
+        yield process
+    finally:
+        code = process.stop()
+        if code not in (0, None):
+            print(process.log())

@@ -13,7 +13,7 @@ import aiohttp
 import grpc
 import pytest
 
-from tests.harness import WeirProcess, eventually
+from tests.harness import WeirProcess, eventually, running
 from tests.integration.clients import Stub, activate, complete, deploy, rpc_error, weir_message
 from tests.integration.test_message_correlation import create_when_deployed
 from tests.integration.test_rest_api import assert_problem, call
@@ -23,16 +23,14 @@ PARTITIONS = 3
 
 @pytest.fixture(scope="module")
 def unique_weir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[WeirProcess]:
-    w = WeirProcess(
-        tmp_path_factory.mktemp("weir") / "data",
-        extra_args=["--partitions", str(PARTITIONS)],
-        env={"WEIR_BROKER_BUSINESS_ID_UNIQUENESS": "true"},
-    )
-    w.start()
-    try:
+    with running(
+        WeirProcess(
+            tmp_path_factory.mktemp("weir") / "data",
+            extra_args=["--partitions", str(PARTITIONS)],
+            env={"WEIR_BROKER_BUSINESS_ID_UNIQUENESS": "true"},
+        )
+    ) as w:
         yield w
-    finally:
-        w.stop()
 
 
 class Creations:

@@ -12,7 +12,7 @@ import pytest
 
 from broker.engine.partitioning import subscription_partition
 from broker.protocol.keys import partition_of
-from tests.harness import BPMN, WeirProcess
+from tests.harness import BPMN, WeirProcess, running
 from tests.integration.test_rest_api import activate, assert_problem, call, deploy
 
 PARTITIONS = 3
@@ -22,12 +22,10 @@ CORRELATE = "/v2/messages/correlation"
 @pytest.fixture(scope="module")
 def weir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[WeirProcess]:
     """Three partitions: a subscription often lives on another partition than its message."""
-    w = WeirProcess(tmp_path_factory.mktemp("weir") / "data", extra_args=["--partitions", str(PARTITIONS)])
-    w.start()
-    try:
+    with running(
+        WeirProcess(tmp_path_factory.mktemp("weir") / "data", extra_args=["--partitions", str(PARTITIONS)])
+    ) as w:
         yield w
-    finally:
-        w.stop()
 
 
 @pytest.fixture

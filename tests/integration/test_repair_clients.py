@@ -14,7 +14,7 @@ from typing import Any, TypeVar
 
 import pytest
 
-from tests.harness import WeirProcess
+from tests.harness import WeirProcess, running
 from tests.integration.node_clients import CLIENTS, run_node_script
 
 sdk = pytest.importorskip("camunda_orchestration_sdk", reason="camunda-orchestration-sdk not installed (dev extras)")
@@ -76,14 +76,10 @@ def write_processes(folder: Path, prefix: str) -> tuple[list[Path], Path]:
 
 @pytest.fixture(scope="module")
 def weir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[WeirProcess]:
-    w = WeirProcess(tmp_path_factory.mktemp("weir") / "data", extra_args=["--partitions", str(PARTITIONS)])
-    w.start()
-    try:
+    with running(
+        WeirProcess(tmp_path_factory.mktemp("weir") / "data", extra_args=["--partitions", str(PARTITIONS)])
+    ) as w:
         yield w
-    finally:
-        code = w.stop()
-        if code not in (0, None):
-            print(w.log())
 
 
 class Deployed:

@@ -17,7 +17,7 @@ from pyzeebe.proto import gateway_pb2 as pb
 
 from broker.engine.partitioning import subscription_partition
 from broker.protocol.keys import partition_of
-from tests.harness import WeirProcess, eventually
+from tests.harness import WeirProcess, eventually, running
 from tests.integration.clients import Stub, activate, activate_now, complete, rpc_error
 
 PARTITIONS = 3
@@ -25,12 +25,10 @@ PARTITIONS = 3
 
 @pytest.fixture(scope="module")
 def weir(tmp_path_factory: pytest.TempPathFactory):  # definitions are distributed: deletions must reach all three
-    w = WeirProcess(tmp_path_factory.mktemp("weir") / "data", extra_args=["--partitions", str(PARTITIONS)])
-    w.start()
-    try:
+    with running(
+        WeirProcess(tmp_path_factory.mktemp("weir") / "data", extra_args=["--partitions", str(PARTITIONS)])
+    ) as w:
         yield w
-    finally:
-        w.stop()
 
 
 def _model(process_id: str, job_type: str, start: str = "") -> bytes:
