@@ -12,6 +12,11 @@ Overrides and why:
   original handler runs we restore the next index if an ack moved it backwards. Conversely a reset only moves
   it backwards: with batches pipelined, the "no entry at prev" resets for later batches overwrote the "term
   conflict" reset for the first one, and a deposed leader rejoining never caught up (found by the R4 test).
+  Nor may the answers to an earlier heartbeat's batches, which arrive after the next heartbeat has advanced
+  the index optimistically again: the leader keeps the lowest conflict a follower reported in this term as a
+  floor until that follower's next success (under load, a paused and resumed leader stayed behind for good;
+  found by R4 on a busy machine). The follower, in turn, answers a term conflict with the first index of its
+  conflicting term's run (past what it applied), so catching up takes a round trip per term, not per entry.
 - `_SyncObj__onMessageReceived` (load fix 2, follower side): the original handler deletes every entry after
   `prevLogIdx` whenever the follower holds more, even entries it already applied. Before handing an
   AppendEntries message on, we drop the entries the follower already holds with the same term and move
@@ -75,6 +80,8 @@ from broker.raft.snapshot import (
 logger = logging.getLogger(__name__)
 
 SUPPORTED_PYSYNCOBJ = "0.3.17"
+CONFLICT_KEY = "weir_conflict"
+"""Marks a follower's reset as a term conflict at `prevLogIdx` (pysyncobj's leader ignores keys it does not know)."""
 FENCED = -1
 """Result of applying an entry that a different leader (or term) appended than the one that accepted it."""
 
@@ -234,6 +241,10 @@ class RaftMember(SyncObj):  # type: ignore[misc]
         self._weir_keep_suffix = False
         self._weir_refused_snapshot: int | None = None
         """After refusing a snapshot from the leader: the index to ask for instead."""
+        self._weir_conflict_next: int | None = None
+        """While handling an AppendEntries whose prev entry conflicts: the index the leader should resume from."""
+        self._weir_conflict_floor: dict[Any, tuple[int, int]] = {}
+        """Leader: per follower, (term, lowest index a term conflict sent it back to) until its next success."""
         self._weir_flushed: tuple[int, int, int, int] | None = None
         self._weir_wakeup: PipeNotifier | None = None
         self._weir_wakeup_pending = False
@@ -308,10 +319,12 @@ class RaftMember(SyncObj):  # type: ignore[misc]
         if kind == "append_entries" and regular_append and message["term"] >= self.raftCurrentTerm:
             message, keep_suffix = self._weir_trim_known_entries(message)
             self._weir_keep_suffix = _keeping_suffix.active = keep_suffix
+            self._weir_conflict_next = self._weir_conflict_hint(message)
             try:
                 _base_on_message(self, node, message)
             finally:
                 self._weir_keep_suffix = _keeping_suffix.active = False
+                self._weir_conflict_next = None
             return
         if kind == "next_node_idx" and self._isLeader():
             next_index = self._SyncObj__raftNextIndex
@@ -321,12 +334,39 @@ class RaftMember(SyncObj):  # type: ignore[misc]
                 return
             if message.get("reset"):
                 # A reset only ever moves the next index back: pipelined batches answered "no entry at prev"
-                # after a batch answered "term conflict at prev" must not undo the step back (livelock).
-                next_index[node] = min(next_index[node], before)
+                # after a batch answered "term conflict at prev" must not undo the step back (livelock). Nor
+                # may the answers to a previous heartbeat's batches, which arrive after this heartbeat advanced
+                # the index again: the lowest conflict reported in this term is a floor until a success.
+                lowest = next_index[node]
+                term, floor = self._weir_conflict_floor.get(node, (None, lowest))
+                if term == self.raftCurrentTerm:
+                    lowest = min(lowest, floor)
+                if message.get(CONFLICT_KEY):
+                    self._weir_conflict_floor[node] = (self.raftCurrentTerm, lowest)
+                next_index[node] = min(lowest, before)
             elif message.get("success"):
+                self._weir_conflict_floor.pop(node, None)
                 next_index[node] = max(next_index[node], before)
             return
         _base_on_message(self, node, message)
+
+    def _weir_conflict_hint(self, message: dict[str, Any]) -> int | None:
+        """Where the leader should resume when this member's entry at `prevLogIdx` has another term: the first
+        entry of that term's run in this member's log, but past what it applied (applied entries are committed,
+        so the leader holds them too). One round trip per conflicting term instead of one per entry (Raft §5.3)."""
+        log = self._SyncObj__raftLog
+        first, last = log[0][1], log[-1][1]
+        prev_index = message["prevLogIdx"]
+        if prev_index is None or not first <= prev_index <= last:
+            return None
+        conflicting_term = log[prev_index - first][2]
+        if conflicting_term == message["prevLogTerm"]:
+            return None
+        lowest = max(first + 1, self.raftLastApplied + 1)
+        index = prev_index
+        while index > lowest and log[index - 1 - first][2] == conflicting_term:
+            index -= 1
+        return min(index, prev_index)
 
     def _weir_trim_known_entries(self, message: dict[str, Any]) -> tuple[dict[str, Any], bool]:
         """The same message minus the entries this member already holds with the same term, and whether the
@@ -449,6 +489,19 @@ class RaftMember(SyncObj):  # type: ignore[misc]
             # Not installed: tell the leader where this member really is.
             reset, success, nextNodeIdx = True, False, self._weir_refused_snapshot
             self._weir_refused_snapshot = None
+        if reset and not success and self._weir_conflict_next is not None:
+            # A term conflict at prev: say so, and where to resume (the leader keeps it as a floor).
+            self._SyncObj__transport.send(
+                node,
+                {
+                    "type": "next_node_idx",
+                    "next_node_idx": self._weir_conflict_next,
+                    "reset": True,
+                    "success": False,
+                    CONFLICT_KEY: True,
+                },
+            )
+            return
         if success:
             self._weir_flush_journal()
         _base_send_ack(self, node, reset=reset, nextNodeIdx=nextNodeIdx, success=success)

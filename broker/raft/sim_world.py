@@ -336,6 +336,8 @@ class LinkFaults:
     fifo: bool = True
     latency_min: float = 0.0005
     latency_tail: float = 0.002
+    bytes_per_second: float | None = None
+    """Bandwidth: a message waits for the ones before it on the link to be sent (None: unlimited)."""
 
 
 @dataclass(slots=True)
@@ -343,6 +345,7 @@ class _Link:
     cut: bool = False
     epoch: int = 0
     last_arrival: float = 0.0
+    sending_until: float = 0.0
 
 
 @dataclass(order=True, slots=True)
@@ -386,7 +389,10 @@ class SimNetwork:
             self.duplicated += 1
             copies = 2
         for _ in range(copies):
-            arrival = at + faults.latency_min + rng.expovariate(1 / faults.latency_tail)
+            sent_at = at
+            if faults.bytes_per_second:
+                sent_at = link.sending_until = max(at, link.sending_until) + len(data) / faults.bytes_per_second
+            arrival = sent_at + faults.latency_min + rng.expovariate(1 / faults.latency_tail)
             if faults.fifo:
                 arrival = max(arrival, link.last_arrival)
                 link.last_arrival = arrival

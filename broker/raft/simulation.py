@@ -21,6 +21,7 @@ Many seeds: `python -m broker.raft.simulation --seeds 1000` (see `--help`).
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import hashlib
 import heapq
 import logging
@@ -49,6 +50,18 @@ from broker.raft.sim_world import LinkFaults, NodeEnv, SimNetwork, SimNode, SimT
 BUGS = ("skip-journal-sync", "no-load-fixes")
 """Bugs the simulator's self-test injects: acknowledge appends without syncing the journal; pysyncobj 0.3.17
 without Weir's load fixes."""
+
+
+PAUSES: dict[str, Any] = {
+    "pause_rate": 0.01,
+    "batch_size_bytes": 1200,
+    "link_bytes_per_second": 100_000.0,
+    "lossy_share": 0.0,
+}
+"""`--pauses`: members are paused now and then; AppendEntries messages are small, so a follower that lagged behind
+for a pause gets many per heartbeat, and links have a bandwidth, so the answers reach the leader over several of
+its ticks, as over TCP on a busy machine. Links are FIFO (pysyncobj's chunked snapshot transfer needs TCP's
+order, and a paused process is still on TCP)."""
 
 
 class SimulatedReplicatedLog(ReplicatedLog):
@@ -136,11 +149,22 @@ class SimOptions:
     """Share of seeds whose links also lose, duplicate and reorder single messages (pysyncobj runs on TCP,
     which does none of that within a connection; the other seeds model TCP: FIFO, loss only by reset)."""
     compaction_min_entries: int = 40
+    pause_rate: float = 0.0
+    """A member stops (SIGSTOP: no ticks, messages to it queue) for 0.3–3 s. Off by default so that the seeds
+    of earlier findings keep their runs; `--pauses` and the pause tests turn it on."""
+    batch_size_bytes: int | None = None
+    """Bytes per AppendEntries message (default: production's). Small batches make a leader pipeline many
+    messages per heartbeat to a lagging follower, as large blocks do in production."""
+    link_bytes_per_second: float | None = None
+    """Bandwidth of every link (None: unlimited). Limited, a burst of messages arrives over several ticks."""
     heal_seconds: float = 30.0
     bug: str | None = None
     check_durable_majority: bool = True
 
     def config(self, address: str, partners: list[str]) -> RaftConfig:
+        batches: dict[str, Any] = {}
+        if self.batch_size_bytes is not None:  # simulated blocks are tiny
+            batches = {"batch_size_bytes": self.batch_size_bytes, "max_payload_bytes": 64}
         return RaftConfig(
             self_address=address,
             partner_addresses=tuple(partners),
@@ -150,6 +174,7 @@ class SimOptions:
             compaction_min_seconds=5.0,
             apply_load_fixes=self.bug != "no-load-fixes",
             max_in_flight=64,
+            **batches,
         ).validate()
 
 
@@ -208,6 +233,8 @@ class _Member:
     log: SimulatedReplicatedLog | None = None
     state: _StateMachine = field(default_factory=_StateMachine)
     lifetime: int = 0
+    tick_while_paused: bool = False
+    """Paused in the middle of a tick: that tick still runs, its messages leave when the pause ends."""
 
 
 # ------------------------------------------------------------------------------------------------- the run
@@ -237,8 +264,12 @@ class Simulation:
         self._event_seq = 0
         self._proposals = 0
         self._partitioned = False
-        self.stats = {"proposed": 0, "acked": 0, "failed": 0, "rejected": 0, "crashes": 0, "partitions": 0}
+        self.stats = {"proposed": 0, "acked": 0, "failed": 0, "rejected": 0, "crashes": 0, "partitions": 0, "pauses": 0}
+        self.pause_rng = random.Random(f"weir-sim-pauses-{seed}")  # its own stream: pauses off leave runs as they were
         self.lossy = self.rng.random() < options.lossy_share
+        if options.link_bytes_per_second:
+            for pair in self.network.faults:
+                self.network.faults[pair] = LinkFaults(bytes_per_second=options.link_bytes_per_second)
         if self.lossy:
             for pair in self.network.faults:
                 self.network.faults[pair] = LinkFaults(
@@ -429,11 +460,28 @@ class Simulation:
             jump = rng.uniform(0.05, 2.0)
             member.env.clock_offset += jump
             self.record(f"{member.address} clock jumps {jump:.3f}s")
+        if options.pause_rate and up and self.pause_rng.random() < options.pause_rate:
+            self._pause(up)
         if rng.random() < options.slow_disk_rate:
             member = rng.choice(list(self.members.values()))
             member.env.slow_sync_seconds = rng.uniform(0.005, 0.4)
             self.record(f"{member.address} disk slow {member.env.slow_sync_seconds:.3f}s per sync")
             self._schedule(rng.uniform(0.5, 4.0), f"{member.address} disk normal", self._disk_normal(member))
+
+    def _pause(self, up: list[_Member]) -> None:
+        """SIGSTOP, mostly of a leader under load: a burst of proposals reaches it, then it stops in the middle of
+        its next tick: it appends them, but what it sends leaves only when it resumes (a kernel buffer)."""
+        rng = self.pause_rng
+        leaders = [m for m in up if m.log is not None and m.log.is_leader]
+        member = rng.choice(leaders if leaders and rng.random() < 0.8 else up)
+        if member in leaders:
+            for _ in range(rng.randint(1, 20)):
+                self._propose(member)
+        pause = rng.uniform(0.3, 3.0)
+        member.env.busy_until = max(member.env.busy_until, self.now) + pause
+        member.tick_while_paused = True
+        self.stats["pauses"] += 1
+        self.record(f"{member.address} paused {pause:.3f}s")
 
     def _restarter(self, address: str) -> Callable[[], None]:
         return lambda: self._start(address) if self.members[address].log is None else None
@@ -494,7 +542,8 @@ class Simulation:
             while member.log is not None and env.inbox and not env.busy():
                 source, message = env.inbox.popleft()
                 member.log.deliver(source, message)
-            if member.log is not None and not env.busy():
+            if member.log is not None and (not env.busy() or member.tick_while_paused):
+                member.tick_while_paused = False
                 member.log.tick()
                 if member.log._fatal is not None:
                     self.violate("no fatal error", f"{address}: {member.log._fatal}")
@@ -558,11 +607,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--start", type=int, default=0, help="first seed")
     parser.add_argument("--ticks", type=int, default=defaults.ticks, help="simulated ticks of faults per seed")
     parser.add_argument("--members", type=int, default=defaults.members)
+    parser.add_argument("--pauses", action="store_true", help="also pause members (SIGSTOP), with small batches")
     parser.add_argument("--bug", choices=BUGS, help="inject a known bug (the checkers must catch it)")
     parser.add_argument("--transcript", action="store_true", help="print the transcript of failing seeds")
     args = parser.parse_args(argv)
     logging.getLogger("pysyncobj").setLevel(logging.ERROR)  # its warnings about expected crash effects are noise here
     options = SimOptions(ticks=args.ticks, members=args.members, bug=args.bug)
+    if args.pauses:
+        options = dataclasses.replace(options, **PAUSES)
     failed = 0
     started = time.perf_counter()
     for seed in range(args.start, args.start + args.seeds):

@@ -151,7 +151,9 @@ def test_messages_correlate_to_instances_on_other_partitions(cluster: Cluster, s
 
     while {partition_of(k) for k in requests} != ALL or len(requests) < 6 or not crossing_expected():
         assert len(requests) < 30, f"instances landed on partitions {sorted({partition_of(k) for k in requests})}"
-        request_id = f"req-{run}-{len(requests)}"
+        # Random ids, not a counter: a key's hash (Java's) steps by one with its last digit, in lockstep with the
+        # gateway's round robin, so counted ids can land every message on its own instance's partition.
+        request_id = f"req-{uuid.uuid4().hex[:10]}"
         requests[create(stub, d.pid(), {"requestId": request_id})] = request_id
 
     message_partitions: dict[int, int] = {}
@@ -185,8 +187,8 @@ def test_messages_correlate_to_instances_on_other_partitions(cluster: Cluster, s
 
 def _instance_off_partition(stub: Stub, d: Deployed, run: str) -> tuple[int, str, int]:
     """An instance whose message will live on another partition: (instance key, correlation key, partition)."""
-    for n in range(30):
-        correlation_key = f"pay-{run}-{n}"
+    for _ in range(30):
+        correlation_key = f"pay-{run}-{uuid.uuid4().hex[:8]}"  # random: a counter can step in lockstep with routing
         message_partition = subscription_partition(correlation_key, 3)
         key = create(stub, d.pid(), {"requestId": correlation_key})
         if partition_of(key) != message_partition:

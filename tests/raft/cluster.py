@@ -234,7 +234,13 @@ class Cluster:
                 return None
             return int(statuses[0]["committed_blocks"]) or None
 
-        return wait_until(settled, timeout, "members to settle on one commit index")  # type: ignore[no-any-return]
+        try:
+            return wait_until(settled, timeout, "members to settle on one commit index")  # type: ignore[no-any-return]
+        except AssertionError as e:
+            keys = ("role", "term", "leader", "commit_index", "last_applied", "last_delivered", "committed_blocks",
+                    "in_flight", "fatal", "time")  # fmt: skip
+            seen = [{k: m.status().get(k) for k in keys} for m in chosen]
+            raise AssertionError(f"{e}; members report {seen}") from None
 
     def assert_identical_commits(self, members: list[Member] | None = None) -> list[tuple[int, str, int]]:
         """Every member's delivered sequence is the same, strictly increasing in index, without duplicates."""

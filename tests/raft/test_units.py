@@ -162,3 +162,4 @@ def test_pysyncobj_seams_we_override_still_exist() -> None:
     for private in ("_TcpConnection__readBuffer", "_TcpConnection__recvBufferSize", "_TcpConnection__socket"):
         assert private in vars(TcpConnection(poller=None)), private
     assert "_unknownConnections" in TCPTransport.__init__.__code__.co_names
+    assert "_SyncObj__transport" in SyncObj.__init__.__code__.co_names  # a conflict reset is sent through it
