@@ -12,8 +12,10 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
 import uuid
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -211,12 +213,38 @@ def open_incidents(w: WeirProcess) -> list[Record]:
     return list(created.values())
 
 
-def incidents_after_restart(w: WeirProcess, process_instance_key: int) -> list[Record]:
-    """Stop gracefully, read the instance's open incidents from the log, start again."""
-    w.stop()
-    found = [r for r in open_incidents(w) if r.value["processInstanceKey"] == process_instance_key]
-    w.start()
-    return found
+@dataclass(frozen=True)
+class Incident:
+    """An active incident as the REST API reports it (``POST /v2/incidents/search``)."""
+
+    key: int
+    error_type: str
+    error_message: str
+    element_id: str
+    job_key: int | None
+
+
+def incidents_of(w: WeirProcess, process_instance_key: int) -> list[Incident]:
+    """The instance's active incidents, oldest first, from the running node's REST API (searches read the history,
+    a moment behind the engine: poll with ``eventually``)."""
+    query = {"filter": {"processInstanceKey": str(process_instance_key), "state": "ACTIVE"}, "page": {"limit": 100}}
+    request = urllib.request.Request(
+        f"{w.rest_url}/v2/incidents/search",
+        json.dumps(query).encode(),
+        {"Content-Type": "application/json", "Accept": "application/json"},
+    )
+    with urllib.request.urlopen(request, timeout=10) as response:
+        items = json.load(response)["items"]
+    return [
+        Incident(
+            key=int(item["incidentKey"]),
+            error_type=item["errorType"],
+            error_message=item["errorMessage"],
+            element_id=item["elementId"],
+            job_key=int(item["jobKey"]) if item.get("jobKey") else None,
+        )
+        for item in sorted(items, key=lambda item: int(item["incidentKey"]))
+    ]
 
 
 # -- Zeebe 8.8 fields pyzeebe 4.7 predates ---------------------------------------------------------------------

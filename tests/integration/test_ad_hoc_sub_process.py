@@ -15,7 +15,7 @@ from tests.integration.clients import (
     create,
     create_with_result,
     deploy,
-    incidents_after_restart,
+    incidents_of,
     is_active,
     logged_records,
     rpc_error,
@@ -110,18 +110,14 @@ def test_without_cancel_remaining_instances_the_sub_process_waits_for_what_runs_
     eventually(lambda: not is_active(stub, pi), timeout=5, what="the instance to complete")
 
 
-def test_a_collection_naming_an_unknown_element_is_an_incident_that_can_be_fixed(
-    fresh_weir: WeirProcess, fresh_stub: Stub
-) -> None:
-    stub = fresh_stub
+def test_a_collection_naming_an_unknown_element_is_an_incident_that_can_be_fixed(weir: WeirProcess, stub: Stub) -> None:
     d = deploy(stub, "ad-hoc.bpmn")
     pi = create(stub, d.pid(), {"chosen": ["tool-a", "tool-c-check", "nope"]})
-    eventually(lambda: incidents_after_restart(fresh_weir, pi), timeout=10, what="the sub-process's incident")
-    (incident,) = incidents_after_restart(fresh_weir, pi)
-    assert incident.value["errorType"] == "EXTRACT_VALUE_ERROR"
-    assert incident.value["elementId"] == "tools"
+    (incident,) = eventually(lambda: incidents_of(weir, pi), what="the sub-process's incident")
+    assert incident.error_type == "EXTRACT_VALUE_ERROR"
+    assert incident.element_id == "tools"
     # tool-c-check has an incoming flow: it is entered only from tool-c
-    assert incident.value["errorMessage"] == (
+    assert incident.error_message == (
         "Failed to activate ad-hoc elements. No BPMN elements found with ids: 'tool-c-check', 'nope' "
         "(expression '=chosen')."
     )
@@ -136,13 +132,11 @@ def test_a_collection_naming_an_unknown_element_is_an_incident_that_can_be_fixed
     eventually(lambda: not is_active(stub, pi), timeout=5, what="the instance to complete")
 
 
-def test_a_collection_that_is_not_a_list_of_strings_is_an_incident(fresh_weir: WeirProcess, fresh_stub: Stub) -> None:
-    stub = fresh_stub
+def test_a_collection_that_is_not_a_list_of_strings_is_an_incident(weir: WeirProcess, stub: Stub) -> None:
     d = deploy(stub, "ad-hoc.bpmn")
     pi = create(stub, d.pid(), {"chosen": "tool-a"})
-    eventually(lambda: incidents_after_restart(fresh_weir, pi), timeout=10, what="the sub-process's incident")
-    (incident,) = incidents_after_restart(fresh_weir, pi)
-    assert incident.value["errorMessage"] == (
+    (incident,) = eventually(lambda: incidents_of(weir, pi), what="the sub-process's incident")
+    assert incident.error_message == (
         "Failed to activate ad-hoc elements. Expected result of the expression '=chosen' to be 'ARRAY', but was "
         "'STRING'."
     )
@@ -225,20 +219,16 @@ def test_each_activated_element_runs_in_an_inner_instance_of_its_own(fresh_weir:
     assert completed.index("tools") > max(i for i, e in enumerate(completed) if e == "tools#innerInstance")
 
 
-def test_a_failing_completion_condition_is_an_incident_on_the_inner_instance(
-    fresh_weir: WeirProcess, fresh_stub: Stub
-) -> None:
-    stub = fresh_stub
+def test_a_failing_completion_condition_is_an_incident_on_the_inner_instance(weir: WeirProcess, stub: Stub) -> None:
     d = deploy(stub, "ad-hoc-condition.bpmn")
     pi = create(stub, d.pid(), {"enough": "maybe"})
     (search,) = activate(stub, d.type("ahc-search"))
     (ask,) = activate(stub, d.type("ahc-ask"))
     complete(stub, search.key, {"finding": "f"})
-    eventually(lambda: incidents_after_restart(fresh_weir, pi), timeout=10, what="the inner instance's incident")
-    (incident,) = incidents_after_restart(fresh_weir, pi)
-    assert incident.value["errorType"] == "EXTRACT_VALUE_ERROR"
-    assert incident.value["elementId"] == "research#innerInstance"
-    assert incident.value["errorMessage"].startswith("Failed to evaluate completion condition.")
+    (incident,) = eventually(lambda: incidents_of(weir, pi), what="the inner instance's incident")
+    assert incident.error_type == "EXTRACT_VALUE_ERROR"
+    assert incident.element_id == "research#innerInstance"
+    assert incident.error_message.startswith("Failed to evaluate completion condition.")
 
     stub.SetVariables(pb.SetVariablesRequest(elementInstanceKey=pi, variables='{"enough": true}'), timeout=10)
     stub.ResolveIncident(pb.ResolveIncidentRequest(incidentKey=incident.key), timeout=10)

@@ -19,7 +19,7 @@ from tests.integration.clients import (
     complete,
     create,
     deploy,
-    incidents_after_restart,
+    incidents_of,
     is_active,
     logged_records,
     rpc_error,
@@ -233,18 +233,17 @@ def test_a_missing_called_process_is_an_incident_until_it_is_deployed_and_the_in
     d = deploy(stub, "call-missing.bpmn")
     pi = create(stub, d.pid())
     child_id = f"call-missing-child-{d.suffix}"
-    eventually(lambda: incidents_after_restart(fresh_weir, pi), timeout=10, what="the call activity's incident")
-    (incident,) = incidents_after_restart(fresh_weir, pi)
-    assert incident.value["errorType"] == "CALLED_ELEMENT_ERROR"
-    assert incident.value["elementId"] == "call-later"
-    assert incident.value["errorMessage"] == (
-        f"Expected process with BPMN process id '{child_id}' to be deployed, but not found."
+    (incident,) = eventually(lambda: incidents_of(fresh_weir, pi), timeout=10, what="the call activity's incident")
+    assert incident.error_type == "CALLED_ELEMENT_ERROR"
+    assert incident.element_id == "call-later"
+    assert (
+        incident.error_message == f"Expected process with BPMN process id '{child_id}' to be deployed, but not found."
     )
 
     stub.ResolveIncident(pb.ResolveIncidentRequest(incidentKey=incident.key), timeout=10)  # still missing
-    eventually(lambda: incidents_after_restart(fresh_weir, pi), timeout=10, what="the incident raised again")
-    (again,) = incidents_after_restart(fresh_weir, pi)
-    assert again.key != incident.key
+    (again,) = eventually(
+        lambda: [i for i in incidents_of(fresh_weir, pi) if i.key != incident.key], what="the incident raised again"
+    )
 
     deploy(stub, "call-missing-child.bpmn", d.suffix)
     stub.ResolveIncident(pb.ResolveIncidentRequest(incidentKey=again.key), timeout=10)

@@ -16,7 +16,7 @@ from tests.integration.clients import (
     activate,
     create,
     deploy,
-    incidents_after_restart,
+    incidents_of,
     is_active,
     rpc_error,
     variables_of,
@@ -125,18 +125,14 @@ def test_business_rule_task_puts_the_decision_output_in_its_result_variable(stub
     assert "text" not in variables
 
 
-def test_a_failing_decision_raises_an_incident_fixed_by_variables_and_resolved(
-    fresh_weir: WeirProcess, fresh_stub: Stub
-) -> None:
-    stub = fresh_stub
+def test_a_failing_decision_raises_an_incident_fixed_by_variables_and_resolved(weir: WeirProcess, stub: Stub) -> None:
     _deploy_dmn(stub, "discount.dmn", "greeting.dmn")
     d = deploy(stub, "business-rule-task.bpmn")
     pi = create(stub, d.pid(), {"decisionToCall": "discount", "orders": 4, "total": 120, "name": "Bo"})
-    eventually(lambda: incidents_after_restart(fresh_weir, pi), timeout=10, what="the decision's incident")
-    (incident,) = incidents_after_restart(fresh_weir, pi)
-    assert incident.value["errorType"] == "DECISION_EVALUATION_ERROR"
-    assert incident.value["elementId"] == "decide"
-    assert incident.value["errorMessage"].startswith(
+    (incident,) = eventually(lambda: incidents_of(weir, pi), what="the decision's incident")
+    assert incident.error_type == "DECISION_EVALUATION_ERROR"
+    assert incident.element_id == "decide"
+    assert incident.error_message.startswith(
         "Expected to evaluate decision 'discount', but multiple values aren't allowed for UNIQUE hit policy"
     )
     assert is_active(stub, pi)
@@ -257,9 +253,8 @@ def test_evaluate_decision_with_bkms_boxed_expressions_and_type_refs(stub: Stub)
 
 
 def test_business_rule_task_calls_a_context_decision_and_a_bkm_type_failure_is_an_incident(
-    fresh_weir: WeirProcess, fresh_stub: Stub
+    weir: WeirProcess, stub: Stub
 ) -> None:
-    stub = fresh_stub
     _deploy_dmn(stub, "boxed.dmn", "greeting.dmn")
     d = deploy(stub, "business-rule-task.bpmn")
     pi = create(stub, d.pid(), {"decisionToCall": "offer", "amount": 150, "name": "Ada"})
@@ -268,10 +263,9 @@ def test_business_rule_task_calls_a_context_decision_and_a_bkm_type_failure_is_a
     assert variables_of(job)["discount"] == {"tier": "gold", "doubled": 300}
     stub.CompleteJob(pb.CompleteJobRequest(jobKey=job.key, variables="{}"), timeout=10)
     failing = create(stub, d.pid(), {"decisionToCall": "price", "amount": "ten", "name": "Bo"})
-    eventually(lambda: incidents_after_restart(fresh_weir, failing), timeout=10, what="the decision's incident")
-    (incident,) = incidents_after_restart(fresh_weir, failing)
-    assert incident.value["errorType"] == "DECISION_EVALUATION_ERROR"
-    assert incident.value["errorMessage"] == (
+    (incident,) = eventually(lambda: incidents_of(weir, failing), what="the decision's incident")
+    assert incident.error_type == "DECISION_EVALUATION_ERROR"
+    assert incident.error_message == (
         "Expected to evaluate decision 'price', but failed to evaluate expression 'net(amount)': "
         "expected 'number' but found 'ValString(ten)'"
     )

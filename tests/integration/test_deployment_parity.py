@@ -23,7 +23,7 @@ from tests.integration.clients import (
     complete,
     create,
     deploy,
-    incidents_after_restart,
+    incidents_of,
     is_active,
     rpc_error,
 )
@@ -178,23 +178,16 @@ def test_a_loop_without_wait_state_is_stopped_by_the_budget_and_resumes_after_re
     _, metrics = budget_weir.probe("/metrics")
     assert 'weir_instances_stopped_by_step_budget_total{partition="1"}' in metrics["text"]
 
-    (incident,) = incidents_after_restart(budget_weir, looping)
-    assert incident.value["elementId"] in ("again", "count")
-    assert incident.value["errorType"] == "UNKNOWN"
-    message = incident.value["errorMessage"]
-    assert f"broker.maxStepsPerInstance = {BUDGET}" in message
-    assert "without reaching a wait state" in message
+    (incident,) = eventually(lambda: incidents_of(budget_weir, looping), what="the budget's incident")
+    assert incident.element_id in ("again", "count")
+    assert incident.error_type == "UNKNOWN"
+    assert f"broker.maxStepsPerInstance = {BUDGET}" in incident.error_message
+    assert "without reaching a wait state" in incident.error_message
 
-    channel = grpc.insecure_channel(budget_weir.address)
-    stub = Stub(channel)
-    try:
-        stub.SetVariables(
-            pb.SetVariablesRequest(elementInstanceKey=looping, variables=json.dumps({"loop": False})), timeout=10
-        )
-        stub.ResolveIncident(pb.ResolveIncidentRequest(incidentKey=incident.key), timeout=10)
-        eventually(lambda: not is_active(stub, looping), timeout=10, what="the resolved instance to complete")
-    finally:
-        channel.close()
+    request = pb.SetVariablesRequest(elementInstanceKey=looping, variables=json.dumps({"loop": False}))
+    budget_stub.SetVariables(request, timeout=10)
+    budget_stub.ResolveIncident(pb.ResolveIncidentRequest(incidentKey=incident.key), timeout=10)
+    eventually(lambda: not is_active(budget_stub, looping), timeout=10, what="the resolved instance to complete")
 
 
 def test_a_long_but_finite_loop_under_the_budget_completes(budget_weir: WeirProcess, budget_stub: Stub) -> None:

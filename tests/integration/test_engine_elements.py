@@ -16,7 +16,7 @@ from tests.integration.clients import (
     create,
     create_with_result,
     deploy,
-    incidents_after_restart,
+    incidents_of,
     is_active,
     variables_of,
 )
@@ -52,17 +52,13 @@ def test_script_tasks_compute_variables_without_a_worker_for_them(weir: WeirProc
     assert final == {**seen["check"], "checked": True}
 
 
-def test_a_failing_script_raises_an_incident_and_runs_again_once_resolved(
-    fresh_weir: WeirProcess, fresh_stub: Stub
-) -> None:
-    stub = fresh_stub
+def test_a_failing_script_raises_an_incident_and_runs_again_once_resolved(weir: WeirProcess, stub: Stub) -> None:
     d = deploy(stub, "script-task-failure.bpmn")
     pi = create(stub, d.pid(), {"divisor": 0})
-    eventually(lambda: incidents_after_restart(fresh_weir, pi), timeout=10, what="the script's incident")
-    (incident,) = incidents_after_restart(fresh_weir, pi)
-    assert incident.value["errorType"] == "EXTRACT_VALUE_ERROR"
-    assert incident.value["elementId"] == "divide"
-    assert "divisor" in incident.value["errorMessage"]
+    (incident,) = eventually(lambda: incidents_of(weir, pi), what="the script's incident")
+    assert incident.error_type == "EXTRACT_VALUE_ERROR"
+    assert incident.element_id == "divide"
+    assert "divisor" in incident.error_message
     assert is_active(stub, pi)
 
     stub.SetVariables(pb.SetVariablesRequest(elementInstanceKey=pi, variables='{"divisor": 4}'), timeout=10)
@@ -124,18 +120,14 @@ def test_a_static_user_task_keeps_its_headers_and_gains_the_evaluated_ones(stub:
 
 
 def test_a_user_task_attribute_of_the_wrong_type_raises_an_incident_naming_the_expression(
-    fresh_weir: WeirProcess, fresh_stub: Stub
+    weir: WeirProcess, stub: Stub
 ) -> None:
-    stub = fresh_stub
     d = deploy(stub, "user-task-feel.bpmn")
     pi = create(stub, d.pid(), {"owner": 42, "groups": ["g"], "due": None, "kind": "x"})
-    eventually(lambda: incidents_after_restart(fresh_weir, pi), timeout=10, what="the task's incident")
-    (incident,) = incidents_after_restart(fresh_weir, pi)
-    assert incident.value["errorType"] == "EXTRACT_VALUE_ERROR"
-    assert incident.value["elementId"] == "approve"
-    assert incident.value["errorMessage"] == (
-        "Expected result of the expression '=owner' to be 'STRING', but was 'NUMBER'."
-    )
+    (incident,) = eventually(lambda: incidents_of(weir, pi), what="the task's incident")
+    assert incident.error_type == "EXTRACT_VALUE_ERROR"
+    assert incident.element_id == "approve"
+    assert incident.error_message == ("Expected result of the expression '=owner' to be 'STRING', but was 'NUMBER'.")
 
     stub.SetVariables(pb.SetVariablesRequest(elementInstanceKey=pi, variables='{"owner": "dora"}'), timeout=10)
     stub.ResolveIncident(pb.ResolveIncidentRequest(incidentKey=incident.key), timeout=10)

@@ -28,7 +28,7 @@ from tests.integration.clients import (
     create,
     create_with_result,
     deploy,
-    incidents_after_restart,
+    incidents_of,
     is_active,
     rpc_error,
     variables_of,
@@ -225,9 +225,8 @@ def test_pyzeebe_workers_handle_listener_jobs_like_any_job(weir: WeirProcess, st
 
 
 def test_a_listener_out_of_retries_and_a_bad_listener_type_raise_incidents_that_resolve(
-    fresh_weir: WeirProcess, fresh_stub: Stub
+    weir: WeirProcess, stub: Stub
 ) -> None:
-    stub = fresh_stub
     d = deploy(stub, FIXTURE)
     stage = f"stage-{d.suffix}"
     pi = create(stub, d.pid(), {"order": {}, "retries": 1})  # no 'stage': the second listener's type is null
@@ -237,11 +236,11 @@ def test_a_listener_out_of_retries_and_a_bad_listener_type_raise_incidents_that_
     # a listener failing without retries left: EXECUTION_LISTENER_NO_RETRIES; resolving it runs that listener again
     (first,) = activate(stub, d.type("el-task-start"))
     stub.FailJob(pb.FailJobRequest(jobKey=first.key, retries=0, errorMessage="listener down"), timeout=10)
-    (incident,) = incidents_after_restart(fresh_weir, pi)
-    assert incident.value["errorType"] == "EXECUTION_LISTENER_NO_RETRIES"
-    assert incident.value["errorMessage"] == "listener down"
-    assert incident.value["jobKey"] == first.key
-    assert incident.value["elementId"] == "task"
+    (incident,) = eventually(lambda: incidents_of(weir, pi), what="the incident")
+    assert incident.error_type == "EXECUTION_LISTENER_NO_RETRIES"
+    assert incident.error_message == "listener down"
+    assert incident.job_key == first.key
+    assert incident.element_id == "task"
     stub.UpdateJobRetries(pb.UpdateJobRetriesRequest(jobKey=first.key, retries=1), timeout=10)
     stub.ResolveIncident(pb.ResolveIncidentRequest(incidentKey=incident.key), timeout=10)
     (again,) = activate(stub, d.type("el-task-start"))
@@ -249,9 +248,10 @@ def test_a_listener_out_of_retries_and_a_bad_listener_type_raise_incidents_that_
     complete(stub, again.key, {"discount": 1})
 
     # the second listener's type evaluates to null: EXTRACT_VALUE_ERROR; resolving it runs every start listener again
-    (incident,) = incidents_after_restart(fresh_weir, pi)
-    assert incident.value["errorType"] == "EXTRACT_VALUE_ERROR"
-    assert incident.value["elementId"] == "task"
+    resolved = incident.key
+    (incident,) = eventually(lambda: [i for i in incidents_of(weir, pi) if i.key != resolved], what="a new incident")
+    assert incident.error_type == "EXTRACT_VALUE_ERROR"
+    assert incident.element_id == "task"
     assert nothing_of(stub, d.type("el-work"))
     stub.SetVariables(pb.SetVariablesRequest(elementInstanceKey=pi, variables=json.dumps({"stage": stage})), timeout=10)
     stub.ResolveIncident(pb.ResolveIncidentRequest(incidentKey=incident.key), timeout=10)

@@ -15,7 +15,7 @@ from tests.integration.clients import (
     create,
     create_with_result,
     deploy,
-    incidents_after_restart,
+    incidents_of,
     is_active,
 )
 
@@ -75,15 +75,13 @@ def test_join_waits_for_a_token_that_does_arrive(stub: Stub) -> None:
     assert json.loads(result.result(timeout=10).variables) == {"toJoin": True, "fromA": 1, "fromB": 1}
 
 
-def test_no_true_condition_and_no_default_raises_an_incident(fresh_weir: WeirProcess, fresh_stub: Stub) -> None:
-    stub = fresh_stub
+def test_no_true_condition_and_no_default_raises_an_incident(weir: WeirProcess, stub: Stub) -> None:
     d = deploy(stub, "inclusive-no-default.bpmn")
     pi = create(stub, d.pid(), {"x": "none"})
-    eventually(lambda: incidents_after_restart(fresh_weir, pi), timeout=10, what="the gateway's incident")
-    (incident,) = incidents_after_restart(fresh_weir, pi)
-    assert incident.value["errorType"] == "CONDITION_ERROR"
-    assert incident.value["elementId"] == "fork"
-    assert "Expected at least one condition to evaluate to true" in incident.value["errorMessage"]
+    (incident,) = eventually(lambda: incidents_of(weir, pi), what="the gateway's incident")
+    assert incident.error_type == "CONDITION_ERROR"
+    assert incident.element_id == "fork"
+    assert "Expected at least one condition to evaluate to true" in incident.error_message
 
     stub.SetVariables(pb.SetVariablesRequest(elementInstanceKey=pi, variables='{"x": "b"}'), timeout=10)
     stub.ResolveIncident(pb.ResolveIncidentRequest(incidentKey=incident.key), timeout=10)

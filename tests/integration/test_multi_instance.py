@@ -17,7 +17,7 @@ from tests.integration.clients import (
     create,
     create_with_result,
     deploy,
-    incidents_after_restart,
+    incidents_of,
     is_active,
     rpc_error,
     variables_of,
@@ -137,17 +137,13 @@ def test_a_multi_instance_sub_process_runs_its_flow_once_per_item(stub: Stub) ->
     result.result(timeout=10)
 
 
-def test_an_input_collection_that_is_not_a_list_raises_an_incident(fresh_weir: WeirProcess, fresh_stub: Stub) -> None:
-    stub = fresh_stub
+def test_an_input_collection_that_is_not_a_list_raises_an_incident(weir: WeirProcess, stub: Stub) -> None:
     d = deploy(stub, "mi-parallel.bpmn")
     pi = create(stub, d.pid(), {"items": "not a list"})
-    eventually(lambda: incidents_after_restart(fresh_weir, pi), timeout=10, what="the body's incident")
-    (incident,) = incidents_after_restart(fresh_weir, pi)
-    assert incident.value["errorType"] == "EXTRACT_VALUE_ERROR"
-    assert incident.value["elementId"] == "work"
-    assert (
-        incident.value["errorMessage"] == "Expected result of the expression '=items' to be 'ARRAY', but was 'STRING'."
-    )
+    (incident,) = eventually(lambda: incidents_of(weir, pi), what="the body's incident")
+    assert incident.error_type == "EXTRACT_VALUE_ERROR"
+    assert incident.element_id == "work"
+    assert incident.error_message == "Expected result of the expression '=items' to be 'ARRAY', but was 'STRING'."
 
     stub.SetVariables(pb.SetVariablesRequest(elementInstanceKey=pi, variables='{"items": [7]}'), timeout=10)
     stub.ResolveIncident(pb.ResolveIncidentRequest(incidentKey=incident.key), timeout=10)

@@ -31,7 +31,7 @@ from tests.integration.clients import (
     create,
     create_with_result,
     deploy,
-    incidents_after_restart,
+    incidents_of,
     is_active,
     rpc_error,
     unique_copy,
@@ -107,20 +107,17 @@ def test_exclusive_gateway_routes_by_variables(stub: Stub, amount: int, taken: s
     assert json.loads(result.result(timeout=10).variables) == {"amount": amount, "approvedBy": taken}
 
 
-def test_exclusive_gateway_without_match_or_default_raises_an_incident(
-    fresh_weir: WeirProcess, fresh_stub: Stub
-) -> None:
-    stub = fresh_stub
+def test_exclusive_gateway_without_match_or_default_raises_an_incident(weir: WeirProcess, stub: Stub) -> None:
     d = deploy(stub, "exclusive-no-default.bpmn")
     pi = create(stub, d.pid(), {"amount": 50})
     assert activate_now(stub, d.type("handle-large"), wait_ms=300) == []
     assert activate_now(stub, d.type("handle-small")) == []
     assert is_active(stub, pi)
 
-    (incident,) = incidents_after_restart(fresh_weir, pi)
-    assert incident.value["errorType"] == "CONDITION_ERROR"
-    assert incident.value["elementId"] == "split"
-    assert "split" in incident.value["errorMessage"]
+    (incident,) = eventually(lambda: incidents_of(weir, pi), what="the incident")
+    assert incident.error_type == "CONDITION_ERROR"
+    assert incident.element_id == "split"
+    assert "split" in incident.error_message
 
     stub.SetVariables(pb.SetVariablesRequest(elementInstanceKey=pi, variables='{"amount": 500}'), timeout=10)
     stub.ResolveIncident(pb.ResolveIncidentRequest(incidentKey=incident.key), timeout=10)
@@ -202,8 +199,7 @@ def test_create_with_result_times_out_without_a_worker(stub: Stub) -> None:
 # -- failing jobs, retries, back-off -------------------------------------------------------------------------
 
 
-def test_fail_with_retries_then_exhausted_then_operator_recovers(fresh_weir: WeirProcess, fresh_stub: Stub) -> None:
-    stub = fresh_stub
+def test_fail_with_retries_then_exhausted_then_operator_recovers(weir: WeirProcess, stub: Stub) -> None:
     d = deploy(stub, "one-task.bpmn")
     pi = create(stub, d.pid(), {"attempt": 0})
     (job,) = activate(stub, d.type("test"))
@@ -220,10 +216,10 @@ def test_fail_with_retries_then_exhausted_then_operator_recovers(fresh_weir: Wei
     err = rpc_error(stub.CompleteJob, pb.CompleteJobRequest(jobKey=job.key))
     assert err.code() == grpc.StatusCode.FAILED_PRECONDITION
 
-    (incident,) = incidents_after_restart(fresh_weir, pi)
-    assert incident.value["errorType"] == "JOB_NO_RETRIES"
-    assert incident.value["errorMessage"] == "database down"
-    assert incident.value["jobKey"] == job.key
+    (incident,) = eventually(lambda: incidents_of(weir, pi), what="the incident")
+    assert incident.error_type == "JOB_NO_RETRIES"
+    assert incident.error_message == "database down"
+    assert incident.job_key == job.key
 
     stub.UpdateJobRetries(pb.UpdateJobRetriesRequest(jobKey=job.key, retries=2), timeout=10)
     assert activate_now(stub, d.type("test"), wait_ms=300) == [], "updating retries alone does not reactivate"
@@ -312,8 +308,7 @@ def test_throw_error_caught_by_catch_all_boundary(stub: Stub) -> None:
     eventually(lambda: not is_active(stub, pi), timeout=5, what="completion")
 
 
-def test_uncaught_throw_error_raises_an_incident(fresh_weir: WeirProcess, fresh_stub: Stub) -> None:
-    stub = fresh_stub
+def test_uncaught_throw_error_raises_an_incident(weir: WeirProcess, stub: Stub) -> None:
     d = deploy(stub, "error-boundary.bpmn")
     pi = create(stub, d.pid("error-boundary"))
     (job,) = activate(stub, d.type("charge"))
@@ -322,10 +317,10 @@ def test_uncaught_throw_error_raises_an_incident(fresh_weir: WeirProcess, fresh_
     assert is_active(stub, pi)
     err = rpc_error(stub.CompleteJob, pb.CompleteJobRequest(jobKey=job.key))
     assert err.code() == grpc.StatusCode.FAILED_PRECONDITION
-    (incident,) = incidents_after_restart(fresh_weir, pi)
-    assert incident.value["errorType"] == "UNHANDLED_ERROR_EVENT"
-    assert "NOT_MODELLED" in incident.value["errorMessage"]
-    assert incident.value["jobKey"] == job.key
+    (incident,) = eventually(lambda: incidents_of(weir, pi), what="the incident")
+    assert incident.error_type == "UNHANDLED_ERROR_EVENT"
+    assert "NOT_MODELLED" in incident.error_message
+    assert incident.job_key == job.key
     assert is_active(stub, pi)
     # resolving gives the job back to workers (it still has retries)
     stub.ResolveIncident(pb.ResolveIncidentRequest(incidentKey=incident.key), timeout=10)
@@ -369,16 +364,15 @@ def test_throw_error_inside_sub_process_caught_by_the_sub_process_boundary(stub:
     assert json.loads(result.result(timeout=10).variables) == {"order": "o-1", "why": "thrown by worker"}
 
 
-def test_uncaught_error_end_event_raises_an_incident(fresh_weir: WeirProcess, fresh_stub: Stub) -> None:
-    stub = fresh_stub
+def test_uncaught_error_end_event_raises_an_incident(weir: WeirProcess, stub: Stub) -> None:
     d = deploy(stub, "error-end-event.bpmn")
     pi = create(stub, d.pid())
     (job,) = activate(stub, d.type("check-order"))
     complete(stub, job.key)
-    (incident,) = incidents_after_restart(fresh_weir, pi)
-    assert incident.value["errorType"] == "UNHANDLED_ERROR_EVENT"
-    assert incident.value["elementId"] == "reject"
-    assert "ORDER_REJECTED" in incident.value["errorMessage"]
+    (incident,) = eventually(lambda: incidents_of(weir, pi), what="the incident")
+    assert incident.error_type == "UNHANDLED_ERROR_EVENT"
+    assert incident.element_id == "reject"
+    assert "ORDER_REJECTED" in incident.error_message
     assert is_active(stub, pi)
     stub.CancelProcessInstance(pb.CancelProcessInstanceRequest(processInstanceKey=pi), timeout=10)
     assert not is_active(stub, pi)
