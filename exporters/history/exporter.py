@@ -361,6 +361,10 @@ class HistoryExporter(Exporter):
                 pass_fds=(theirs.fileno(),),
                 stdin=subprocess.DEVNULL,
                 env=env,
+                # A process group of its own: Ctrl-C in a terminal (SIGINT to the foreground group) must not reach
+                # it while it is still starting, before it can ignore the signal; the broker closes it at shutdown,
+                # and it exits by itself when the broker's end of the socket closes (also after a kill -9).
+                process_group=0,
             )
         finally:
             theirs.close()

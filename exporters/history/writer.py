@@ -371,8 +371,8 @@ class Writer:
 
 
 def main(argv: list[str]) -> int:
-    # Ctrl-C in a terminal reaches the whole process group: the broker shuts down and then closes this writer
-    # (which writes what it holds first); the writer must not die on its own before that.
+    # The broker starts this writer in a process group of its own, so a terminal's Ctrl-C does not reach it; should a
+    # SIGINT come anyway, the broker still shuts down first and closes this writer (which writes what it holds).
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     sock = socket.socket(fileno=int(argv[1]))
     channel = Channel(sock)

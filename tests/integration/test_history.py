@@ -256,21 +256,22 @@ def test_nul_and_long_names_from_clients_never_stop_a_postgresql_history(tmp_pat
         server.remove()
 
 
-def test_ctrl_c_stops_weir_start_and_its_writer_cleanly(tmp_path: Path) -> None:
-    """Ctrl-C in a terminal sends SIGINT to the whole process group: the writer process ignores it, and the broker
-    shuts down and closes the writer itself, so nothing reports a writer that died."""
+def _running(pid: int) -> bool:
+    """Whether ``pid`` is a process that has not exited (a zombie waiting for its parent has)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def _weir_start_in_a_session(tmp_path: Path) -> tuple[subprocess.Popen[bytes], Path, list[int]]:
+    """``weir start`` as a terminal would run it (a session of its own), ready; with its log and writer pids."""
     from tests.harness import REPO, free_port
 
     monitoring = free_port()
     command = [sys.executable, "-m", "client.cli", "start", "--data-dir", str(tmp_path / "data")]
-    command += [
-        "--gateway-port",
-        str(free_port()),
-        "--rest-port",
-        str(free_port()),
-        "--monitoring-port",
-        str(monitoring),
-    ]
+    command += ["--gateway-port", str(free_port()), "--rest-port", str(free_port())]
+    command += ["--monitoring-port", str(monitoring)]
     log_path = tmp_path / "weir.log"
     with log_path.open("w") as out:
         proc = subprocess.Popen(command, cwd=REPO, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
@@ -281,6 +282,18 @@ def test_ctrl_c_stops_weir_start_and_its_writer_cleanly(tmp_path: Path) -> None:
             what="weir start to be ready",
         )
         writers = eventually(lambda: children_running(proc.pid, b"exporters.history.writer"), what="its writer")
+    except BaseException:
+        proc.kill()
+        raise
+    return proc, log_path, writers
+
+
+def test_ctrl_c_stops_weir_start_and_its_writer_cleanly(tmp_path: Path) -> None:
+    """Ctrl-C in a terminal sends SIGINT to the foreground process group: the writer, in a group of its own, never
+    gets it (not even while it starts), and the broker shuts down and closes it, so nothing reports a writer that
+    died."""
+    proc, log_path, writers = _weir_start_in_a_session(tmp_path)
+    try:
         os.killpg(proc.pid, signal.SIGINT)
         assert proc.wait(30) == 0
     finally:
@@ -289,3 +302,11 @@ def test_ctrl_c_stops_weir_start_and_its_writer_cleanly(tmp_path: Path) -> None:
     log = log_path.read_text()
     assert "writer process exited" not in log and "Traceback" not in log, log
     assert not any(Path(f"/proc/{pid}").exists() for pid in writers), "the writer exited with the broker"
+
+
+def test_the_writer_exits_by_itself_when_the_broker_is_killed(tmp_path: Path) -> None:
+    """kill -9 of the broker alone: its writer (in a process group of its own) sees the socket close and exits."""
+    proc, _, writers = _weir_start_in_a_session(tmp_path)
+    proc.kill()
+    proc.wait(10)
+    eventually(lambda: not any(Path(f"/proc/{pid}").exists() for pid in writers), timeout=15, what="the writer to exit")
