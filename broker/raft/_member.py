@@ -32,7 +32,10 @@ Overrides and why:
   than the member applied is refused (pysyncobj would move the applied index back and apply entries twice);
   the member answers with a reset to its applied index instead of a success. Likewise a snapshot whose last
   entry the member's log already holds (found by the simulator): pysyncobj would clear the journal and drop
-  entries after it that the member had acknowledged; the member asks for the entry after the snapshot.
+  entries after it that the member had acknowledged; the member asks for the entry after the snapshot. A
+  snapshot that arrives damaged (its checksum fails: a transfer in chunks that lost or repeated one) is refused
+  the same way and asked for again; it used to stop the member (found by the simulator, small batches on lossy
+  links).
 - `_SyncObj__deleteEntriesTo` (load fix 3): compaction refuses to leave fewer than two entries instead of
   emptying the log (which made every later tick raise IndexError). It also fsyncs the data directory first so
   the renamed snapshot is durable before the journal forgets the entries it covers.
@@ -447,7 +450,15 @@ class RaftMember(SyncObj):  # type: ignore[misc]
         if self._weir_fixes:
             try:
                 last = self._weir_disk.read_snapshot(path).last
-            except (OSError, SnapshotCorruptError):
+            except (OSError, SnapshotCorruptError) as exc:
+                if clearJournal:
+                    # A transfer that arrived damaged: refuse it and ask for it again (it would stop this member),
+                    # and write our own snapshot over it at the next tick, as for a refused one below.
+                    logger.warning("refusing a snapshot from the leader that cannot be read (%s); asking again", exc)
+                    self._weir_refused_snapshot = self.raftLastApplied + 1
+                    self._SyncObj__lastSerializedEntry = None
+                    self.forceLogCompaction()
+                    return
                 last = None
             if last is not None and clearJournal and self._weir_refuses(last):
                 # Our own snapshot, aligned with our journal, replaces it at the next tick (even if one was

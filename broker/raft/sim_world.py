@@ -41,7 +41,7 @@ from pysyncobj.journal import Journal
 from pysyncobj.node import Node
 from pysyncobj.transport import Transport
 
-from broker.raft.snapshot import RaftSnapshot
+from broker.raft.snapshot import RaftSnapshot, SnapshotCorruptError
 
 # ----------------------------------------------------------------------------------------------- the switch
 
@@ -261,11 +261,14 @@ class SimDisk:
             self.files.lose_unsynced()
 
     def durable_snapshot_index(self, path: str) -> int:
-        """The index the snapshot a power loss would leave covers (0: none)."""
+        """The index the snapshot a power loss would leave covers (0: none, or one that cannot be read)."""
         inode = self.files._durable_names.get(str(path))
         if inode is None or not inode.synced:
             return 0
-        return RaftSnapshot.decode(inode.synced).index
+        try:
+            return RaftSnapshot.decode(inode.synced).index
+        except SnapshotCorruptError:
+            return 0
 
 
 class SimJournal(Journal):  # type: ignore[misc]
