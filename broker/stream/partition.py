@@ -124,6 +124,7 @@ class Partition(CommandIntake, Outbound, Upkeep):
         self._sends: set[asyncio.Task[None]] = set()
         # Process instances stopped by the step budget since this replica started (also a metric).
         self.instances_stopped_by_budget = 0
+        self._metrics = monitoring.PartitionRoundMetrics(self.partition_id)
 
     # -- lifecycle -------------------------------------------------------------------------------------------
 
@@ -384,13 +385,13 @@ class Partition(CommandIntake, Outbound, Upkeep):
 
     def _account(self, done: Round, round_started: float) -> None:
         """Metrics, logs and admission control of a committed round."""
-        label = str(self.partition_id)
+        metrics = self._metrics
         last = done.block.last_position
         self.records_processed += len(done.records)
-        monitoring.RECORDS_PROCESSED.labels(label).inc(len(done.records))
-        monitoring.COMMANDS_PROCESSED.labels(label).inc(done.commands)
-        monitoring.ROUND_LATENCY.labels(label).observe(self.monotonic() - round_started)
-        monitoring.LOG_POSITION.labels(label).set(last)
+        metrics.records.inc(len(done.records))
+        metrics.commands.inc(done.commands)
+        metrics.round_seconds.observe(self.monotonic() - round_started)
+        metrics.position.set(last)
         self._records_since_snapshot += len(done.records)
         if done.stopped:
             assert self.core is not None
@@ -401,8 +402,8 @@ class Partition(CommandIntake, Outbound, Upkeep):
                 if rec.request is not None:
                     self._release(rec.request.request_id)
         if self._limiter is not None:
-            monitoring.BACKPRESSURE_LIMIT.labels(label).set(self._limiter.limit)
-            monitoring.BACKPRESSURE_IN_FLIGHT.labels(label).set(self._limiter.in_flight)
+            metrics.limit.set(self._limiter.limit)
+            metrics.in_flight.set(self._limiter.in_flight)
         if self.exporters is not None:
             self.exporters.notify_committed(last, done.records)
 
@@ -437,9 +438,8 @@ class Partition(CommandIntake, Outbound, Upkeep):
         if result.exporter_positions is not None:
             self._exporter_positions = result.exporter_positions
         self._records_since_snapshot += result.records_read
-        label = str(self.partition_id)
-        monitoring.RECORDS_PROCESSED.labels(label).inc(result.records_read)
-        monitoring.LOG_POSITION.labels(label).set(block.last_position)
+        self._metrics.records.inc(result.records_read)
+        self._metrics.position.set(block.last_position)
         if not self._processing:
             self._maybe_snapshot()
 
