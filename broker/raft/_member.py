@@ -341,8 +341,8 @@ class RaftMember(SyncObj):  # type: ignore[misc]
                 # may the answers to a previous heartbeat's batches, which arrive after this heartbeat advanced
                 # the index again: the lowest conflict reported in this term is a floor until a success.
                 lowest = next_index[node]
-                term, floor = self._weir_conflict_floor.get(node, (None, lowest))
-                if term == self.raftCurrentTerm:
+                floor_term, floor = self._weir_conflict_floor.get(node, (self.raftCurrentTerm, lowest))
+                if floor_term == self.raftCurrentTerm:
                     lowest = min(lowest, floor)
                 if message.get(CONFLICT_KEY):
                     self._weir_conflict_floor[node] = (self.raftCurrentTerm, lowest)
@@ -452,19 +452,14 @@ class RaftMember(SyncObj):  # type: ignore[misc]
                 last = self._weir_disk.read_snapshot(path).last
             except (OSError, SnapshotCorruptError) as exc:
                 if clearJournal:
-                    # A transfer that arrived damaged: refuse it and ask for it again (it would stop this member),
-                    # and write our own snapshot over it at the next tick, as for a refused one below.
+                    # A transfer that arrived damaged: refuse it and ask for it again (it would stop this member).
                     logger.warning("refusing a snapshot from the leader that cannot be read (%s); asking again", exc)
                     self._weir_refused_snapshot = self.raftLastApplied + 1
-                    self._SyncObj__lastSerializedEntry = None
-                    self.forceLogCompaction()
+                    self._weir_replace_received_snapshot()
                     return
                 last = None
             if last is not None and clearJournal and self._weir_refuses(last):
-                # Our own snapshot, aligned with our journal, replaces it at the next tick (even if one was
-                # already taken at the current applied index: that file is gone).
-                self._SyncObj__lastSerializedEntry = None
-                self.forceLogCompaction()
+                self._weir_replace_received_snapshot()
                 return
             behind = last is not None and self._SyncObj__raftLog[0][1] < last[1] - 1
             if last is not None and not clearJournal and behind and self._weir_holds(last[1], last[2]):
@@ -472,6 +467,13 @@ class RaftMember(SyncObj):  # type: ignore[misc]
                 # pysyncobj clears it and forgets the entries after the snapshot that this member acknowledged.
                 self._SyncObj__deleteEntriesTo(last[1] - 1)
         _base_load_dump(self, clearJournal)
+
+    def _weir_replace_received_snapshot(self) -> None:
+        """A refused snapshot from the leader lies in our snapshot file: our own snapshot, aligned with our journal,
+        replaces it at the next tick (even if one was already taken at the current applied index: that file is
+        gone)."""
+        self._SyncObj__lastSerializedEntry = None
+        self.forceLogCompaction()
 
     def _weir_serialize(self, path: str, data: tuple[Any, ...]) -> None:
         """pysyncobj's `serializer` hook: runs inline on the Raft thread at compaction (never in a fork)."""

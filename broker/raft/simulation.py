@@ -273,7 +273,10 @@ class Simulation:
         if self.lossy:
             for pair in self.network.faults:
                 self.network.faults[pair] = LinkFaults(
-                    drop=self.rng.uniform(0.0, 0.1), duplicate=self.rng.uniform(0.0, 0.1), fifo=False
+                    drop=self.rng.uniform(0.0, 0.1),
+                    duplicate=self.rng.uniform(0.0, 0.1),
+                    fifo=False,
+                    bytes_per_second=options.link_bytes_per_second,
                 )
         if options.bug == "skip-journal-sync":
             for member in self.members.values():
