@@ -42,6 +42,7 @@ from broker.protocol.documents import InvalidDocumentError
 from broker.protocol.enums import JobIntent, ValueType
 from broker.protocol.limits import duration_problem
 from broker.protocol.record import Record
+from broker.protocol.values import TENANT
 from broker.stream.partition import BackpressureError, NotLeaderError, Partition, PartitionUnavailableError
 
 log = logging.getLogger("weir.command_api")
@@ -281,6 +282,7 @@ class CommandApi:
             msg = unpack(request)
             job_type, worker, timeout = str(msg["type"]), str(msg["worker"]), int(msg["timeout"])
             fetch = [str(name) for name in msg.get("fetch") or []]
+            tenants = [str(tenant) for tenant in msg.get("tenantIds") or [TENANT]]
         except Exception as e:  # not msgpack, not a map, a field missing or of the wrong type
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"malformed job stream request: {e!r}")
             return
@@ -300,7 +302,7 @@ class CommandApi:
 
         registrations = []
         for partition in self._partitions.values():
-            stream = partition.job_streams.add(job_type, worker, timeout, fetch)
+            stream = partition.job_streams.add(job_type, worker, timeout, fetch, tenants)
             partition.job_stream_sinks[stream.stream_id] = sink
             registrations.append((partition, stream.stream_id))
         try:

@@ -104,6 +104,11 @@ DEFAULTS: dict[str, Any] = {
             "maxResponseBytes": 32 * 1024 * 1024,
             "maxConcurrentLargeResponses": 2,
         },
+        # Tenants (Camunda's multi-tenancy, off by default as there): when enabled, requests that deploy, create,
+        # publish, correlate, broadcast, evaluate or activate name their tenant (tenantId, up to 31 of [A-Za-z0-9_.-]),
+        # and each tenant has its own process and decision versions, messages, signals and jobs. When disabled every
+        # request is in the default tenant '<default>'.
+        "multiTenancy": {"enabled": False},
         # The history store the REST API's searches read: sqlite:///path/history.db or postgresql://user@host/db.
         # Empty: `weir start` reads <dataDir>/history.db; a standalone gateway answers searches with 503.
         "history": {"url": ""},
@@ -322,6 +327,8 @@ def validate(config: dict[str, Any]) -> None:
             raise ConfigError(f"broker.{key}: must be an integer of at least 0 (0: no limit)")
     if not isinstance(config["broker"]["businessIdUniqueness"], bool):
         raise ConfigError("broker.businessIdUniqueness: expected true or false")
+    if not isinstance(config["gateway"]["multiTenancy"]["enabled"], bool):
+        raise ConfigError("gateway.multiTenancy.enabled: expected true or false")
     for key, value in config["broker"]["expressions"].items():
         if not isinstance(value, int) or isinstance(value, bool) or value < 1:
             raise ConfigError(f"broker.expressions.{key}: must be a positive integer")

@@ -58,6 +58,8 @@ class NodeConfig:
     max_steps_per_instance: int = DEFAULT_MAX_STEPS_PER_INSTANCE
     max_process_depth: int = DEFAULT_MAX_PROCESS_DEPTH
     business_id_uniqueness: bool = False
+    # Whether the embedded gateway's requests name their tenant (gateway.multiTenancy.enabled).
+    multi_tenancy: bool = False
     max_instances_per_signal_chain: int = DEFAULT_MAX_CHAIN_INSTANCES
     # The FEEL budget of one evaluation (broker.expressions.maxSteps / maxSize, see broker.feel.Limits).
     expression_max_steps: int = DEFAULT_LIMITS.max_steps
@@ -211,6 +213,7 @@ class BrokerNode:
                 request_timeout_ms=cfg.request_timeout_ms,
                 max_message_size=cfg.max_message_size,
                 deployment_limits=cfg.deployment_limits,
+                multi_tenancy=cfg.multi_tenancy,
             )
             self.gateway_server, self.gateway_port = await start_gateway_server(
                 service,

@@ -83,6 +83,7 @@ def _node_config(args: argparse.Namespace, *, embedded_gateway: bool) -> Any:
         max_steps_per_instance=b["maxStepsPerInstance"],
         max_process_depth=b["maxProcessDepth"],
         business_id_uniqueness=b["businessIdUniqueness"],
+        multi_tenancy=g["multiTenancy"]["enabled"],
         max_instances_per_signal_chain=b["maxInstancesPerSignalChain"],
         expression_max_steps=b["expressions"]["maxSteps"],
         expression_max_size=b["expressions"]["maxSize"],
@@ -255,6 +256,7 @@ def cmd_gateway(args: argparse.Namespace) -> int:
         max_concurrent_streams=g["maxConcurrentStreams"],
         security=_gateway_security(g),
         command_api_security=_command_api_security(cfg),
+        multi_tenancy=g["multiTenancy"]["enabled"],
     )
     try:
         return main(config)

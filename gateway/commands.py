@@ -13,6 +13,7 @@ import enum
 import itertools
 import json
 import logging
+import re
 import time
 from collections.abc import AsyncGenerator, Sequence
 from dataclasses import dataclass
@@ -169,14 +170,55 @@ def check_request_timeout(value: int) -> None:
         check_duration("requestTimeout", value, minimum=0)
 
 
-def check_tenant(tenant_id: str) -> None:
-    if tenant_id not in ("", TENANT):
-        invalid(f"Expected tenant id to be '{TENANT}' (multi-tenancy is disabled), but got '{shown(tenant_id)}'")
+TENANT_ID = re.compile(r"[\w.-]{1,31}", re.ASCII)
+"""A tenant id, as Camunda allows them: up to 31 letters, digits, ``_``, ``.`` and ``-``."""
 
 
-def check_tenants(tenant_ids: Any) -> None:
-    for t in tenant_ids:
-        check_tenant(t)
+def resolve_tenant(request: str, tenant_id: Any, *, multi_tenancy: bool) -> str:
+    """The tenant a request acts in, from the tenant id it names (Zeebe's rules and messages).
+
+    Without multi-tenancy only the default tenant exists: an empty id means it and any other is refused. With it, a
+    request must name its tenant, and the id must be a valid one.
+    """
+    if not isinstance(tenant_id, str):
+        invalid(f"Expected to handle request {request} with a tenant identifier that is a string")
+    if not multi_tenancy:
+        if tenant_id not in ("", TENANT):
+            invalid(
+                f"Expected to handle request {request} with tenant identifier '{shown(tenant_id)}', but multi-tenancy "
+                f"is disabled (only the default tenant '{TENANT}' exists)"
+            )
+        return TENANT
+    if not tenant_id:
+        invalid(
+            f"Expected to handle request {request} with multi-tenancy enabled, but no tenant identifier was provided"
+        )
+    if len(tenant_id) > 31:
+        invalid(
+            f"Expected to handle request {request} with tenant identifier '{shown(tenant_id)}', but tenant identifier "
+            "is longer than 31 characters"
+        )
+    if TENANT_ID.fullmatch(tenant_id) is None and tenant_id != TENANT:
+        invalid(
+            f"Expected to handle request {request} with tenant identifier '{shown(tenant_id)}', but tenant identifier "
+            "contains illegal characters"
+        )
+    return tenant_id
+
+
+def resolve_tenants(request: str, tenant_ids: Any, *, multi_tenancy: bool) -> list[str]:
+    """The tenants a request acts in (job activation and job streams), by :func:`resolve_tenant`'s rules; without
+    multi-tenancy an empty list means the default tenant."""
+    if not isinstance(tenant_ids, list | tuple):
+        invalid(f"Expected to handle request {request} with a list of tenant identifiers")
+    if not tenant_ids:
+        if multi_tenancy:
+            invalid(
+                f"Expected to handle request {request} with multi-tenancy enabled, but no tenant identifier was "
+                "provided"
+            )
+        return [TENANT]
+    return list(dict.fromkeys(resolve_tenant(request, t, multi_tenancy=multi_tenancy) for t in tenant_ids))
 
 
 def validate_activation(job_type: str, worker: str | None, timeout: int, max_jobs: int | None) -> None:
@@ -263,8 +305,11 @@ class GatewayCommands:
         long_poll_ms: int = DEFAULT_LONG_POLL_MS,
         request_timeout_ms: int = DEFAULT_REQUEST_TIMEOUT_MS,
         deployment_limits: DeploymentLimits | None = None,
+        multi_tenancy: bool = False,
     ) -> None:
         self.client = client
+        # Whether requests name their tenant (gateway.multiTenancy.enabled); without, all is the default tenant's.
+        self.multi_tenancy = multi_tenancy
         self.long_poll_ms = long_poll_ms
         self.request_timeout_ms = request_timeout_ms
         self._round_robin = itertools.count()
@@ -275,6 +320,13 @@ class GatewayCommands:
         client.add_jobs_available_listener(self._waiters.notify)
 
     # -- plumbing --------------------------------------------------------------------------------------------
+
+    def tenant(self, request: str, tenant_id: Any) -> str:
+        """The tenant ``request`` acts in (:func:`resolve_tenant`); INVALID_ARGUMENT when it may not name it."""
+        return resolve_tenant(request, tenant_id, multi_tenancy=self.multi_tenancy)
+
+    def tenants(self, request: str, tenant_ids: Any) -> list[str]:
+        return resolve_tenants(request, tenant_ids, multi_tenancy=self.multi_tenancy)
 
     def next_partition(self) -> int:
         ids = self.client.partition_ids
@@ -353,11 +405,12 @@ class GatewayCommands:
         if problem is not None:
             invalid(problem)
 
-    async def deploy(self, resources: list[tuple[str, bytes]]) -> Record:
+    async def deploy(self, resources: list[tuple[str, bytes]], tenant_id: str = "") -> Record:
+        tenant = self.tenant("DeployResource", tenant_id)
         if not resources:
             invalid("Expected to deploy at least one resource, but none given")
         self.check_deployment_size(len(resources))
-        value = {"resources": [{"resourceName": n, "resource": c} for n, c in resources]}
+        value = {"resources": [{"resourceName": n, "resource": c} for n, c in resources], "tenantId": tenant}
         return await self.execute(self.client.partition_ids[0], ValueType.DEPLOYMENT, DeploymentIntent.CREATE, value)
 
     async def delete_resource(self, key: int) -> Record:
@@ -367,15 +420,18 @@ class GatewayCommands:
         value = {"resourceKey": key, "tenantId": TENANT}
         return await self.execute(partition_id, ValueType.RESOURCE_DELETION, ResourceDeletionIntent.DELETE, value, key)
 
-    async def evaluate_decision(self, decision_id: str, decision_key: int, variables: dict[str, Any]) -> Record:
-        """Evaluate by id (latest version) or key on any partition: every partition has every decision."""
+    async def evaluate_decision(
+        self, decision_id: str, decision_key: int, variables: dict[str, Any], tenant_id: str = ""
+    ) -> Record:
+        """Evaluate by id (the tenant's latest version) or key on any partition: every partition has every decision."""
+        tenant = self.tenant("EvaluateDecision", tenant_id)
         if not decision_id and decision_key <= 0:
             invalid("Expected either a decision id or a valid decision key, but none provided")
         value = {
             "decisionId": decision_id,
             "decisionKey": decision_key if decision_key > 0 else -1,
             "variables": variables,
-            "tenantId": TENANT,
+            "tenantId": tenant,
         }
         return await self.execute(
             self.next_partition(), ValueType.DECISION_EVALUATION, DecisionEvaluationIntent.EVALUATE, value
@@ -409,10 +465,12 @@ class GatewayCommands:
         business_id: str = "",
         tags: list[str] | None = None,
         start_instructions: list[str] | None = None,
+        tenant_id: str = "",
     ) -> Record:
         """Create on the next partition (round robin), or, with a business id, on the partition it hashes to (like a
         message's correlation key), so one partition sees every active instance with that id and decides whether it
         is unique. With ``await_result`` answer when the instance completes."""
+        tenant = self.tenant("CreateProcessInstance", tenant_id)
         if version < -1:
             invalid(f"Expected argument 'version' to be -1 (latest) or a version number, but was {version}")
         if not (process_definition_key > 0 or bpmn_process_id):
@@ -432,7 +490,7 @@ class GatewayCommands:
             "processDefinitionKey": process_definition_key if process_definition_key > 0 else -1,
             "variables": variables,
             "fetchVariables": list(fetch_variables or []),
-            "tenantId": TENANT,
+            "tenantId": tenant,
         }
         if business_id:
             value["businessId"] = business_id
@@ -605,9 +663,17 @@ class GatewayCommands:
     # -- messages and signals --------------------------------------------------------------------------------
 
     async def publish_message(
-        self, name: str, correlation_key: str, time_to_live: int, message_id: str, variables: dict[str, Any]
+        self,
+        name: str,
+        correlation_key: str,
+        time_to_live: int,
+        message_id: str,
+        variables: dict[str, Any],
+        tenant_id: str = "",
     ) -> Record:
-        """The message goes to the partition its correlation key hashes to (as in Zeebe), to wait there."""
+        """The message goes to the partition its correlation key hashes to (as in Zeebe), to wait there for what
+        waits for it in its tenant."""
+        tenant = self.tenant("PublishMessage", tenant_id)
         if not name:
             invalid("Expected a message name, but none given")
         check_duration("timeToLive", time_to_live, minimum=0)
@@ -618,26 +684,31 @@ class GatewayCommands:
             "timeToLive": time_to_live,
             "messageId": message_id,
             "variables": variables,
-            "tenantId": TENANT,
+            "tenantId": tenant,
         }
         pid = subscription_partition(correlation_key, count)
         return await self.execute(pid, ValueType.MESSAGE, MessageIntent.PUBLISH, value)
 
-    async def correlate_message(self, name: str, correlation_key: str, variables: dict[str, Any]) -> Record:
+    async def correlate_message(
+        self, name: str, correlation_key: str, variables: dict[str, Any], tenant_id: str = ""
+    ) -> Record:
         """Correlate at once to what waits for the message, without buffering it: the message's partition (by
         correlation key, as for publishing) answers once the instance that took it is known, or NOT_FOUND."""
+        tenant = self.tenant("CorrelateMessage", tenant_id)
         if not name:
             invalid("Expected a message name, but none given")
         count = self.client.topology().partitions_count or len(self.client.partition_ids)
-        value = {"name": name, "correlationKey": correlation_key, "variables": variables, "tenantId": TENANT}
+        value = {"name": name, "correlationKey": correlation_key, "variables": variables, "tenantId": tenant}
         pid = subscription_partition(correlation_key, count)
         return await self.execute(pid, ValueType.MESSAGE_CORRELATION, MessageCorrelationIntent.CORRELATE, value)
 
-    async def broadcast_signal(self, signal_name: str, variables: dict[str, Any]) -> Record:
-        """Any partition takes the broadcast and answers once it is written; it reaches the others from there."""
+    async def broadcast_signal(self, signal_name: str, variables: dict[str, Any], tenant_id: str = "") -> Record:
+        """Any partition takes the broadcast and answers once it is written; it reaches the others from there, and
+        the subscriptions of its tenant."""
+        tenant = self.tenant("BroadcastSignal", tenant_id)
         if not signal_name:
             invalid("Expected a signal name, but none given")
-        value = {"signalName": signal_name, "variables": variables, "tenantId": TENANT}
+        value = {"signalName": signal_name, "variables": variables, "tenantId": tenant}
         return await self.execute(self.next_partition(), ValueType.SIGNAL, SignalIntent.BROADCAST, value)
 
     # -- jobs ------------------------------------------------------------------------------------------------
@@ -703,9 +774,9 @@ class GatewayCommands:
         be handed to :meth:`give_back`. Validation failures raise before anything is activated. ``worker`` None means
         none was given (REST), unlike a blank name (refused).
         """
+        tenants = self.tenants("ActivateJobs", list(tenant_ids))
         validate_activation(job_type, worker, timeout, max_jobs)
         check_request_timeout(request_timeout_ms)
-        check_tenants(tenant_ids)
         poll_ms = request_timeout_ms if request_timeout_ms != 0 else self.long_poll_ms
         if poll_ms > 0 and time_remaining_s is not None:
             poll_ms = min(poll_ms, max(0, int(time_remaining_s * 1000) - 200))
@@ -720,7 +791,7 @@ class GatewayCommands:
             activated_any = False
             for i in range(len(partitions)):
                 pid = partitions[(start + i) % len(partitions)]
-                value = activation_request(job_type, worker or "", timeout, remaining, fetch_variables)
+                value = activation_request(job_type, worker or "", timeout, remaining, fetch_variables, tenants)
                 try:
                     rec = await self.execute(pid, ValueType.JOB_BATCH, JobBatchIntent.ACTIVATE, value)
                 except CommandError as e:

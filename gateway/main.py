@@ -43,6 +43,8 @@ class GatewayConfig:
     security: GatewaySecurity | None = None
     # How to reach the brokers' command API; None: plaintext, no secret.
     command_api_security: CommandApiSecurity | None = None
+    # Whether requests name their tenant (gateway.multiTenancy.enabled).
+    multi_tenancy: bool = False
 
 
 async def run_gateway(config: GatewayConfig, stop: asyncio.Event) -> int:
@@ -55,6 +57,7 @@ async def run_gateway(config: GatewayConfig, stop: asyncio.Event) -> int:
         long_poll_ms=config.long_poll_ms,
         request_timeout_ms=config.request_timeout_ms,
         max_message_size=config.max_message_size,
+        multi_tenancy=config.multi_tenancy,
     )
     server, port = await start_gateway_server(
         service,

@@ -34,8 +34,6 @@ from gateway.commands import (
     CommandError,
     ErrorCode,
     GatewayCommands,
-    check_tenant,
-    check_tenants,
     invalid,
     parse_variables,
     validate_activation,
@@ -76,7 +74,7 @@ def activated_job(key: int, job: dict) -> pb.ActivatedJob:
         retries=job["retries"],
         deadline=job["deadline"],
         variables=_dumps(job.get("variables") or {}),
-        tenantId=TENANT,
+        tenantId=job.get("tenantId") or TENANT,
         kind=pb.ActivatedJob.JobKind.Value(job.get("jobKind") or "BPMN_ELEMENT"),
         listenerEventType=pb.ActivatedJob.ListenerEventType.Value(job.get("jobListenerEventType") or "UNSPECIFIED"),
         userTask=_user_task_properties(job["userTask"]) if job.get("userTask") else None,
@@ -146,7 +144,7 @@ def _evaluated_decision(d: dict) -> pb.EvaluatedDecision:
             for r in d["matchedRules"]
         ],
         evaluatedInputs=[pb.EvaluatedDecisionInput(**i) for i in d["evaluatedInputs"]],
-        tenantId=TENANT,
+        tenantId=d.get("tenantId") or TENANT,
     )
 
 
@@ -186,6 +184,7 @@ class GatewayService(pb_grpc.GatewayServicer):
         max_message_size: int = 4 * 1024 * 1024,
         commands: GatewayCommands | None = None,
         deployment_limits: DeploymentLimits | None = None,
+        multi_tenancy: bool = False,
     ) -> None:
         self.client = client
         self.max_message_size = max_message_size
@@ -194,6 +193,7 @@ class GatewayService(pb_grpc.GatewayServicer):
             long_poll_ms=long_poll_ms,
             request_timeout_ms=request_timeout_ms,
             deployment_limits=deployment_limits,
+            multi_tenancy=multi_tenancy,
         )
 
     # -- topology --------------------------------------------------------------------------------------------
@@ -225,9 +225,9 @@ class GatewayService(pb_grpc.GatewayServicer):
 
     @_unary
     async def DeployResource(self, request: pb.DeployResourceRequest, context: grpc.aio.ServicerContext) -> Any:
-        check_tenant(request.tenantId)
+        tenant = self.commands.tenant("DeployResource", request.tenantId)
         self.commands.check_deployment_size(len(request.resources))
-        rec = await self.commands.deploy([(r.name, r.content) for r in request.resources])
+        rec = await self.commands.deploy([(r.name, r.content) for r in request.resources], tenant)
         deployments = [
             pb.Deployment(
                 process=pb.ProcessMetadata(
@@ -235,7 +235,7 @@ class GatewayService(pb_grpc.GatewayServicer):
                     version=m["version"],
                     processDefinitionKey=m["processDefinitionKey"],
                     resourceName=m["resourceName"],
-                    tenantId=TENANT,
+                    tenantId=tenant,
                 )
             )
             for m in rec.value["processesMetadata"]
@@ -249,7 +249,7 @@ class GatewayService(pb_grpc.GatewayServicer):
                     decisionKey=m["decisionKey"],
                     dmnDecisionRequirementsId=m["decisionRequirementsId"],
                     decisionRequirementsKey=m["decisionRequirementsKey"],
-                    tenantId=TENANT,
+                    tenantId=tenant,
                 )
             )
             for m in rec.value.get("decisionsMetadata") or []
@@ -262,7 +262,7 @@ class GatewayService(pb_grpc.GatewayServicer):
                     version=m["decisionRequirementsVersion"],
                     decisionRequirementsKey=m["decisionRequirementsKey"],
                     resourceName=m["resourceName"],
-                    tenantId=TENANT,
+                    tenantId=tenant,
                 )
             )
             for m in rec.value.get("decisionRequirementsMetadata") or []
@@ -274,12 +274,12 @@ class GatewayService(pb_grpc.GatewayServicer):
                     version=m["version"],
                     formKey=m["formKey"],
                     resourceName=m["resourceName"],
-                    tenantId=TENANT,
+                    tenantId=tenant,
                 )
             )
             for m in rec.value.get("formMetadata") or []
         ]
-        return pb.DeployResourceResponse(key=rec.key, deployments=deployments, tenantId=TENANT)
+        return pb.DeployResourceResponse(key=rec.key, deployments=deployments, tenantId=tenant)
 
     @_unary
     async def DeployProcess(self, request: pb.DeployProcessRequest, context: grpc.aio.ServicerContext) -> Any:
@@ -302,9 +302,9 @@ class GatewayService(pb_grpc.GatewayServicer):
     @_unary
     async def EvaluateDecision(self, request: pb.EvaluateDecisionRequest, context: grpc.aio.ServicerContext) -> Any:
         """A decision that fails to evaluate is still an answer: ``failedDecisionId`` and ``failureMessage`` say why."""
-        check_tenant(request.tenantId)
+        tenant = self.commands.tenant("EvaluateDecision", request.tenantId)
         variables = parse_variables(request.variables)
-        rec = await self.commands.evaluate_decision(request.decisionId, request.decisionKey, variables)
+        rec = await self.commands.evaluate_decision(request.decisionId, request.decisionKey, variables, tenant)
         v = rec.value
         return pb.EvaluateDecisionResponse(
             decisionKey=v["decisionKey"],
@@ -317,7 +317,7 @@ class GatewayService(pb_grpc.GatewayServicer):
             evaluatedDecisions=[_evaluated_decision(d) for d in v["evaluatedDecisions"]],
             failedDecisionId=v["failedDecisionId"],
             failureMessage=v["evaluationFailureMessage"],
-            tenantId=TENANT,
+            tenantId=v.get("tenantId") or tenant,
             decisionInstanceKey=rec.key,
         )
 
@@ -336,7 +336,7 @@ class GatewayService(pb_grpc.GatewayServicer):
         fetch: list[str] | None = None,
         request_timeout_ms: int = 0,
     ) -> Record:
-        check_tenant(request.tenantId)
+        tenant = self.commands.tenant("CreateProcessInstance", request.tenantId)
         start_at = [i.elementId for i in request.startInstructions]
         if any(not element_id for element_id in start_at):
             invalid("Expected an elementId in every start instruction, but one has none")
@@ -352,6 +352,7 @@ class GatewayService(pb_grpc.GatewayServicer):
             business_id=request.businessId,
             tags=list(request.tags),
             start_instructions=start_at,
+            tenant_id=tenant,
         )
 
     @_unary
@@ -365,7 +366,7 @@ class GatewayService(pb_grpc.GatewayServicer):
             bpmnProcessId=v["bpmnProcessId"],
             version=v["version"],
             processInstanceKey=v["processInstanceKey"],
-            tenantId=TENANT,
+            tenantId=v.get("tenantId") or TENANT,
             tags=v.get("tags") or [],
             businessId=v.get("businessId") or None,
         )
@@ -387,7 +388,7 @@ class GatewayService(pb_grpc.GatewayServicer):
             version=v["version"],
             processInstanceKey=v["processInstanceKey"],
             variables=_dumps(v.get("variables") or {}),
-            tenantId=TENANT,
+            tenantId=v.get("tenantId") or TENANT,
             tags=v.get("tags") or [],
             businessId=v.get("businessId") or None,
         )
@@ -518,8 +519,8 @@ class GatewayService(pb_grpc.GatewayServicer):
         control, the write raises here and the ``finally`` below runs at once. (An abandoned generator runs its
         ``finally`` only when collected: until then its stream stayed registered and took the type's jobs.)"""
         try:
+            tenants = self.commands.tenants("StreamActivatedJobs", list(request.tenantIds))
             validate_activation(request.type, request.worker or "worker", request.timeout, None)
-            check_tenants(request.tenantIds)
         except CommandError as e:
             await _abort(context, e)
         queue: asyncio.Queue[Record] = asyncio.Queue()
@@ -532,7 +533,7 @@ class GatewayService(pb_grpc.GatewayServicer):
             return True
 
         handle = self.client.open_job_stream(
-            request.type, request.worker or "", request.timeout, list(request.fetchVariable), sink
+            request.type, request.worker or "", request.timeout, list(request.fetchVariable), sink, tenants
         )
         try:
             while True:
@@ -570,19 +571,19 @@ class GatewayService(pb_grpc.GatewayServicer):
 
     @_unary
     async def PublishMessage(self, request: pb.PublishMessageRequest, context: grpc.aio.ServicerContext) -> Any:
-        check_tenant(request.tenantId)
+        tenant = self.commands.tenant("PublishMessage", request.tenantId)
         variables = parse_variables(request.variables)
         rec = await self.commands.publish_message(
-            request.name, request.correlationKey, request.timeToLive, request.messageId, variables
+            request.name, request.correlationKey, request.timeToLive, request.messageId, variables, tenant
         )
-        return pb.PublishMessageResponse(key=rec.key, tenantId=TENANT)
+        return pb.PublishMessageResponse(key=rec.key, tenantId=tenant)
 
     @_unary
     async def BroadcastSignal(self, request: pb.BroadcastSignalRequest, context: grpc.aio.ServicerContext) -> Any:
-        check_tenant(request.tenantId)
+        tenant = self.commands.tenant("BroadcastSignal", request.tenantId)
         variables = parse_variables(request.variables)
-        rec = await self.commands.broadcast_signal(request.signalName, variables)
-        return pb.BroadcastSignalResponse(key=rec.key, tenantId=TENANT)
+        rec = await self.commands.broadcast_signal(request.signalName, variables, tenant)
+        return pb.BroadcastSignalResponse(key=rec.key, tenantId=tenant)
 
     @_unary
     async def ModifyProcessInstance(

@@ -42,7 +42,7 @@ from broker.protocol.enums import (
 )
 from broker.protocol.keys import partition_of
 from broker.protocol.record import Record
-from broker.protocol.values import ProcessInstanceValue
+from broker.protocol.values import TENANT, ProcessInstanceValue
 from broker.state.db import u64
 from broker.state.element_instance import ElementInstance
 from broker.state.repositories import JobState, PartitionState, UserTaskState
@@ -551,13 +551,14 @@ class EventAppliers:
         state.message_starts.put(r.value)
 
     def _message_start_deleted(self, state: PartitionState, r: Record) -> None:
-        state.message_starts.remove(r.value["messageName"], r.value["processDefinitionKey"])
+        state.message_starts.remove(r.value)
 
     def _message_start_correlated(self, state: PartitionState, r: Record) -> None:
         v = r.value
         state.messages.mark_correlated(v["messageKey"], "P:" + v["bpmnProcessId"])
         if v.get("correlationKey"):
-            state.message_starts.lock(v["bpmnProcessId"], v["correlationKey"], v["processInstanceKey"])
+            tenant = v.get("tenantId") or TENANT
+            state.message_starts.lock(tenant, v["bpmnProcessId"], v["correlationKey"], v["processInstanceKey"])
 
     # -- message subscriptions (the process instance's side) -------------------------------------------------
 

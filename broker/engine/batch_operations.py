@@ -50,7 +50,6 @@ from broker.protocol.enums import (
     ValueType,
 )
 from broker.protocol.record import Record
-from broker.protocol.values import TENANT
 
 BOC = BatchOperationCreationIntent
 BOL = BatchOperationLifecycleManagementIntent
@@ -276,7 +275,7 @@ def _issue(ctx: ProcessingContext, entry: dict, item_key: int, instance_key: int
         ctx.follow_up(ValueType.PROCESS_INSTANCE, ProcessInstanceIntent.CANCEL, instance_key, {})
     elif batch_type == MIGRATE_PROCESS_INSTANCE:
         plan = entry["migrationPlan"]
-        value = {"processInstanceKey": instance_key, **plan, "tenantId": TENANT}
+        value = {"processInstanceKey": instance_key, **plan, "tenantId": inst.value.tenant_id}
         intent = ProcessInstanceMigrationIntent.MIGRATE
         refused = migration.refusal(
             ctx, _command(ctx, ValueType.PROCESS_INSTANCE_MIGRATION, intent, instance_key, value)
@@ -303,7 +302,7 @@ def _issue(ctx: ProcessingContext, entry: dict, item_key: int, instance_key: int
             "activateInstructions": [],
             "terminateInstructions": [],
             "moveInstructions": moves,
-            "tenantId": TENANT,
+            "tenantId": inst.value.tenant_id,
         }
         modify = ProcessInstanceModificationIntent.MODIFY
         command = _command(ctx, ValueType.PROCESS_INSTANCE_MODIFICATION, modify, instance_key, value)

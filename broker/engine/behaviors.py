@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Mapping
 from typing import Any, Final
 
 from broker.engine.bpmn import model as bpmn
@@ -65,6 +66,13 @@ class Services:
         self.drgs: Any = None
         # Sends a command to a partition after commit (set by the leader's partition; None while replaying).
         self.sender: Any = None
+
+
+def tenant_of(value: Mapping[str, Any]) -> str:
+    """The tenant a command or stored value names; a missing or empty one is the default tenant, which is all a
+    single-tenant Weir has."""
+    tenant: str = value.get("tenantId") or TENANT
+    return tenant
 
 
 def services(ctx: ProcessingContext) -> Services:
@@ -129,7 +137,9 @@ def _variable_value(scope_key: int, name: str, value: Any, inst: ElementInstance
     if inst is None:
         return VariableValue(name, value, scope_key, scope_key, -1, "")
     v = inst.value
-    return VariableValue(name, value, scope_key, v.process_instance_key, v.process_definition_key, v.bpmn_process_id)
+    return VariableValue(
+        name, value, scope_key, v.process_instance_key, v.process_definition_key, v.bpmn_process_id, v.tenant_id
+    )
 
 
 def set_local_variable(
@@ -210,6 +220,7 @@ def raise_incident(
             element_instance_key=instance.key,
             job_key=job_key,
             variable_scope_key=variable_scope_key if variable_scope_key is not None else instance.key,
+            tenant_id=v.tenant_id,
         ),
     )
 
@@ -302,7 +313,7 @@ def _assign_path(target: dict[str, Any], path: str, value: Any) -> None:
 def job_became_activatable(ctx: ProcessingContext, job_key: int, job: JobValue) -> None:
     """Push the job to an open job stream of its type, or tell long-polling workers that work is there."""
     streams = services(ctx).job_streams
-    stream = streams.pick(job.type) if streams is not None else None
+    stream = streams.pick(job.type, job.tenant_id) if streams is not None else None
     if stream is None:
         ctx.side_effects.jobs_available.add(job.type)
         return
@@ -321,7 +332,7 @@ def job_became_activatable(ctx: ProcessingContext, job_key: int, job: JobValue) 
             "jobKeys": [job_key],
             "jobs": [activated.to_dict()],
             "truncated": False,
-            "tenantIds": [TENANT],
+            "tenantIds": [job.tenant_id],
         },
     )
     ctx.side_effects.job_pushes.append((stream.stream_id, record))
@@ -452,7 +463,7 @@ def event_trigger(ctx: ProcessingContext, scope: ElementInstance, target: bpmn.E
         "variables": variables,
         "processDefinitionKey": v.process_definition_key,
         "processInstanceKey": v.process_instance_key,
-        "tenantId": TENANT,
+        "tenantId": v.tenant_id,
     }
 
 

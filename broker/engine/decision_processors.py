@@ -84,6 +84,7 @@ class DmnResource:
     checksum: str = ""
     latest: dict | None = None
     duplicate: bool = False
+    tenant: str = TENANT
 
 
 @dataclass(slots=True)
@@ -94,27 +95,31 @@ class FormResource:
     checksum: str = ""
     latest: dict | None = None
     duplicate: bool = False
+    tenant: str = TENANT
 
 
-def check_dmn(ctx: ProcessingContext, res: DmnResource) -> None:
-    """Fill in checksum, the latest stored version of the DRG and whether this is an identical re-deploy."""
+def check_dmn(ctx: ProcessingContext, res: DmnResource, tenant: str) -> None:
+    """Fill in the tenant, checksum, the tenant's latest stored version of the DRG and whether this is an identical
+    re-deploy."""
+    res.tenant = tenant
     res.checksum = resource_checksum(res.data).hex()
-    res.latest = ctx.state.decision_requirements.latest(res.drg.id)
+    res.latest = ctx.state.decision_requirements.latest(tenant, res.drg.id)
     res.duplicate = (
         res.latest is not None
         and res.latest["checksum"] == res.checksum
         and res.latest["resourceName"] == res.name
         and all(
-            (ctx.state.decisions.latest(d.id) or {}).get("decisionRequirementsKey")
+            (ctx.state.decisions.latest(tenant, d.id) or {}).get("decisionRequirementsKey")
             == res.latest["decisionRequirementsKey"]
             for d in res.drg.decisions
         )
     )
 
 
-def check_form(ctx: ProcessingContext, res: FormResource) -> None:
+def check_form(ctx: ProcessingContext, res: FormResource, tenant: str) -> None:
+    res.tenant = tenant
     res.checksum = resource_checksum(res.data).hex()
-    res.latest = ctx.state.forms.latest(res.form_id)
+    res.latest = ctx.state.forms.latest(tenant, res.form_id)
     res.duplicate = (
         res.latest is not None and res.latest["checksum"] == res.checksum and res.latest["resourceName"] == res.name
     )
@@ -149,14 +154,14 @@ def deploy_dmn(ctx: ProcessingContext, res: DmnResource, deployment_key: int, *,
     stored_drg = {
         "decisionRequirementsId": res.drg.id,
         "decisionRequirementsName": res.drg.name,
-        "decisionRequirementsVersion": ctx.state.decision_requirements.next_version(res.drg.id),
+        "decisionRequirementsVersion": ctx.state.decision_requirements.next_version(res.tenant, res.drg.id),
         "decisionRequirementsKey": drg_key,
         "namespace": res.drg.namespace,
         "resourceName": res.name,
         "checksum": res.checksum,
         "resource": res.data,
         "duplicate": False,
-        "tenantId": TENANT,
+        "tenantId": res.tenant,
         "deploymentKey": deployment_key,
     }
     ctx.event(ValueType.DECISION_REQUIREMENTS, DecisionRequirementsIntent.CREATED, drg_key, stored_drg)
@@ -168,12 +173,12 @@ def deploy_dmn(ctx: ProcessingContext, res: DmnResource, deployment_key: int, *,
         stored = {
             "decisionId": decision.id,
             "decisionName": decision.name,
-            "version": ctx.state.decisions.next_version(decision.id),
+            "version": ctx.state.decisions.next_version(res.tenant, decision.id),
             "decisionKey": key,
             "decisionRequirementsId": res.drg.id,
             "decisionRequirementsKey": drg_key,
             "duplicate": False,
-            "tenantId": TENANT,
+            "tenantId": res.tenant,
             "deploymentKey": deployment_key,
             "versionTag": decision.version_tag,
         }
@@ -190,13 +195,13 @@ def deploy_form(ctx: ProcessingContext, res: FormResource, deployment_key: int, 
     key = ctx.keys.next_key()
     stored = {
         "formId": res.form_id,
-        "version": ctx.state.forms.next_version(res.form_id),
+        "version": ctx.state.forms.next_version(res.tenant, res.form_id),
         "formKey": key,
         "resourceName": res.name,
         "checksum": res.checksum,
         "resource": res.data,
         "duplicate": False,
-        "tenantId": TENANT,
+        "tenantId": res.tenant,
         "deploymentKey": deployment_key,
         "versionTag": "",
     }
@@ -258,7 +263,7 @@ def evaluate(
         "evaluatedDecisions": [],
         "evaluationFailureMessage": "",
         "failedDecisionId": "",
-        "tenantId": TENANT,
+        "tenantId": b.tenant_of(decision),
     }
     try:
         drg = b.services(ctx).drgs.get(drg_key)
@@ -275,7 +280,7 @@ def evaluate(
         drg, decision["decisionId"], variables, now=now, limits=b.services(ctx).expressions.limits
     )
     for evaluated in result.evaluated:
-        value["evaluatedDecisions"].append(_evaluated_decision(ctx, drg_key, evaluated))
+        value["evaluatedDecisions"].append(_evaluated_decision(ctx, drg_key, evaluated, value["tenantId"]))
     if result.failed:
         value["evaluationFailureMessage"] = result.failure_message
         value["failedDecisionId"] = result.failed_decision_id
@@ -284,7 +289,7 @@ def evaluate(
     return DecisionEvaluationIntent.EVALUATED, value
 
 
-def _evaluated_decision(ctx: ProcessingContext, drg_key: int, evaluated: dmn.EvaluatedDecision) -> dict:
+def _evaluated_decision(ctx: ProcessingContext, drg_key: int, evaluated: dmn.EvaluatedDecision, tenant: str) -> dict:
     decision = evaluated.decision
     stored = ctx.state.decisions.in_drg(drg_key, decision.id) or {}
     return {
@@ -307,7 +312,7 @@ def _evaluated_decision(ctx: ProcessingContext, drg_key: int, evaluated: dmn.Eva
             }
             for rule in evaluated.matched_rules
         ],
-        "tenantId": TENANT,
+        "tenantId": tenant,
     }
 
 
@@ -319,8 +324,9 @@ def evaluate_command(ctx: ProcessingContext, cmd: Record) -> None:
     v = cmd.value
     decision_id = v.get("decisionId") or ""
     decision_key = v.get("decisionKey", -1)
+    tenant = b.tenant_of(v)
     if decision_id:
-        decision = ctx.state.decisions.latest(decision_id)
+        decision = ctx.state.decisions.latest(tenant, decision_id)
         if decision is None:
             ctx.reject(
                 RejectionType.NOT_FOUND,
@@ -329,7 +335,7 @@ def evaluate_command(ctx: ProcessingContext, cmd: Record) -> None:
             return
     elif decision_key is not None and decision_key > 0:
         decision = ctx.state.decisions.get(decision_key)
-        if decision is None:
+        if decision is None or b.tenant_of(decision) != tenant:
             ctx.reject(
                 RejectionType.NOT_FOUND,
                 f"Expected to evaluate a decision with key '{decision_key}', but no such decision was found",

@@ -106,7 +106,9 @@ def write_subscriptions(ctx: ProcessingContext, inst: ElementInstance, planned: 
             name, correlation_key = plan
             _open_message_subscription(ctx, inst, target, name, correlation_key)
         else:
-            open_signal_subscription(ctx, v.process_definition_key, v.bpmn_process_id, target.id, plan.name, inst.key)
+            open_signal_subscription(
+                ctx, v.process_definition_key, v.bpmn_process_id, target.id, plan.name, inst.key, v.tenant_id
+            )
 
 
 class _Signal:
@@ -135,8 +137,9 @@ def open_signal_subscription(
     catch_event_id: str,
     name: str,
     element_instance_key: int,
+    tenant: str,
 ) -> None:
-    """Subscribe ``catch_event_id`` to signal ``name`` (``element_instance_key`` -1: a start event)."""
+    """Subscribe ``catch_event_id`` to the tenant's signal ``name`` (``element_instance_key`` -1: a start event)."""
     ctx.event(
         ValueType.SIGNAL_SUBSCRIPTION,
         SignalSubscriptionIntent.CREATED,
@@ -147,7 +150,7 @@ def open_signal_subscription(
             "bpmnProcessId": process_id,
             "catchEventId": catch_event_id,
             "catchEventInstanceKey": element_instance_key,
-            "tenantId": b.TENANT,
+            "tenantId": tenant,
         },
     )
 
@@ -241,7 +244,7 @@ def _open_message_subscription(
             "interrupting": target.interrupts,
             "messageKey": -1,
             "variables": {},
-            "tenantId": b.TENANT,
+            "tenantId": v.tenant_id,
         },
     )
 
@@ -379,7 +382,7 @@ def start_instance(
         "bpmnEventType": bpmn.UNSPECIFIED,
         "parentProcessInstanceKey": -1,
         "parentElementInstanceKey": -1,
-        "tenantId": b.TENANT,
+        "tenantId": b.tenant_of(stored),
     }
     ctx.event(
         ValueType.PROCESS_EVENT,
@@ -391,7 +394,7 @@ def start_instance(
             "variables": variables,
             "processDefinitionKey": definition_key,
             "processInstanceKey": pi_key,
-            "tenantId": b.TENANT,
+            "tenantId": b.tenant_of(stored),
         },
     )
     ctx.follow_up(ValueType.PROCESS_INSTANCE, PI.ACTIVATE_ELEMENT, pi_key, value)

@@ -65,6 +65,7 @@ def deploy(ctx: ProcessingContext, cmd: Record) -> None:
         ctx.reject(RejectionType.INVALID_ARGUMENT, rejection(check.problems, check.skipped, limits))
         return
     parsed, dmns, forms = check.processes, check.dmns, check.forms
+    tenant = b.tenant_of(cmd.value)
     metadata = []
     created: list[dict] = []
     models = b.services(ctx).models
@@ -72,15 +73,15 @@ def deploy(ctx: ProcessingContext, cmd: Record) -> None:
     checked = []
     for name, data, process in parsed:
         checksum = resource_checksum(data).hex()
-        latest = ctx.state.processes.latest(process.id)
+        latest = ctx.state.processes.latest(tenant, process.id)
         duplicate = latest is not None and latest["checksum"] == checksum and latest["resourceName"] == name
         checked.append((name, data, process, checksum, latest, duplicate))
     # As Zeebe does: when anything in a deployment changed, every process in it gets a new version, so that call
     # activities bound to their deployment call versions that were deployed together.
     for dmn_res in dmns:
-        decisions.check_dmn(ctx, dmn_res)
+        decisions.check_dmn(ctx, dmn_res, tenant)
     for form_res in forms:
-        decisions.check_form(ctx, form_res)
+        decisions.check_form(ctx, form_res, tenant)
     all_duplicates = (
         all(duplicate for *_, duplicate in checked)
         and all(r.duplicate for r in dmns)
@@ -104,12 +105,12 @@ def deploy(ctx: ProcessingContext, cmd: Record) -> None:
         key = ctx.keys.next_key()
         stored = {
             "bpmnProcessId": process.id,
-            "version": ctx.state.processes.next_version(process.id),
+            "version": ctx.state.processes.next_version(tenant, process.id),
             "processDefinitionKey": key,
             "resourceName": name,
             "checksum": checksum,
             "resource": data,
-            "tenantId": b.TENANT,
+            "tenantId": tenant,
             "versionTag": process.version_tag or "",
             "deploymentKey": deployment_key,
         }
@@ -118,7 +119,7 @@ def deploy(ctx: ProcessingContext, cmd: Record) -> None:
         if latest is not None:
             events.close_start_timers_of(ctx, latest["processDefinitionKey"])
         events.open_start_timers(ctx, process, key)
-        replace_message_starts(ctx, process, key)
+        replace_message_starts(ctx, process, key, tenant)
         signals.replace_start_subscriptions(ctx, process, key)
         created.append(stored)
         metadata.append(_metadata(stored, duplicate=False))
@@ -134,7 +135,7 @@ def deploy(ctx: ProcessingContext, cmd: Record) -> None:
             "decisionRequirementsMetadata": extra["decisionRequirementsMetadata"],
             "decisionsMetadata": extra["decisionsMetadata"],
             "formMetadata": extra["formMetadata"],
-            "tenantId": b.TENANT,
+            "tenantId": tenant,
         },
     )
     ctx.respond(rec)
@@ -265,11 +266,11 @@ def _deploy_distributed(ctx: ProcessingContext, cmd: Record) -> None:
     written_before = len(ctx.records)
     for stored in cmd.value.get("processes") or []:
         if ctx.state.processes.get(stored["processDefinitionKey"]) is None:
-            latest = ctx.state.processes.latest(stored["bpmnProcessId"])
+            latest = ctx.state.processes.latest(b.tenant_of(stored), stored["bpmnProcessId"])
             ctx.event(ValueType.PROCESS, ProcessIntent.CREATED, stored["processDefinitionKey"], stored)
             if latest is None or latest["version"] < stored["version"]:
                 process = b.services(ctx).models.get(stored["processDefinitionKey"])
-                replace_message_starts(ctx, process, stored["processDefinitionKey"])
+                replace_message_starts(ctx, process, stored["processDefinitionKey"], b.tenant_of(stored))
         metadata.append(_metadata(stored, duplicate=False))
     extra: dict[str, list] = {"decisionRequirementsMetadata": [], "decisionsMetadata": [], "formMetadata": []}
     decisions.deploy_distributed(ctx, cmd.value, extra)
@@ -280,7 +281,7 @@ def _deploy_distributed(ctx: ProcessingContext, cmd: Record) -> None:
         "resources": [{"resourceName": n} for n in names],
         "processesMetadata": metadata,
         **extra,
-        "tenantId": b.TENANT,
+        "tenantId": _distributed_tenant(cmd.value),
     }
     key = cmd.value.get("deploymentKey", -1)
     if len(ctx.records) == written_before and names:
@@ -302,9 +303,17 @@ def _deploy_distributed(ctx: ProcessingContext, cmd: Record) -> None:
     ctx.respond(ctx.event(ValueType.DEPLOYMENT, DeploymentIntent.CREATED, key, value))
 
 
-def close_message_starts(ctx: ProcessingContext, process_id: str) -> None:
-    """Every message start subscription of ``process_id`` (those of its listening version) goes."""
-    for old in ctx.state.message_starts.for_process(process_id):
+def _distributed_tenant(command: dict) -> str:
+    """The tenant of a deployment distributed from another partition: that of the resources it carries."""
+    for name in ("processes", "decisionRequirements", "forms"):
+        for stored in command.get(name) or []:
+            return b.tenant_of(stored)
+    return b.TENANT
+
+
+def close_message_starts(ctx: ProcessingContext, tenant: str, process_id: str) -> None:
+    """Every message start subscription of the tenant's ``process_id`` (those of its listening version) goes."""
+    for old in ctx.state.message_starts.for_process(tenant, process_id):
         ctx.event(
             ValueType.MESSAGE_START_EVENT_SUBSCRIPTION,
             MessageStartEventSubscriptionIntent.DELETED,
@@ -313,9 +322,9 @@ def close_message_starts(ctx: ProcessingContext, process_id: str) -> None:
         )
 
 
-def replace_message_starts(ctx: ProcessingContext, process: bpmn.Process, definition_key: int) -> None:
+def replace_message_starts(ctx: ProcessingContext, process: bpmn.Process, definition_key: int, tenant: str) -> None:
     """The latest version's message start events are the ones that listen: older versions' subscriptions go."""
-    close_message_starts(ctx, process.id)
+    close_message_starts(ctx, tenant, process.id)
     for start_id in process.start_event_ids:
         start = process.element(start_id)
         if start.message is None:
@@ -336,7 +345,7 @@ def replace_message_starts(ctx: ProcessingContext, process: bpmn.Process, defini
                 "processInstanceKey": -1,
                 "correlationKey": "",
                 "variables": {},
-                "tenantId": b.TENANT,
+                "tenantId": tenant,
             },
         )
 
@@ -362,7 +371,7 @@ def _metadata(stored: dict, *, duplicate: bool) -> dict:
         "resourceName": stored["resourceName"],
         "checksum": stored["checksum"],
         "isDuplicate": duplicate,
-        "tenantId": b.TENANT,
+        "tenantId": b.tenant_of(stored),
     }
 
 
@@ -372,16 +381,17 @@ def create_instance(ctx: ProcessingContext, cmd: Record) -> None:
     process_id = v.get("bpmnProcessId", "")
     key = v.get("processDefinitionKey", -1)
     version = v.get("version", -1)
+    tenant = b.tenant_of(v)
     if key > 0:
         stored = ctx.state.processes.get(key)
-        if stored is None:
+        if stored is None or b.tenant_of(stored) != tenant:
             ctx.reject(
                 RejectionType.NOT_FOUND,
                 f"Expected to find process definition with key '{key}', but none found",
             )
             return
     elif version is None or version < 0:
-        stored = ctx.state.processes.latest(process_id)
+        stored = ctx.state.processes.latest(tenant, process_id)
         if stored is None:
             ctx.reject(
                 RejectionType.NOT_FOUND,
@@ -389,7 +399,7 @@ def create_instance(ctx: ProcessingContext, cmd: Record) -> None:
             )
             return
     else:
-        found = ctx.state.processes.key_of(process_id, version)
+        found = ctx.state.processes.key_of(tenant, process_id, version)
         stored = ctx.state.processes.get(found) if found is not None else None
         if stored is None:
             ctx.reject(
@@ -404,7 +414,7 @@ def create_instance(ctx: ProcessingContext, cmd: Record) -> None:
         ctx.reject(RejectionType.INVALID_ARGUMENT, problem)
         return
     if business_id and b.services(ctx).business_id_uniqueness:
-        holder = ctx.state.business_ids.active(b.TENANT, stored["bpmnProcessId"], business_id)
+        holder = ctx.state.business_ids.active(tenant, stored["bpmnProcessId"], business_id)
         if holder is not None:
             ctx.reject(
                 RejectionType.ALREADY_EXISTS,
@@ -436,6 +446,7 @@ def create_instance(ctx: ProcessingContext, cmd: Record) -> None:
         flow_scope_key=-1,
         bpmn_element_type=bpmn.PROCESS,
         bpmn_event_type=bpmn.UNSPECIFIED,
+        tenant_id=tenant,
         business_id=business_id,
         tags=tuple(tags),
     )
@@ -452,7 +463,7 @@ def create_instance(ctx: ProcessingContext, cmd: Record) -> None:
         "variables": variables,
         "startInstructions": [{"elementId": element_id} for element_id in start_ids],
         "fetchVariables": v.get("fetchVariables") or [],
-        "tenantId": b.TENANT,
+        "tenantId": tenant,
         "businessId": business_id,
         "tags": tags,
     }

@@ -79,7 +79,12 @@ _MAY_THROW_ERRORS = frozenset({JobKind.BPMN_ELEMENT, JobKind.AD_HOC_SUB_PROCESS}
 
 
 def activation_request(
-    job_type: str, worker: str, timeout: int, max_jobs: int, fetch_variables: list[str] | None = None
+    job_type: str,
+    worker: str,
+    timeout: int,
+    max_jobs: int,
+    fetch_variables: list[str] | None = None,
+    tenant_ids: list[str] | None = None,
 ) -> dict:
     """The value of a JOB_BATCH ACTIVATE command: what a worker asks for (the gateway and tests write these)."""
     return {
@@ -91,8 +96,16 @@ def activation_request(
         "jobKeys": [],
         "jobs": [],
         "truncated": False,
-        "tenantIds": [b.TENANT],
+        "tenantIds": list(tenant_ids or [b.TENANT]),
     }
+
+
+def _activatable(ctx: ProcessingContext, job_type: str, tenant_ids: list[str], limit: int) -> list[int]:
+    """Up to ``limit`` activatable jobs of the type in any of the tenants, oldest (lowest key) first."""
+    if len(tenant_ids) == 1:
+        return ctx.state.jobs.activatable_keys(tenant_ids[0], job_type, limit)
+    found = [k for t in dict.fromkeys(tenant_ids) for k in ctx.state.jobs.activatable_keys(t, job_type, limit)]
+    return sorted(found)[:limit]
 
 
 def activate_batch(ctx: ProcessingContext, cmd: Record) -> None:
@@ -108,7 +121,7 @@ def activate_batch(ctx: ProcessingContext, cmd: Record) -> None:
         ctx.reject(RejectionType.INVALID_ARGUMENT, problem)
         return
     # a few more than asked for: jobs too large to send are failed on the way and others take their place
-    keys = ctx.state.jobs.activatable_keys(v["type"], max_jobs + _OVERSIZED_PER_BATCH)
+    keys = _activatable(ctx, v["type"], v.get("tenantIds") or [b.TENANT], max_jobs + _OVERSIZED_PER_BATCH)
     limit = ctx.max_batch_bytes
     jobs: list[dict[str, Any]] = []
     job_keys = []

@@ -1,4 +1,4 @@
-"""Open job push streams (StreamActivatedJobs), by job type.
+"""Open job push streams (StreamActivatedJobs), by job type, each for a list of tenants.
 
 The registry is an input to processing, like a client command: which stream a job is pushed to is recorded in the
 JOB_BATCH ACTIVATED event, so replay never consults it.
@@ -6,8 +6,11 @@ JOB_BATCH ACTIVATED event, so replay never consults it.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from itertools import count
+
+from broker.protocol.values import TENANT
 
 
 @dataclass(slots=True)
@@ -17,10 +20,12 @@ class JobStream:
     worker: str
     timeout: int
     fetch_variables: list[str] = field(default_factory=list)
+    tenant_ids: tuple[str, ...] = (TENANT,)
 
 
 class JobStreams:
-    """Streams per job type, picked round-robin so several workers share the load."""
+    """Streams per job type, picked round-robin among those open for the job's tenant so several workers share the
+    load."""
 
     def __init__(self) -> None:
         self._by_type: dict[str, list[JobStream]] = {}
@@ -28,8 +33,16 @@ class JobStreams:
         self._turn: dict[str, int] = {}
         self._ids = count(1)
 
-    def add(self, job_type: str, worker: str, timeout: int, fetch_variables: list[str]) -> JobStream:
-        stream = JobStream(next(self._ids), job_type, worker, timeout, list(fetch_variables))
+    def add(
+        self,
+        job_type: str,
+        worker: str,
+        timeout: int,
+        fetch_variables: list[str],
+        tenant_ids: Sequence[str] = (TENANT,),
+    ) -> JobStream:
+        tenants = tuple(tenant_ids) or (TENANT,)
+        stream = JobStream(next(self._ids), job_type, worker, timeout, list(fetch_variables), tenants)
         self._by_type.setdefault(job_type, []).append(stream)
         self._by_id[stream.stream_id] = stream
         return stream
@@ -47,10 +60,14 @@ class JobStreams:
     def get(self, stream_id: int) -> JobStream | None:
         return self._by_id.get(stream_id)
 
-    def pick(self, job_type: str) -> JobStream | None:
+    def pick(self, job_type: str, tenant_id: str = TENANT) -> JobStream | None:
         streams = self._by_type.get(job_type)
         if not streams:
             return None
+        if any(tenant_id not in s.tenant_ids for s in streams):
+            streams = [s for s in streams if tenant_id in s.tenant_ids]
+            if not streams:
+                return None
         turn = self._turn.get(job_type, 0) % len(streams)
         self._turn[job_type] = turn + 1
         return streams[turn]

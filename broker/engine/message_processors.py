@@ -68,6 +68,7 @@ def publish(ctx: ProcessingContext, cmd: Record) -> None:
     correlation_key = str(v.get("correlationKey", ""))
     message_id = v.get("messageId", "") or ""
     ttl = int(v.get("timeToLive", 0) or 0)
+    tenant = b.tenant_of(v)
     if not name:
         ctx.reject(RejectionType.INVALID_ARGUMENT, "Expected to publish a message with a name, but the name is empty")
         return
@@ -75,7 +76,7 @@ def publish(ctx: ProcessingContext, cmd: Record) -> None:
     if problem:
         ctx.reject(RejectionType.INVALID_ARGUMENT, problem)
         return
-    if message_id and ctx.state.messages.key_of_id(name, correlation_key, message_id) is not None:
+    if message_id and ctx.state.messages.key_of_id(tenant, name, correlation_key, message_id) is not None:
         ctx.reject(
             RejectionType.ALREADY_EXISTS,
             f"Expected to publish a new message with id '{message_id}', but a message with that id was already "
@@ -90,6 +91,7 @@ def publish(ctx: ProcessingContext, cmd: Record) -> None:
         message_id=message_id,
         variables=v.get("variables") or {},
         deadline=ctx.now + max(ttl, 0),
+        tenant_id=tenant,
     )
     rec = ctx.typed_event(ValueType.MESSAGE, MessageIntent.PUBLISHED, key, message)
     ctx.respond(rec)
@@ -124,7 +126,7 @@ def _correlating(ctx: ProcessingContext, sub: dict, message_key: int, message: M
 def _correlate_buffered(ctx: ProcessingContext, sub: dict) -> None:
     """A subscription became free: the oldest buffered message for it that this instance has not had yet."""
     pi = str(sub["processInstanceKey"])
-    for key in ctx.state.messages.keys_for(sub["messageName"], sub["correlationKey"]):
+    for key in ctx.state.messages.keys_for(b.tenant_of(sub), sub["messageName"], sub["correlationKey"]):
         stored = ctx.state.messages.get(key)
         message = MessageValue.from_dict(stored) if stored is not None else None
         if message is not None and message.deadline >= ctx.now and not ctx.state.messages.correlated(key, pi):
@@ -137,7 +139,8 @@ def _free_subscriptions(ctx: ProcessingContext, message_key: int | None, message
     (``message_key`` None: a message not written yet, which reached nothing so far)."""
     free: list[dict] = []
     seen: set[int] = set()
-    for sub in ctx.state.message_subscriptions.for_correlation(message.name, message.correlation_key):
+    subscriptions = ctx.state.message_subscriptions
+    for sub in subscriptions.for_correlation(message.tenant_id, message.name, message.correlation_key):
         pi = sub["processInstanceKey"]
         if sub.get("correlatingMessageKey", -1) > 0 or pi in seen:
             continue
@@ -153,12 +156,12 @@ def _startable(ctx: ProcessingContext, message_key: int | None, message: Message
     because an instance started for this correlation key still runs."""
     starts: list[dict] = []
     blocked: list[str] = []
-    for start in ctx.state.message_starts.for_name(message.name):
+    for start in ctx.state.message_starts.for_name(message.tenant_id, message.name):
         process_id = start["bpmnProcessId"]
         ck = message.correlation_key
         if message_key is not None and ctx.state.messages.correlated(message_key, "P:" + process_id):
             continue
-        if ck and ctx.state.message_starts.active_instance(process_id, ck) is not None:
+        if ck and ctx.state.message_starts.active_instance(message.tenant_id, process_id, ck) is not None:
             blocked.append(process_id)
             continue
         starts.append(start)
@@ -206,6 +209,7 @@ def correlate(ctx: ProcessingContext, cmd: Record) -> None:
         message_id="",
         variables=v.get("variables") or {},
         deadline=ctx.now,
+        tenant_id=b.tenant_of(v),
     )
     # a new message has correlated to nothing yet; its key is taken only once it is written (replay restores the
     # key counter from written records)
@@ -232,7 +236,7 @@ def correlate(ctx: ProcessingContext, cmd: Record) -> None:
         "name": name,
         "correlationKey": message.correlation_key,
         "variables": message.variables,
-        "tenantId": b.TENANT,
+        "tenantId": message.tenant_id,
         "messageKey": message_key,
         "processInstanceKey": -1,
         "processDefinitionKey": -1,
@@ -280,7 +284,7 @@ def _answer_correlation(ctx: ProcessingContext, sub: dict, message_key: int, *, 
         still_offered = any(
             other.get("correlatingMessageKey", -1) == message_key
             for other in ctx.state.message_subscriptions.for_correlation(
-                correlation["name"], correlation["correlationKey"]
+                b.tenant_of(correlation), correlation["name"], correlation["correlationKey"]
             )
         )
         if still_offered:

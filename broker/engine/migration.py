@@ -192,6 +192,13 @@ def _check(ctx: ProcessingContext, cmd: Record) -> _Plan:
             "Expected to migrate process instance to process definition but no process definition found with key "
             f"'{target_key}'",
         )
+    if b.tenant_of(stored) != root.value.tenant_id:
+        raise Refused(
+            RejectionType.INVALID_STATE,
+            f"Expected to migrate process instance '{key}' to a process definition of its own tenant "
+            f"'{root.value.tenant_id}', but the target process definition '{target_key}' belongs to tenant "
+            f"'{b.tenant_of(stored)}'",
+        )
     models = b.services(ctx).models
     source = models.get(root.value.process_definition_key)
     target = models.get(target_key)
@@ -241,7 +248,7 @@ def _check_message_start_lock(
     correlation_key = ctx.state.message_starts.correlation_key_of(root.key)
     if correlation_key is None:
         return
-    if ctx.state.message_starts.active_instance(stored["bpmnProcessId"], correlation_key) is not None:
+    if ctx.state.message_starts.active_instance(root.value.tenant_id, stored["bpmnProcessId"], correlation_key):
         raise Refused(
             RejectionType.INVALID_STATE,
             f"Expected to migrate process instance '{root.key}' but target process definition "

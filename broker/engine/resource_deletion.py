@@ -20,7 +20,6 @@ from broker.engine.context import ProcessingContext
 from broker.engine.instance_processors import close_message_starts, replace_message_starts
 from broker.protocol.enums import ProcessIntent, RejectionType, ResourceDeletionIntent, ValueType
 from broker.protocol.record import Record
-from broker.protocol.values import TENANT
 
 _PROCESS_FIELDS = (
     "bpmnProcessId",
@@ -50,7 +49,8 @@ def delete_resource(ctx: ProcessingContext, cmd: Record) -> None:
             f"Expected to delete resource with key `{key}` but there are still running instances",
         )
         return
-    value = {"resourceKey": key, "tenantId": TENANT}
+    found = process or drg or form
+    value = {"resourceKey": key, "tenantId": b.tenant_of(found) if found is not None else b.tenant_of(v)}
     ctx.event(ValueType.RESOURCE_DELETION, ResourceDeletionIntent.DELETING, key, value)
     if process is not None:
         _delete_process(ctx, process, distributed=distributed)
@@ -71,21 +71,21 @@ def _delete_process(ctx: ProcessingContext, stored: dict, *, distributed: bool) 
     Timer and signal start events live on the deploying partition only (where the deletion is not distributed);
     message start subscriptions on every partition.
     """
-    key, process_id = stored["processDefinitionKey"], stored["bpmnProcessId"]
+    key, process_id, tenant = stored["processDefinitionKey"], stored["bpmnProcessId"], b.tenant_of(stored)
     value = {name: stored[name] for name in _PROCESS_FIELDS if name in stored}
     ctx.event(ValueType.PROCESS, ProcessIntent.DELETING, key, value)
-    latest = ctx.state.processes.latest(process_id)
+    latest = ctx.state.processes.latest(tenant, process_id)
     if latest is not None and latest["processDefinitionKey"] == key:
-        close_message_starts(ctx, process_id)
+        close_message_starts(ctx, tenant, process_id)
         if not distributed:
             events.close_start_timers_of(ctx, key)
             for sub in ctx.state.signal_subscriptions.of_owner(key):
                 events.close_signal_subscription(ctx, sub)
-        previous = ctx.state.processes.version_before(process_id, stored["version"])
+        previous = ctx.state.processes.version_before(tenant, process_id, stored["version"])
         if previous is not None:
             previous_key = previous["processDefinitionKey"]
             model = b.services(ctx).models.get(previous_key)
-            replace_message_starts(ctx, model, previous_key)
+            replace_message_starts(ctx, model, previous_key, tenant)
             if not distributed:
                 events.open_start_timers(ctx, model, previous_key)
                 signals.replace_start_subscriptions(ctx, model, previous_key)

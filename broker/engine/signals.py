@@ -33,50 +33,52 @@ def broadcast_command(ctx: ProcessingContext, cmd: Record) -> None:
     if not isinstance(variables, dict):
         ctx.reject(RejectionType.INVALID_ARGUMENT, "Expected the signal's variables to be a document")
         return
+    tenant = b.tenant_of(v)
     if v.get("distributedFrom"):
-        _receive(ctx, v, name, variables)
+        _receive(ctx, v, tenant, name, variables)
         return
-    ctx.respond(broadcast(ctx, name, variables))
+    ctx.respond(broadcast(ctx, tenant, name, variables))
 
 
-def _receive(ctx: ProcessingContext, v: dict, name: str, variables: dict) -> None:
+def _receive(ctx: ProcessingContext, v: dict, tenant: str, name: str, variables: dict) -> None:
     key = v.get("signalKey", -1)
     if not isinstance(key, int) or key <= 0:
         ctx.reject(RejectionType.INVALID_ARGUMENT, f"Expected a distributed signal with its key, but got '{key}'")
         return
-    value = _value(name, variables)
+    value = _value(tenant, name, variables)
     if ctx.state.signal_receipts.get(key) is not None:  # delivered again: acknowledge, trigger nothing
         ctx.respond(Record(-1, key, RecordType.EVENT, ValueType.SIGNAL, SignalIntent.BROADCASTED, ctx.now, value))
         return
     ctx.respond(ctx.event(ValueType.SIGNAL, SignalIntent.BROADCASTED, key, value))
-    trigger(ctx, name, variables)
+    trigger(ctx, tenant, name, variables)
 
 
-def _value(name: str, variables: dict) -> dict:
-    return {"signalName": name, "variables": variables, "tenantId": b.TENANT}
+def _value(tenant: str, name: str, variables: dict) -> dict:
+    return {"signalName": name, "variables": variables, "tenantId": tenant}
 
 
-def broadcast(ctx: ProcessingContext, name: str, variables: dict) -> Record:
-    """Broadcast a signal from this partition: record it, distribute it, trigger the local subscriptions."""
+def broadcast(ctx: ProcessingContext, tenant: str, name: str, variables: dict) -> Record:
+    """Broadcast a signal within a tenant from this partition: record it, distribute it, trigger the local
+    subscriptions."""
     key = ctx.keys.next_key()
-    value = _value(name, variables)
+    value = _value(tenant, name, variables)
     rec = ctx.event(ValueType.SIGNAL, SignalIntent.BROADCASTED, key, value)
     command = {**value, "distributedFrom": ctx.partition_id, "signalKey": key}
     b.distribute(ctx, key, ValueType.SIGNAL, SignalIntent.BROADCAST, command)
-    trigger(ctx, name, variables)
+    trigger(ctx, tenant, name, variables)
     return rec
 
 
-def trigger(ctx: ProcessingContext, name: str, variables: dict) -> None:
-    """Every subscription to ``name`` on this partition: start instances, wake waiting elements."""
-    for sub in ctx.state.signal_subscriptions.for_name(name):
+def trigger(ctx: ProcessingContext, tenant: str, name: str, variables: dict) -> None:
+    """Every subscription of the tenant to ``name`` on this partition: start instances, wake waiting elements."""
+    for sub in ctx.state.signal_subscriptions.for_name(tenant, name):
         eik = sub.get("catchEventInstanceKey", -1)
         definition_key = sub["processDefinitionKey"]
         if eik <= 0:
             if ctx.state.processes.get(definition_key) is not None:
                 events.start_instance(ctx, definition_key, sub["catchEventId"], variables)
             continue
-        if ctx.state.signal_subscriptions.get(name, eik, sub["catchEventId"]) is None:
+        if ctx.state.signal_subscriptions.get(tenant, name, eik, sub["catchEventId"]) is None:
             continue  # closed by an earlier subscription of the same element this round (a gateway's other target)
         inst = ctx.state.elements.get(eik)
         if not events.can_fire(ctx, inst):
@@ -90,7 +92,7 @@ def replace_start_subscriptions(ctx: ProcessingContext, process: bpmn.Process, d
     """The newest version's signal start events are the ones that listen: older versions' subscriptions close."""
     stored = ctx.state.processes.get(definition_key)
     assert stored is not None
-    _close_older(ctx, process.id, definition_key)
+    _close_older(ctx, b.tenant_of(stored), process.id, definition_key)
     for start_id in process.start_event_ids:
         start = process.element(start_id)
         if start.event_type != bpmn.SIGNAL or not start.signal_name:
@@ -99,16 +101,16 @@ def replace_start_subscriptions(ctx: ProcessingContext, process: bpmn.Process, d
         if not isinstance(name, str) or not name:
             continue
         events.open_signal_subscription(
-            ctx, stored["processDefinitionKey"], stored["bpmnProcessId"], start.id, name, -1
+            ctx, stored["processDefinitionKey"], stored["bpmnProcessId"], start.id, name, -1, b.tenant_of(stored)
         )
 
 
-def _close_older(ctx: ProcessingContext, process_id: str, definition_key: int) -> None:
+def _close_older(ctx: ProcessingContext, tenant: str, process_id: str, definition_key: int) -> None:
     """Close the subscriptions of the newest older version that still has some (older ones closed earlier)."""
     stored = ctx.state.processes.get(definition_key)
     assert stored is not None
     for version in range(stored["version"] - 1, 0, -1):
-        older_key = ctx.state.processes.key_of(process_id, version)
+        older_key = ctx.state.processes.key_of(tenant, process_id, version)
         if older_key is None:
             continue
         subs = ctx.state.signal_subscriptions.of_owner(older_key)

@@ -102,7 +102,7 @@ def create(ctx: ProcessingContext, element: bpmn.Element, inst: ElementInstance)
     form_key = -1
     if task.form_id is not None:
         form_id = b.evaluate(ctx, task.form_id, inst.key)
-        form = ctx.state.forms.latest(form_id) if isinstance(form_id, str) else None
+        form = ctx.state.forms.latest(inst.value.tenant_id, form_id) if isinstance(form_id, str) else None
         if form is None:
             message = (
                 f"Expected to find a form with id '{form_id}', but no form with this id is found. Deploy a form "
@@ -137,6 +137,7 @@ def create(ctx: ProcessingContext, element: bpmn.Element, inst: ElementInstance)
         denied_reason="",
         tags=v.tags,  # the instance's tags and business id (Camunda 8.9)
         business_id=v.business_id,
+        tenant_id=v.tenant_id,
     )
     ctx.typed_event(ValueType.USER_TASK, UT.CREATING, key, value)
     proceed(ctx, key)

@@ -1,7 +1,8 @@
 """Deployed DMN decisions, decision requirements graphs (DRGs) and forms.
 
-Each is kept by key and indexed by (id, version) so the latest version is one cursor step away; decisions are also
-indexed by (DRG key, decision id), which is how a required decision is found in the graph it was deployed with.
+Each is kept by key and indexed by (tenant, id, version) so the latest version is one cursor step away; decisions
+are also indexed by (DRG key, decision id), which is how a required decision is found in the graph it was deployed
+with.
 Only event appliers call the ``put`` methods.
 """
 
@@ -10,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from broker.state.db import StateDb, pack, prefix_scan, read_u64, u64, unpack
-from broker.state.repositories import Bindings, _hashed, _Repository, _text
+from broker.state.repositories import Bindings, _hashed, _latest_version, _Repository, _scoped, _tenant, _text
 
 
 class _Versioned(_Repository):
@@ -28,28 +29,28 @@ class _Versioned(_Repository):
         self._id_field = id_field
         self._version_field = version_field
 
-    def next_version(self, resource_id: str) -> int:
-        """The version a new deployment of ``resource_id`` gets."""
-        latest = self.latest(resource_id)
+    def next_version(self, tenant_id: str, resource_id: str) -> int:
+        """The version a new deployment of ``resource_id`` in the tenant gets."""
+        latest = self.latest(tenant_id, resource_id)
         return latest[self._version_field] + 1 if latest is not None else 1
 
-    def _remove(self, key: int, resource_id: str, version: int) -> None:
+    def _remove(self, key: int, value: dict[str, Any]) -> None:
         self.txn.delete(u64(key), db=self._db)
-        index = self._version_key(resource_id, version)
+        index = self._version_key(_tenant(value), value[self._id_field], value[self._version_field])
         v = self.txn.get(index, db=self._versions)
         if v is not None and read_u64(v) == key:
             self.txn.delete(index, db=self._versions)
 
     @staticmethod
-    def _version_key(resource_id: str, version: int) -> bytes:
-        return _text(resource_id) + b"\0" + version.to_bytes(4, "big")
+    def _version_key(tenant_id: str, resource_id: str, version: int) -> bytes:
+        return _scoped(tenant_id, resource_id) + b"\0" + version.to_bytes(4, "big")
 
     def get(self, key: int) -> dict[str, Any] | None:
         v = self.txn.get(u64(key), db=self._db)
         return unpack(v) if v else None
 
-    def key_of(self, resource_id: str, version: int) -> int | None:
-        v = self.txn.get(self._version_key(resource_id, version), db=self._versions)
+    def key_of(self, tenant_id: str, resource_id: str, version: int) -> int | None:
+        v = self.txn.get(self._version_key(tenant_id, resource_id, version), db=self._versions)
         if v is None:
             return None
         key = read_u64(v)
@@ -57,25 +58,13 @@ class _Versioned(_Repository):
             return None
         return key
 
-    def latest(self, resource_id: str) -> dict[str, Any] | None:
-        cur = self.txn.cursor(db=self._versions)
-        prefix = _text(resource_id) + b"\0"
-        if cur.set_range(prefix + b"\xff\xff\xff\xff"):
-            if not cur.prev():
-                return None
-        elif not cur.last():
-            return None
-        k = cur.key()
-        if not k.startswith(prefix) or len(k) != len(prefix) + 4:
-            return None
-        found = self.get(read_u64(cur.value()))
-        if found is not None and found[self._id_field] != resource_id:
-            return None
-        return found
+    def latest(self, tenant_id: str, resource_id: str) -> dict[str, Any] | None:
+        return _latest_version(self, self._versions, _scoped(tenant_id, resource_id), self._id_field, resource_id)
 
-    def _put(self, key: int, resource_id: str, version: int, value: dict[str, Any]) -> None:
+    def _put(self, key: int, value: dict[str, Any]) -> None:
         self.txn.put(u64(key), pack(value), db=self._db)
-        self.txn.put(self._version_key(resource_id, version), u64(key), db=self._versions)
+        index = self._version_key(_tenant(value), value[self._id_field], value[self._version_field])
+        self.txn.put(index, u64(key), db=self._versions)
 
 
 class DecisionState(_Versioned):
@@ -89,13 +78,13 @@ class DecisionState(_Versioned):
         self._by_drg = sdb.dbs["decisions_by_drg"]
         self._bindings = Bindings(self, sdb.dbs["decision_bindings"], "decisionId")
 
-    def with_version_tag(self, decision_id: str, version_tag: str) -> dict[str, Any] | None:
-        """The latest version of ``decision_id`` deployed with ``version_tag``."""
-        return self._bindings.with_version_tag(decision_id, version_tag)
+    def with_version_tag(self, tenant_id: str, decision_id: str, version_tag: str) -> dict[str, Any] | None:
+        """The latest version of ``decision_id`` in the tenant deployed with ``version_tag``."""
+        return self._bindings.with_version_tag(tenant_id, decision_id, version_tag)
 
-    def in_deployment(self, decision_id: str, deployment_key: int) -> dict[str, Any] | None:
-        """The version of ``decision_id`` that deployment ``deployment_key`` created."""
-        return self._bindings.in_deployment(decision_id, deployment_key)
+    def in_deployment(self, tenant_id: str, decision_id: str, deployment_key: int) -> dict[str, Any] | None:
+        """The version of ``decision_id`` in the tenant that deployment ``deployment_key`` created."""
+        return self._bindings.in_deployment(tenant_id, decision_id, deployment_key)
 
     def of_drg(self, drg_key: int) -> list[dict[str, Any]]:
         """Every decision deployed with the DRG ``drg_key``."""
@@ -109,14 +98,14 @@ class DecisionState(_Versioned):
 
     def put(self, decision: dict[str, Any]) -> None:
         key = decision["decisionKey"]
-        self._put(key, decision["decisionId"], decision["version"], decision)
+        self._put(key, decision)
         drg_key = decision["decisionRequirementsKey"]
         self.txn.put(u64(drg_key) + _text(decision["decisionId"]), u64(key), db=self._by_drg)
         self._bindings.add(key, decision)
 
     def remove(self, decision: dict[str, Any]) -> None:
         key, decision_id = decision["decisionKey"], decision["decisionId"]
-        self._remove(key, decision_id, decision["version"])
+        self._remove(key, decision)
         self.txn.delete(u64(decision["decisionRequirementsKey"]) + _text(decision_id), db=self._by_drg)
         self._bindings.remove(key, decision)
 
@@ -135,11 +124,11 @@ class DecisionRequirementsState(_Versioned):
 
     def put(self, drg: dict[str, Any]) -> None:
         key = drg["decisionRequirementsKey"]
-        self._put(key, drg["decisionRequirementsId"], drg["decisionRequirementsVersion"], drg)
+        self._put(key, drg)
 
     def remove(self, drg: dict[str, Any]) -> None:
         key = drg["decisionRequirementsKey"]
-        self._remove(key, drg["decisionRequirementsId"], drg["decisionRequirementsVersion"])
+        self._remove(key, drg)
 
 
 class FormState(_Versioned):
@@ -149,7 +138,7 @@ class FormState(_Versioned):
         super().__init__(sdb, "forms", "form_versions", "formId")
 
     def put(self, form: dict[str, Any]) -> None:
-        self._put(form["formKey"], form["formId"], form["version"], form)
+        self._put(form["formKey"], form)
 
     def remove(self, form: dict[str, Any]) -> None:
-        self._remove(form["formKey"], form["formId"], form["version"])
+        self._remove(form["formKey"], form)

@@ -10,6 +10,7 @@ import hashlib
 from collections.abc import Iterator
 from typing import Any
 
+from broker.protocol.values import TENANT
 from broker.state.db import StateDb, SubDb, Txn, pack, prefix_keys, prefix_scan, read_u64, u64, unpack
 from broker.state.element_instance import ElementInstance
 
@@ -36,6 +37,26 @@ def _text(text: str) -> bytes:
     if len(raw) <= MAX_TEXT_KEY_BYTES:
         return raw
     return _DIGEST + hashlib.sha256(raw).digest()
+
+
+_TENANT = b"\xfe"  # never in UTF-8 text either: another tenant's entry cannot equal or prefix the default tenant's
+
+
+def _scoped(tenant_id: str, text: str) -> bytes:
+    """A text that names something within a tenant (a process id, a message name, a job type), as part of an index key.
+
+    The default tenant's texts are kept as they are (the layout of states written before tenants existed); another
+    tenant's come behind a marker and the tenant id (letters, digits, ``_``, ``.``, ``-``: checked by the gateway), so
+    two tenants never share an entry and a prefix scan within one tenant never reaches another's.
+    """
+    if tenant_id == TENANT:
+        return _text(text)
+    return _TENANT + tenant_id.encode() + b"\0" + _text(text)
+
+
+def _tenant(value: dict[str, Any]) -> str:
+    """The tenant a stored record value belongs to (values written before tenants existed carry the default)."""
+    return value.get("tenantId") or TENANT
 
 
 def _hashed(*texts: str) -> bool:
@@ -113,6 +134,26 @@ class MetaState(_Repository):
         self.txn.delete(_META_PINNED_CLOCK, db=self._db)
 
 
+def _latest_version(
+    owner: Any, versions: SubDb, scoped_id: bytes, id_field: str, resource_id: str
+) -> dict[str, Any] | None:
+    """The highest version in an index keyed by (scoped id, u32 version) → key, read through ``owner.get``."""
+    cur = owner.txn.cursor(db=versions)
+    prefix = scoped_id + b"\0"
+    if cur.set_range(prefix + b"\xff\xff\xff\xff"):
+        if not cur.prev():
+            return None
+    elif not cur.last():
+        return None
+    k = cur.key()
+    if not k.startswith(prefix) or len(k) != len(prefix) + 4:
+        return None
+    found: dict[str, Any] | None = owner.get(read_u64(cur.value()))
+    if found is not None and found[id_field] != resource_id:
+        return None
+    return found
+
+
 class Bindings:
     """The binding indexes of a versioned resource (processes for call activities, decisions for business rule
     tasks): (id, version tag) → the latest version carrying the tag, (id, deployment key) → the version that
@@ -126,44 +167,44 @@ class Bindings:
         self._id_field = id_field
 
     @staticmethod
-    def _tag_key(resource_id: str, version_tag: str) -> bytes:
-        return b"T" + _text(resource_id) + b"\0" + _text(version_tag)
+    def _tag_key(tenant_id: str, resource_id: str, version_tag: str) -> bytes:
+        return b"T" + _scoped(tenant_id, resource_id) + b"\0" + _text(version_tag)
 
     @staticmethod
-    def _deployment_key(resource_id: str, deployment_key: int) -> bytes:
-        return b"D" + _text(resource_id) + b"\0" + u64(deployment_key)
+    def _deployment_key(tenant_id: str, resource_id: str, deployment_key: int) -> bytes:
+        return b"D" + _scoped(tenant_id, resource_id) + b"\0" + u64(deployment_key)
 
     def _bound(self, index_key: bytes, resource_id: str) -> dict[str, Any] | None:
         v = self._owner.txn.get(index_key, db=self._db)
         found = self._owner.get(read_u64(v)) if v is not None else None
         return found if found is not None and found[self._id_field] == resource_id else None
 
-    def with_version_tag(self, resource_id: str, version_tag: str) -> dict[str, Any] | None:
-        """The latest version of ``resource_id`` deployed with ``version_tag``."""
-        found = self._bound(self._tag_key(resource_id, version_tag), resource_id)
+    def with_version_tag(self, tenant_id: str, resource_id: str, version_tag: str) -> dict[str, Any] | None:
+        """The latest version of ``resource_id`` in the tenant deployed with ``version_tag``."""
+        found = self._bound(self._tag_key(tenant_id, resource_id, version_tag), resource_id)
         return found if found is not None and found.get("versionTag") == version_tag else None
 
-    def in_deployment(self, resource_id: str, deployment_key: int) -> dict[str, Any] | None:
-        """The version of ``resource_id`` that deployment ``deployment_key`` created."""
-        return self._bound(self._deployment_key(resource_id, deployment_key), resource_id)
+    def in_deployment(self, tenant_id: str, resource_id: str, deployment_key: int) -> dict[str, Any] | None:
+        """The version of ``resource_id`` in the tenant that deployment ``deployment_key`` created."""
+        return self._bound(self._deployment_key(tenant_id, resource_id, deployment_key), resource_id)
 
     def add(self, key: int, value: dict[str, Any]) -> None:
         """Index a newly stored version."""
-        resource_id, txn = value[self._id_field], self._owner.txn
+        resource_id, tenant_id, txn = value[self._id_field], _tenant(value), self._owner.txn
         if value.get("deploymentKey", -1) > 0:
-            txn.put(self._deployment_key(resource_id, value["deploymentKey"]), u64(key), db=self._db)
+            txn.put(self._deployment_key(tenant_id, resource_id, value["deploymentKey"]), u64(key), db=self._db)
         tag = value.get("versionTag")
         if tag:
-            tagged = self.with_version_tag(resource_id, tag)
+            tagged = self.with_version_tag(tenant_id, resource_id, tag)
             if tagged is None or tagged["version"] <= value["version"]:
-                txn.put(self._tag_key(resource_id, tag), u64(key), db=self._db)
+                txn.put(self._tag_key(tenant_id, resource_id, tag), u64(key), db=self._db)
 
     def remove(self, key: int, value: dict[str, Any]) -> None:
         """Drop the indexes that point at this (deleted) version."""
-        resource_id, txn = value[self._id_field], self._owner.txn
-        indexes = [self._tag_key(resource_id, value.get("versionTag") or "")]
+        resource_id, tenant_id, txn = value[self._id_field], _tenant(value), self._owner.txn
+        indexes = [self._tag_key(tenant_id, resource_id, value.get("versionTag") or "")]
         if value.get("deploymentKey", -1) > 0:
-            indexes.append(self._deployment_key(resource_id, value["deploymentKey"]))
+            indexes.append(self._deployment_key(tenant_id, resource_id, value["deploymentKey"]))
         for index in indexes:
             v = txn.get(index, db=self._db)
             if v is not None and read_u64(v) == key:
@@ -171,12 +212,12 @@ class Bindings:
 
 
 class ProcessState(_Repository):
-    """Deployed process definitions, by key, by (process id, version), and for call activities' bindings by
-    (process id, version tag) (the latest version carrying the tag) and (process id, deployment key).
+    """Deployed process definitions, by key, by (tenant, process id, version), and for call activities' bindings by
+    (tenant, process id, version tag) (the latest version carrying the tag) and (tenant, process id, deployment key).
 
-    Also kept: the highest version each process id ever had (as in Zeebe, a version is never given twice, even after
-    its definition was deleted) and how many process instances of each definition run (a definition with running
-    instances cannot be deleted).
+    Also kept: the highest version each process id of a tenant ever had (as in Zeebe, a version is never given twice,
+    even after its definition was deleted) and how many process instances of each definition run (a definition with
+    running instances cannot be deleted). Each tenant has its own versions of a process id.
     """
 
     def __init__(self, sdb: StateDb) -> None:
@@ -186,24 +227,24 @@ class ProcessState(_Repository):
         self._highest = sdb.dbs["process_highest_versions"]
         self._running = sdb.dbs["process_running_instances"]
 
-    def with_version_tag(self, process_id: str, version_tag: str) -> dict[str, Any] | None:
+    def with_version_tag(self, tenant_id: str, process_id: str, version_tag: str) -> dict[str, Any] | None:
         """The latest version of ``process_id`` deployed with ``version_tag``."""
-        return self._bindings.with_version_tag(process_id, version_tag)
+        return self._bindings.with_version_tag(tenant_id, process_id, version_tag)
 
-    def in_deployment(self, process_id: str, deployment_key: int) -> dict[str, Any] | None:
+    def in_deployment(self, tenant_id: str, process_id: str, deployment_key: int) -> dict[str, Any] | None:
         """The version of ``process_id`` that deployment ``deployment_key`` created."""
-        return self._bindings.in_deployment(process_id, deployment_key)
+        return self._bindings.in_deployment(tenant_id, process_id, deployment_key)
 
     @staticmethod
-    def _version_key(process_id: str, version: int) -> bytes:
-        return _text(process_id) + b"\0" + version.to_bytes(4, "big")
+    def _version_key(tenant_id: str, process_id: str, version: int) -> bytes:
+        return _scoped(tenant_id, process_id) + b"\0" + version.to_bytes(4, "big")
 
     def get(self, key: int) -> dict[str, Any] | None:
         v = self.txn.get(u64(key), db=self._db)
         return unpack(v) if v else None
 
-    def key_of(self, process_id: str, version: int) -> int | None:
-        v = self.txn.get(self._version_key(process_id, version), db=self._versions)
+    def key_of(self, tenant_id: str, process_id: str, version: int) -> int | None:
+        v = self.txn.get(self._version_key(tenant_id, process_id, version), db=self._versions)
         if v is None:
             return None
         key = read_u64(v)
@@ -211,26 +252,13 @@ class ProcessState(_Repository):
             return None
         return key
 
-    def latest(self, process_id: str) -> dict[str, Any] | None:
-        cur = self.txn.cursor(db=self._versions)
-        prefix = _text(process_id) + b"\0"
-        if cur.set_range(prefix + b"\xff\xff\xff\xff"):
-            if not cur.prev():
-                return None
-        elif not cur.last():
-            return None
-        k = cur.key()
-        if not k.startswith(prefix) or len(k) != len(prefix) + 4:
-            return None
-        found = self.get(read_u64(cur.value()))
-        if found is not None and found["bpmnProcessId"] != process_id:
-            return None
-        return found
+    def latest(self, tenant_id: str, process_id: str) -> dict[str, Any] | None:
+        return _latest_version(self, self._versions, _scoped(tenant_id, process_id), "bpmnProcessId", process_id)
 
-    def version_before(self, process_id: str, version: int) -> dict[str, Any] | None:
+    def version_before(self, tenant_id: str, process_id: str, version: int) -> dict[str, Any] | None:
         """The highest stored version of ``process_id`` below ``version`` (deleted versions leave gaps)."""
         cur = self.txn.cursor(db=self._versions)
-        prefix = _text(process_id) + b"\0"
+        prefix = _scoped(tenant_id, process_id) + b"\0"
         if cur.set_range(prefix + max(version, 0).to_bytes(4, "big")):
             if not cur.prev():
                 return None
@@ -242,29 +270,30 @@ class ProcessState(_Repository):
         found = self.get(read_u64(cur.value()))
         return found if found is not None and found["bpmnProcessId"] == process_id else None
 
-    def next_version(self, process_id: str) -> int:
-        """The version a new deployment of ``process_id`` gets: one above any it ever had."""
-        latest = self.latest(process_id)
-        return max(self._highest_version(process_id), latest["version"] if latest is not None else 0) + 1
+    def next_version(self, tenant_id: str, process_id: str) -> int:
+        """The version a new deployment of ``process_id`` in the tenant gets: one above any it ever had."""
+        latest = self.latest(tenant_id, process_id)
+        return max(self._highest_version(tenant_id, process_id), latest["version"] if latest is not None else 0) + 1
 
-    def _highest_version(self, process_id: str) -> int:
-        v = self.txn.get(_text(process_id), db=self._highest)
+    def _highest_version(self, tenant_id: str, process_id: str) -> int:
+        v = self.txn.get(_scoped(tenant_id, process_id), db=self._highest)
         highest = unpack(v) if v else None
         return highest[1] if highest is not None and highest[0] == process_id else 0
 
     def put(self, process: dict[str, Any]) -> None:
         key, process_id = process["processDefinitionKey"], process["bpmnProcessId"]
+        tenant_id = _tenant(process)
         self.txn.put(u64(key), pack(process), db=self._db)
-        self.txn.put(self._version_key(process_id, process["version"]), u64(key), db=self._versions)
+        self.txn.put(self._version_key(tenant_id, process_id, process["version"]), u64(key), db=self._versions)
         self._bindings.add(key, process)
-        if process["version"] > self._highest_version(process_id):
-            self.txn.put(_text(process_id), pack([process_id, process["version"]]), db=self._highest)
+        if process["version"] > self._highest_version(tenant_id, process_id):
+            self.txn.put(_scoped(tenant_id, process_id), pack([process_id, process["version"]]), db=self._highest)
 
     def remove(self, process: dict[str, Any]) -> None:
         """Forget a deleted definition; its version stays taken."""
         key = process["processDefinitionKey"]
         self.txn.delete(u64(key), db=self._db)
-        index = self._version_key(process["bpmnProcessId"], process["version"])
+        index = self._version_key(_tenant(process), process["bpmnProcessId"], process["version"])
         v = self.txn.get(index, db=self._versions)
         if v is not None and read_u64(v) == key:
             self.txn.delete(index, db=self._versions)
@@ -409,10 +438,11 @@ class JobState(_Repository):
         v = self.txn.get(u64(key), db=self._db)
         return unpack(v) if v else None
 
-    def activatable_keys(self, job_type: str, limit: int) -> list[int]:
-        out = []
+    def activatable_keys(self, tenant_id: str, job_type: str, limit: int) -> list[int]:
+        """Up to ``limit`` activatable jobs of ``job_type`` in the tenant, oldest first."""
+        out: list[int] = []
         exact = _hashed(job_type)
-        for k in prefix_keys(self.txn, self._activatable, _text(job_type) + b"\0"):
+        for k in prefix_keys(self.txn, self._activatable, _scoped(tenant_id, job_type) + b"\0"):
             key = read_u64(k, len(k) - 8)
             if exact:
                 job = self.get(key)
@@ -433,12 +463,13 @@ class JobState(_Repository):
     def _due(self, db: SubDb, timestamp: int, limit: int) -> list[tuple[int, int]]:
         return due_entries(self.txn, db, timestamp, limit)
 
-    def _index_key(self, job_type: str, key: int) -> bytes:
-        return _text(job_type) + b"\0" + u64(key)
+    @staticmethod
+    def _index_key(value: dict[str, Any], key: int) -> bytes:
+        return _scoped(_tenant(value), value["type"]) + b"\0" + u64(key)
 
     def _clear_indexes(self, key: int, job: dict[str, Any]) -> None:
         value = job["value"]
-        self.txn.delete(self._index_key(value["type"], key), db=self._activatable)
+        self.txn.delete(self._index_key(value, key), db=self._activatable)
         if value.get("deadline", -1) > 0:
             self.txn.delete(u64(value["deadline"]) + u64(key), db=self._deadlines)
         if value.get("recurringTime", -1) > 0:
@@ -451,7 +482,7 @@ class JobState(_Repository):
             self._clear_indexes(key, old)
         self.txn.put(u64(key), pack({"state": state, "value": value}), db=self._db)
         if state == self.ACTIVATABLE:
-            self.txn.put(self._index_key(value["type"], key), b"", db=self._activatable)
+            self.txn.put(self._index_key(value, key), b"", db=self._activatable)
         elif state == self.ACTIVATED and value.get("deadline", -1) > 0:
             self.txn.put(u64(value["deadline"]) + u64(key), b"", db=self._deadlines)
         elif state == self.FAILED and value.get("recurringTime", -1) > 0:
@@ -714,8 +745,8 @@ class TimerState(_Repository):
         return due_entries(self.txn, self._due, timestamp, limit)
 
 
-def _name_key(name: str, correlation_key: str) -> bytes:
-    return _text(name) + b"\0" + _text(correlation_key) + b"\0"
+def _name_key(tenant_id: str, name: str, correlation_key: str) -> bytes:
+    return _scoped(tenant_id, name) + b"\0" + _text(correlation_key) + b"\0"
 
 
 def _same_message(value: dict[str, Any] | None, name: str, correlation_key: str) -> bool:
@@ -742,10 +773,10 @@ class MessageState(_Repository):
 
     @staticmethod
     def _id_key(value: dict[str, Any]) -> bytes:
-        return _name_key(value["name"], value["correlationKey"]) + _text(value["messageId"])
+        return _name_key(_tenant(value), value["name"], value["correlationKey"]) + _text(value["messageId"])
 
-    def key_of_id(self, name: str, correlation_key: str, message_id: str) -> int | None:
-        v = self.txn.get(_name_key(name, correlation_key) + _text(message_id), db=self._ids)
+    def key_of_id(self, tenant_id: str, name: str, correlation_key: str, message_id: str) -> int | None:
+        v = self.txn.get(_name_key(tenant_id, name, correlation_key) + _text(message_id), db=self._ids)
         if v is None:
             return None
         key = read_u64(v)
@@ -762,7 +793,8 @@ class MessageState(_Repository):
     def put(self, key: int, value: dict[str, Any]) -> None:
         self.txn.put(u64(key), pack(value), db=self._db)
         self.txn.put(u64(value["deadline"]) + u64(key), b"", db=self._deadlines)
-        self.txn.put(_name_key(value["name"], value["correlationKey"]) + u64(key), b"", db=self._by_name)
+        by_name = _name_key(_tenant(value), value["name"], value["correlationKey"]) + u64(key)
+        self.txn.put(by_name, b"", db=self._by_name)
         if value.get("messageId"):
             self.txn.put(self._id_key(value), u64(key), db=self._ids)
 
@@ -772,15 +804,15 @@ class MessageState(_Repository):
             return
         self.txn.delete(u64(key), db=self._db)
         self.txn.delete(u64(value["deadline"]) + u64(key), db=self._deadlines)
-        self.txn.delete(_name_key(value["name"], value["correlationKey"]) + u64(key), db=self._by_name)
+        self.txn.delete(_name_key(_tenant(value), value["name"], value["correlationKey"]) + u64(key), db=self._by_name)
         if value.get("messageId"):
             self.txn.delete(self._id_key(value), db=self._ids)
         for k in list(prefix_keys(self.txn, self._correlations, u64(key))):
             self.txn.delete(k, db=self._correlations)
 
-    def keys_for(self, name: str, correlation_key: str) -> list[int]:
-        """Buffered messages with this name and correlation key, oldest first."""
-        prefix = _name_key(name, correlation_key)
+    def keys_for(self, tenant_id: str, name: str, correlation_key: str) -> list[int]:
+        """Buffered messages of the tenant with this name and correlation key, oldest first."""
+        prefix = _name_key(tenant_id, name, correlation_key)
         keys = [read_u64(k, len(prefix)) for k in prefix_keys(self.txn, self._by_name, prefix)]
         if _hashed(name, correlation_key):
             keys = [k for k in keys if _same_message(self.get(k), name, correlation_key)]
@@ -820,17 +852,19 @@ class MessageSubscriptionState(_Repository):
     def put(self, value: dict[str, Any]) -> None:
         eik, name = value["elementInstanceKey"], value["messageName"]
         self.txn.put(self._key(eik, name), pack(value), db=self._db)
-        self.txn.put(_name_key(name, value["correlationKey"]) + u64(eik), b"", db=self._by_name)
+        self.txn.put(_name_key(_tenant(value), name, value["correlationKey"]) + u64(eik), b"", db=self._by_name)
 
     def remove(self, element_instance_key: int, name: str) -> None:
         value = self.get(element_instance_key, name)
         if value is None:
             return
         self.txn.delete(self._key(element_instance_key, name), db=self._db)
-        self.txn.delete(_name_key(name, value["correlationKey"]) + u64(element_instance_key), db=self._by_name)
+        index = _name_key(_tenant(value), name, value["correlationKey"]) + u64(element_instance_key)
+        self.txn.delete(index, db=self._by_name)
 
-    def for_correlation(self, name: str, correlation_key: str) -> list[dict[str, Any]]:
-        prefix = _name_key(name, correlation_key)
+    def for_correlation(self, tenant_id: str, name: str, correlation_key: str) -> list[dict[str, Any]]:
+        """The tenant's subscriptions waiting for a message with this name and correlation key."""
+        prefix = _name_key(tenant_id, name, correlation_key)
         out = []
         for k in prefix_keys(self.txn, self._by_name, prefix):
             found = self.get(read_u64(k, len(prefix)), name)
@@ -868,38 +902,44 @@ class MessageStartState(_Repository):
         super().__init__(sdb, "message_start_subscriptions")
         self._instances = sdb.dbs["message_start_instances"]
 
+    @staticmethod
+    def _key(value: dict[str, Any]) -> bytes:
+        return _scoped(_tenant(value), value["messageName"]) + b"\0" + u64(value["processDefinitionKey"])
+
     def put(self, value: dict[str, Any]) -> None:
-        key = _text(value["messageName"]) + b"\0" + u64(value["processDefinitionKey"])
-        self.txn.put(key, pack(value), db=self._db)
+        self.txn.put(self._key(value), pack(value), db=self._db)
 
-    def remove(self, name: str, process_definition_key: int) -> None:
-        self.txn.delete(_text(name) + b"\0" + u64(process_definition_key), db=self._db)
+    def remove(self, value: dict[str, Any]) -> None:
+        self.txn.delete(self._key(value), db=self._db)
 
-    def for_name(self, name: str) -> list[dict[str, Any]]:
-        found = [unpack(v) for _, v in prefix_scan(self.txn, self._db, _text(name) + b"\0")]
+    def for_name(self, tenant_id: str, name: str) -> list[dict[str, Any]]:
+        """The tenant's processes that a message with this name starts."""
+        found = [unpack(v) for _, v in prefix_scan(self.txn, self._db, _scoped(tenant_id, name) + b"\0")]
         return [f for f in found if f["messageName"] == name]
 
-    def for_process(self, process_id: str) -> list[dict[str, Any]]:
-        return [unpack(v) for _, v in self.txn.cursor(db=self._db) if unpack(v)["bpmnProcessId"] == process_id]
+    def for_process(self, tenant_id: str, process_id: str) -> list[dict[str, Any]]:
+        found = (unpack(v) for _, v in self.txn.cursor(db=self._db))
+        return [f for f in found if f["bpmnProcessId"] == process_id and _tenant(f) == tenant_id]
 
     @staticmethod
-    def _lock(process_id: str, correlation_key: str) -> bytes:
-        return b"K" + _text(process_id) + b"\0" + _text(correlation_key)
+    def _lock(tenant_id: str, process_id: str, correlation_key: str) -> bytes:
+        return b"K" + _scoped(tenant_id, process_id) + b"\0" + _text(correlation_key)
 
-    def active_instance(self, process_id: str, correlation_key: str) -> int | None:
-        v = self.txn.get(self._lock(process_id, correlation_key), db=self._instances)
+    def active_instance(self, tenant_id: str, process_id: str, correlation_key: str) -> int | None:
+        v = self.txn.get(self._lock(tenant_id, process_id, correlation_key), db=self._instances)
         if v is None:
             return None
         key = read_u64(v)
         if _hashed(process_id, correlation_key):
             held = self.txn.get(b"I" + u64(key), db=self._instances)
-            if held is None or unpack(held) != [process_id, correlation_key]:
+            if held is None or unpack(held)[:2] != [process_id, correlation_key]:
                 return None
         return key
 
-    def lock(self, process_id: str, correlation_key: str, instance_key: int) -> None:
-        self.txn.put(self._lock(process_id, correlation_key), u64(instance_key), db=self._instances)
-        self.txn.put(b"I" + u64(instance_key), pack([process_id, correlation_key]), db=self._instances)
+    def lock(self, tenant_id: str, process_id: str, correlation_key: str, instance_key: int) -> None:
+        self.txn.put(self._lock(tenant_id, process_id, correlation_key), u64(instance_key), db=self._instances)
+        held = [process_id, correlation_key] if tenant_id == TENANT else [process_id, correlation_key, tenant_id]
+        self.txn.put(b"I" + u64(instance_key), pack(held), db=self._instances)
 
     def correlation_key_of(self, instance_key: int) -> str | None:
         """The correlation key of the message that started this instance at a message start event, if it holds one."""
@@ -910,9 +950,9 @@ class MessageStartState(_Repository):
         v = self.txn.get(b"I" + u64(instance_key), db=self._instances)
         if v is None:
             return
-        process_id, correlation_key = unpack(v)
+        process_id, correlation_key, *tenant = unpack(v)
         self.txn.delete(b"I" + u64(instance_key), db=self._instances)
-        self.txn.delete(self._lock(process_id, correlation_key), db=self._instances)
+        self.txn.delete(self._lock(tenant[0] if tenant else TENANT, process_id, correlation_key), db=self._instances)
 
 
 class OutboxState(_Repository):
@@ -965,28 +1005,29 @@ class SignalSubscriptionState(_Repository):
         return key if key > 0 else value["processDefinitionKey"]
 
     @staticmethod
-    def _key(name: str, owner: int, element_id: str) -> bytes:
-        return _text(name) + b"\0" + u64(owner) + _text(element_id)
+    def _key(tenant_id: str, name: str, owner: int, element_id: str) -> bytes:
+        return _scoped(tenant_id, name) + b"\0" + u64(owner) + _text(element_id)
 
     def put(self, value: dict[str, Any]) -> None:
         owner = self.owner(value)
-        key = self._key(value["signalName"], owner, value["catchEventId"])
+        key = self._key(_tenant(value), value["signalName"], owner, value["catchEventId"])
         self.txn.put(key, pack(value), db=self._db)
         self.txn.put(u64(owner) + key, b"", db=self._by_owner)
 
     def remove(self, value: dict[str, Any]) -> None:
         owner = self.owner(value)
-        key = self._key(value["signalName"], owner, value["catchEventId"])
+        key = self._key(_tenant(value), value["signalName"], owner, value["catchEventId"])
         self.txn.delete(key, db=self._db)
         self.txn.delete(u64(owner) + key, db=self._by_owner)
 
-    def get(self, name: str, owner: int, element_id: str) -> dict[str, Any] | None:
-        v = self.txn.get(self._key(name, owner, element_id), db=self._db)
+    def get(self, tenant_id: str, name: str, owner: int, element_id: str) -> dict[str, Any] | None:
+        v = self.txn.get(self._key(tenant_id, name, owner, element_id), db=self._db)
         found = unpack(v) if v else None
         return found if found is not None and found["signalName"] == name else None
 
-    def for_name(self, name: str) -> list[dict[str, Any]]:
-        found = [unpack(v) for _, v in prefix_scan(self.txn, self._db, _text(name) + b"\0")]
+    def for_name(self, tenant_id: str, name: str) -> list[dict[str, Any]]:
+        """The tenant's subscriptions to the signal ``name``."""
+        found = [unpack(v) for _, v in prefix_scan(self.txn, self._db, _scoped(tenant_id, name) + b"\0")]
         return [f for f in found if f["signalName"] == name]
 
     def of_owner(self, owner: int) -> list[dict[str, Any]]:

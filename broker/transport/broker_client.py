@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import asyncio
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
 from broker.protocol.enums import ValueType
 from broker.protocol.record import Record
+from broker.protocol.values import TENANT
 from broker.stream.partition import Partition, PartitionUnavailableError
 
 JobsAvailableListener = Callable[[int, set[str]], None]
@@ -67,7 +68,13 @@ class BrokerClient(Protocol):
     def add_jobs_available_listener(self, listener: JobsAvailableListener) -> None: ...
 
     def open_job_stream(
-        self, job_type: str, worker: str, timeout: int, fetch_variables: list[str], sink: JobSink
+        self,
+        job_type: str,
+        worker: str,
+        timeout: int,
+        fetch_variables: list[str],
+        sink: JobSink,
+        tenant_ids: Sequence[str] = (TENANT,),
     ) -> JobStreamHandle: ...
 
     def topology(self) -> Topology: ...
@@ -118,11 +125,17 @@ class LocalBrokerClient:
             partition.jobs_available_listeners.append(functools.partial(listener, pid))
 
     def open_job_stream(
-        self, job_type: str, worker: str, timeout: int, fetch_variables: list[str], sink: JobSink
+        self,
+        job_type: str,
+        worker: str,
+        timeout: int,
+        fetch_variables: list[str],
+        sink: JobSink,
+        tenant_ids: Sequence[str] = (TENANT,),
     ) -> JobStreamHandle:
         registrations = []
         for partition in self._partitions.values():
-            stream = partition.job_streams.add(job_type, worker, timeout, fetch_variables)
+            stream = partition.job_streams.add(job_type, worker, timeout, fetch_variables, tenant_ids)
             partition.job_stream_sinks[stream.stream_id] = sink
             registrations.append((partition, stream.stream_id))
         return _LocalStream(registrations)

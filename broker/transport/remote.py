@@ -13,7 +13,7 @@ import contextlib
 import functools
 import itertools
 import logging
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any
 
 import grpc
@@ -25,6 +25,7 @@ from broker.protocol.documents import InvalidDocumentError
 from broker.protocol.enums import JobIntent, ValueType
 from broker.protocol.keys import partition_of
 from broker.protocol.record import Record
+from broker.protocol.values import TENANT
 from broker.stream.partition import BackpressureError, PartitionUnavailableError
 from broker.transport.broker_client import (
     BrokerInfo,
@@ -343,9 +344,23 @@ class RemoteBrokerClient:
             await asyncio.sleep(0.5)
 
     def open_job_stream(
-        self, job_type: str, worker: str, timeout: int, fetch_variables: list[str], sink: JobSink
+        self,
+        job_type: str,
+        worker: str,
+        timeout: int,
+        fetch_variables: list[str],
+        sink: JobSink,
+        tenant_ids: Sequence[str] = (TENANT,),
     ) -> _RemoteStream:
-        request = _pack({"type": job_type, "worker": worker, "timeout": timeout, "fetch": fetch_variables})
+        request = _pack(
+            {
+                "type": job_type,
+                "worker": worker,
+                "timeout": timeout,
+                "fetch": fetch_variables,
+                "tenantIds": list(tenant_ids),
+            }
+        )
 
         async def pump(broker: _Broker) -> None:
             while True:

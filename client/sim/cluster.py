@@ -14,7 +14,7 @@ import asyncio
 import contextlib
 import functools
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,6 +23,7 @@ from typing import Any
 from broker.log import LogBlock, LogStorage, MemoryLog
 from broker.protocol.enums import ValueType
 from broker.protocol.record import Record
+from broker.protocol.values import TENANT
 from broker.raft import RaftConfig
 from broker.raft.sim_world import LinkFaults, NodeEnv
 from broker.raft.sim_world import SimNetwork as RaftNetwork
@@ -469,9 +470,15 @@ class SimBrokerClient:
         self.cluster.jobs_listeners.append(listener)
 
     def open_job_stream(
-        self, job_type: str, worker: str, timeout: int, fetch_variables: list[str], sink: JobSink
+        self,
+        job_type: str,
+        worker: str,
+        timeout: int,
+        fetch_variables: list[str],
+        sink: JobSink,
+        tenant_ids: Sequence[str] = (TENANT,),
     ) -> SimJobStream:
-        return SimJobStream(self.cluster, job_type, worker, timeout, fetch_variables, sink)
+        return SimJobStream(self.cluster, job_type, worker, timeout, fetch_variables, sink, tenant_ids)
 
     def topology(self) -> Topology:
         brokers = [
@@ -501,7 +508,14 @@ class SimJobStream:
     REGISTER_EVERY_S = 0.5
 
     def __init__(
-        self, cluster: SimCluster, job_type: str, worker: str, timeout: int, fetch_variables: list[str], sink: JobSink
+        self,
+        cluster: SimCluster,
+        job_type: str,
+        worker: str,
+        timeout: int,
+        fetch_variables: list[str],
+        sink: JobSink,
+        tenant_ids: Sequence[str] = (TENANT,),
     ) -> None:
         self.cluster = cluster
         self.job_type = job_type
@@ -509,6 +523,7 @@ class SimJobStream:
         self.timeout = timeout
         self.fetch_variables = list(fetch_variables)
         self.sink = sink
+        self.tenant_ids = tuple(tenant_ids)
         self.open = True
         self.pushed = 0
         self._registered: dict[tuple[int, int], tuple[Partition, int]] = {}  # (broker, partition) → stream there
@@ -530,7 +545,9 @@ class SimJobStream:
                 held = self._registered.get((node, pid))
                 if held is not None and held[0] is partition:
                     continue
-                stream = partition.job_streams.add(self.job_type, self.worker, self.timeout, self.fetch_variables)
+                stream = partition.job_streams.add(
+                    self.job_type, self.worker, self.timeout, self.fetch_variables, self.tenant_ids
+                )
                 partition.job_stream_sinks[stream.stream_id] = functools.partial(self._push, node)
                 self._registered[(node, pid)] = (partition, stream.stream_id)
 

@@ -21,8 +21,6 @@ from gateway.commands import (
     ActivateInstruction,
     GatewayCommands,
     MoveInstruction,
-    check_tenant,
-    check_tenants,
     check_variables,
     invalid,
 )
@@ -33,7 +31,9 @@ from gateway.rest.shapes import business_fields
 
 #: Camunda's default physical tenant: Weir has only that one.
 PHYSICAL_TENANT = "default"
-TENANT_FIELD = Field("string", "The tenant; only <default> (multi-tenancy is disabled)")
+TENANT_FIELD = Field(
+    "string", "The tenant: required with gateway.multiTenancy.enabled; without, only <default> (or none) is accepted"
+)
 VARIABLES_FIELD = Field("object", "Variables as a JSON object")
 OPERATION_REFERENCE = Field(
     "integer", "A reference echoed by Camunda for batch tracking; accepted and ignored", minimum=1
@@ -530,7 +530,10 @@ ACTIVATE_JOBS = Body(
         "requestTimeout": Field(
             "integer", "Milliseconds to long-poll for jobs (0: the gateway's default, negative: no waiting)"
         ),
-        "tenantIds": Field("strings", "Tenants to activate jobs of; only <default>"),
+        "tenantIds": Field(
+            "strings",
+            "Tenants to activate jobs of: required with gateway.multiTenancy.enabled; without, only <default>",
+        ),
     }
 )
 COMPLETE_JOB = Body(
@@ -718,8 +721,9 @@ class CommandRoutes:
                 f"'{request.content_type}'"
             )
         async with receiving_body(request):
-            resources = await self._read_resources(request)
-        rec = await self.commands.deploy(resources)
+            resources, tenant_id = await self._read_resources(request)
+        tenant = self.commands.tenant("Deploy Resources", tenant_id)
+        rec = await self.commands.deploy(resources, tenant)
         value = rec.value
         deployments: list[dict[str, Any]] = [
             {
@@ -727,7 +731,7 @@ class CommandRoutes:
                     "processDefinitionId": m["bpmnProcessId"],
                     "processDefinitionVersion": m["version"],
                     "resourceName": m["resourceName"],
-                    "tenantId": TENANT,
+                    "tenantId": tenant,
                     "processDefinitionKey": _key(m["processDefinitionKey"]),
                 }
             }
@@ -739,7 +743,7 @@ class CommandRoutes:
                     "decisionDefinitionId": m["decisionId"],
                     "version": m["version"],
                     "name": m["decisionName"],
-                    "tenantId": TENANT,
+                    "tenantId": tenant,
                     "decisionRequirementsId": m["decisionRequirementsId"],
                     "decisionDefinitionKey": _key(m["decisionKey"]),
                     "decisionRequirementsKey": _key(m["decisionRequirementsKey"]),
@@ -753,7 +757,7 @@ class CommandRoutes:
                     "decisionRequirementsId": m["decisionRequirementsId"],
                     "version": m["decisionRequirementsVersion"],
                     "decisionRequirementsName": m["decisionRequirementsName"],
-                    "tenantId": TENANT,
+                    "tenantId": tenant,
                     "resourceName": m["resourceName"],
                     "decisionRequirementsKey": _key(m["decisionRequirementsKey"]),
                 }
@@ -766,7 +770,7 @@ class CommandRoutes:
                     "formId": m["formId"],
                     "version": m["version"],
                     "resourceName": m["resourceName"],
-                    "tenantId": TENANT,
+                    "tenantId": tenant,
                     "formKey": _key(m["formKey"]),
                 }
             }
@@ -774,11 +778,13 @@ class CommandRoutes:
         ]
         # 8.9 names every kind on each item, null but the one deployed
         deployments = [{**dict.fromkeys(DEPLOYMENT_KINDS), **item} for item in deployments]
-        return json_response({"deploymentKey": _key(rec.key), "tenantId": TENANT, "deployments": deployments})
+        return json_response({"deploymentKey": _key(rec.key), "tenantId": tenant, "deployments": deployments})
 
-    async def _read_resources(self, request: web.Request) -> list[tuple[str, bytes]]:
-        """The files of a multipart deployment body ('resources' parts), within the resource size bound."""
+    async def _read_resources(self, request: web.Request) -> tuple[list[tuple[str, bytes]], str]:
+        """The files of a multipart deployment body ('resources' parts), within the resource size bound, and the
+        tenant its 'tenantId' part names ("" when none)."""
         resources: list[tuple[str, bytes]] = []
+        tenant_id = ""
         total = 0
         try:
             reader = await request.multipart()
@@ -786,7 +792,8 @@ class CommandRoutes:
                 if not isinstance(part, BodyPartReader):
                     invalid("Expected flat form parts, but got a nested multipart part")
                 if part.name == "tenantId":
-                    check_tenant((await part.text()).strip())
+                    tenant_id = (await part.text()).strip()
+                    self.commands.tenant("Deploy Resources", tenant_id)
                     continue
                 if part.name != "resources":
                     invalid(f"Unknown form part '{part.name}'; the parts are: resources, tenantId")
@@ -803,7 +810,7 @@ class CommandRoutes:
                 resources.append((name, bytes(content)))
         except (ValueError, AssertionError, HttpProcessingError) as e:
             invalid(f"Expected a valid multipart/form-data body, but it is not: {e}")
-        return resources
+        return resources, tenant_id
 
     async def delete_resource(self, request: web.Request) -> web.Response:
         await read_json(request, OPERATION_ONLY, optional=True)
@@ -815,7 +822,7 @@ class CommandRoutes:
 
     async def create_process_instance(self, request: web.Request) -> web.Response:
         body = await read_json(request, CREATE_INSTANCE)
-        check_tenant(body.get("tenantId", ""))
+        tenant = self.commands.tenant("Create Process Instance", body.get("tenantId", ""))
         if "processDefinitionKey" in body and "processDefinitionId" in body:
             invalid("Expected either 'processDefinitionId' or 'processDefinitionKey', but both given")
         if "processDefinitionKey" not in body and not body.get("processDefinitionId"):
@@ -834,12 +841,13 @@ class CommandRoutes:
             business_id=body.get("businessId", ""),
             tags=body.get("tags"),
             start_instructions=[i["elementId"] for i in body.get("startInstructions") or []],
+            tenant_id=tenant,
         )
         v = rec.value
         response = {
             "processDefinitionId": v["bpmnProcessId"],
             "processDefinitionVersion": v["version"],
-            "tenantId": TENANT,
+            "tenantId": v.get("tenantId") or tenant,
             "variables": (v.get("variables") or {}) if await_completion else {},
             "processDefinitionKey": _key(v["processDefinitionKey"]),
             "processInstanceKey": _key(v["processInstanceKey"]),
@@ -921,7 +929,7 @@ class CommandRoutes:
 
     async def activate_jobs(self, request: web.Request) -> web.StreamResponse:
         body = await read_json(request, ACTIVATE_JOBS)
-        check_tenants(body.get("tenantIds", []))
+        tenants = self.commands.tenants("Activate Jobs", body.get("tenantIds", []))
         activated: list[tuple[int, dict]] = []
         batches = self.commands.activate_jobs(
             body["type"],
@@ -930,6 +938,7 @@ class CommandRoutes:
             body["maxJobsToActivate"],
             body.get("fetchVariable", []),
             body.get("requestTimeout", 0),
+            tenant_ids=tenants,
         )
         try:
             async for batch in batches:
@@ -1004,25 +1013,26 @@ class CommandRoutes:
 
     async def publish_message(self, request: web.Request) -> web.Response:
         body = await read_json(request, PUBLISH_MESSAGE)
-        check_tenant(body.get("tenantId", ""))
+        tenant = self.commands.tenant("Publish Message", body.get("tenantId", ""))
         rec = await self.commands.publish_message(
             body["name"],
             body.get("correlationKey", ""),
             body.get("timeToLive", 0),
             body.get("messageId", ""),
             check_variables(body.get("variables")),
+            tenant,
         )
-        return json_response({"tenantId": TENANT, "messageKey": _key(rec.key)})
+        return json_response({"tenantId": tenant, "messageKey": _key(rec.key)})
 
     async def correlate_message(self, request: web.Request) -> web.Response:
         body = await read_json(request, CORRELATE_MESSAGE)
-        check_tenant(body.get("tenantId", ""))
+        tenant = self.commands.tenant("Correlate Message", body.get("tenantId", ""))
         rec = await self.commands.correlate_message(
-            body["name"], body.get("correlationKey", ""), check_variables(body.get("variables"))
+            body["name"], body.get("correlationKey", ""), check_variables(body.get("variables")), tenant
         )
         return json_response(
             {
-                "tenantId": TENANT,
+                "tenantId": tenant,
                 "messageKey": _key(rec.key),
                 "processInstanceKey": _key(rec.value["processInstanceKey"]),
             }
@@ -1030,19 +1040,20 @@ class CommandRoutes:
 
     async def broadcast_signal(self, request: web.Request) -> web.Response:
         body = await read_json(request, BROADCAST_SIGNAL)
-        check_tenant(body.get("tenantId", ""))
-        rec = await self.commands.broadcast_signal(body["signalName"], check_variables(body.get("variables")))
-        return json_response({"tenantId": TENANT, "signalKey": _key(rec.key)})
+        tenant = self.commands.tenant("Broadcast Signal", body.get("tenantId", ""))
+        rec = await self.commands.broadcast_signal(body["signalName"], check_variables(body.get("variables")), tenant)
+        return json_response({"tenantId": tenant, "signalKey": _key(rec.key)})
 
     async def evaluate_decision(self, request: web.Request) -> web.Response:
         body = await read_json(request, EVALUATE_DECISION)
-        check_tenant(body.get("tenantId", ""))
+        tenant = self.commands.tenant("Evaluate Decision", body.get("tenantId", ""))
         if "decisionDefinitionId" in body and "decisionDefinitionKey" in body:
             invalid("Expected either 'decisionDefinitionId' or 'decisionDefinitionKey', but both given")
         rec = await self.commands.evaluate_decision(
             body.get("decisionDefinitionId", ""),
             body.get("decisionDefinitionKey", -1),
             check_variables(body.get("variables")),
+            tenant,
         )
         v = rec.value
         return json_response(
@@ -1056,7 +1067,7 @@ class CommandRoutes:
                 "output": v["decisionOutput"],
                 "failedDecisionDefinitionId": v["failedDecisionId"] or None,
                 "failureMessage": v["evaluationFailureMessage"] or None,
-                "tenantId": TENANT,
+                "tenantId": v.get("tenantId") or tenant,
                 "decisionInstanceKey": _key(rec.key),
                 "decisionEvaluationKey": _key(rec.key),
                 "evaluatedDecisions": [
@@ -1332,7 +1343,7 @@ def _activated_job(key: int, job: dict) -> dict[str, Any]:
         "retries": job["retries"],
         "deadline": job["deadline"],
         "variables": job.get("variables") or {},
-        "tenantId": TENANT,
+        "tenantId": job.get("tenantId") or TENANT,
         "kind": job.get("jobKind") or "BPMN_ELEMENT",
         "listenerEventType": job.get("jobListenerEventType") or "UNSPECIFIED",
         "userTask": None,
@@ -1365,7 +1376,7 @@ def _evaluated_decision(d: dict, evaluation_instance_key: str) -> dict[str, Any]
         "decisionDefinitionKey": _key(d["decisionKey"]),
         "decisionEvaluationInstanceKey": evaluation_instance_key,
         "output": d["decisionOutput"],
-        "tenantId": TENANT,
+        "tenantId": d.get("tenantId") or TENANT,
         "matchedRules": [
             {
                 "ruleId": r["ruleId"],

@@ -24,6 +24,7 @@ from broker.protocol.enums import (
 )
 from broker.protocol.keys import encode_key
 from broker.protocol.record import Record
+from broker.protocol.values import TENANT
 from broker.stream.partition import PartitionConfig
 from broker.tools.inspect import iter_records
 from tests.unit.test_replay import Driver, accepted, check_replay_equals_live
@@ -267,7 +268,7 @@ async def test_modification_and_migration_batches_write_each_instance_its_comman
     await settled(driver, rec.key, bo.COMPLETED)
     assert len(await driver.activate("ship")) == 3 and await driver.activate("prepare") == []
     # the same definition as target, every element mapped to itself: a migration each instance takes
-    definition = driver.read(lambda s: s.processes.latest("two-tasks"))["processDefinitionKey"]
+    definition = driver.read(lambda s: s.processes.latest(TENANT, "two-tasks"))["processDefinitionKey"]
     mapping = [{"sourceElementId": e, "targetElementId": e} for e in ("prepare", "ship")]
     plan = {"migrationPlan": {"targetProcessDefinitionKey": definition, "mappingInstructions": mapping}}
     rec = accepted(await create_batch(driver, bo.MIGRATE_PROCESS_INSTANCE, items_of(1, [(k, k) for k in keys]), **plan))
@@ -296,7 +297,7 @@ async def test_modification_and_migration_batches_write_each_instance_its_comman
 async def test_an_item_its_instance_would_refuse_fails_with_the_reason_and_writes_no_command(driver: Driver) -> None:
     accepted(await driver.deploy("two-tasks.bpmn"))
     keys = await instances(driver, 2, "two-tasks")
-    definition = driver.read(lambda s: s.processes.latest("two-tasks"))["processDefinitionKey"]
+    definition = driver.read(lambda s: s.processes.latest(TENANT, "two-tasks"))["processDefinitionKey"]
     unmapped = [{"sourceElementId": "ship", "targetElementId": "ship"}]  # the active task 'prepare' is not mapped
     plan = {"migrationPlan": {"targetProcessDefinitionKey": definition, "mappingInstructions": unmapped}}
     rec = accepted(await create_batch(driver, bo.MIGRATE_PROCESS_INSTANCE, items_of(1, [(k, k) for k in keys]), **plan))

@@ -257,7 +257,7 @@ async def test_deleting_a_drg_and_a_form(tmp_path: Path) -> None:
     assert third.value["decisionRequirementsMetadata"][0]["decisionRequirementsVersion"] == 2
     form_key = first.value["formMetadata"][0]["formKey"]
     accepted(await d.send(ValueType.RESOURCE_DELETION, ResourceDeletionIntent.DELETE, {"resourceKey": form_key}))
-    assert d.read(lambda s: s.forms.latest("approval-form")) is None
+    assert d.read(lambda s: s.forms.latest(TENANT, "approval-form")) is None
     again = await d.send(ValueType.RESOURCE_DELETION, ResourceDeletionIntent.DELETE, {"resourceKey": form_key})
     assert again.rejection_type == RejectionType.NOT_FOUND
     assert again.rejection_reason == f"Expected to delete resource but no resource found with key `{form_key}`"

@@ -9,6 +9,7 @@ from pathlib import Path
 from broker.engine.partitioning import correlation_hash, subscription_partition
 from broker.protocol.enums import MessageCorrelationIntent, MessageIntent, RecordType, RejectionType, ValueType
 from broker.protocol.record import Record
+from broker.protocol.values import TENANT
 from tests.unit.test_replay import Driver, accepted, check_replay_equals_live
 
 
@@ -75,7 +76,7 @@ async def test_a_buffered_message_correlates_within_its_ttl_but_not_after(tmp_pa
     d.clock.now += 6_000  # "late" expires now
     for _ in range(50):
         await asyncio.sleep(0.02)
-        if not d.read(lambda s: s.messages.keys_for("approved", "late")):
+        if not d.read(lambda s: s.messages.keys_for(TENANT, "approved", "late")):
             break
     accepted(await d.create("message-catch", {"requestId": "late"}))
     await asyncio.sleep(0.3)
@@ -106,7 +107,7 @@ async def test_a_duplicate_message_id_is_rejected_while_buffered(tmp_path: Path)
     d.clock.now += 2_000
     for _ in range(50):
         await asyncio.sleep(0.02)
-        if not d.read(lambda s: s.messages.keys_for("approved", "k")):
+        if not d.read(lambda s: s.messages.keys_for(TENANT, "approved", "k")):
             break
     accepted(await publish(d, "approved", "k", ttl=1_000, message_id="m-1"))  # the first one expired
     await d.close()
@@ -156,7 +157,7 @@ async def subscribed(d: Driver, name: str, correlation_key: str) -> None:
     """Wait until the message partition holds the subscription: it is opened by a command sent after the round that
     activated the catch event, which an empty backlog does not yet show."""
     for _ in range(500):
-        if d.read(lambda s: list(s.message_subscriptions.for_correlation(name, correlation_key))):
+        if d.read(lambda s: list(s.message_subscriptions.for_correlation(TENANT, name, correlation_key))):
             return
         await asyncio.sleep(0.01)
     raise AssertionError(f"no subscription for message '{name}' with correlation key '{correlation_key}'")
@@ -177,7 +178,9 @@ async def test_correlate_answers_with_the_instance_that_took_the_message_and_buf
     assert answer.value["processInstanceKey"] == created.value["processInstanceKey"]
     assert len(await wait_for_jobs(d, "approved", 1)) == 1
     await d.settle()
-    assert d.read(lambda s: s.messages.keys_for("approved", "r-1")) == [], "a correlated message is not buffered"
+    assert d.read(lambda s: s.messages.keys_for(TENANT, "approved", "r-1")) == [], (
+        "a correlated message is not buffered"
+    )
     assert d.read(lambda s: s.async_requests.get(answer.key)) is None, "the answered request is forgotten"
     accepted(await d.deploy("start-events/message-start.bpmn"))
     started = await correlate(d, "order-placed", "o-1", {"orderId": "o-1"})

@@ -24,6 +24,7 @@ from broker.protocol.enums import (
     ValueType,
 )
 from broker.protocol.record import Record
+from broker.protocol.values import TENANT
 from broker.tools.inspect import iter_records
 from tests.unit.test_replay import Driver, accepted, check_replay_equals_live
 
@@ -121,7 +122,7 @@ async def ended(d: Driver, instance_key: int) -> None:
 
 async def start(d: Driver, process_id: str, variables: dict[str, Any] | None = None) -> int:
     """An instance of the first version of ``process_id`` (the one deployed first)."""
-    first = d.read(lambda s: s.processes.key_of(process_id, 1))
+    first = d.read(lambda s: s.processes.key_of(TENANT, process_id, 1))
     value = {"processDefinitionKey": first, "version": -1, "variables": variables or {}, "tenantId": "<default>"}
     rec = accepted(await d.send(ValueType.PROCESS_INSTANCE_CREATION, ProcessInstanceCreationIntent.CREATE, value))
     await d.settle()

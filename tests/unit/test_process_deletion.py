@@ -74,8 +74,10 @@ def _listening(d: Driver, process_id: str, *keys: int) -> dict[str, set[int]]:
 
     def read(s: PartitionState) -> dict[str, set[int]]:
         timers = {k for k in keys if s.timers.of_owner(k)}
-        messages = {m["processDefinitionKey"] for m in s.message_starts.for_process(process_id)}
-        signals = {sub["processDefinitionKey"] for sub in s.signal_subscriptions.for_name(f"signal-{process_id}")}
+        messages = {m["processDefinitionKey"] for m in s.message_starts.for_process(TENANT, process_id)}
+        signals = {
+            sub["processDefinitionKey"] for sub in s.signal_subscriptions.for_name(TENANT, f"signal-{process_id}")
+        }
         return {"timer": timers, "message": messages, "signal": signals}
 
     return d.read(read)

@@ -36,11 +36,11 @@ def _called_decision(
     ctx: ProcessingContext, called: bpmn.CalledDecision, decision_id: str, inst: ElementInstance
 ) -> dict | str:
     """The stored decision the binding selects, or why there is none."""
-    decisions_state = ctx.state.decisions
+    decisions_state, tenant = ctx.state.decisions, inst.value.tenant_id
     if called.binding_type == bpmn.BINDING_DEPLOYMENT:
         process = ctx.state.processes.get(inst.value.process_definition_key) or {}
         deployment_key = process.get("deploymentKey", -1)
-        stored = decisions_state.in_deployment(decision_id, deployment_key) if deployment_key > 0 else None
+        stored = decisions_state.in_deployment(tenant, decision_id, deployment_key) if deployment_key > 0 else None
         if stored is None:
             return (
                 f"Expected to evaluate decision with id '{decision_id}' with binding type 'deployment', but no such "
@@ -50,14 +50,14 @@ def _called_decision(
         return stored
     if called.binding_type == bpmn.BINDING_VERSION_TAG:
         tag = called.version_tag or ""
-        stored = decisions_state.with_version_tag(decision_id, tag)
+        stored = decisions_state.with_version_tag(tenant, decision_id, tag)
         if stored is None:
             return (
                 f"Expected to evaluate decision with id '{decision_id}' and version tag '{tag}', but no such decision "
                 "found. To resolve this incident, deploy a decision with the given id and version tag."
             )
         return stored
-    stored = decisions_state.latest(decision_id)
+    stored = decisions_state.latest(tenant, decision_id)
     if stored is None:
         return f"Expected to evaluate decision '{decision_id}', but no decision found for id '{decision_id}'"
     return stored

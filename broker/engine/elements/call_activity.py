@@ -73,6 +73,7 @@ class CallActivityProcessor(ElementProcessor):
             bpmn_event_type=bpmn.UNSPECIFIED,
             parent_process_instance_key=v.process_instance_key,
             parent_element_instance_key=inst.key,
+            tenant_id=v.tenant_id,  # a call stays within its tenant, as does the lookup of the process it calls
             # the child carries its caller's business id and tags (Camunda 8.9): searches by them find the whole tree
             business_id=v.business_id,
             tags=v.tags,
@@ -116,11 +117,11 @@ def _called_process(ctx: ProcessingContext, called: bpmn.CalledElement, inst: El
             f"Expected result of the expression '{called.process_id}' to be 'STRING', but was "
             f"'{b.describe_type(process_id)}'.",
         )
-    processes = ctx.state.processes
+    processes, tenant = ctx.state.processes, inst.value.tenant_id
     if called.binding_type == bpmn.BINDING_DEPLOYMENT:
         calling = processes.get(inst.value.process_definition_key) or {}
         deployment_key = calling.get("deploymentKey", -1)
-        stored = processes.in_deployment(process_id, deployment_key) if deployment_key > 0 else None
+        stored = processes.in_deployment(tenant, process_id, deployment_key) if deployment_key > 0 else None
         if stored is None:
             return _Failure(
                 CALLED_ELEMENT_ERROR,
@@ -130,7 +131,7 @@ def _called_process(ctx: ProcessingContext, called: bpmn.CalledElement, inst: El
             )
     elif called.binding_type == bpmn.BINDING_VERSION_TAG:
         tag = called.version_tag or ""
-        stored = processes.with_version_tag(process_id, tag)
+        stored = processes.with_version_tag(tenant, process_id, tag)
         if stored is None:
             return _Failure(
                 CALLED_ELEMENT_ERROR,
@@ -138,7 +139,7 @@ def _called_process(ctx: ProcessingContext, called: bpmn.CalledElement, inst: El
                 "process found. To resolve this incident, deploy a process with the given process id and version tag.",
             )
     else:
-        stored = processes.latest(process_id)
+        stored = processes.latest(tenant, process_id)
         if stored is None:
             return _Failure(
                 CALLED_ELEMENT_ERROR,

@@ -32,7 +32,7 @@ from broker.engine.context import ProcessingContext
 from broker.engine.elements import lifecycle as lc
 from broker.engine.elements.lookup import processor_for, processor_of, started_by_compensation
 from broker.protocol.enums import CompensationSubscriptionIntent, ProcessInstanceIntent, ValueType
-from broker.protocol.values import TENANT, ProcessInstanceValue
+from broker.protocol.values import ProcessInstanceValue
 from broker.state.element_instance import ElementInstance
 
 PI = ProcessInstanceIntent
@@ -75,7 +75,7 @@ def on_completing(ctx: ProcessingContext, process: bpmn.Process, inst: ElementIn
         CSI.CREATED,
         ctx.keys.next_key(),
         {
-            "tenantId": TENANT,
+            "tenantId": v.tenant_id,
             "processInstanceKey": v.process_instance_key,
             "processDefinitionKey": v.process_definition_key,
             "compensableActivityId": v.element_id,

@@ -96,7 +96,7 @@ def write_job(
             v.bpmn_process_id,
             v.version,
             v.process_definition_key,
-            b.TENANT,
+            v.tenant_id,
             kind,
             listener_event_type,
             changed_attributes,

@@ -110,7 +110,7 @@ def _send_result(ctx: ProcessingContext, v: ProcessInstanceValue, awaiting: dict
             "processInstanceKey": v.process_instance_key,
             "version": v.version,
             "variables": variables,
-            "tenantId": b.TENANT,
+            "tenantId": v.tenant_id,
             "businessId": v.business_id,
             "tags": list(v.tags),
         },

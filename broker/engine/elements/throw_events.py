@@ -85,7 +85,7 @@ class EscalationThrowProcessor(ElementProcessor):
             "escalationCode": code,
             "throwElementId": element.id,
             "catchElementId": catch[1].id if catch else "",
-            "tenantId": b.TENANT,
+            "tenantId": v.tenant_id,
         }
         if catch is None:
             ctx.event(ValueType.ESCALATION, EscalationIntent.NOT_ESCALATED, ctx.keys.next_key(), value)
@@ -119,7 +119,7 @@ class SignalThrowProcessor(ElementProcessor):
             b.raise_incident(ctx, inst, "EXTRACT_VALUE_ERROR", reason)
             return
         inst = lc.activated(ctx, inst)
-        signals.broadcast(ctx, name, ctx.state.variables.local(inst.key))
+        signals.broadcast(ctx, inst.value.tenant_id, name, ctx.state.variables.local(inst.key))
         if ctx.state.elements.get(inst.key) is not None:
             lc.complete(ctx, process, element, inst)
 
