@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from broker.engine import batch_operations
+from broker.engine import batch_operations, identity
 from broker.engine.elements.lookup import ElementLookup
 from broker.engine.models import ModelCache
 from broker.protocol.entity_values import IncidentValue, JobValue, VariableValue
@@ -167,6 +167,7 @@ class EventAppliers:
             (ValueType.MESSAGE_SUBSCRIPTION, MS.MIGRATED): self._subscription_created,
         }
         self._table.update(batch_operations.APPLIERS)
+        self._table.update(identity.APPLIERS)
 
     def apply(self, state: PartitionState, record: Record) -> None:
         fn = self._table.get((record.value_type, record.intent))

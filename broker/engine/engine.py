@@ -13,6 +13,7 @@ from broker.engine import (
     batch_operations,
     clock,
     events,
+    identity,
     migration,
     modification,
     resource_deletion,
@@ -160,6 +161,7 @@ class Engine:
             (ValueType.MESSAGE_SUBSCRIPTION, ms.MIGRATE): migration.migrate_message_subscription,
         }
         self._table.update(batch_operations.PROCESSORS)
+        self._table.update(identity.PROCESSORS)
 
     def apply_event(self, state: PartitionState, record: Record) -> None:
         self.appliers.apply(state, record)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from broker.dmn import DmnParseError, parse_dmn
 from broker.engine import behaviors as b
 from broker.engine import decision_processors as decisions
-from broker.engine import events, modification, signals
+from broker.engine import events, identity, modification, signals
 from broker.engine.bpmn import BpmnValidationError, ExpressionCheck, parse_bpmn, resource_checksum, supported_kinds
 from broker.engine.bpmn import model as bpmn
 from broker.engine.context import ProcessingContext
@@ -361,6 +361,7 @@ def acknowledge_distribution(ctx: ProcessingContext, cmd: Record) -> None:
         )
         return
     ctx.event(ValueType.COMMAND_DISTRIBUTION, CommandDistributionIntent.ACKNOWLEDGED, cmd.key, pending)
+    identity.answer_when_distributed(ctx, cmd.key)
 
 
 def _metadata(stored: dict, *, duplicate: bool) -> dict:

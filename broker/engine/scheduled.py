@@ -80,6 +80,17 @@ OUTBOX_MAX_RESEND_MS: Final = 300_000
 # A distribution that found no leader waits half a second; one the target cannot take yet (INVALID_STATE) a second.
 DISTRIBUTION_RETRY_MS: Final = 500
 DISTRIBUTION_NOT_YET_MS: Final = 1_000
+_IDENTITY_TYPES: Final = frozenset(
+    t.name
+    for t in (
+        ValueType.USER,
+        ValueType.GROUP,
+        ValueType.ROLE,
+        ValueType.TENANT,
+        ValueType.MAPPING_RULE,
+        ValueType.AUTHORIZATION,
+    )
+)
 
 
 class ScheduledWork:
@@ -177,11 +188,19 @@ class ScheduledWork:
         for key, partition_id, value in pending:
             if value["valueType"] == ValueType.DEPLOYMENT.name:
                 oldest_deployment[partition_id] = min(key, oldest_deployment.get(partition_id, key))
+        # identity changes reach each partition one at a time, in the order they were made: a revocation must never
+        # arrive before the grant it revokes
+        oldest_identity: dict[int, int] = {}
+        for key, partition_id, value in pending:
+            if value["valueType"] in _IDENTITY_TYPES:
+                oldest_identity[partition_id] = min(key, oldest_identity.get(partition_id, key))
         out: list[Send] = []
         for key, partition_id, value in pending:
             if value["valueType"] == ValueType.RESOURCE_DELETION.name and key > oldest_deployment.get(
                 partition_id, key
             ):
+                continue
+            if value["valueType"] in _IDENTITY_TYPES and key > oldest_identity[partition_id]:
                 continue
             ident = ("distribution", key, partition_id)
             if ident in self._in_flight or now < self._retry_at.get(ident, now):

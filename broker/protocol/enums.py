@@ -81,7 +81,7 @@ class ValueType(IntEnum):
     ROLE = 44
     TENANT = 45
     GROUP = 46
-    MAPPING = 47
+    MAPPING_RULE = 47
     IDENTITY_SETUP = 48
     RESOURCE = 49
     BATCH_OPERATION_CREATION = 50
@@ -556,6 +556,84 @@ class BatchOperationExecutionIntent(IntEnum):
     EXECUTED = 2
 
 
+class UserIntent(IntEnum):
+    """A user of the cluster's own identity (Camunda 8.8's USER records): name, email, password hash."""
+
+    CREATE = 0
+    CREATED = 1
+    UPDATE = 2
+    UPDATED = 3
+    DELETE = 4
+    DELETED = 5
+
+
+class MappingRuleIntent(IntEnum):
+    """A rule that maps a token claim (name and value) to an identity that groups, roles and tenants name."""
+
+    CREATE = 0
+    CREATED = 1
+    UPDATE = 2
+    UPDATED = 3
+    DELETE = 4
+    DELETED = 5
+
+
+class AuthorizationIntent(IntEnum):
+    """A grant of permissions on a resource type (one resource or all) to an owner."""
+
+    CREATE = 0
+    CREATED = 1
+    UPDATE = 2
+    UPDATED = 3
+    DELETE = 4
+    DELETED = 5
+
+
+class TenantIntent(IntEnum):
+    """A tenant and its members (users, clients, mapping rules, groups, roles), as Camunda 8.8's TENANT records."""
+
+    CREATE = 0
+    CREATED = 1
+    UPDATE = 2
+    UPDATED = 3
+    DELETE = 4
+    DELETED = 5
+    ADD_ENTITY = 6
+    ENTITY_ADDED = 7
+    REMOVE_ENTITY = 8
+    ENTITY_REMOVED = 9
+
+
+class GroupIntent(IntEnum):
+    """A group and its members (users, clients, mapping rules)."""
+
+    CREATE = 0
+    CREATED = 1
+    UPDATE = 2
+    UPDATED = 3
+    DELETE = 4
+    DELETED = 5
+    ADD_ENTITY = 6
+    ENTITY_ADDED = 7
+    REMOVE_ENTITY = 8
+    ENTITY_REMOVED = 9
+
+
+class RoleIntent(IntEnum):
+    """A role and its members (users, clients, mapping rules, groups)."""
+
+    CREATE = 0
+    CREATED = 1
+    UPDATE = 2
+    UPDATED = 3
+    DELETE = 4
+    DELETED = 5
+    ADD_ENTITY = 6
+    ENTITY_ADDED = 7
+    REMOVE_ENTITY = 8
+    ENTITY_REMOVED = 9
+
+
 class AsyncRequestIntent(IntEnum):
     """A client request whose answer waits for later processing (a user task command waiting for its listeners)."""
 
@@ -604,6 +682,12 @@ INTENTS: Final[Mapping[ValueType, type[IntEnum]]] = MappingProxyType(
         ValueType.MESSAGE_CORRELATION: MessageCorrelationIntent,
         ValueType.USER_TASK: UserTaskIntent,
         ValueType.CLOCK: ClockIntent,
+        ValueType.USER: UserIntent,
+        ValueType.MAPPING_RULE: MappingRuleIntent,
+        ValueType.AUTHORIZATION: AuthorizationIntent,
+        ValueType.TENANT: TenantIntent,
+        ValueType.GROUP: GroupIntent,
+        ValueType.ROLE: RoleIntent,
         ValueType.ASYNC_REQUEST: AsyncRequestIntent,
         ValueType.PROCESS_INSTANCE_BUSINESS_ID: ProcessInstanceBusinessIdIntent,
         ValueType.BATCH_OPERATION_CREATION: BatchOperationCreationIntent,
@@ -722,6 +806,10 @@ EVENTS: Final[Mapping[type[IntEnum], frozenset[IntEnum]]] = MappingProxyType(
             )
         ),
         ClockIntent: _events(ClockIntent.PINNED, ClockIntent.RESETTED),
+        **{
+            intents: _events(*(member for member in intents if member.name.endswith("ED")))
+            for intents in (UserIntent, MappingRuleIntent, AuthorizationIntent, TenantIntent, GroupIntent, RoleIntent)
+        },
         AsyncRequestIntent: _events(*AsyncRequestIntent),
         ProcessInstanceBusinessIdIntent: _events(ProcessInstanceBusinessIdIntent.ASSIGNED),
         BatchOperationCreationIntent: _events(

@@ -70,12 +70,15 @@ class Record:
     def to_json_dict(self, broker_version: str = "") -> dict[str, Any]:
         """The record in Zeebe's JSON shape, as exporters ship it.
 
-        Variable values travel through the log decoded; Zeebe's shape carries them as JSON text.
+        Variable values travel through the log decoded; Zeebe's shape carries them as JSON text. A user's password
+        hash is left out.
         """
         value = self.value
         if self.value_type == ValueType.VARIABLE and "value" in value:
             value = dict(value)
             value["value"] = json.dumps(value["value"], separators=(",", ":"))
+        elif self.value_type == ValueType.USER and value.get("password"):
+            value = {**value, "password": ""}  # the hash stays in the log and the state, never in exports
         return {
             "partitionId": self.partition_id,
             "position": self.position,

@@ -73,6 +73,11 @@ SUB_DATABASES = (
     "business_ids",
     "batch_operations",
     "batch_operation_chunks",
+    "identities",
+    "identity_members",
+    "identity_memberships",
+    "authorizations",
+    "authorizations_by_owner",
 )
 
 DEFAULT_MAP_SIZE = 64 << 30

@@ -667,6 +667,10 @@ class DistributionState(_Repository):
     def remove(self, distribution_key: int, partition_id: int) -> None:
         self.txn.delete(self._key(distribution_key, partition_id), db=self._db)
 
+    def pending_for(self, distribution_key: int) -> bool:
+        """Whether some partition still waits for the distribution ``distribution_key``."""
+        return next(prefix_keys(self.txn, self._db, u64(distribution_key)), None) is not None
+
     def pending(self, limit: int = 1000) -> list[tuple[int, int, dict[str, Any]]]:
         """``(distribution key, partition, value)`` still waiting for their acknowledgement, oldest first."""
         out = []
@@ -1062,6 +1066,7 @@ class CompensationSubscriptionState(_Repository):
 
 from broker.state.batch_state import BatchOperationState  # noqa: E402
 from broker.state.decision_state import DecisionRequirementsState, DecisionState, FormState  # noqa: E402
+from broker.state.identity_state import IdentityState  # noqa: E402
 
 
 class PartitionState:
@@ -1096,6 +1101,7 @@ class PartitionState:
         self.async_requests = KeyedBlobState(sdb, "async_requests")
         self.business_ids = BusinessIdState(sdb)
         self.batch_operations = BatchOperationState(sdb)
+        self.identity = IdentityState(sdb)
         self._repos: tuple[_Repository, ...] = (
             self.meta,
             self.processes,
@@ -1123,6 +1129,7 @@ class PartitionState:
             self.async_requests,
             self.business_ids,
             self.batch_operations,
+            self.identity,
         )
         self.txn: Txn | None = None
 
