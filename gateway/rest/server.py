@@ -31,6 +31,7 @@ from gateway.rest import openapi, problems
 from gateway.rest.batch_routes import BatchRoutes
 from gateway.rest.connections import ConnectionLimiter
 from gateway.rest.endpoints import Endpoint
+from gateway.rest.identity_routes import IdentityRoutes
 from gateway.rest.operate_routes import OperateRoutes
 from gateway.rest.policy import RestPolicy
 from gateway.rest.routes import BODY_TIMEOUT, CommandRoutes, json_response
@@ -99,6 +100,7 @@ class RestServer:
             *self.search.endpoints(),
             *OperateRoutes(commands, self.search).endpoints(),
             *BatchRoutes(commands, self.search).endpoints(),
+            *IdentityRoutes(commands).endpoints(),
         ]
         self.openapi = openapi.document(
             self.endpoints, version=gateway_version, auth_methods=list(self.security.auth.methods)
