@@ -135,12 +135,13 @@ class MetaState(_Repository):
 
 
 def _latest_version(
-    owner: Any, versions: SubDb, scoped_id: bytes, id_field: str, resource_id: str
+    owner: Any, versions: SubDb, scoped_id: bytes, id_field: str, resource_id: str, below: int = 0xFFFFFFFF
 ) -> dict[str, Any] | None:
-    """The highest version in an index keyed by (scoped id, u32 version) → key, read through ``owner.get``."""
+    """The highest version under ``below`` in an index keyed by (scoped id, u32 version) → key, read through
+    ``owner.get`` (deleted versions leave gaps)."""
     cur = owner.txn.cursor(db=versions)
     prefix = scoped_id + b"\0"
-    if cur.set_range(prefix + b"\xff\xff\xff\xff"):
+    if cur.set_range(prefix + max(below, 0).to_bytes(4, "big")):
         if not cur.prev():
             return None
     elif not cur.last():
@@ -257,18 +258,8 @@ class ProcessState(_Repository):
 
     def version_before(self, tenant_id: str, process_id: str, version: int) -> dict[str, Any] | None:
         """The highest stored version of ``process_id`` below ``version`` (deleted versions leave gaps)."""
-        cur = self.txn.cursor(db=self._versions)
-        prefix = _scoped(tenant_id, process_id) + b"\0"
-        if cur.set_range(prefix + max(version, 0).to_bytes(4, "big")):
-            if not cur.prev():
-                return None
-        elif not cur.last():
-            return None
-        k = cur.key()
-        if not k.startswith(prefix) or len(k) != len(prefix) + 4:
-            return None
-        found = self.get(read_u64(cur.value()))
-        return found if found is not None and found["bpmnProcessId"] == process_id else None
+        scoped = _scoped(tenant_id, process_id)
+        return _latest_version(self, self._versions, scoped, "bpmnProcessId", process_id, below=version)
 
     def next_version(self, tenant_id: str, process_id: str) -> int:
         """The version a new deployment of ``process_id`` in the tenant gets: one above any it ever had."""
