@@ -187,6 +187,7 @@ class Backend:
     def write(self, batch: Batch, partition_id: int) -> None:
         """Write a batch's rows and its last position in one transaction."""
         with self.transaction() as cursor:
+            self._delete_rows(cursor, batch)
             for table in schema.TABLES:
                 rows = list(batch.rows[table.name].values())
                 columns = table.columns
@@ -194,6 +195,14 @@ class Backend:
                     chunk = rows[start : start + _ROWS_PER_STATEMENT]
                     cursor.execute(self._upsert(table, len(chunk)), [row.get(c) for row in chunk for c in columns])
             self._finish_batch(cursor, batch, partition_id)
+
+    def _delete_rows(self, cursor: Any, batch: Batch) -> None:
+        """The batch's deletions (identities and memberships that are gone), before its rows: a row the batch sets
+        again after deleting it is written after the deletion."""
+        p = self.placeholder
+        for table, match in batch.deletions:
+            where = " AND ".join(f"{column} = {p}" for column, _ in match)
+            cursor.execute(f"DELETE FROM {table} WHERE {where}", [value for _, value in match])
 
     def _finish_batch(self, cursor: Any, batch: Batch, partition_id: int) -> None:
         """After a batch's rows: recompute the incident flags they change, and store the partition's position."""
@@ -232,6 +241,7 @@ class Backend:
         """
         rejected: list[RejectedRow] = []
         with self.transaction() as cursor:
+            self._delete_rows(cursor, batch)
             for table in schema.TABLES:
                 sql = self._upsert(table, 1)
                 for key, row in batch.rows[table.name].items():

@@ -19,6 +19,7 @@ DATE = "date"  # epoch ms; ISO-8601 text in JSON
 BOOL = "bool"  # 0/1
 JSON_LIST = "json-list"  # JSON array text; filtered by membership (an array of values: all of them)
 JSON_OBJECT = "json-object"
+ANY_OF = "any-of"  # a filter whose value is an array of strings, any of which matches (authorizations' resourceIds)
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,6 +40,7 @@ class Entity:
     key: Field  # the unique field; the last sort criterion so paging is stable
     fields: tuple[Field, ...]
     filter_only: tuple[Field, ...] = ()  # filter fields that are not part of an item
+    sort_only: tuple[Field, ...] = ()  # sort fields that are not part of an item
 
     @property
     def item_fields(self) -> tuple[Field, ...]:
@@ -59,8 +61,14 @@ class Entity:
     def filter_names(self) -> list[str]:
         return sorted(f.name for f in (*self.fields, *self.filter_only) if f.filterable)
 
+    def sort_field(self, name: str) -> Field | None:
+        for f in (*self.fields, *self.sort_only):
+            if f.name == name and f.sortable:
+                return f
+        return None
+
     def sort_names(self) -> list[str]:
-        return sorted(f.name for f in self.fields if f.sortable)
+        return sorted(f.name for f in (*self.fields, *self.sort_only) if f.sortable)
 
 
 def _f(name: str, sql: str, kind: str, **kw: Any) -> Field:
@@ -378,6 +386,78 @@ BATCH_OPERATION_ITEMS = Entity(
     ),
 )
 
+# -- identity (Camunda 8.8): users, groups, roles, tenants, mapping rules, authorizations and memberships -----------
+
+USERS = Entity(
+    "users",
+    "identity_users u",
+    _f("username", "u.username", STR),
+    (_f("username", "u.username", STR), _f("name", "u.name", STR), _f("email", "u.email", STR)),
+)
+GROUPS = Entity(
+    "groups",
+    "identity_groups g",
+    _f("groupId", "g.group_id", STR),
+    (_f("groupId", "g.group_id", STR), _f("name", "g.name", STR), _f("description", "g.description", STR)),
+)
+ROLES = Entity(
+    "roles",
+    "identity_roles r",
+    _f("roleId", "r.role_id", STR),
+    (_f("roleId", "r.role_id", STR), _f("name", "r.name", STR), _f("description", "r.description", STR)),
+)
+TENANTS = Entity(
+    "tenants",
+    "identity_tenants t",
+    _f("tenantId", "t.tenant_id", STR),
+    (_f("tenantId", "t.tenant_id", STR), _f("name", "t.name", STR), _f("description", "t.description", STR)),
+    sort_only=(_f("key", "t.tenant_key", KEY),),  # Camunda 8.8 sorts tenants by their key too
+)
+MAPPING_RULES = Entity(
+    "mapping-rules",
+    "identity_mapping_rules mr",
+    _f("mappingRuleId", "mr.mapping_rule_id", STR),
+    (
+        _f("mappingRuleId", "mr.mapping_rule_id", STR),
+        _f("claimName", "mr.claim_name", STR),
+        _f("claimValue", "mr.claim_value", STR),
+        _f("name", "mr.name", STR),
+    ),
+)
+#: Authorizations; Weir's name resources by id (or "*" for all), never by property (Camunda 8.9's
+#: resourcePropertyName), so that field is null and filtering by property names finds none.
+AUTHORIZATIONS = Entity(
+    "authorizations",
+    "identity_authorizations a",
+    _f("authorizationKey", "a.authorization_key", KEY),
+    (
+        _f("authorizationKey", "a.authorization_key", KEY),
+        _f("ownerId", "a.owner_id", STR),
+        _f("ownerType", "a.owner_type", STR),
+        _f("resourceType", "a.resource_type", STR),
+        _f("resourceId", "a.resource_id", STR),
+        _f("resourcePropertyName", "CAST(NULL AS TEXT)", STR, filterable=False),
+        _f("permissionTypes", "a.permission_types", JSON_LIST, filterable=False, sortable=False),
+    ),
+    filter_only=(
+        _f("resourceIds", "a.resource_id", ANY_OF, sortable=False),
+        _f("resourcePropertyNames", "CAST(NULL AS TEXT)", ANY_OF, sortable=False),
+    ),
+)
+#: The members of a group, role or tenant that are named by id only (users and clients may come from an identity
+#: provider; a tenant's groups are listed by id). Not searchable on their own: the reader narrows them to one
+#: container and member type (`HistoryReader.search_members`).
+
+
+def _members(name: str, id_name: str) -> Entity:
+    member = _f(id_name, "m.member_id", STR)
+    return Entity(name, "identity_memberships m", member, (member,))
+
+
+MEMBER_USERS = _members("member-users", "username")
+MEMBER_CLIENTS = _members("member-clients", "clientId")
+MEMBER_GROUPS = _members("member-groups", "groupId")
+
 ENTITIES: dict[str, Entity] = {
     e.name: e
     for e in (
@@ -393,6 +473,12 @@ ENTITIES: dict[str, Entity] = {
         DECISION_REQUIREMENTS,
         BATCH_OPERATIONS,
         BATCH_OPERATION_ITEMS,
+        USERS,
+        GROUPS,
+        ROLES,
+        TENANTS,
+        MAPPING_RULES,
+        AUTHORIZATIONS,
     )
 }
 

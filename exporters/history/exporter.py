@@ -1,5 +1,5 @@
 """The history exporter: keeps a queryable history (instances, elements, variables, incidents, jobs, user tasks,
-decisions) in SQLite or PostgreSQL, for the REST API's searches and the web view.
+decisions, identity) in SQLite or PostgreSQL, for the REST API's searches and the web view.
 
 The partition's event loop only hands records on: ``export`` keeps the ones that change the history in compact list
 form and sends them, a few hundred at a time, to a writer process of its own (`exporters.history.writer`). The
@@ -38,7 +38,7 @@ import msgpack
 from prometheus_client import Counter, Gauge
 
 from broker.protocol.codec import record_to_list
-from broker.protocol.enums import RecordType
+from broker.protocol.enums import RecordType, ValueType
 from broker.protocol.record import Record
 from exporters.api import Context, Controller, Exporter, ExporterConfigurationError, RecordFilter, reject_unknown_keys
 from exporters.history.backends import HistoryUrlError, check_url
@@ -275,7 +275,13 @@ class HistoryExporter(Exporter):
         self._last_enqueued = record.position
         self._in_flight += 1
         outbox = self._outbox
-        outbox.append(record_to_list(record))
+        item = record_to_list(record)
+        if record.value_type == ValueType.USER and record.value.get("password"):
+            item[7] = {
+                **record.value,
+                "password": "",
+            }  # the hash never leaves the broker: the history has no use for it
+        outbox.append(item)
         if len(outbox) >= _SEND_RECORDS:
             self._send(self._writer)
         elif self._send_handle is None:

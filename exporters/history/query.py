@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from exporters.history.entities import BOOL, DATE, INT, JSON_LIST, KEY, STR, Entity, Field
+from exporters.history.entities import ANY_OF, BOOL, DATE, INT, JSON_LIST, KEY, STR, Entity, Field
 
 DEFAULT_LIMIT = 100
 MAX_LIMIT = 10_000
@@ -27,6 +27,7 @@ _OPERATORS: dict[str, tuple[str, ...]] = {
     DATE: ("$eq", "$neq", "$exists", "$gt", "$gte", "$lt", "$lte", "$in"),
     BOOL: ("$eq",),
     JSON_LIST: ("$eq", "$in", "$exists"),
+    ANY_OF: (),
 }
 _COMPARISONS = {"$gt": ">", "$gte": ">=", "$lt": "<", "$lte": "<="}
 
@@ -123,6 +124,8 @@ def _variables(target: tuple[str, str], items: Any, params: list[Any], where: st
 
 
 def _condition(field: Field, spec: Any, params: list[Any], where: str) -> str:
+    if field.kind == ANY_OF:
+        return _any_of(field, spec, params, where)
     if not isinstance(spec, dict):
         return _operator(field, "$eq", spec, params, where)
     allowed = _OPERATORS[field.kind]
@@ -162,6 +165,16 @@ def _operator(field: Field, operator: str, operand: Any, params: list[Any], wher
     if operator == "$neq":
         return f"({column} IS NULL OR {column} <> ?)"
     return f"{column} {_COMPARISONS[operator]} ?"
+
+
+def _any_of(field: Field, values: Any, params: list[Any], where: str) -> str:
+    """An array of strings: rows whose field is any of them (an empty array matches none)."""
+    if not isinstance(values, list) or not all(isinstance(v, str) for v in values):
+        raise InvalidQuery(f"{where}: expected an array of strings (any of them matches)")
+    if not values:
+        return "1=0"
+    params.extend(values)
+    return f"{field.sql} IN ({', '.join('?' for _ in values)})"
 
 
 def _membership(field: Field, operator: str, operand: Any, params: list[Any], where: str) -> str:
@@ -251,8 +264,8 @@ def _sort(entity: Entity, sort: Any) -> str:
         if not isinstance(criterion, dict) or "field" not in criterion or set(criterion) - {"field", "order"}:
             raise InvalidQuery(f"sort[{i}]: expected an object with field and order (ASC or DESC)")
         name = criterion["field"]
-        field = entity.field(name) if isinstance(name, str) else None
-        if field is None or not field.sortable or field not in entity.fields:
+        field = entity.sort_field(name) if isinstance(name, str) else None
+        if field is None:
             raise InvalidQuery(
                 f"sort[{i}].field: unknown sort field {name!r} for {entity.name}; allowed: "
                 f"{', '.join(entity.sort_names())}"

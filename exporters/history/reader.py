@@ -83,6 +83,23 @@ def _local(tag: Any) -> str:
 
 _CLOCK_UNUSED = 0  # migration timestamps from a reader: it has no clock of its own to offer
 
+#: The identities that have members (or are looked up as a member): their table and id column.
+_IDENTITY_TABLES = {
+    "GROUP": ("identity_groups", "group_id"),
+    "ROLE": ("identity_roles", "role_id"),
+    "TENANT": ("identity_tenants", "tenant_id"),
+}
+#: Members listed by their id alone, from the memberships (users and clients need not be known here).
+_ID_MEMBERS = {"USER": entities.MEMBER_USERS, "CLIENT": entities.MEMBER_CLIENTS, "GROUP": entities.MEMBER_GROUPS}
+#: Members listed as whole items of their own kind (those the history has).
+_ITEM_MEMBERS = {"ROLE": entities.ROLES, "MAPPING_RULE": entities.MAPPING_RULES}
+_MEMBERS_OF = (
+    "SELECT member_id FROM identity_memberships WHERE container_kind = ? AND container_id = ? AND member_type = ?"
+)
+_CONTAINERS_OF = (
+    "SELECT container_id FROM identity_memberships WHERE container_kind = ? AND member_type = ? AND member_id = ?"
+)
+
 
 class HistoryReader:
     """Searches and lookups over the history tables (SQLite or PostgreSQL)."""
@@ -175,6 +192,42 @@ class HistoryReader:
         sql = f"SELECT {columns} FROM {definition.source} WHERE {definition.key.sql} = {self.placeholder}"
         rows = await self._fetch(sql, [value])
         return (await self._named([entities.item(definition, rows[0])], definition))[0] if rows else None
+
+    # -- identity: the members of groups, roles and tenants ---------------------------------------------------
+
+    async def search_members(
+        self, container_kind: str, container_id: str, member_type: str, request: dict[str, Any] | None
+    ) -> dict[str, Any] | None:
+        """The members of one type of a group, role or tenant: users, clients and groups by id; roles and mapping
+        rules as whole items. None when the history has no such group, role or tenant."""
+        id_members = _ID_MEMBERS.get(member_type)
+        definition = id_members or _ITEM_MEMBERS[member_type]
+        q = query.build(definition, request)  # a bad request is a client error even for an unknown container
+        if not await self._identity_exists(container_kind, container_id):
+            return None
+        if id_members is not None:
+            q.where = f"({q.where}) AND m.container_kind = ? AND m.container_id = ? AND m.member_type = ?"
+        else:
+            q.where = f"({q.where}) AND {definition.key.sql} IN ({_MEMBERS_OF})"
+        q.params = [*q.params, container_kind, container_id, member_type]
+        return await self._search(definition, q, truncate_values=True)
+
+    async def search_containers(
+        self, container_kind: str, member_type: str, member_id: str, request: dict[str, Any] | None
+    ) -> dict[str, Any] | None:
+        """The groups, roles or tenants of ``container_kind`` that a group or role is a member of (a group's roles),
+        as whole items. None when the history has no such member."""
+        definition = {"GROUP": entities.GROUPS, "ROLE": entities.ROLES, "TENANT": entities.TENANTS}[container_kind]
+        q = query.build(definition, request)
+        if not await self._identity_exists(member_type, member_id):
+            return None
+        q.where = f"({q.where}) AND {definition.key.sql} IN ({_CONTAINERS_OF})"
+        q.params = [*q.params, container_kind, member_type, member_id]
+        return await self._search(definition, q, truncate_values=True)
+
+    async def _identity_exists(self, kind: str, entity_id: str) -> bool:
+        table, column = _IDENTITY_TABLES[kind]
+        return bool(await self._query(f"SELECT 1 FROM {table} WHERE {column} = ?", [entity_id]))
 
     async def process_definition_xml(self, key: str) -> str | None:
         """The BPMN XML of a process definition (None when unknown)."""

@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Final
 
 import defusedxml.ElementTree as ET
 
@@ -68,8 +69,28 @@ HISTORY_VALUE_TYPES = frozenset(
         ValueType.BATCH_OPERATION_EXECUTION,
         ValueType.BATCH_OPERATION_LIFECYCLE_MANAGEMENT,
         ValueType.BATCH_OPERATION_PARTITION_LIFECYCLE,
+        ValueType.USER,
+        ValueType.GROUP,
+        ValueType.ROLE,
+        ValueType.TENANT,
+        ValueType.MAPPING_RULE,
+        ValueType.AUTHORIZATION,
     }
 )
+IDENTITY_PARTITION: Final = 1
+"""The partition whose identity events the history takes.
+
+Identity records are processed on every partition (the first decides a change and distributes it), so each
+partition exports the same events. Only the first partition's are taken, rather than making the writes idempotent:
+the partitions export at their own pace, and a slow partition's CREATED of a user arriving after the first's DELETED
+(and a CREATED of the same username again) would bring back what is gone. The first partition wrote them in the
+order the changes were made, so its events alone replay them in that order.
+"""
+_IDENTITY_VALUE_TYPES = frozenset(
+    {ValueType.USER, ValueType.GROUP, ValueType.ROLE, ValueType.TENANT, ValueType.MAPPING_RULE, ValueType.AUTHORIZATION}
+)
+_IDENTITY_EVENTS = frozenset({"CREATED", "UPDATED", "DELETED"})
+_MEMBERSHIP_EVENTS = frozenset({"ENTITY_ADDED", "ENTITY_REMOVED"})
 
 
 # The events each value type contributes to the history (None: all of them); the rest change no row.
@@ -93,6 +114,12 @@ _KEPT_EVENTS: dict[ValueType, frozenset[str] | None] = {
     ValueType.BATCH_OPERATION_EXECUTION: frozenset({"EXECUTED"}),
     ValueType.BATCH_OPERATION_LIFECYCLE_MANAGEMENT: frozenset({"SUSPENDED", "RESUMED", "CANCELED", "COMPLETED"}),
     ValueType.BATCH_OPERATION_PARTITION_LIFECYCLE: frozenset({"PARTITION_COMPLETED"}),
+    ValueType.USER: _IDENTITY_EVENTS,
+    ValueType.GROUP: _IDENTITY_EVENTS | _MEMBERSHIP_EVENTS,
+    ValueType.ROLE: _IDENTITY_EVENTS | _MEMBERSHIP_EVENTS,
+    ValueType.TENANT: _IDENTITY_EVENTS | _MEMBERSHIP_EVENTS,
+    ValueType.MAPPING_RULE: _IDENTITY_EVENTS,
+    ValueType.AUTHORIZATION: _IDENTITY_EVENTS,
 }
 _NAMES: dict[tuple[int, int], str] = {}
 _KEPT: dict[tuple[int, int, int], bool] = {}
@@ -128,7 +155,8 @@ def intent_name(record: Record) -> str:
 
 
 def changes_history(record: Record) -> bool:
-    """Whether the record changes a history row (most lifecycle events, e.g. ELEMENT_ACTIVATED, do not)."""
+    """Whether the record changes a history row (most lifecycle events, e.g. ELEMENT_ACTIVATED, do not; identity
+    events only on `IDENTITY_PARTITION`)."""
     code = (record.record_type, record.value_type, record.intent)
     kept = _KEPT.get(code)
     if kept is None:
@@ -138,7 +166,7 @@ def changes_history(record: Record) -> bool:
             events = _KEPT_EVENTS[ValueType(record.value_type)]
             kept = events is None or intent_name(record) in events
         _KEPT[code] = kept
-    return kept
+    return kept and (record.partition_id == IDENTITY_PARTITION or record.value_type not in _IDENTITY_VALUE_TYPES)
 
 
 def _key(value: Mapping[str, Any], name: str) -> int | None:
@@ -169,6 +197,48 @@ def _text(value: Any) -> str | None:
     return value if isinstance(value, str) and value else None
 
 
+def _plain(value: Any) -> str:
+    """A text field of an identity record as stored: what it holds, "" when it holds nothing (as the record does)."""
+    return value if isinstance(value, str) else ""
+
+
+@dataclass(frozen=True, slots=True)
+class _Identity:
+    """How one identity kind's records become rows: its table, id and key fields, and its other columns."""
+
+    kind: str  # as memberships name it: USER, GROUP, ROLE, TENANT, MAPPING_RULE
+    table: schema.Table
+    id_field: str
+    key_field: str
+    fields: tuple[tuple[str, str], ...]  # (column, record value field)
+
+
+_IDENTITIES: Final = {
+    ValueType.USER: _Identity("USER", schema.USERS, "username", "userKey", (("name", "name"), ("email", "email"))),
+    ValueType.GROUP: _Identity(
+        "GROUP", schema.GROUPS, "groupId", "groupKey", (("name", "name"), ("description", "description"))
+    ),
+    ValueType.ROLE: _Identity(
+        "ROLE", schema.ROLES, "roleId", "roleKey", (("name", "name"), ("description", "description"))
+    ),
+    ValueType.TENANT: _Identity(
+        "TENANT", schema.TENANTS, "tenantId", "tenantKey", (("name", "name"), ("description", "description"))
+    ),
+    ValueType.MAPPING_RULE: _Identity(
+        "MAPPING_RULE",
+        schema.MAPPING_RULES,
+        "mappingRuleId",
+        "mappingRuleKey",
+        (("claim_name", "claimName"), ("claim_value", "claimValue"), ("name", "name")),
+    ),
+}
+
+
+def membership_id(container_kind: str, container_id: str, member_type: str, member_id: str) -> str:
+    """The key of a membership row."""
+    return json.dumps([container_kind, container_id, member_type, member_id], separators=(",", ":"))
+
+
 class Batch:
     """The merged row changes of consecutive records, and the last position they cover."""
 
@@ -181,6 +251,9 @@ class Batch:
         self.records = 0
         # The last position that changed each row (table, key): named when the database rejects the row.
         self.row_positions: dict[tuple[str, Any], int] = {}
+        # Rows to delete, as (table, ((column, value), ...)) matching every column: deleted before the batch's rows
+        # are written (a row set after its deletion in the same batch is one of `rows` again, written after it).
+        self.deletions: list[tuple[str, tuple[tuple[str, Any], ...]]] = []
 
     def __len__(self) -> int:
         return self.records
@@ -198,6 +271,18 @@ class Batch:
             rows[key] = row
         else:
             current.update((k, v) for k, v in row.items() if v is not None)
+
+    def _delete(self, table: schema.Table, match: Row) -> None:
+        """Delete the rows whose columns hold ``match``'s values: the batch's own at once, the stored ones when the
+        batch is written (before its rows, so a row set again after this stays)."""
+        match = {c: storable(v) if isinstance(v, str) else v for c, v in match.items()}
+        rows = self.rows[table.name]
+        if set(match) == {table.key}:
+            rows.pop(match[table.key], None)
+        else:
+            for key in [k for k, row in rows.items() if all(row.get(c) == v for c, v in match.items())]:
+                del rows[key]
+        self.deletions.append((table.name, tuple(match.items())))
 
     def add(self, record: Record) -> None:
         """Fold one record's changes into the batch (records must come in position order)."""
@@ -536,6 +621,65 @@ class Batch:
         }
         self._set(schema.BATCH_OPERATION_PARTITIONS, f"{record.key}:{v.get('partitionId')}", row)
 
+    # -- identity: the first partition's events (see IDENTITY_PARTITION) ----------------------------------------
+
+    def _identity(self, record: Record, intent: str) -> None:
+        """A user, group, role, tenant or mapping rule created, updated or deleted, or a member added or removed.
+
+        Deleting an identity takes its memberships both ways (its members, and where it is a member): the engine
+        writes no ENTITY_REMOVED for them. Its authorizations go by their own DELETED events.
+        """
+        if record.partition_id != IDENTITY_PARTITION:
+            return
+        identity = _IDENTITIES[ValueType(record.value_type)]
+        v = record.value
+        entity_id = v.get(identity.id_field)
+        if not isinstance(entity_id, str) or not entity_id:
+            return
+        if intent in ("CREATED", "UPDATED"):
+            row: Row = {identity.table.columns[1]: _key(v, identity.key_field) or record.key}
+            row.update((column, _plain(v.get(name))) for column, name in identity.fields)
+            self._set(identity.table, entity_id, row)
+        elif intent == "DELETED":
+            self._delete(identity.table, {identity.table.key: entity_id})
+            self._delete(schema.MEMBERSHIPS, {"container_kind": identity.kind, "container_id": entity_id})
+            self._delete(schema.MEMBERSHIPS, {"member_type": identity.kind, "member_id": entity_id})
+        elif intent in _MEMBERSHIP_EVENTS:
+            member_type, member_id = v.get("entityType"), v.get("entityId")
+            if not isinstance(member_type, str) or not isinstance(member_id, str) or not member_id:
+                return
+            key = membership_id(identity.kind, entity_id, member_type, member_id)
+            if intent == "ENTITY_ADDED":
+                row = {
+                    "container_kind": identity.kind,
+                    "container_id": entity_id,
+                    "member_type": member_type,
+                    "member_id": member_id,
+                }
+                self._set(schema.MEMBERSHIPS, key, row)
+            else:
+                self._delete(schema.MEMBERSHIPS, {"membership_id": key})
+
+    def _authorization(self, record: Record, intent: str) -> None:
+        if record.partition_id != IDENTITY_PARTITION:
+            return
+        if intent == "DELETED":
+            self._delete(schema.AUTHORIZATIONS, {"authorization_key": record.key})
+            return
+        v = record.value
+        permissions = v.get("permissionTypes")
+        row: Row = {
+            "owner_id": _plain(v.get("ownerId")),
+            "owner_type": _plain(v.get("ownerType")),
+            "resource_matcher": _plain(v.get("resourceMatcher")),
+            "resource_id": _plain(v.get("resourceId")),
+            "resource_type": _plain(v.get("resourceType")),
+            "permission_types": _json_list(sorted(p for p in permissions if isinstance(p, str)))
+            if isinstance(permissions, list)
+            else "[]",
+        }
+        self._set(schema.AUTHORIZATIONS, record.key, row)
+
     def _decision_evaluation(self, record: Record, intent: str) -> None:
         if intent not in ("EVALUATED", "FAILED"):
             return
@@ -582,6 +726,12 @@ _HANDLERS = {
     ValueType.BATCH_OPERATION_EXECUTION: Batch._batch_items,
     ValueType.BATCH_OPERATION_LIFECYCLE_MANAGEMENT: Batch._batch_lifecycle,
     ValueType.BATCH_OPERATION_PARTITION_LIFECYCLE: Batch._batch_partition,
+    ValueType.USER: Batch._identity,
+    ValueType.GROUP: Batch._identity,
+    ValueType.ROLE: Batch._identity,
+    ValueType.TENANT: Batch._identity,
+    ValueType.MAPPING_RULE: Batch._identity,
+    ValueType.AUTHORIZATION: Batch._authorization,
 }
 
 

@@ -261,6 +261,39 @@ BATCH_OPERATION_PARTITIONS = Table(
     ("batch_operation_partition_id", "batch_operation_key", "partition_id", "completed_count", "failed_count"),
 )
 
+#: The cluster's identity (Camunda 8.8 keeps it in the engine): users, groups, roles, tenants, mapping rules by
+#: their ids, the authorizations granted, and who is a member of which group, role or tenant. Deleted ones are gone
+#: (an id may be taken again). A user's password hash is never stored.
+USERS = Table("identity_users", "username", ("username", "user_key", "name", "email"))
+GROUPS = Table("identity_groups", "group_id", ("group_id", "group_key", "name", "description"))
+ROLES = Table("identity_roles", "role_id", ("role_id", "role_key", "name", "description"))
+TENANTS = Table("identity_tenants", "tenant_id", ("tenant_id", "tenant_key", "name", "description"))
+MAPPING_RULES = Table(
+    "identity_mapping_rules",
+    "mapping_rule_id",
+    ("mapping_rule_id", "mapping_rule_key", "claim_name", "claim_value", "name"),
+)
+AUTHORIZATIONS = Table(
+    "identity_authorizations",
+    "authorization_key",
+    (
+        "authorization_key",
+        "owner_id",
+        "owner_type",
+        "resource_matcher",
+        "resource_id",
+        "resource_type",
+        "permission_types",
+    ),
+)
+#: One row per member of a group, role or tenant, keyed by the JSON array [container kind, container id, member
+#: type, member id] (ids may hold any character, so no separator would do).
+MEMBERSHIPS = Table(
+    "identity_memberships",
+    "membership_id",
+    ("membership_id", "container_kind", "container_id", "member_type", "member_id"),
+)
+
 #: The tables the first migration creates; later ones create theirs themselves.
 _FIRST_TABLES: tuple[Table, ...] = (
     PROCESS_DEFINITIONS,
@@ -276,7 +309,9 @@ _FIRST_TABLES: tuple[Table, ...] = (
 _OPERATE_TABLES: tuple[Table, ...] = (DECISION_DEFINITIONS, DECISION_REQUIREMENTS, FORMS, SEQUENCE_FLOWS)
 #: Batch operations and their items (Camunda 8.8).
 _BATCH_TABLES: tuple[Table, ...] = (BATCH_OPERATIONS, BATCH_OPERATION_ITEMS, BATCH_OPERATION_PARTITIONS)
-TABLES: tuple[Table, ...] = (*_FIRST_TABLES, *_OPERATE_TABLES, *_BATCH_TABLES)
+#: Identity (Camunda 8.8).
+_IDENTITY_TABLES: tuple[Table, ...] = (USERS, GROUPS, ROLES, TENANTS, MAPPING_RULES, AUTHORIZATIONS, MEMBERSHIPS)
+TABLES: tuple[Table, ...] = (*_FIRST_TABLES, *_OPERATE_TABLES, *_BATCH_TABLES, *_IDENTITY_TABLES)
 TABLES_BY_NAME = {t.name: t for t in TABLES}
 
 _TEXT_COLUMNS = {
@@ -321,6 +356,25 @@ _TEXT_COLUMNS = {
     "batch_operation_item_id",
     "batch_operation_partition_id",
     "operation_type",
+    "username",
+    "email",
+    "description",
+    "group_id",
+    "role_id",
+    "mapping_rule_id",
+    "claim_name",
+    "claim_value",
+    "owner_id",
+    "owner_type",
+    "resource_matcher",
+    "resource_id",
+    "resource_type",
+    "permission_types",  # a JSON array of strings
+    "membership_id",
+    "container_kind",
+    "container_id",
+    "member_type",
+    "member_id",
 }
 
 # Columns added by a later migration (by table): the first migration creates tables without them.
@@ -420,6 +474,17 @@ MIGRATIONS: tuple[Migration, ...] = (
             *(_create_table(t) for t in _BATCH_TABLES),
             "CREATE INDEX batch_operation_items_by_batch ON batch_operation_items (batch_operation_key)",
             "CREATE INDEX batch_operation_partitions_by_batch ON batch_operation_partitions (batch_operation_key)",
+        ),
+    ),
+    Migration(
+        6,
+        "identity: users, groups, roles, tenants, mapping rules, authorizations and memberships, the memberships "
+        "indexed by container and by member",
+        (
+            *(_create_table(t) for t in _IDENTITY_TABLES),
+            "CREATE INDEX identity_memberships_by_container ON identity_memberships "
+            "(container_kind, container_id, member_type)",
+            "CREATE INDEX identity_memberships_by_member ON identity_memberships (member_type, member_id)",
         ),
     ),
 )
