@@ -32,6 +32,25 @@ _REASONS = {
 }
 
 
+_IDENTITY_ID = {"type": "string", "pattern": "^[a-zA-Z0-9_~@.+-]{1,256}$"}
+#: Path parameters that name an identity by its id (Camunda 8.8's id rules), not by a key.
+ID_PARAMS: dict[str, dict[str, Any]] = {
+    "username": _IDENTITY_ID,
+    "groupId": _IDENTITY_ID,
+    "roleId": _IDENTITY_ID,
+    "mappingRuleId": _IDENTITY_ID,
+    "clientId": _IDENTITY_ID,
+    "tenantId": {"type": "string", "pattern": "^[A-Za-z0-9_.-]{1,31}$"},
+}
+
+
+def _path_param(name: str) -> dict[str, Any]:
+    schema = ID_PARAMS.get(name)
+    if schema is None:
+        return key_param(name, f"The {_words(name)}")
+    return {"name": name, "in": "path", "required": True, "description": f"The {_words(name)}", "schema": schema}
+
+
 def document(endpoints: list[Endpoint], *, version: str, auth_methods: list[str]) -> dict[str, Any]:
     paths: dict[str, dict[str, Any]] = {}
     for endpoint in endpoints:
@@ -65,7 +84,7 @@ def _operation(endpoint: Endpoint, auth_methods: list[str]) -> dict[str, Any]:
     }
     if endpoint.description:
         operation["description"] = endpoint.description
-    params = [key_param(name, f"The {_words(name)}") for name in re.findall(r"{(\w+)}", endpoint.path)]
+    params = [_path_param(name) for name in re.findall(r"{(\w+)}", endpoint.path)]
     params.extend(endpoint.query_params)
     if params:
         operation["parameters"] = params

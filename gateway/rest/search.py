@@ -1,5 +1,6 @@
 """Search endpoints of the REST API, answered from the history store (exporters/history): what ran and what is
-running, with filters, sort and cursor paging as in Camunda's v2 search requests.
+running, and the cluster's identity (users, groups, roles, tenants, mapping rules, authorizations and who is a
+member of what), with filters, sort and cursor paging as in Camunda's v2 search requests.
 
 The gateway opens the store read-only through ``exporters.history.reader.open_reader(url)``; without a store (no
 URL configured) every search endpoint answers 503 naming the setting to add.
@@ -11,7 +12,7 @@ import asyncio
 import logging
 import re
 from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar
+from typing import Any, NoReturn, TypeVar
 
 from aiohttp import web
 
@@ -38,6 +39,40 @@ ENTITIES: dict[str, tuple[str, str, str]] = {
     "decision-instances": ("decisionEvaluationInstanceKey", "decision instance", "Decision instance"),
     "decision-definitions": ("decisionDefinitionKey", "decision definition", "Decision definition"),
     "decision-requirements": ("decisionRequirementsKey", "decision requirements", "Decision requirements"),
+    "authorizations": ("authorizationKey", "authorization", "Authorization"),
+}
+#: Identities (Camunda 8.8), read by their id rather than a key: path segment → (the path parameter naming the id,
+#: a human name, the OpenAPI tag).
+IDENTITIES: dict[str, tuple[str, str, str]] = {
+    "users": ("username", "user", "User"),
+    "groups": ("groupId", "group", "Group"),
+    "roles": ("roleId", "role", "Role"),
+    "tenants": ("tenantId", "tenant", "Tenant"),
+    "mapping-rules": ("mappingRuleId", "mapping rule", "Mapping rule"),
+}
+#: The member searches of groups, roles and tenants (Camunda 8.8): (container segment, member segment) →
+#: (container kind, member type, a human name of the members).
+MEMBER_SEARCHES: dict[tuple[str, str], tuple[str, str, str]] = {
+    ("groups", "users"): ("GROUP", "USER", "users"),
+    ("groups", "clients"): ("GROUP", "CLIENT", "clients"),
+    ("groups", "mapping-rules"): ("GROUP", "MAPPING_RULE", "mapping rules"),
+    ("roles", "users"): ("ROLE", "USER", "users"),
+    ("roles", "clients"): ("ROLE", "CLIENT", "clients"),
+    ("roles", "groups"): ("ROLE", "GROUP", "groups"),
+    ("roles", "mapping-rules"): ("ROLE", "MAPPING_RULE", "mapping rules"),
+    ("tenants", "users"): ("TENANT", "USER", "users"),
+    ("tenants", "clients"): ("TENANT", "CLIENT", "clients"),
+    ("tenants", "groups"): ("TENANT", "GROUP", "groups"),
+    ("tenants", "roles"): ("TENANT", "ROLE", "roles"),
+    ("tenants", "mapping-rules"): ("TENANT", "MAPPING_RULE", "mapping rules"),
+}
+#: The shape of each member type's items: users, clients and groups by id only, roles and mapping rules whole.
+_MEMBER_SHAPES = {
+    "USER": "member-users",
+    "CLIENT": "member-clients",
+    "GROUP": "member-groups",
+    "ROLE": "roles",
+    "MAPPING_RULE": "mapping-rules",
 }
 #: Entities keyed by text rather than by a 64-bit key: a decision instance is ``<decisionEvaluationKey>-<position>``.
 _TEXT_KEYS: dict[str, re.Pattern[str]] = {"decision-instances": re.compile(r"[0-9]{1,19}-[0-9]{1,9}")}
@@ -234,6 +269,101 @@ class SearchRoutes:
 
         return get
 
+    # -- identity ------------------------------------------------------------------------------------------------
+
+    def _identity_get_handler(self, entity: str) -> Any:
+        param, noun, _ = IDENTITIES[entity]
+
+        async def get(request: web.Request) -> web.Response:
+            entity_id = _path_id(param, request.match_info[param])
+            found = await self._call("get", entity, entity_id)
+            if found is None:
+                _unknown(noun, param, entity_id)
+            return json_response(shape_item(entity, found, by_key=True))
+
+        return get
+
+    def _members_handler(self, container: str, members: str) -> Any:
+        param, noun, _ = IDENTITIES[container]
+        kind, member_type, _ = MEMBER_SEARCHES[(container, members)]
+
+        async def search(request: web.Request) -> web.Response:
+            container_id = _path_id(param, request.match_info[param])
+            query = await _search_query(request)
+            found = await self._call("search_members", kind, container_id, member_type, query)
+            if found is None:
+                _unknown(noun, param, container_id)
+            return json_response(shape_page(found, _MEMBER_SHAPES[member_type]))
+
+        return search
+
+    async def group_roles(self, request: web.Request) -> web.Response:
+        """The roles a group is a member of."""
+        group_id = _path_id("groupId", request.match_info["groupId"])
+        query = await _search_query(request)
+        found = await self._call("search_containers", "ROLE", "GROUP", group_id, query)
+        if found is None:
+            _unknown("group", "groupId", group_id)
+        return json_response(shape_page(found, "roles"))
+
+    def _identity_endpoints(self) -> list[Endpoint]:
+        found: list[Endpoint] = []
+        for entity, (param, noun, tag) in IDENTITIES.items():
+            found.append(
+                Endpoint(
+                    "POST",
+                    f"/v2/{entity}/search",
+                    f"Search {noun}s in the history",
+                    self._search_handler(entity),
+                    tag,
+                    responses={200: (f"The matching {noun}s", SEARCH_RESPONSE)},
+                    description=f"Answered from the history store; {SEARCH_REQUEST['description']}",
+                    raw_body=SEARCH_REQUEST,
+                )
+            )
+            found.append(
+                Endpoint(
+                    "GET",
+                    f"/v2/{entity}/{{{param}}}",
+                    f"Get a {noun} from the history",
+                    self._identity_get_handler(entity),
+                    tag,
+                    responses={200: (f"The {noun}", ANY_OBJECT)},
+                    errors=(404,),
+                )
+            )
+        for (container, members), (_, _, what) in MEMBER_SEARCHES.items():
+            param, noun, tag = IDENTITIES[container]
+            found.append(
+                Endpoint(
+                    "POST",
+                    f"/v2/{container}/{{{param}}}/{members}/search",
+                    f"Search the {what} of a {noun} in the history",
+                    self._members_handler(container, members),
+                    tag,
+                    responses={200: (f"The matching {what}", SEARCH_RESPONSE)},
+                    description=f"Answered from the history store; 404 when it has no such {noun}. "
+                    f"{SEARCH_REQUEST['description']}",
+                    raw_body=SEARCH_REQUEST,
+                    errors=(404,),
+                )
+            )
+        found.append(
+            Endpoint(
+                "POST",
+                "/v2/groups/{groupId}/roles/search",
+                "Search the roles a group is a member of in the history",
+                self.group_roles,
+                "Group",
+                responses={200: ("The matching roles", SEARCH_RESPONSE)},
+                description=f"Answered from the history store; 404 when it has no such group. "
+                f"{SEARCH_REQUEST['description']}",
+                raw_body=SEARCH_REQUEST,
+                errors=(404,),
+            )
+        )
+        return found
+
     async def process_definition_xml(self, request: web.Request) -> web.Response:
         key = parse_key("processDefinitionKey", request.match_info["processDefinitionKey"])
         xml = await self._call("process_definition_xml", str(key))
@@ -295,6 +425,7 @@ class SearchRoutes:
                 content_type="text/xml",
             )
         )
+        found.extend(self._identity_endpoints())
         return found
 
 
@@ -308,6 +439,19 @@ def _path_key(entity: str, param: str, raw: str) -> str:
             f"Expected '{param}' to be <decisionEvaluationKey>-<position> (e.g. 2251799813685354-1), but got '{raw}'"
         )
     return raw
+
+
+def _path_id(param: str, raw: str) -> str:
+    """An identity's id from a path (400 when it is not text a history store can look up)."""
+    try:
+        raw.encode()
+    except UnicodeEncodeError:
+        invalid(f"Expected '{param}' to be text, but it holds a lone surrogate (\\ud800-\\udfff)")
+    return raw
+
+
+def _unknown(noun: str, param: str, entity_id: str) -> NoReturn:
+    fail(ErrorCode.NOT_FOUND, f"Expected to find the {noun} with {param} '{entity_id}', but it is not in the history")
 
 
 async def _search_query(request: web.Request) -> dict[str, Any]:

@@ -216,6 +216,24 @@ ITEM_FIELDS: dict[str, tuple[str, ...]] = {
         "processedDate",
         "errorMessage",
     ),
+    "users": ("username", "name", "email"),
+    "groups": ("name", "groupId", "description"),
+    "roles": ("name", "roleId", "description"),
+    "tenants": ("name", "tenantId", "description"),
+    "mapping-rules": ("claimName", "claimValue", "name", "mappingRuleId"),
+    "authorizations": (
+        "ownerId",
+        "ownerType",
+        "resourceType",
+        "resourceId",
+        "resourcePropertyName",
+        "permissionTypes",
+        "authorizationKey",
+    ),
+    # the members of groups, roles and tenants that are listed by id
+    "member-users": ("username",),
+    "member-clients": ("clientId",),
+    "member-groups": ("groupId",),
 }
 ITEM_FIELDS["user-task-variables"] = ITEM_FIELDS["variables"]
 
@@ -236,6 +254,7 @@ _NOT_NULL: dict[str, Any] = {
 }
 #: The same, where a field is nullable in one entity and not in another.
 _ENTITY_NOT_NULL: dict[str, dict[str, Any]] = {
+    "authorizations": {"permissionTypes": []},
     "incidents": {"errorMessage": ""},
     "batch-operations": {
         "operationsTotalCount": 0,
@@ -349,6 +368,11 @@ _INCIDENT_ERROR_TYPES = (
     "MESSAGE_SIZE_EXCEEDED RESOURCE_NOT_FOUND SECRET_RESOLUTION_ERROR TASK_LISTENER_NO_RETRIES UNHANDLED_ERROR_EVENT "
     "UNKNOWN UNSPECIFIED"
 )
+_RESOURCE_TYPES = (
+    "AUDIT_LOG AUTHORIZATION BACKUP BATCH CLUSTER_VARIABLE COMPONENT DECISION_DEFINITION "
+    "DECISION_REQUIREMENTS_DEFINITION DOCUMENT EXPORTER EXPRESSION GLOBAL_LISTENER GROUP MAPPING_RULE MESSAGE "
+    "PROCESS_DEFINITION RESOURCE ROLE SECRET SYSTEM TENANT USER USER_TASK"
+)
 #: The filter fields whose values are an 8.9 enum, per entity, with the values each admits.
 ENUM_FILTERS: dict[str, dict[str, frozenset[str]]] = {
     "process-definitions": {"state": _enum("ACTIVE DELETED DRAINING")},
@@ -377,6 +401,10 @@ ENUM_FILTERS: dict[str, dict[str, frozenset[str]]] = {
     "decision-instances": {
         "state": _enum("EVALUATED FAILED UNKNOWN UNSPECIFIED"),
         "decisionDefinitionType": _enum("DECISION_TABLE LITERAL_EXPRESSION UNKNOWN UNSPECIFIED"),
+    },
+    "authorizations": {
+        "ownerType": _enum("CLIENT GROUP MAPPING_RULE ROLE UNSPECIFIED USER"),
+        "resourceType": _enum(_RESOURCE_TYPES),
     },
 }
 #: Operators whose operands are values of the field (``$like`` takes a pattern, ``$exists`` a boolean).
