@@ -11,6 +11,7 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
+from broker.engine.access import Access, Caller, resolve
 from broker.protocol.enums import (
     AuthorizationIntent,
     GroupIntent,
@@ -245,3 +246,33 @@ def test_exports_leave_a_users_password_hash_out() -> None:
     record = Record(5, 7, RecordType.EVENT, ValueType.USER, int(UserIntent.CREATED), 0, value)
     assert record.to_json_dict()["value"]["password"] == ""
     assert record.value["password"] == "scrypt$secret", "the log and the state keep it"
+
+
+async def test_a_callers_tenants_and_grants_come_through_its_groups_roles_and_mapping_rules(tmp_path: Path) -> None:
+    d = Driver(tmp_path / "p" / "1")
+    d.open()
+    await build_team(d)
+    ops_grant = {"ownerType": "ROLE", "ownerId": "ops", "resourceType": "TENANT", "resourceMatcher": "ANY"}
+    ops_grant |= {"resourceId": "*", "permissionTypes": ["READ"]}
+    accepted(await send(d, ValueType.AUTHORIZATION, AuthorizationIntent.CREATE, **ops_grant))
+
+    def access(caller: Caller) -> Access:
+        return d.read(lambda s: resolve(s.identity, caller))  # type: ignore[no-any-return]
+
+    devs = {
+        ("PROCESS_DEFINITION", "order", "CREATE_PROCESS_INSTANCE"),
+        ("PROCESS_DEFINITION", "order", "READ_PROCESS_INSTANCE"),
+        ("TENANT", "*", "READ"),  # the role of the group
+    }
+    ann = access(Caller(username="ann"))  # in group devs, which is in tenant team-a and role ops
+    assert ann.tenants == {"team-a"} and ann.grants == devs
+    assert ann.allows("PROCESS_DEFINITION", "order", "CREATE_PROCESS_INSTANCE")
+    assert ann.allows("TENANT", "team-b", "READ"), "a grant on * covers every resource of the type"
+    assert not ann.allows("PROCESS_DEFINITION", "invoice", "CREATE_PROCESS_INSTANCE")
+    bob = access(Caller(username="bob"))  # a direct member of the tenant, in no group
+    assert bob.tenants == {"team-a"} and bob.grants == frozenset()
+    assert access(Caller(client_id="worker-1")).tenants == {"team-a"}
+    by_claim = access(Caller(claims={"dept": ["sales", "eng"]}))  # mapping rule eng is in group devs
+    assert by_claim.tenants == {"team-a"} and by_claim.grants == devs
+    assert access(Caller(username="eve", claims={"dept": "hr"})) == Access(frozenset(), frozenset())
+    await d.close()
