@@ -221,10 +221,10 @@ class WeirProcess:
         self._run = CliProcess(args, self.log_path, self.env, cwd=self.repo)
         self.proc = self._run.proc
 
-    def probe(self, path: str) -> tuple[int, dict[str, Any]]:
+    def probe(self, path: str, timeout: float = 2.0) -> tuple[int, dict[str, Any]]:
         url = f"http://127.0.0.1:{self.monitoring_port}{path}"
         try:
-            with urllib.request.urlopen(url, timeout=2) as r:
+            with urllib.request.urlopen(url, timeout=timeout) as r:
                 body = r.read()
                 return r.status, json.loads(body) if path != "/metrics" else {"text": body.decode()}
         except urllib.error.HTTPError as e:
