@@ -642,7 +642,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(fn=cmd_bench)
 
     p = sub.add_parser("sim", help="simulate a whole cluster on simulated time, network and disk, with faults")
-    from client.sim.run import add_arguments as add_sim_arguments
+    from client.sim.options import add_arguments as add_sim_arguments
 
     add_sim_arguments(p)
     p.set_defaults(fn=cmd_sim)

@@ -10,20 +10,21 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from broker.engine.context import ProcessingContext
-from broker.engine.scheduled import ScheduledWork
-from broker.log import LogBlock, MemoryLog
-from broker.protocol.keys import KeyGenerator
-from broker.protocol.record import Record
-from broker.stream import replay
-from broker.stream.commit import LocalCommit, RaftCommit
-from broker.stream.core import StreamCore
+if TYPE_CHECKING:
+    from broker.log import LogBlock
+    from broker.protocol.record import Record
+    from broker.stream import replay
+
+# Each bug imports the production code it patches when it is switched on: the names of the bugs (``weir sim
+# --inject-bug``'s choices, built for every ``weir`` command) come without importing the engine.
 
 
 def _ack_before_commit() -> Iterator[None]:
     """The round is answered before its block is committed: the commit runs in the background."""
+    from broker.stream.commit import LocalCommit, RaftCommit
+
     originals = {seam: seam.commit for seam in (LocalCommit, RaftCommit)}
 
     def early(original: Any) -> Any:
@@ -45,6 +46,8 @@ def _ack_before_commit() -> Iterator[None]:
 
 def _skip_fsync() -> Iterator[None]:
     """Every other flush of the log returns without making anything durable (a lost fsync)."""
+    from broker.log import MemoryLog
+
     original = MemoryLog.flush
     calls = [0]
 
@@ -63,6 +66,8 @@ def _skip_fsync() -> Iterator[None]:
 
 def _apply_event_twice() -> Iterator[None]:
     """The leader applies each process-instance event it writes twice (replay applies it once)."""
+    from broker.engine.context import ProcessingContext
+
     original = ProcessingContext.instance_event
 
     def instance_event(self: ProcessingContext, intent: Any, key: int, value: Any, as_dict: Any = None) -> Record:
@@ -79,6 +84,8 @@ def _apply_event_twice() -> Iterator[None]:
 
 def _forget_keys_on_recovery() -> Iterator[None]:
     """Recovery does not raise the key generator past the keys in the log: a restarted leader reissues keys."""
+    from broker.protocol.keys import KeyGenerator
+
     original = KeyGenerator.observe
 
     def observe(self: KeyGenerator, key: int) -> None:
@@ -93,6 +100,8 @@ def _forget_keys_on_recovery() -> Iterator[None]:
 
 def _drop_pending_follow_ups() -> Iterator[None]:
     """Recovery forgets the follow-up commands that were written but not processed before the crash."""
+    from broker.stream.core import StreamCore
+
     original = StreamCore.replay
 
     def replay_(self: StreamCore, blocks: Any) -> replay.ReplayResult:
@@ -110,6 +119,8 @@ def _drop_pending_follow_ups() -> Iterator[None]:
 def _keep_due_work_on_leader_change() -> Iterator[None]:
     """A replica that stops leading keeps its bookkeeping of handed-out due commands (timers, deadlines): the ones
     that were still in its inbox are never written, and when it leads again it thinks they were."""
+    from broker.engine.scheduled import ScheduledWork
+
     original = ScheduledWork.reset
 
     def reset(self: ScheduledWork) -> None:

@@ -32,9 +32,10 @@ from broker import logs
 from broker.protocol.enums import RecordType, ValueType
 from broker.raft.sim_world import world_switch
 from client.sim import checks
-from client.sim.bugs import BUGS, injected
+from client.sim.bugs import injected
 from client.sim.cluster import SimCluster
 from client.sim.loop import SimLoop
+from client.sim.options import FAULTS
 from client.sim.sink import SINKS
 from client.sim.workload import Workload
 
@@ -52,7 +53,6 @@ OVERDUE_S = 10.0
 CANARY_BOUND_S = 30.0
 FSYNC_S = (0.0002, 0.003)
 FAULT_RATE = 0.01  # chance per tick that a fault starts  # how long an fsync takes, simulated seconds
-FAULTS = ("crash", "cut", "isolate-leader", "drop", "duplicate", "delay", "disk-full", "slow-fsync", "clock-jump")
 
 
 @dataclass(slots=True)
@@ -366,25 +366,6 @@ def run(config: SimConfig, out: TextIO | None = sys.stdout) -> SimResult:
         asyncio.set_event_loop(None)
         loop.close()
     return result
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--seed", type=int, default=1, help="the first seed (1)")
-    parser.add_argument("--seeds", type=int, default=1, help="how many seeds to run, from --seed on (1)")
-    parser.add_argument("--ticks", type=int, default=3000, help="ticks of 10 ms of load and faults per run (3000)")
-    parser.add_argument("--brokers", type=int, default=1)
-    parser.add_argument("--partitions", type=int, default=1)
-    parser.add_argument("--replication", type=int, default=1)
-    parser.add_argument(
-        "--faults",
-        default="",
-        help=f"comma-separated faults to inject, from: {', '.join(FAULTS)}; 'all' for every one (none)",
-    )
-    parser.add_argument("--inject-bug", choices=sorted(BUGS), help="run with a deliberate bug (to see it caught)")
-    parser.add_argument("--quiet", action="store_true", help="print only each run's final lines")
-    parser.add_argument(
-        "--log-level", default="CRITICAL", help="the brokers' own log lines, to stderr (CRITICAL: none but fatal)"
-    )
 
 
 def parse_faults(text: str) -> tuple[str, ...]:

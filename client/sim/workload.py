@@ -33,6 +33,11 @@ from gateway.commands import CommandError, GatewayCommands
 
 # How long a client waits for a command's answer before it counts the outcome as unknown (simulated seconds).
 REQUEST_TIMEOUT_MS = 5_000
+# How long a worker holds the jobs it takes (polled or pushed). Simulated workers answer at once, so the timeout matters
+# for jobs whose answer was lost (a dropped message, a crash): they come back this long after, and the drain lasts
+# until they have (with 30 s, most of a run's drain waited for them). Twice the client's wait for an answer: the
+# activation's answer and then the completion's.
+JOB_TIMEOUT_MS = 10_000
 # Workers that take their jobs from job streams (pushed), how many at once, and how often one goes and another comes.
 STREAM_TYPE = "sim-push"
 STREAM_WORKERS = 2
@@ -61,7 +66,7 @@ class _StreamWorker:
         self.name = name
         self.open = True
         self.queue: asyncio.Queue[Record] = asyncio.Queue()
-        self.handle = workload.gateway.client.open_job_stream(STREAM_TYPE, name, 30_000, [], self._sink)
+        self.handle = workload.gateway.client.open_job_stream(STREAM_TYPE, name, JOB_TIMEOUT_MS, [], self._sink)
         self.task = asyncio.get_running_loop().create_task(workload._stream_work(self))
 
     def _sink(self, record: Record) -> bool:
@@ -222,7 +227,7 @@ class Workload:
         batches = []
 
         async def activate() -> Record:
-            async for batch in self.gateway.activate_jobs(job_type, "sim-worker", 30_000, 10, [], -1):
+            async for batch in self.gateway.activate_jobs(job_type, "sim-worker", JOB_TIMEOUT_MS, 10, [], -1):
                 batches.extend(batch)
             return Record(0, 0, RecordType.EVENT, ValueType.JOB_BATCH, 0, 0, {})
 
