@@ -43,7 +43,8 @@ def bounded(tmp_path: Path) -> Iterator[tuple[WeirProcess, Stub]]:
 
 
 def records_processed(w: WeirProcess) -> float:
-    text = w.probe("/metrics")[1]["text"]
+    # a busy partition shares its loop with the monitoring port: a scrape may wait for a round on a loaded machine
+    text = w.probe("/metrics", timeout=10.0)[1]["text"]
     return float(re.search(r'^weir_stream_processor_records_total\{partition="1"\} (\S+)$', text, re.M).group(1))
 
 
