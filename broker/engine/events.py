@@ -101,7 +101,7 @@ def write_subscriptions(ctx: ProcessingContext, inst: ElementInstance, planned: 
     v = inst.value
     for target, plan in planned:
         if isinstance(plan, timers.Schedule):
-            create_timer(ctx, plan, target.id, v.process_definition_key, inst.key, v.process_instance_key)
+            create_timer(ctx, plan, target.id, v.process_definition_key, inst.key, v.process_instance_key, v.tenant_id)
         elif isinstance(plan, tuple):
             name, correlation_key = plan
             _open_message_subscription(ctx, inst, target, name, correlation_key)
@@ -182,6 +182,7 @@ def create_timer(
     definition_key: int,
     element_instance_key: int,
     instance_key: int,
+    tenant: str,
 ) -> None:
     cron, interval_months, interval_ms = timers.repeating_parts(schedule)
     ctx.typed_event(
@@ -195,6 +196,7 @@ def create_timer(
             due_date=schedule.due_date,
             target_element_id=target_id,
             repetitions=schedule.repetitions,
+            tenant_id=tenant,
             cron=cron,
             interval_months=interval_months,
             interval_ms=interval_ms,
@@ -357,6 +359,7 @@ def _reschedule(ctx: ProcessingContext, timer: TimerValue) -> None:
             timer.process_definition_key,
             timer.element_instance_key,
             timer.process_instance_key,
+            timer.tenant_id,
         )
 
 
@@ -410,7 +413,8 @@ def open_start_timers(ctx: ProcessingContext, process: bpmn.Process, definition_
         plan = _plan_timer(ctx, start.timer, -1)
         if isinstance(plan, str):
             continue  # deployment validated the syntax; a date in the past etc. simply never fires
-        create_timer(ctx, plan, start.id, definition_key, -1, -1)
+        stored = ctx.state.processes.get(definition_key)
+        create_timer(ctx, plan, start.id, definition_key, -1, -1, b.tenant_of(stored) if stored else b.TENANT)
 
 
 # -- BPMN errors ---------------------------------------------------------------------------------------------

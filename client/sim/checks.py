@@ -200,6 +200,38 @@ def deployments_everywhere(history: History, logs: dict[int, list[Record]]) -> l
     return out
 
 
+def tenants_kept(history: History, logs: dict[int, list[Record]]) -> list[str]:
+    """Everything an instance causes stays in its tenant: the instance is in the tenant it was created in, its
+    elements, jobs, variables, incidents and user tasks carry it, the instances it calls are in it, and the messages
+    it takes were published in it."""
+    out: list[str] = []
+    instance_tenant = dict(history.tenants)
+    message_tenant: dict[int, str] = {}
+    events = [r for recs in logs.values() for r in recs if r.record_type == RecordType.EVENT]
+    for r in events:
+        if r.value_type == ValueType.PROCESS_INSTANCE and r.value.get("bpmnElementType") == "PROCESS":
+            instance_tenant.setdefault(r.key, r.value.get("tenantId", ""))
+        elif r.value_type == ValueType.MESSAGE and r.intent == MessageIntent.PUBLISHED:
+            message_tenant[r.key] = r.value.get("tenantId", "")
+    for r in events:
+        v = r.value
+        tenant, instance = v.get("tenantId"), v.get("processInstanceKey", -1)
+        if tenant is None or not isinstance(instance, int) or instance <= 0 or instance not in instance_tenant:
+            continue
+        if tenant != instance_tenant[instance]:
+            out.append(
+                f"{r.describe()} carries tenant '{tenant}', its instance {instance} is in '{instance_tenant[instance]}'"
+            )
+        parent = v.get("parentProcessInstanceKey", -1)
+        if parent in instance_tenant and instance_tenant[parent] != tenant:
+            out.append(f"{r.describe()}: instance {instance} in '{tenant}' was called from '{instance_tenant[parent]}'")
+        message = v.get("messageKey", -1)
+        taken = r.value_type == ValueType.PROCESS_MESSAGE_SUBSCRIPTION and message in message_tenant
+        if taken and message_tenant[message] != tenant:
+            out.append(f"{r.describe()}: a message of '{message_tenant[message]}' reached '{tenant}'")
+    return out[:10]
+
+
 def deployments_usable(history: History) -> list[str]:
     """A process acknowledged as deployed can be started through the gateway at once, whichever partition it picks."""
     refused = history.outcomes.get("create NOT_FOUND", 0)

@@ -173,7 +173,9 @@ class SimCluster:
         self.job_streams: list[SimJobStream] = []
         # Round sizes vary by run: small rounds leave follow-ups queued across rounds (and so across crashes).
         self.max_commands_per_round = rng.choice([2, 8, 64, 500])
-        self.gateway = GatewayCommands(SimBrokerClient(self), long_poll_ms=0, request_timeout_ms=15_000)
+        self.gateway = GatewayCommands(
+            SimBrokerClient(self), long_poll_ms=0, request_timeout_ms=15_000, multi_tenancy=True
+        )
 
     # -- brokers ---------------------------------------------------------------------------------------------
 

@@ -335,6 +335,7 @@ def _check(cluster: SimCluster, workload: Workload, sink: dict, faults: list[tup
     violations += checks.exported_once_in_order(sink, logs)
     violations += checks.deployments_everywhere(history, logs)
     violations += checks.deployments_usable(history)
+    violations += checks.tenants_kept(history, logs)
     violations += checks.completed_instances(history, logs)
     violations += checks.canaries_in_time(history, CANARY_BOUND_S, faults)
     return violations

@@ -26,6 +26,7 @@ from broker.protocol.enums import (
     ValueType,
 )
 from broker.protocol.record import Record
+from broker.protocol.values import TENANT
 from client.sim import models
 from client.sim.cluster import SimCluster
 from gateway import user_tasks
@@ -42,15 +43,19 @@ JOB_TIMEOUT_MS = 10_000
 STREAM_TYPE = "sim-push"
 STREAM_WORKERS = 2
 STREAM_CHURN_TICKS = 300
+# The tenants the catalogue is deployed in (the gateway runs with multi-tenancy): each has its own versions, messages
+# and jobs; workers take the jobs of both.
+TENANTS = (TENANT, "sim-team-b")
 
 
 @dataclass(slots=True)
 class History:
     """What clients were told: acknowledged outcomes are promises the cluster must keep."""
 
-    deployed: dict[str, int] = field(default_factory=dict)  # process id → process definition key
+    deployed: dict[tuple[str, str], int] = field(default_factory=dict)  # (tenant, process id) → definition key
     deployment_keys: list[int] = field(default_factory=list)
     instances: dict[int, str] = field(default_factory=dict)  # acknowledged instance key → process id
+    tenants: dict[int, str] = field(default_factory=dict)  # acknowledged instance key → its tenant
     completed_jobs: set[int] = field(default_factory=set)  # acknowledged job completions
     pushed: dict[int, list[int]] = field(default_factory=dict)  # job batch key of a push a worker got → its jobs
     canaries: dict[int, float] = field(default_factory=dict)  # canary instance key → simulated time created
@@ -66,7 +71,9 @@ class _StreamWorker:
         self.name = name
         self.open = True
         self.queue: asyncio.Queue[Record] = asyncio.Queue()
-        self.handle = workload.gateway.client.open_job_stream(STREAM_TYPE, name, JOB_TIMEOUT_MS, [], self._sink)
+        self.handle = workload.gateway.client.open_job_stream(
+            STREAM_TYPE, name, JOB_TIMEOUT_MS, [], self._sink, TENANTS
+        )
         self.task = asyncio.get_running_loop().create_task(workload._stream_work(self))
 
     def _sink(self, record: Record) -> bool:
@@ -104,6 +111,7 @@ class Workload:
         self.starting = True
         self._streams: list[_StreamWorker] = []
         self._stream_names = itertools.count(1)
+        self._creations = itertools.count()
 
     # -- the tick --------------------------------------------------------------------------------------------
 
@@ -112,9 +120,10 @@ class Workload:
             self._streams.append(_StreamWorker(self, f"sim-streamer-{next(self._stream_names)}"))
         if tick % STREAM_CHURN_TICKS == STREAM_CHURN_TICKS // 2:
             self._streams.pop(self.rng.randrange(len(self._streams))).close(self.gateway)  # replaced next tick
-        if len(self.history.deployed) < len(models.CATALOGUE):
+        if len(self.history.deployed) < len(models.CATALOGUE) * len(TENANTS):
             if tick % 10 == 0:
-                self._spawn(self._deploy())
+                for tenant in TENANTS:
+                    self._spawn(self._deploy(tenant))
             return
         self.read_sink()
         if self.starting and self.rng.random() < 0.3:
@@ -177,41 +186,47 @@ class Workload:
         self.history.outcomes[outcome] += 1
         self.note(outcome if key is None else f"{outcome} {key}", show=False)
 
-    async def _deploy(self) -> None:
-        missing = [m for m in models.CATALOGUE if m.process_id not in self.history.deployed]
+    async def _deploy(self, tenant: str) -> None:
+        missing = [m for m in models.CATALOGUE if (tenant, m.process_id) not in self.history.deployed]
+        if not missing:
+            return
         resources = [(f"{m.process_id}.bpmn", m.xml) for m in missing]
-        record = await self._call("deploy", lambda: self.gateway.deploy(resources))
+        record = await self._call("deploy", lambda: self.gateway.deploy(resources, tenant))
         if record is None:
             return
         self.history.deployment_keys.append(record.key)
         for process in record.value.get("processesMetadata", []):
-            self.history.deployed[process["bpmnProcessId"]] = process["processDefinitionKey"]
-        self.note(f"deployed {len(missing)} processes (deployment {record.key})")
+            self.history.deployed[(tenant, process["bpmnProcessId"])] = process["processDefinitionKey"]
+        self.note(f"deployed {len(missing)} processes in {tenant} (deployment {record.key})")
 
     async def _create(self, model: models.Model, *, canary: bool = False) -> None:
         variables = model.variables(self.rng)
+        # every other instance in the second tenant, without a draw of its own (other choices stay as they are)
+        tenant = TENANT if canary else TENANTS[next(self._creations) % len(TENANTS)]
         record = await self._call(
-            "create", lambda: self.gateway.create_process_instance(model.process_id, -1, -1, variables)
+            "create",
+            lambda: self.gateway.create_process_instance(model.process_id, -1, -1, variables, tenant_id=tenant),
         )
         if record is None:
             return
         key = record.value["processInstanceKey"]
         self.history.instances[key] = model.process_id
+        self.history.tenants[key] = tenant
         if canary:
             self.history.canaries[key] = asyncio.get_running_loop().time()
         if model.message is not None:
             name, variable = model.message
             await asyncio.sleep(self.rng.uniform(0, 2))
-            await self._publish(name, variables[variable])
+            await self._publish(name, variables[variable], tenant)
 
-    async def _publish(self, name: str, correlation_key: str) -> None:
+    async def _publish(self, name: str, correlation_key: str, tenant: str) -> None:
         """Publish until acknowledged: the message id makes a retry of a publish that did land a no-op (it is
         answered ALREADY_EXISTS while the first is buffered)."""
         for _attempt in range(30):
             try:
                 async with asyncio.timeout(REQUEST_TIMEOUT_MS / 1000):
                     await self.gateway.publish_message(
-                        name, correlation_key, 300_000, correlation_key, {"approved": True}
+                        name, correlation_key, 300_000, correlation_key, {"approved": True}, tenant
                     )
                 self._outcome("publish ok")
                 return
@@ -227,7 +242,10 @@ class Workload:
         batches = []
 
         async def activate() -> Record:
-            async for batch in self.gateway.activate_jobs(job_type, "sim-worker", JOB_TIMEOUT_MS, 10, [], -1):
+            batches_of = self.gateway.activate_jobs(
+                job_type, "sim-worker", JOB_TIMEOUT_MS, 10, [], -1, tenant_ids=TENANTS
+            )
+            async for batch in batches_of:
                 batches.extend(batch)
             return Record(0, 0, RecordType.EVENT, ValueType.JOB_BATCH, 0, 0, {})
 
