@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import hashlib
+import itertools
 import random
 import sys
 import tempfile
@@ -38,6 +39,8 @@ from client.sim.loop import SimLoop
 from client.sim.options import FAULTS
 from client.sim.sink import SINKS
 from client.sim.workload import Workload
+
+_RUNS = itertools.count(1)  # runs of this process, naming their sinks
 
 TICK_S = 0.01
 DRAIN_S = 120.0
@@ -205,7 +208,10 @@ async def _simulate(config: SimConfig, result: SimResult, root: Path, out: TextI
         if show and out is not None:
             print(text, file=out, flush=True)
 
-    sink = f"sim-{config.seed}-{id(result)}"
+    # a name no other run of this process had: an exporter task of an earlier run that outlived it (SINKS is a
+    # defaultdict) must not leave records where this run reads (id() of a result is reused once it is freed)
+    sink = f"sim-{config.seed}-{next(_RUNS)}"
+    SINKS.pop(sink, None)
     cluster = SimCluster(
         loop,
         rng,
