@@ -173,7 +173,11 @@ class CommandApi:
         if partition is None:
             return {"err": "unavailable", "msg": f"partition {pid} is not hosted by this broker"}
         try:
-            return partition.execute(value_type, intent, value, key, internal=bool(msg.get("internal")))
+            caller = msg.get("a")
+            authorization = caller if isinstance(caller, dict) else None
+            return partition.execute(
+                value_type, intent, value, key, internal=bool(msg.get("internal")), authorization=authorization
+            )
         except InvalidDocumentError as e:
             return {"err": "invalid", "msg": str(e)}
         except BackpressureError as e:

@@ -36,9 +36,9 @@ import jwt
 
 from broker.error_messages import shown
 from broker.grpc_guard import MetadataCheckInterceptor, SecurityConfigError, Unauthenticated
+from gateway.caller import CALLER
 
 log = logging.getLogger("weir.gateway.auth")
-
 # Calls to these services need no credentials.
 OPEN_SERVICES = ("/grpc.health.v1.Health/",)
 # Tokens checked recently are remembered until they expire, so a worker's calls do not each pay an RSA verification
@@ -377,7 +377,8 @@ class Authenticator:
             raise SecurityConfigError(
                 f"unsupported JWT algorithm(s) {sorted(bad)}; use {', '.join(SUPPORTED_ALGORITHMS)}"
             )
-        self._tokens: dict[str, float] = {}  # accepted bearer token → its expiry (epoch seconds)
+        # accepted bearer token → its expiry (epoch seconds) and claims
+        self._tokens: dict[str, tuple[float, dict[str, Any]]] = {}
 
     @property
     def enabled(self) -> bool:
@@ -410,23 +411,43 @@ class Authenticator:
 
         ``peer`` is the client's address (failed basic checks are limited per address); empty when unknown.
         """
+        caller = await self.identify(authorization, peer)
+        return str(caller.get("username") or caller.get("clientId") or "token")
+
+    async def remember(self, authorization: str | None, peer: str = "") -> str:
+        """:meth:`check`, and the caller kept in :data:`CALLER` for the commands of this call (the engine decides
+        from it what the caller may do)."""
+        caller = await self.identify(authorization, peer)
+        CALLER.set(caller)
+        return str(caller.get("username") or caller.get("clientId") or "token")
+
+    async def identify(self, authorization: str | None, peer: str = "") -> dict[str, Any]:
+        """The caller as commands carry it: ``{"username"}`` for basic auth; for a bearer token its subject as
+        ``username``, its client (``azp`` or ``client_id``) as ``clientId``, and its ``claims``."""
         if not authorization:
             raise Unauthenticated(f"this gateway requires credentials: send {self._hint()}")
         scheme, _, credentials = authorization.strip().partition(" ")
         scheme = scheme.lower()
         if scheme == "bearer" and "oauth" in self.config.methods:
-            return self._check_bearer(credentials.strip())
+            claims = self._check_bearer(credentials.strip())
+            caller: dict[str, Any] = {"claims": claims}
+            if isinstance(claims.get("sub"), str):
+                caller["username"] = claims["sub"]
+            client = claims.get("azp") or claims.get("client_id")
+            if isinstance(client, str):
+                caller["clientId"] = client
+            return caller
         if scheme == "basic" and self.basic is not None:
-            return await self.basic.check(credentials.strip(), client_address(peer))
+            return {"username": await self.basic.check(credentials.strip(), client_address(peer))}
         raise Unauthenticated(
             f"'{shown(scheme.capitalize(), 20)}' credentials are not accepted here: send {self._hint()}"
         )
 
-    def _check_bearer(self, token: str) -> str:
+    def _check_bearer(self, token: str) -> dict[str, Any]:
         now = time.time()
-        expires = self._tokens.get(token)
-        if expires is not None and now < expires:
-            return "token"
+        cached = self._tokens.get(token)
+        if cached is not None and now < cached[0]:
+            return cached[1]
         assert self.jwks is not None
         oauth = self.config.oauth
         try:
@@ -465,8 +486,8 @@ class Authenticator:
             ) from None
         if len(self._tokens) >= TOKEN_CACHE_SIZE:
             self._tokens.clear()
-        self._tokens[token] = float(claims["exp"])
-        return str(claims.get("sub", "token"))
+        self._tokens[token] = (float(claims["exp"]), claims)
+        return dict(claims)
 
     def _explain(self, token: str, header: dict[str, Any], error: jwt.InvalidTokenError) -> str:
         """What is wrong with a token, in terms of the client setting that fixes it."""
@@ -514,7 +535,7 @@ def client_address(peer: str) -> str:
 def gateway_interceptors(authenticator: Authenticator | None) -> list[grpc.aio.ServerInterceptor]:
     if authenticator is None or not authenticator.enabled:
         return []
-    return [MetadataCheckInterceptor("authorization", authenticator.check, OPEN_SERVICES, with_peer=True)]
+    return [MetadataCheckInterceptor("authorization", authenticator.remember, OPEN_SERVICES, with_peer=True)]
 
 
 @dataclass(slots=True)

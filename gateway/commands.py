@@ -54,6 +54,7 @@ from broker.protocol.limits import MAX_DURATION_MS, duration_problem
 from broker.protocol.record import Record
 from broker.stream.partition import BackpressureError, PartitionUnavailableError
 from broker.transport.broker_client import BrokerClient, Topology
+from gateway.caller import CALLER
 
 log = logging.getLogger("weir.gateway")
 
@@ -76,6 +77,7 @@ class ErrorCode(enum.Enum):
     UNAVAILABLE = "UNAVAILABLE"
     UNAUTHENTICATED = "UNAUTHENTICATED"
     UNIMPLEMENTED = "UNIMPLEMENTED"
+    PERMISSION_DENIED = "PERMISSION_DENIED"
     INTERNAL = "INTERNAL"
     UNKNOWN = "UNKNOWN"
 
@@ -86,6 +88,7 @@ _REJECTION_CODES = {
     RejectionType.ALREADY_EXISTS: ErrorCode.ALREADY_EXISTS,
     RejectionType.INVALID_STATE: ErrorCode.FAILED_PRECONDITION,
     RejectionType.PROCESSING_ERROR: ErrorCode.INTERNAL,
+    RejectionType.FORBIDDEN: ErrorCode.PERMISSION_DENIED,
 }
 
 
@@ -350,8 +353,14 @@ class GatewayCommands:
         """Send a command; rejections and broker failures become :class:`CommandError`."""
         timeout = (timeout_ms if timeout_ms and timeout_ms > 0 else self.request_timeout_ms) / 1000
         try:
+            caller = CALLER.get()
             async with asyncio.timeout(timeout):  # unlike wait_for, no extra task per call
-                record = await self.client.execute(partition_id, value_type, intent, value, key)
+                if caller is None:
+                    record = await self.client.execute(partition_id, value_type, intent, value, key)
+                else:  # the engine decides what an authenticated caller may do
+                    record = await self.client.execute(
+                        partition_id, value_type, intent, value, key, authorization=caller
+                    )
         except TimeoutError:
             fail(
                 ErrorCode.DEADLINE_EXCEEDED,

@@ -7,9 +7,11 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any, Final
 
+from broker.engine.access import Caller
+from broker.engine.access import resolve as resolve_access
 from broker.engine.bpmn import model as bpmn
 from broker.engine.context import ProcessingContext
 from broker.engine.deployment_limits import DeploymentLimits
@@ -24,6 +26,7 @@ from broker.protocol.enums import (
     JobIntent,
     ProcessEventIntent,
     ProcessInstanceIntent,
+    RejectionType,
     ValueType,
     VariableIntent,
 )
@@ -66,6 +69,40 @@ class Services:
         self.drgs: Any = None
         # Sends a command to a partition after commit (set by the leader's partition; None while replaying).
         self.sender: Any = None
+
+
+def refuse_unassigned_tenant(ctx: ProcessingContext, request: str, tenants: Iterable[str]) -> bool:
+    """Reject the command (FORBIDDEN) when its authenticated caller names a tenant it is not assigned to — directly,
+    or through a group, role or mapping rule (``broker/engine/access.py``); True when it did.
+
+    A command without a caller (authentication off, or one partition's command to another) may use every tenant; so
+    may every caller the default tenant, which a single-tenant Weir keeps everything in.
+    """
+    command = ctx.command
+    caller = command.authorization if command is not None else None
+    if not caller:  # the common case: costs one attribute read
+        return False
+    wanted = [t for t in dict.fromkeys(tenants) if t != TENANT]
+    if not wanted:
+        return False
+    claims = caller.get("claims")
+    access = resolve_access(
+        ctx.state.identity,
+        Caller(
+            username=str(caller.get("username") or ""),
+            client_id=str(caller.get("clientId") or ""),
+            claims=claims if isinstance(claims, dict) else {},
+        ),
+    )
+    for tenant in wanted:
+        if tenant not in access.tenants:
+            ctx.reject(
+                RejectionType.FORBIDDEN,
+                f"Expected to handle request {request} with tenant identifier '{tenant}', but tenant is not "
+                "authorized to perform this request",
+            )
+            return True
+    return False
 
 
 def tenant_of(value: Mapping[str, Any]) -> str:

@@ -325,6 +325,8 @@ def evaluate_command(ctx: ProcessingContext, cmd: Record) -> None:
     decision_id = v.get("decisionId") or ""
     decision_key = v.get("decisionKey", -1)
     tenant = b.tenant_of(v)
+    if b.refuse_unassigned_tenant(ctx, "EvaluateDecision", [tenant]):
+        return
     if decision_id:
         decision = ctx.state.decisions.latest(tenant, decision_id)
         if decision is None:

@@ -50,6 +50,8 @@ def deploy(ctx: ProcessingContext, cmd: Record) -> None:
     if cmd.value.get("distributedFrom"):
         _deploy_distributed(ctx, cmd)
         return
+    if b.refuse_unassigned_tenant(ctx, "DeployResource", [b.tenant_of(cmd.value)]):
+        return
     resources = cmd.value.get("resources") or []
     if not resources:
         ctx.reject(RejectionType.INVALID_ARGUMENT, "Expected to deploy at least one resource, but none given")
@@ -383,6 +385,8 @@ def create_instance(ctx: ProcessingContext, cmd: Record) -> None:
     key = v.get("processDefinitionKey", -1)
     version = v.get("version", -1)
     tenant = b.tenant_of(v)
+    if b.refuse_unassigned_tenant(ctx, "CreateProcessInstance", [tenant]):
+        return
     if key > 0:
         stored = ctx.state.processes.get(key)
         if stored is None or b.tenant_of(stored) != tenant:

@@ -111,6 +111,8 @@ def _activatable(ctx: ProcessingContext, job_type: str, tenant_ids: list[str], l
 def activate_batch(ctx: ProcessingContext, cmd: Record) -> None:
     """JOB_BATCH ACTIVATE: hand up to maxJobsToActivate activatable jobs of a type to one worker."""
     v = cmd.value
+    if b.refuse_unassigned_tenant(ctx, "ActivateJobs", v.get("tenantIds") or [b.TENANT]):
+        return
     max_jobs = int(v.get("maxJobsToActivate", 1))
     # The gateway validates these too; a command from any other path must not activate a job that could never
     # be sent (a deadline beyond int64) or time out.

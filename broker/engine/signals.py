@@ -37,6 +37,8 @@ def broadcast_command(ctx: ProcessingContext, cmd: Record) -> None:
     if v.get("distributedFrom"):
         _receive(ctx, v, tenant, name, variables)
         return
+    if b.refuse_unassigned_tenant(ctx, "BroadcastSignal", [tenant]):
+        return
     ctx.respond(broadcast(ctx, tenant, name, variables))
 
 

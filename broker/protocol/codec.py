@@ -53,7 +53,7 @@ class CodecError(ValueError):
 def record_to_list(r: Record) -> list[Any]:
     """A record as a flat list, the compact form used in blocks and on the command API."""
     req = r.request
-    return [
+    out = [
         r.position,
         r.key,
         r.record_type,  # the enums are ints: msgpack writes them as such
@@ -68,6 +68,9 @@ def record_to_list(r: Record) -> list[Any]:
         req.request_id if req else -1,
         r.partition_id,
     ]
+    if r.authorization is not None:  # only client commands of an authenticated caller carry one
+        out.append(r.authorization)
+    return out
 
 
 def encode_block(
@@ -127,4 +130,5 @@ def record_from_list(it: list[Any]) -> Record:
         rejection_reason=it[9],
         request=RequestMetadata(stream_id, request_id) if request_id >= 0 else None,
         partition_id=it[12],
+        authorization=it[13] if len(it) > 13 else None,
     )

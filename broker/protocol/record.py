@@ -47,6 +47,9 @@ class Record:
     rejection_reason: str = ""
     request: RequestMetadata | None = field(default=None)
     partition_id: int = 1
+    # Who sent a client command, when the gateway authenticated them: {"username", "clientId", "claims"} (any may be
+    # missing). The engine decides what the caller may do from it and the identity it keeps; never exported.
+    authorization: dict[str, Any] | None = None
     typed: Any = field(default=None, repr=False, compare=False)
 
     @property

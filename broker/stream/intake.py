@@ -56,7 +56,14 @@ class CommandIntake:
     # -- command intake --------------------------------------------------------------------------------------
 
     def execute(
-        self, value_type: ValueType, intent: int, value: dict, key: int = -1, *, internal: bool = False
+        self,
+        value_type: ValueType,
+        intent: int,
+        value: dict,
+        key: int = -1,
+        *,
+        internal: bool = False,
+        authorization: dict[str, Any] | None = None,
     ) -> asyncio.Future[Record]:
         """Queue a command; the future resolves with the response record once it is durable.
 
@@ -110,6 +117,7 @@ class CommandIntake:
             value=value,
             request=RequestMetadata(0, request_id),
             partition_id=self.partition_id,
+            authorization=authorization,
         )
         self.core.inbox.append(cmd)
         self._wake.set()

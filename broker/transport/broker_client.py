@@ -11,7 +11,7 @@ import asyncio
 import functools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
 from broker.protocol.enums import ValueType
 from broker.protocol.record import Record
@@ -63,6 +63,7 @@ class BrokerClient(Protocol):
         key: int = -1,
         *,
         internal: bool = False,
+        authorization: dict[str, Any] | None = None,
     ) -> Record: ...
 
     def add_jobs_available_listener(self, listener: JobsAvailableListener) -> None: ...
@@ -114,11 +115,13 @@ class LocalBrokerClient:
         key: int = -1,
         *,
         internal: bool = False,
+        authorization: dict[str, Any] | None = None,
     ) -> Record:
         partition = self._partitions.get(partition_id)
         if partition is None:
             raise PartitionUnavailableError(f"partition {partition_id} does not exist")
-        return await asyncio.shield(partition.execute(value_type, intent, value, key, internal=internal))
+        command = partition.execute(value_type, intent, value, key, internal=internal, authorization=authorization)
+        return await asyncio.shield(command)
 
     def add_jobs_available_listener(self, listener: JobsAvailableListener) -> None:
         for pid, partition in self._partitions.items():

@@ -294,6 +294,7 @@ class RemoteBrokerClient:
         key: int = -1,
         *,
         internal: bool = False,
+        authorization: dict[str, Any] | None = None,
     ) -> Record:
         """Send to the partition's leader; retried only when the command was certainly not taken.
 
@@ -303,6 +304,8 @@ class RemoteBrokerClient:
         message = {"p": partition_id, "vt": int(value_type), "i": int(intent), "k": key, "v": value}
         if internal:
             message["internal"] = True  # from another partition: never refused by admission control
+        if authorization is not None:
+            message["a"] = authorization  # the authenticated caller, for the engine's checks
         deadline = asyncio.get_running_loop().time() + NOT_LEADER_RETRY_S
         while True:
             broker = self._leaders.get(partition_id)

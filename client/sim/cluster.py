@@ -403,6 +403,7 @@ class SimCluster:
         key: int,
         *,
         internal: bool,
+        authorization: dict[str, Any] | None = None,
     ) -> Record:
         """A command from ``source`` to the partition's leader through the network; its response comes back."""
         leader = self.leader(partition_id)
@@ -416,11 +417,14 @@ class SimCluster:
             await asyncio.sleep(3600)  # lost on the way: the sender's timeout decides
         if not partition.processing:
             raise PartitionUnavailableError(f"node {target} no longer leads partition {partition_id}")
-        future = partition.execute(value_type, intent, value, key, internal=internal)
+        future = partition.execute(value_type, intent, value, key, internal=internal, authorization=authorization)
         if self.network.duplicated():
             # the same command delivered twice (a retry the network made): the second is processed on its own
             with contextlib.suppress(Exception):  # refused at the door (backpressure): as if the copy was lost
-                partition.execute(value_type, intent, dict(value), key, internal=internal).add_done_callback(_ignore)
+                copy = partition.execute(
+                    value_type, intent, dict(value), key, internal=internal, authorization=authorization
+                )
+                copy.add_done_callback(_ignore)
         reply = await asyncio.shield(future)
         await asyncio.sleep(self.network.delay())
         if self.network.dropped() or not self.network.reachable(target, source):
@@ -465,8 +469,11 @@ class SimBrokerClient:
         key: int = -1,
         *,
         internal: bool = False,
+        authorization: dict[str, Any] | None = None,
     ) -> Record:
-        return await self.cluster.send(GATEWAY, partition_id, value_type, intent, value, key, internal=internal)
+        return await self.cluster.send(
+            GATEWAY, partition_id, value_type, intent, value, key, internal=internal, authorization=authorization
+        )
 
     def add_jobs_available_listener(self, listener: JobsAvailableListener) -> None:
         self.cluster.jobs_listeners.append(listener)

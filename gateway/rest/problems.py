@@ -22,6 +22,7 @@ HTTP_STATUS = {
     ErrorCode.DEADLINE_EXCEEDED: 504,
     ErrorCode.UNAVAILABLE: 503,
     ErrorCode.UNAUTHENTICATED: 401,
+    ErrorCode.PERMISSION_DENIED: 403,
     ErrorCode.UNIMPLEMENTED: 501,
     ErrorCode.INTERNAL: 500,
     ErrorCode.UNKNOWN: 500,

@@ -274,7 +274,7 @@ class RestServer:
     async def _authenticate(self, request: web.Request, handler: Any) -> web.StreamResponse:
         if self.authenticator.enabled and request.path.startswith("/v2") and request.path not in OPEN_PATHS:
             try:
-                await self.authenticator.check(request.headers.get("Authorization"), request.remote or "")
+                await self.authenticator.remember(request.headers.get("Authorization"), request.remote or "")
             except Unauthenticated as e:
                 challenge = ", ".join(
                     scheme

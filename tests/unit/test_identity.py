@@ -12,10 +12,15 @@ from pathlib import Path
 from typing import Any
 
 from broker.engine.access import Access, Caller, resolve
+from broker.engine.job_processors import activation_request
+from broker.protocol.codec import decode_block, encode_block, record_to_list
 from broker.protocol.enums import (
     AuthorizationIntent,
+    DeploymentIntent,
     GroupIntent,
+    JobBatchIntent,
     MappingRuleIntent,
+    ProcessInstanceCreationIntent,
     RecordType,
     RejectionType,
     RoleIntent,
@@ -24,6 +29,8 @@ from broker.protocol.enums import (
     ValueType,
 )
 from broker.protocol.record import Record
+from broker.protocol.values import TENANT
+from tests.harness import BPMN
 from tests.unit.test_replay import Driver, accepted, check_replay_equals_live, distributed, routed_partitions
 
 
@@ -276,3 +283,61 @@ async def test_a_callers_tenants_and_grants_come_through_its_groups_roles_and_ma
     assert by_claim.tenants == {"team-a"} and by_claim.grants == devs
     assert access(Caller(username="eve", claims={"dept": "hr"})) == Access(frozenset(), frozenset())
     await d.close()
+
+
+async def test_an_authenticated_caller_acts_only_in_the_tenants_it_is_assigned_to(tmp_path: Path) -> None:
+    d = Driver(tmp_path / "p" / "1")
+    d.open()
+    await build_team(d)  # team-a: group devs (ann, mapping rule eng), user bob, client worker-1
+    assert d.partition is not None
+    one_task = (BPMN / "one-task.bpmn").read_bytes()
+
+    async def as_caller(caller: dict | None, value_type: ValueType, intent: int, value: dict) -> Record:
+        assert d.partition is not None
+        return await d.partition.execute(value_type, intent, value, authorization=caller)
+
+    def deployment(tenant: str) -> dict:
+        return {"resources": [{"resourceName": "one-task.bpmn", "resource": one_task}], "tenantId": tenant}
+
+    rejected(
+        await as_caller({"username": "eve"}, ValueType.DEPLOYMENT, DeploymentIntent.CREATE, deployment("team-a")),
+        RejectionType.FORBIDDEN,
+        "Expected to handle request DeployResource with tenant identifier 'team-a', but tenant is not authorized",
+    )
+    accepted(await as_caller({"username": "eve"}, ValueType.DEPLOYMENT, DeploymentIntent.CREATE, deployment(TENANT)))
+    for caller in ({"username": "ann"}, {"username": "bob"}, {"clientId": "worker-1"}, {"claims": {"dept": "eng"}}):
+        accepted(await as_caller(caller, ValueType.DEPLOYMENT, DeploymentIntent.CREATE, deployment("team-a")))
+    accepted(await as_caller(None, ValueType.DEPLOYMENT, DeploymentIntent.CREATE, deployment("team-b")))
+
+    create = {"bpmnProcessId": "one-task", "version": -1, "variables": {}, "tenantId": "team-a"}
+    intent = ProcessInstanceCreationIntent.CREATE
+    rejected(await as_caller({"username": "eve"}, ValueType.PROCESS_INSTANCE_CREATION, intent, create),
+             RejectionType.FORBIDDEN)  # fmt: skip
+    accepted(await as_caller({"username": "ann"}, ValueType.PROCESS_INSTANCE_CREATION, intent, create))
+    await d.settle()
+    both = activation_request("test", "w", 60_000, 10, tenant_ids=["team-a", "team-b"])
+    rejected(
+        await as_caller({"username": "ann"}, ValueType.JOB_BATCH, JobBatchIntent.ACTIVATE, both),
+        RejectionType.FORBIDDEN,
+        "'team-b'",
+    )
+    mine = activation_request("test", "w", 60_000, 10, tenant_ids=["team-a"])
+    jobs = accepted(await as_caller({"username": "ann"}, ValueType.JOB_BATCH, JobBatchIntent.ACTIVATE, mine))
+    assert [j["tenantId"] for j in jobs.value["jobs"]] == ["team-a"]
+    # taken out of the group, ann is no longer in the tenant
+    accepted(await send(d, ValueType.GROUP, GroupIntent.REMOVE_ENTITY, groupId="devs", entityId="ann",
+                        entityType="USER"))  # fmt: skip
+    rejected(await as_caller({"username": "ann"}, ValueType.PROCESS_INSTANCE_CREATION, intent, create),
+             RejectionType.FORBIDDEN)  # fmt: skip
+    await d.close()
+    check_replay_equals_live(d.directory, tmp_path)
+
+
+def test_a_commands_caller_travels_in_the_log_and_records_without_one_read_as_before() -> None:
+    caller = {"username": "ann", "claims": {"dept": "eng"}}
+    command = Record(1, -1, RecordType.COMMAND, ValueType.USER, int(UserIntent.CREATE), 0, {}, authorization=caller)
+    event = Record(2, 7, RecordType.EVENT, ValueType.USER, int(UserIntent.CREATED), 0, {})
+    _, (logged_command, logged_event) = decode_block(encode_block(2, [command, event]))
+    assert logged_command.authorization == caller
+    assert logged_event.authorization is None and len(record_to_list(event)) == 13, "the layout logs had before"
+    assert "authorization" not in command.to_json_dict(), "never exported"
