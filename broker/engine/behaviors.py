@@ -20,6 +20,7 @@ from broker.engine.expressions import ExpressionEvaluator, ExpressionFailure, ty
 from broker.engine.models import ModelCache
 from broker.protocol.entity_values import IncidentValue, JobValue, UserTaskValue, VariableValue
 from broker.protocol.enums import (
+    AsyncRequestIntent,
     CommandDistributionIntent,
     IncidentIntent,
     JobBatchIntent,
@@ -103,6 +104,27 @@ def refuse_unassigned_tenant(ctx: ProcessingContext, request: str, tenants: Iter
             )
             return True
     return False
+
+
+def park_request(ctx: ProcessingContext, cmd: Record, scope_key: int, **extra: Any) -> None:
+    """Remember who sent ``cmd`` (ASYNC_REQUEST RECEIVED under ``scope_key``), to answer it when later processing
+    finishes it; a command that no client waits for is not remembered."""
+    if cmd.request is None:
+        return
+    ctx.event(
+        ValueType.ASYNC_REQUEST,
+        AsyncRequestIntent.RECEIVED,
+        ctx.keys.next_key(),
+        {
+            "scopeKey": scope_key,
+            "valueType": ValueType(cmd.value_type).name,
+            "intent": cmd.intent_enum.name,
+            "requestId": cmd.request.request_id,
+            "requestStreamId": cmd.request.stream_id,
+            "operationReference": -1,
+            **extra,
+        },
+    )
 
 
 def tenant_of(value: Mapping[str, Any]) -> str:

@@ -160,27 +160,8 @@ def _finish(ctx: ProcessingContext, cmd: Record, event: Record) -> None:
     distribution_key = ctx.keys.next_key()
     command = {**event.value, "distributedFrom": ctx.partition_id, "_key": event.key}
     b.distribute(ctx, distribution_key, ValueType(cmd.value_type), cmd.intent_enum, command)
-    if cmd.request is None:
-        return
-    ctx.event(
-        ValueType.ASYNC_REQUEST,
-        AsyncRequestIntent.RECEIVED,
-        ctx.keys.next_key(),
-        {
-            "scopeKey": distribution_key,
-            "valueType": ValueType(cmd.value_type).name,
-            "intent": cmd.intent_enum.name,
-            "requestId": cmd.request.request_id,
-            "requestStreamId": cmd.request.stream_id,
-            "operationReference": -1,
-            "answer": {
-                "valueType": event.value_type.name,
-                "intent": event.intent,
-                "key": event.key,
-                "value": event.value,
-            },
-        },
-    )
+    answer = {"valueType": event.value_type.name, "intent": event.intent, "key": event.key, "value": event.value}
+    b.park_request(ctx, cmd, distribution_key, answer=answer)
 
 
 def answer_when_distributed(ctx: ProcessingContext, distribution_key: int) -> None:

@@ -342,21 +342,7 @@ def cancel(ctx: ProcessingContext, inst: ElementInstance) -> bool:
 
 def _receive(ctx: ProcessingContext, cmd: Record, scope_key: int) -> None:
     """Remember who asked, to answer when the transition ends."""
-    if cmd.request is None:
-        return
-    ctx.event(
-        ValueType.ASYNC_REQUEST,
-        AsyncRequestIntent.RECEIVED,
-        ctx.keys.next_key(),
-        {
-            "scopeKey": scope_key,
-            "valueType": ValueType.USER_TASK.name,
-            "intent": UT(cmd.intent).name,
-            "requestId": cmd.request.request_id,
-            "requestStreamId": cmd.request.stream_id,
-            "operationReference": -1,
-        },
-    )
+    b.park_request(ctx, cmd, scope_key)
 
 
 def _answer(ctx: ProcessingContext, scope_key: int, record: Record) -> None:
