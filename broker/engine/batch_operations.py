@@ -123,7 +123,7 @@ def _create_distributed(ctx: ProcessingContext, cmd: Record) -> None:
         return
     if ctx.state.batch_operations.get(key) is not None:
         # a redelivery (the first delivery's acknowledgement was lost): answer again, write nothing twice
-        _answer_again(ctx, ValueType.BATCH_OPERATION_CREATION, BOC.CREATED, key, {"batchOperationKey": key})
+        b.answer_again(ctx, ValueType.BATCH_OPERATION_CREATION, BOC.CREATED, key, {"batchOperationKey": key})
         return
     raw = v.get("items")
     items = [(i["itemKey"], i["processInstanceKey"]) for i in raw or () if isinstance(i, dict)]
@@ -350,19 +350,13 @@ def complete_partition(ctx: ProcessingContext, cmd: Record) -> None:
     value = {name: v.get(name) for name in ("batchOperationKey", "partitionId", "completedCount", "failedCount")}
     if partition_id not in entry["pendingPartitions"]:
         if partition_id in entry["partitionIds"]:  # a redelivery of a report taken already
-            _answer_again(ctx, ValueType.BATCH_OPERATION_PARTITION_LIFECYCLE, BOP.PARTITION_COMPLETED, key, value)
+            b.answer_again(ctx, ValueType.BATCH_OPERATION_PARTITION_LIFECYCLE, BOP.PARTITION_COMPLETED, key, value)
         else:
             ctx.reject(RejectionType.INVALID_ARGUMENT, f"Expected a partition of batch operation '{key}': {v!r:.200}")
         return
     rec = ctx.event(ValueType.BATCH_OPERATION_PARTITION_LIFECYCLE, BOP.PARTITION_COMPLETED, key, value)
     ctx.respond(rec)
     _maybe_complete(ctx, key)
-
-
-def _answer_again(ctx: ProcessingContext, value_type: ValueType, intent: Any, key: int, value: dict) -> None:
-    """Answer a redelivered distribution like the first delivery, with an event that is not written again."""
-    again = Record(-1, key, RecordType.EVENT, value_type, int(intent), ctx.now, value, partition_id=ctx.partition_id)
-    ctx.respond(again)
 
 
 def _maybe_complete(ctx: ProcessingContext, key: int) -> None:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from typing import Any, Final
 
 from broker.engine.access import Caller
@@ -27,12 +27,14 @@ from broker.protocol.enums import (
     JobIntent,
     ProcessEventIntent,
     ProcessInstanceIntent,
+    RecordType,
     RejectionType,
     ValueType,
     VariableIntent,
 )
-from broker.protocol.record import Record
+from broker.protocol.record import Record, RequestMetadata
 from broker.protocol.values import TENANT, ProcessInstanceValue
+from broker.protocol.values import tenant_of as tenant_of  # processors read it as b.tenant_of
 from broker.state.element_instance import ElementInstance
 from broker.state.repositories import JobState
 
@@ -106,6 +108,20 @@ def refuse_unassigned_tenant(ctx: ProcessingContext, request: str, tenants: Iter
     return False
 
 
+def answer_again(
+    ctx: ProcessingContext,
+    value_type: ValueType,
+    intent: Any,
+    key: int,
+    value: dict,
+    request: RequestMetadata | None = None,
+) -> None:
+    """Answer with an event that is not written (again): a redelivered distribution answered like its first
+    delivery, or a parked request answered once what it waited for is done."""
+    event = Record(-1, key, RecordType.EVENT, value_type, int(intent), ctx.now, value, partition_id=ctx.partition_id)
+    ctx.respond(event, request)
+
+
 def park_request(ctx: ProcessingContext, cmd: Record, scope_key: int, **extra: Any) -> None:
     """Remember who sent ``cmd`` (ASYNC_REQUEST RECEIVED under ``scope_key``), to answer it when later processing
     finishes it; a command that no client waits for is not remembered."""
@@ -125,13 +141,6 @@ def park_request(ctx: ProcessingContext, cmd: Record, scope_key: int, **extra: A
             **extra,
         },
     )
-
-
-def tenant_of(value: Mapping[str, Any]) -> str:
-    """The tenant a command or stored value names; a missing or empty one is the default tenant, which is all a
-    single-tenant Weir has."""
-    tenant: str = value.get("tenantId") or TENANT
-    return tenant
 
 
 def services(ctx: ProcessingContext) -> Services:

@@ -30,7 +30,6 @@ from broker.protocol.enums import (
     AuthorizationIntent,
     GroupIntent,
     MappingRuleIntent,
-    RecordType,
     RejectionType,
     RoleIntent,
     TenantIntent,
@@ -173,26 +172,14 @@ def answer_when_distributed(ctx: ProcessingContext, distribution_key: int) -> No
     if request is None or "answer" not in request:
         return
     answer = request["answer"]
-    event = Record(
-        position=-1,
-        key=answer["key"],
-        record_type=RecordType.EVENT,
-        value_type=ValueType[answer["valueType"]],
-        intent=answer["intent"],
-        timestamp=ctx.now,
-        value=answer["value"],
-        partition_id=ctx.partition_id,
-    )
-    ctx.respond(event, RequestMetadata(request["requestStreamId"], request["requestId"]))
+    asked = RequestMetadata(request["requestStreamId"], request["requestId"])
+    b.answer_again(ctx, ValueType[answer["valueType"]], answer["intent"], answer["key"], answer["value"], asked)
     ctx.event(ValueType.ASYNC_REQUEST, AsyncRequestIntent.PROCESSED, request["key"], request)
 
 
 def _again(ctx: ProcessingContext, cmd: Record, intent: IntEnum, key: int, value: dict) -> None:
     """Answer a distributed command delivered again (its first delivery's answer was lost) without a new event."""
-    value_type = ValueType(cmd.value_type)
-    ctx.respond(
-        Record(-1, key, RecordType.EVENT, value_type, int(intent), ctx.now, value, partition_id=ctx.partition_id)
-    )
+    b.answer_again(ctx, ValueType(cmd.value_type), intent, key, value)
 
 
 # -- users, groups, roles, tenants, mapping rules -------------------------------------------------------------
@@ -322,9 +309,9 @@ def _membership(ctx: ProcessingContext, cmd: Record, *, adding: bool) -> None:
     identity = ctx.state.identity
     if v.get("distributedFrom"):
         if identity.is_member(kind.name, entity_id, member_type, member_id) == adding:
-            _again(ctx, cmd, intent, v["_key"], _membership_value(kind, v))
+            _again(ctx, cmd, intent, v["_key"], _value(kind, v))
             return
-        _finish(ctx, cmd, ctx.event(kind.value_type, intent, v["_key"], _membership_value(kind, v)))
+        _finish(ctx, cmd, ctx.event(kind.value_type, intent, v["_key"], _value(kind, v)))
         return
     stored = identity.get(kind.name, entity_id) if entity_id else None
     if stored is None:
@@ -366,7 +353,7 @@ def _membership(ctx: ProcessingContext, cmd: Record, *, adding: bool) -> None:
                 f"entity is not assigned to this {kind.noun}.",
             )
         return
-    value = _membership_value(kind, {**_public(stored), "entityId": member_id, "entityType": member_type})
+    value = _value(kind, {**_public(stored), "entityId": member_id, "entityType": member_type})
     _finish(ctx, cmd, ctx.event(kind.value_type, intent, stored[kind.key_field], value))
 
 
@@ -386,10 +373,6 @@ def _value(kind: Kind, v: dict) -> dict:
     if kind.members:
         out.update(entityId=v.get("entityId") or "", entityType=v.get("entityType") or "UNSPECIFIED")
     return out
-
-
-def _membership_value(kind: Kind, v: dict) -> dict:
-    return _value(kind, v)
 
 
 def _public(stored: dict) -> dict:

@@ -111,7 +111,8 @@ def _activatable(ctx: ProcessingContext, job_type: str, tenant_ids: list[str], l
 def activate_batch(ctx: ProcessingContext, cmd: Record) -> None:
     """JOB_BATCH ACTIVATE: hand up to maxJobsToActivate activatable jobs of a type to one worker."""
     v = cmd.value
-    if b.refuse_unassigned_tenant(ctx, "ActivateJobs", v.get("tenantIds") or [b.TENANT]):
+    tenants = v.get("tenantIds") or [b.TENANT]
+    if b.refuse_unassigned_tenant(ctx, "ActivateJobs", tenants):
         return
     max_jobs = int(v.get("maxJobsToActivate", 1))
     # The gateway validates these too; a command from any other path must not activate a job that could never
@@ -123,7 +124,7 @@ def activate_batch(ctx: ProcessingContext, cmd: Record) -> None:
         ctx.reject(RejectionType.INVALID_ARGUMENT, problem)
         return
     # a few more than asked for: jobs too large to send are failed on the way and others take their place
-    keys = _activatable(ctx, v["type"], v.get("tenantIds") or [b.TENANT], max_jobs + _OVERSIZED_PER_BATCH)
+    keys = _activatable(ctx, v["type"], tenants, max_jobs + _OVERSIZED_PER_BATCH)
     limit = ctx.max_batch_bytes
     jobs: list[dict[str, Any]] = []
     job_keys = []

@@ -12,9 +12,17 @@ against ≈4,000 with ten fields), and the engine builds dozens per process inst
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, Final, NamedTuple
 
 TENANT: Final = "<default>"
+
+
+def tenant_of(value: Mapping[str, Any]) -> str:
+    """The tenant a command or stored value names; a missing or empty one is the default tenant (values written
+    before tenants existed carry none), which is all a single-tenant Weir has."""
+    tenant: str = value.get("tenantId") or TENANT
+    return tenant
 
 
 class ProcessInstanceValue(NamedTuple):

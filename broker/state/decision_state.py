@@ -10,8 +10,17 @@ from __future__ import annotations
 
 from typing import Any
 
+from broker.protocol.values import tenant_of as _tenant
 from broker.state.db import StateDb, pack, prefix_scan, read_u64, u64, unpack
-from broker.state.repositories import Bindings, _hashed, _latest_version, _Repository, _scoped, _tenant, _text
+from broker.state.repositories import (
+    Bindings,
+    _hashed,
+    _latest_version,
+    _Repository,
+    _scoped,
+    _text,
+    _version_key,
+)
 
 
 class _Versioned(_Repository):
@@ -36,21 +45,17 @@ class _Versioned(_Repository):
 
     def _remove(self, key: int, value: dict[str, Any]) -> None:
         self.txn.delete(u64(key), db=self._db)
-        index = self._version_key(_tenant(value), value[self._id_field], value[self._version_field])
+        index = _version_key(_tenant(value), value[self._id_field], value[self._version_field])
         v = self.txn.get(index, db=self._versions)
         if v is not None and read_u64(v) == key:
             self.txn.delete(index, db=self._versions)
-
-    @staticmethod
-    def _version_key(tenant_id: str, resource_id: str, version: int) -> bytes:
-        return _scoped(tenant_id, resource_id) + b"\0" + version.to_bytes(4, "big")
 
     def get(self, key: int) -> dict[str, Any] | None:
         v = self.txn.get(u64(key), db=self._db)
         return unpack(v) if v else None
 
     def key_of(self, tenant_id: str, resource_id: str, version: int) -> int | None:
-        v = self.txn.get(self._version_key(tenant_id, resource_id, version), db=self._versions)
+        v = self.txn.get(_version_key(tenant_id, resource_id, version), db=self._versions)
         if v is None:
             return None
         key = read_u64(v)
@@ -63,7 +68,7 @@ class _Versioned(_Repository):
 
     def _put(self, key: int, value: dict[str, Any]) -> None:
         self.txn.put(u64(key), pack(value), db=self._db)
-        index = self._version_key(_tenant(value), value[self._id_field], value[self._version_field])
+        index = _version_key(_tenant(value), value[self._id_field], value[self._version_field])
         self.txn.put(index, u64(key), db=self._versions)
 
 

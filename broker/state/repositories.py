@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from broker.protocol.values import TENANT
+from broker.protocol.values import tenant_of as _tenant
 from broker.state.db import StateDb, SubDb, Txn, pack, prefix_keys, prefix_scan, read_u64, u64, unpack
 from broker.state.element_instance import ElementInstance
 
@@ -52,11 +53,6 @@ def _scoped(tenant_id: str, text: str) -> bytes:
     if tenant_id == TENANT:
         return _text(text)
     return _TENANT + tenant_id.encode() + b"\0" + _text(text)
-
-
-def _tenant(value: dict[str, Any]) -> str:
-    """The tenant a stored record value belongs to (values written before tenants existed carry the default)."""
-    return value.get("tenantId") or TENANT
 
 
 def _hashed(*texts: str) -> bool:
@@ -132,6 +128,11 @@ class MetaState(_Repository):
 
     def reset_clock(self) -> None:
         self.txn.delete(_META_PINNED_CLOCK, db=self._db)
+
+
+def _version_key(tenant_id: str, resource_id: str, version: int) -> bytes:
+    """The key of a versions index: (tenant-scoped id, u32 version) → the version's key."""
+    return _scoped(tenant_id, resource_id) + b"\0" + version.to_bytes(4, "big")
 
 
 def _latest_version(
@@ -236,16 +237,12 @@ class ProcessState(_Repository):
         """The version of ``process_id`` that deployment ``deployment_key`` created."""
         return self._bindings.in_deployment(tenant_id, process_id, deployment_key)
 
-    @staticmethod
-    def _version_key(tenant_id: str, process_id: str, version: int) -> bytes:
-        return _scoped(tenant_id, process_id) + b"\0" + version.to_bytes(4, "big")
-
     def get(self, key: int) -> dict[str, Any] | None:
         v = self.txn.get(u64(key), db=self._db)
         return unpack(v) if v else None
 
     def key_of(self, tenant_id: str, process_id: str, version: int) -> int | None:
-        v = self.txn.get(self._version_key(tenant_id, process_id, version), db=self._versions)
+        v = self.txn.get(_version_key(tenant_id, process_id, version), db=self._versions)
         if v is None:
             return None
         key = read_u64(v)
@@ -275,7 +272,7 @@ class ProcessState(_Repository):
         key, process_id = process["processDefinitionKey"], process["bpmnProcessId"]
         tenant_id = _tenant(process)
         self.txn.put(u64(key), pack(process), db=self._db)
-        self.txn.put(self._version_key(tenant_id, process_id, process["version"]), u64(key), db=self._versions)
+        self.txn.put(_version_key(tenant_id, process_id, process["version"]), u64(key), db=self._versions)
         self._bindings.add(key, process)
         if process["version"] > self._highest_version(tenant_id, process_id):
             self.txn.put(_scoped(tenant_id, process_id), pack([process_id, process["version"]]), db=self._highest)
@@ -284,7 +281,7 @@ class ProcessState(_Repository):
         """Forget a deleted definition; its version stays taken."""
         key = process["processDefinitionKey"]
         self.txn.delete(u64(key), db=self._db)
-        index = self._version_key(_tenant(process), process["bpmnProcessId"], process["version"])
+        index = _version_key(_tenant(process), process["bpmnProcessId"], process["version"])
         v = self.txn.get(index, db=self._versions)
         if v is not None and read_u64(v) == key:
             self.txn.delete(index, db=self._versions)

@@ -63,7 +63,8 @@ async def test_a_caller_acts_only_in_its_tenants(guarded: WeirProcess) -> None:
     with pytest.raises(grpc.RpcError) as refused:
         list(stub.ActivateJobs(activation, metadata=[("authorization", basic("bob"))]))
     assert refused.value.code() == grpc.StatusCode.PERMISSION_DENIED
-    assert list(stub.ActivateJobs(activation, metadata=[("authorization", basic("alice"))])) is not None
+    answers = stub.ActivateJobs(activation, metadata=[("authorization", basic("alice"))])
+    assert [job for answer in answers for job in answer.jobs] == [], "alice may ask; team-a has no instance yet"
     channel.close()
 
     async with aiohttp.ClientSession(guarded.rest_url, headers={"Authorization": basic("bob")}) as bob:
