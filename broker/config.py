@@ -52,6 +52,10 @@ DEFAULTS: dict[str, Any] = {
         # that an active root instance of the same process (and tenant) already has is rejected (ALREADY_EXISTS /
         # 409). Instances started by call activities do not count. Off by default, as in Camunda.
         "businessIdUniqueness": False,
+        # Who may do what (Camunda's camunda.security.authorizations.enabled, off by default): when on, a command of an
+        # authenticated caller needs a permission granted to it, directly or through its groups, roles and mapping
+        # rules (README, "Tenants and access"). Tenant assignments are checked whenever authentication is on.
+        "security": {"authorizations": {"enabled": False}},
         # Process instances one chain of signal broadcasts may start (a signal, the instances its start events start,
         # the signals they broadcast without waiting, ...) before the next one stops with an incident; 0: no limit.
         "maxInstancesPerSignalChain": 1000,
@@ -327,6 +331,8 @@ def validate(config: dict[str, Any]) -> None:
             raise ConfigError(f"broker.{key}: must be an integer of at least 0 (0: no limit)")
     if not isinstance(config["broker"]["businessIdUniqueness"], bool):
         raise ConfigError("broker.businessIdUniqueness: expected true or false")
+    if not isinstance(config["broker"]["security"]["authorizations"]["enabled"], bool):
+        raise ConfigError("broker.security.authorizations.enabled: expected true or false")
     if not isinstance(config["gateway"]["multiTenancy"]["enabled"], bool):
         raise ConfigError("gateway.multiTenancy.enabled: expected true or false")
     for key, value in config["broker"]["expressions"].items():

@@ -58,6 +58,8 @@ class NodeConfig:
     max_steps_per_instance: int = DEFAULT_MAX_STEPS_PER_INSTANCE
     max_process_depth: int = DEFAULT_MAX_PROCESS_DEPTH
     business_id_uniqueness: bool = False
+    # Whether commands of authenticated callers need granted permissions (broker.security.authorizations.enabled).
+    authorizations: bool = False
     # Whether the embedded gateway's requests name their tenant (gateway.multiTenancy.enabled).
     multi_tenancy: bool = False
     max_instances_per_signal_chain: int = DEFAULT_MAX_CHAIN_INSTANCES
@@ -134,6 +136,7 @@ class BrokerNode:
                 max_steps_per_instance=cfg.max_steps_per_instance,
                 max_process_depth=cfg.max_process_depth,
                 business_id_uniqueness=cfg.business_id_uniqueness,
+                authorizations=cfg.authorizations,
                 max_instances_per_signal_chain=cfg.max_instances_per_signal_chain,
                 expression_limits=Limits(max_steps=cfg.expression_max_steps, max_size=cfg.expression_max_size),
                 deployment_limits=cfg.deployment_limits,

@@ -83,6 +83,7 @@ def _node_config(args: argparse.Namespace, *, embedded_gateway: bool) -> Any:
         max_steps_per_instance=b["maxStepsPerInstance"],
         max_process_depth=b["maxProcessDepth"],
         business_id_uniqueness=b["businessIdUniqueness"],
+        authorizations=b["security"]["authorizations"]["enabled"],
         multi_tenancy=g["multiTenancy"]["enabled"],
         max_instances_per_signal_chain=b["maxInstancesPerSignalChain"],
         expression_max_steps=b["expressions"]["maxSteps"],

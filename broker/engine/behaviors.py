@@ -68,6 +68,8 @@ class Services:
         self.max_process_depth = max_process_depth
         # Whether creating a root instance checks that no active one of its process has its business id.
         self.business_id_uniqueness = False
+        # Whether an authenticated caller's command needs a granted permission (broker.security.authorizations).
+        self.authorizations = False
         # Parsed DMN decision requirements graphs by key (a ``decision_processors.DrgCache``, set by the engine).
         self.drgs: Any = None
         # Sends a command to a partition after commit (set by the leader's partition; None while replaying).

@@ -82,6 +82,7 @@ class Engine:
         deployment_limits: DeploymentLimits | None = None,
         max_process_depth: int = DEFAULT_MAX_PROCESS_DEPTH,
         business_id_uniqueness: bool = False,
+        authorizations: bool = False,
     ) -> None:
         self.state = state
         # a response message also carries its own framing: jobs take at most this much of it
@@ -96,6 +97,7 @@ class Engine:
         )
         self.services.deployment_limits = deployment_limits or DeploymentLimits()
         self.services.business_id_uniqueness = business_id_uniqueness
+        self.services.authorizations = authorizations
         self.services.drgs = decisions.DrgCache(lambda key: state.decision_requirements.get(key))
         pi = ProcessInstanceIntent
         ms = MessageSubscriptionIntent

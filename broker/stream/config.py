@@ -48,6 +48,8 @@ class PartitionConfig:
     deployment_limits: DeploymentLimits = field(default_factory=DeploymentLimits)
     # Reject a creation whose business id an active root instance of the same process (and tenant) already has.
     business_id_uniqueness: bool = False
+    # Commands of authenticated callers need granted permissions (broker/engine/access.py).
+    authorizations: bool = False
 
     def core(self) -> CoreConfig:
         return CoreConfig(

@@ -147,6 +147,7 @@ class Partition(CommandIntake, Outbound, Upkeep):
             deployment_limits=self.config.deployment_limits,
             max_process_depth=self.config.max_process_depth,
             business_id_uniqueness=self.config.business_id_uniqueness,
+            authorizations=self.config.authorizations,
         )
         with self.db.begin() as txn:
             self.state.bind(txn)
