@@ -14,6 +14,7 @@ from broker.engine import (
     clock,
     events,
     identity,
+    identity_setup,
     migration,
     modification,
     resource_deletion,
@@ -164,6 +165,7 @@ class Engine:
         }
         self._table.update(batch_operations.PROCESSORS)
         self._table.update(identity.PROCESSORS)
+        self._table.update(identity_setup.PROCESSORS)
 
     def apply_event(self, state: PartitionState, record: Record) -> None:
         self.appliers.apply(state, record)

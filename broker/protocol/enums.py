@@ -634,6 +634,14 @@ class RoleIntent(IntEnum):
     ENTITY_REMOVED = 9
 
 
+class IdentitySetupIntent(IntEnum):
+    """The identity configured at start (Zeebe's IDENTITY_SETUP): users, the admin role and its members, created at
+    once by the first partition where missing."""
+
+    INITIALIZE = 0
+    INITIALIZED = 1
+
+
 class AsyncRequestIntent(IntEnum):
     """A client request whose answer waits for later processing (a user task command waiting for its listeners)."""
 
@@ -688,6 +696,7 @@ INTENTS: Final[Mapping[ValueType, type[IntEnum]]] = MappingProxyType(
         ValueType.TENANT: TenantIntent,
         ValueType.GROUP: GroupIntent,
         ValueType.ROLE: RoleIntent,
+        ValueType.IDENTITY_SETUP: IdentitySetupIntent,
         ValueType.ASYNC_REQUEST: AsyncRequestIntent,
         ValueType.PROCESS_INSTANCE_BUSINESS_ID: ProcessInstanceBusinessIdIntent,
         ValueType.BATCH_OPERATION_CREATION: BatchOperationCreationIntent,
@@ -810,6 +819,7 @@ EVENTS: Final[Mapping[type[IntEnum], frozenset[IntEnum]]] = MappingProxyType(
             intents: _events(*(member for member in intents if member.name.endswith("ED")))
             for intents in (UserIntent, MappingRuleIntent, AuthorizationIntent, TenantIntent, GroupIntent, RoleIntent)
         },
+        IdentitySetupIntent: _events(IdentitySetupIntent.INITIALIZED),
         AsyncRequestIntent: _events(*AsyncRequestIntent),
         ProcessInstanceBusinessIdIntent: _events(ProcessInstanceBusinessIdIntent.ASSIGNED),
         BatchOperationCreationIntent: _events(

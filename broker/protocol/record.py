@@ -80,8 +80,8 @@ class Record:
         if self.value_type == ValueType.VARIABLE and "value" in value:
             value = dict(value)
             value["value"] = json.dumps(value["value"], separators=(",", ":"))
-        elif self.value_type == ValueType.USER and value.get("password"):
-            value = {**value, "password": ""}  # the hash stays in the log and the state, never in exports
+        else:
+            value = without_password_hashes(self.value_type, value)
         return {
             "partitionId": self.partition_id,
             "position": self.position,
@@ -97,3 +97,14 @@ class Record:
             "recordVersion": 1,
             "value": value,
         }
+
+
+def without_password_hashes(value_type: int, value: dict[str, Any]) -> dict[str, Any]:
+    """The value as it may leave the broker: a user's password hash (in USER records and the users of an
+    IDENTITY_SETUP command) stays in the log and the state, never in exports."""
+    if value_type == ValueType.USER and value.get("password"):
+        return {**value, "password": ""}
+    if value_type == ValueType.IDENTITY_SETUP and isinstance(value.get("users"), list):
+        users = [{**u, "password": ""} if isinstance(u, dict) and u.get("password") else u for u in value["users"]]
+        return {**value, "users": users}
+    return value

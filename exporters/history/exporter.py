@@ -38,8 +38,8 @@ import msgpack
 from prometheus_client import Counter, Gauge
 
 from broker.protocol.codec import record_to_list
-from broker.protocol.enums import RecordType, ValueType
-from broker.protocol.record import Record
+from broker.protocol.enums import RecordType
+from broker.protocol.record import Record, without_password_hashes
 from exporters.api import Context, Controller, Exporter, ExporterConfigurationError, RecordFilter, reject_unknown_keys
 from exporters.history.backends import HistoryUrlError, check_url
 from exporters.history.rows import HISTORY_VALUE_TYPES, changes_history
@@ -276,11 +276,8 @@ class HistoryExporter(Exporter):
         self._in_flight += 1
         outbox = self._outbox
         item = record_to_list(record)
-        if record.value_type == ValueType.USER and record.value.get("password"):
-            item[7] = {
-                **record.value,
-                "password": "",
-            }  # the hash never leaves the broker: the history has no use for it
+        # a password hash never leaves the broker: the history has no use for it
+        item[7] = without_password_hashes(record.value_type, record.value)
         outbox.append(item)
         if len(outbox) >= _SEND_RECORDS:
             self._send(self._writer)

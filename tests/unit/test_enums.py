@@ -107,7 +107,7 @@ def test_intent_for_refuses_what_it_cannot_interpret() -> None:
     with pytest.raises(ValueError):
         intent_for(ValueType.JOB, 200)
     with pytest.raises(ValueError):
-        intent_for(ValueType.IDENTITY_SETUP, 0)  # a value type without intents in Weir
+        intent_for(ValueType.RESOURCE, 0)  # a value type without intents in Weir
     with pytest.raises(ValueError):
         intent_for(3, 0)  # no such value type
 
