@@ -27,15 +27,48 @@ class Caller:
 
 @dataclass(frozen=True, slots=True)
 class Access:
-    """A caller's tenants and grants: (resource type, resource id or "*", permission)."""
+    """A caller's tenants and grants (resource type, resource id or "*", permission), its user name (if a user)
+    and the groups it is in (user tasks offered to a candidate group are its to take)."""
 
     tenants: frozenset[str]
     grants: frozenset[tuple[str, str, str]]
+    username: str = ""
+    groups: frozenset[str] = frozenset()
 
     def allows(self, resource_type: str, resource_id: str, permission: str) -> bool:
         """Whether a grant covers ``permission`` on the resource (its own id or every resource of the type)."""
         grants = self.grants
         return (resource_type, resource_id, permission) in grants or (resource_type, "*", permission) in grants
+
+    def allows_any(self, resource_type: str, resource_ids: Iterable[str], permissions: Iterable[str]) -> bool:
+        """Whether a grant covers one of ``permissions`` on every resource of the type or on one of ``resource_ids``
+        (no ids: only a grant on every resource does)."""
+        grants = self.grants
+        ids = ("*", *resource_ids)
+        return any((resource_type, i, p) in grants for p in permissions for i in ids)
+
+    def resource_ids(self, resource_type: str, permissions: Iterable[str]) -> frozenset[str]:
+        """The resource ids of the type the caller holds one of ``permissions`` on ("*" among them: all)."""
+        wanted = set(permissions)
+        return frozenset(i for t, i, p in self.grants if t == resource_type and p in wanted)
+
+
+def forbidden_message(operation: str, resource_type: str, resource_ids: Iterable[str]) -> str:
+    """Camunda's reason for a missing permission: what was needed, on which resource type and ids."""
+    ids = sorted(set(resource_ids))
+    reason = f"Insufficient permissions to perform operation '{operation}' on resource '{resource_type}'"
+    if ids:
+        reason += f", required resource identifiers are one of '[*, {', '.join(ids)}]'"
+    return reason
+
+
+def hidden_message(operation: str, resource_type: str, tenant: str) -> str:
+    """Camunda's reason for an existing resource in a tenant the caller is not assigned to: as if it did not
+    exist (NOT_FOUND), so another team cannot learn which keys are in use."""
+    return (
+        f"Expected to perform operation '{operation}' on resource '{resource_type}', but no resource was found for "
+        f"tenant '{tenant}'"
+    )
 
 
 def _claim_matches(claims: Mapping[str, Any], name: str, value: str) -> bool:
@@ -69,7 +102,8 @@ def resolve(identity: IdentityState, caller: Caller) -> Access:
     acting = principals(identity, caller)
     tenants = frozenset(t[1] for p in acting for t in identity.memberships(*p) if t[0] == "TENANT")
     grants = frozenset(_grants(identity, acting))
-    return Access(tenants, grants)
+    groups = frozenset(p[1] for p in acting if p[0] == "GROUP")
+    return Access(tenants, grants, caller.username, groups)
 
 
 def _grants(identity: IdentityState, acting: Iterable[tuple[str, str]]) -> Iterable[tuple[str, str, str]]:

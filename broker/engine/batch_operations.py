@@ -87,6 +87,8 @@ def create(ctx: ProcessingContext, cmd: Record) -> None:
             f"Expected a batchOperationType of {', '.join(sorted(TYPES))}, but got '{batch_type}'",
         )
         return
+    if not b.authorized(ctx, "BATCH", f"CREATE_BATCH_OPERATION_{batch_type}", also=("CREATE",)):
+        return
     partitions_count = b.services(ctx).partitions_count
     items = _partition_items(ctx, v.get("partitionItems"), partitions_count)
     if items is None:
@@ -384,6 +386,8 @@ def lifecycle(ctx: ProcessingContext, cmd: Record) -> None:
     verb, allowed, event = _LIFECYCLE[BOL(cmd.intent)]
     entry = ctx.state.batch_operations.get(key) if isinstance(key, int) and key > 0 else None
     distributed = bool(v.get("distributedFrom"))
+    if not distributed and not b.authorized(ctx, "BATCH", "UPDATE"):
+        return
     if entry is None:
         if distributed:
             ctx.reject(RejectionType.INVALID_STATE, f"Expected to {verb} batch operation '{key}', not created here yet")

@@ -10,7 +10,7 @@ import re
 from collections.abc import Iterable
 from typing import Any, Final
 
-from broker.engine.access import Caller
+from broker.engine.access import Access, Caller, forbidden_message, hidden_message
 from broker.engine.access import resolve as resolve_access
 from broker.engine.bpmn import model as bpmn
 from broker.engine.context import ProcessingContext
@@ -76,20 +76,16 @@ class Services:
         self.sender: Any = None
 
 
-def refuse_unassigned_tenant(ctx: ProcessingContext, request: str, tenants: Iterable[str]) -> bool:
-    """Reject the command (FORBIDDEN) when its authenticated caller names a tenant it is not assigned to — directly,
-    or through a group, role or mapping rule (``broker/engine/access.py``); True when it did.
-
-    A command without a caller (authentication off, or one partition's command to another) may use every tenant; so
-    may every caller the default tenant, which a single-tenant Weir keeps everything in.
-    """
+def caller_access(ctx: ProcessingContext) -> Access | None:
+    """What the command's authenticated caller may do (resolved once per command), or None: the command has no
+    caller (authentication off, or a command one partition sent another), and nothing is checked."""
     command = ctx.command
     caller = command.authorization if command is not None else None
     if not caller:  # the common case: costs one attribute read
-        return False
-    wanted = [t for t in dict.fromkeys(tenants) if t != TENANT]
-    if not wanted:
-        return False
+        return None
+    cached = ctx.caller_access
+    if cached is not None and cached[0] is command:
+        return cached[1]
     claims = caller.get("claims")
     access = resolve_access(
         ctx.state.identity,
@@ -99,8 +95,76 @@ def refuse_unassigned_tenant(ctx: ProcessingContext, request: str, tenants: Iter
             claims=claims if isinstance(claims, dict) else {},
         ),
     )
-    for tenant in wanted:
-        if tenant not in access.tenants:
+    ctx.caller_access = (command, access)
+    return access
+
+
+def authorized(
+    ctx: ProcessingContext,
+    resource_type: str,
+    permission: str,
+    resource_ids: Iterable[str] = (),
+    *,
+    tenant: str = TENANT,
+    existing: bool = False,
+    request: str = "",
+    also: tuple[str, ...] = (),
+) -> bool:
+    """Whether the command's caller may do ``permission`` on the resource (Camunda's checks); when not, the command
+    is rejected here and False returned.
+
+    - Tenant: a caller not assigned to ``tenant`` (directly, or through a group, role or mapping rule) is refused,
+      FORBIDDEN for a new resource (``request`` names the request in Zeebe's message) and NOT_FOUND for an
+      ``existing`` one (its existence stays hidden). The default tenant is open to every caller.
+    - Permission (only with ``broker.security.authorizations.enabled``): a grant of ``permission`` (or one of
+      ``also``) on every resource of the type or on one of ``resource_ids``, else FORBIDDEN.
+
+    A command without a caller passes (see :func:`caller_access`).
+    """
+    access = caller_access(ctx)
+    if access is None:
+        return True
+    if tenant != TENANT and tenant not in access.tenants:
+        if existing:
+            ctx.reject(RejectionType.NOT_FOUND, hidden_message(permission, resource_type, tenant))
+        else:
+            ctx.reject(
+                RejectionType.FORBIDDEN,
+                f"Expected to handle request {request or permission} with tenant identifier '{tenant}', but tenant is "
+                "not authorized to perform this request",
+            )
+        return False
+    if not services(ctx).authorizations:
+        return True
+    ids = tuple(resource_ids)
+    if access.allows_any(resource_type, ids, (permission, *also)):
+        return True
+    ctx.reject(RejectionType.FORBIDDEN, forbidden_message(permission, resource_type, ids))
+    return False
+
+
+def may_update(ctx: ProcessingContext, instance: Any, permission: str = "UPDATE_PROCESS_INSTANCE") -> bool:
+    """:func:`authorized` for a change to an existing instance (or its job, incident, variables): ``permission`` on
+    its process, or UPDATE_PROCESS_INSTANCE (Camunda 8.8's one permission for every change, which 8.9 splits
+    into cancel, modify, …); an instance in a tenant the caller is not assigned to is not found.
+
+    ``instance`` is a ProcessInstanceValue or a stored value with ``bpmnProcessId`` and ``tenantId``."""
+    if isinstance(instance, dict):
+        process_id, tenant = str(instance.get("bpmnProcessId") or ""), tenant_of(instance)
+    else:
+        process_id, tenant = instance.bpmn_process_id, instance.tenant_id or TENANT
+    also = ("UPDATE_PROCESS_INSTANCE",) if permission != "UPDATE_PROCESS_INSTANCE" else ()
+    return authorized(ctx, "PROCESS_DEFINITION", permission, [process_id], tenant=tenant, existing=True, also=also)
+
+
+def refuse_unassigned_tenant(ctx: ProcessingContext, request: str, tenants: Iterable[str]) -> bool:
+    """Reject the command (FORBIDDEN) when its authenticated caller names a tenant it is not assigned to; True when
+    it did. For requests that name several tenants (job activation); see :func:`authorized`."""
+    access = caller_access(ctx)
+    if access is None:
+        return False
+    for tenant in dict.fromkeys(tenants):
+        if tenant != TENANT and tenant not in access.tenants:
             ctx.reject(
                 RejectionType.FORBIDDEN,
                 f"Expected to handle request {request} with tenant identifier '{tenant}', but tenant is not "

@@ -37,6 +37,8 @@ def reset(ctx: ProcessingContext, cmd: Record) -> None:
 
 
 def _modify(ctx: ProcessingContext, cmd: Record, intent: ClockIntent, value: dict) -> None:
+    if not b.authorized(ctx, "SYSTEM", "UPDATE"):  # the clock is every partition's: the system's to change
+        return
     key = ctx.keys.next_key()
     ctx.respond(ctx.event(ValueType.CLOCK, _EVENT_OF[intent], key, value))
     if not cmd.value.get("distributedFrom"):

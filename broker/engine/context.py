@@ -76,6 +76,8 @@ class ProcessingContext:
         self.responses: list[Response] = []
         self.side_effects = SideEffects()
         self.command: Record | None = None
+        # The command's caller and what it may do, resolved once per command (behaviors.caller_access).
+        self.caller_access: tuple[Record | None, Any] | None = None
         self.services: Any = None  # engine services (models, expressions, job streams), set by the engine
         # Values derived from state that processors may reuse within the round (e.g. a multi-instance body's input
         # collection); cleared on rollback, since they may describe state the rollback undid.

@@ -349,6 +349,8 @@ def evaluate_command(ctx: ProcessingContext, cmd: Record) -> None:
             "Expected either a decision id or a valid decision key, but none provided",
         )
         return
+    if not b.authorized(ctx, "DECISION_DEFINITION", "CREATE_DECISION_INSTANCE", [str(decision.get("decisionId"))]):
+        return
     variables = v.get("variables") or {}
     intent, value = evaluate(ctx, decision, variables)
     value["variables"] = variables

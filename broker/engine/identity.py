@@ -202,6 +202,8 @@ def create(ctx: ProcessingContext, cmd: Record) -> None:
             return
         _finish(ctx, cmd, ctx.event(kind.value_type, kind.intents["CREATED"], v["_key"], _value(kind, v)))
         return
+    if not b.authorized(ctx, kind.name, "CREATE"):
+        return
     if not isinstance(entity_id, str) or kind.id_pattern.fullmatch(entity_id) is None:
         ctx.reject(RejectionType.INVALID_ARGUMENT, _bad_id(kind, entity_id))
         return
@@ -248,6 +250,8 @@ def update(ctx: ProcessingContext, cmd: Record) -> None:
             return
         _finish(ctx, cmd, ctx.event(kind.value_type, kind.intents["UPDATED"], v["_key"], _value(kind, v)))
         return
+    if not b.authorized(ctx, kind.name, "UPDATE", [str(entity_id)]):
+        return
     if stored is None:
         ctx.reject(
             RejectionType.NOT_FOUND,
@@ -273,6 +277,8 @@ def delete(ctx: ProcessingContext, cmd: Record) -> None:
             _again(ctx, cmd, kind.intents["DELETED"], v["_key"], _value(kind, v))
             return
         _delete(ctx, cmd, kind, stored)
+        return
+    if not b.authorized(ctx, kind.name, "DELETE", [str(entity_id)]):
         return
     if stored is None:
         ctx.reject(
@@ -312,6 +318,8 @@ def _membership(ctx: ProcessingContext, cmd: Record, *, adding: bool) -> None:
             _again(ctx, cmd, intent, v["_key"], _value(kind, v))
             return
         _finish(ctx, cmd, ctx.event(kind.value_type, intent, v["_key"], _value(kind, v)))
+        return
+    if not b.authorized(ctx, kind.name, "UPDATE", [entity_id]):
         return
     stored = identity.get(kind.name, entity_id) if entity_id else None
     if stored is None:
@@ -391,6 +399,8 @@ def create_authorization(ctx: ProcessingContext, cmd: Record) -> None:
             return
         _finish(ctx, cmd, ctx.event(ValueType.AUTHORIZATION, AuthorizationIntent.CREATED, v["_key"], _authorization(v)))
         return
+    if not b.authorized(ctx, "AUTHORIZATION", "CREATE"):
+        return
     problem = _authorization_problem(ctx, v, "create")
     if problem is not None:
         ctx.reject(*problem)
@@ -408,6 +418,8 @@ def update_authorization(ctx: ProcessingContext, cmd: Record) -> None:
             _again(ctx, cmd, AuthorizationIntent.UPDATED, key, _authorization(v))
             return
         _finish(ctx, cmd, ctx.event(ValueType.AUTHORIZATION, AuthorizationIntent.UPDATED, key, _authorization(v)))
+        return
+    if not b.authorized(ctx, "AUTHORIZATION", "UPDATE"):
         return
     if ctx.state.identity.authorization(key) is None:
         ctx.reject(
@@ -427,6 +439,8 @@ def delete_authorization(ctx: ProcessingContext, cmd: Record) -> None:
     v = cmd.value
     key = v.get("_key", cmd.key)
     stored = ctx.state.identity.authorization(key)
+    if not v.get("distributedFrom") and not b.authorized(ctx, "AUTHORIZATION", "DELETE"):
+        return
     if stored is None:
         if v.get("distributedFrom"):
             _again(ctx, cmd, AuthorizationIntent.DELETED, key, _authorization(v))

@@ -50,7 +50,7 @@ def deploy(ctx: ProcessingContext, cmd: Record) -> None:
     if cmd.value.get("distributedFrom"):
         _deploy_distributed(ctx, cmd)
         return
-    if b.refuse_unassigned_tenant(ctx, "DeployResource", [b.tenant_of(cmd.value)]):
+    if not b.authorized(ctx, "RESOURCE", "CREATE", tenant=b.tenant_of(cmd.value), request="DeployResource"):
         return
     resources = cmd.value.get("resources") or []
     if not resources:
@@ -413,6 +413,8 @@ def create_instance(ctx: ProcessingContext, cmd: Record) -> None:
                 " but none found",
             )
             return
+    if not b.authorized(ctx, "PROCESS_DEFINITION", "CREATE_PROCESS_INSTANCE", [stored["bpmnProcessId"]]):
+        return
     business_id, tags = v.get("businessId") or "", v.get("tags") or []
     problem = labels.business_id_problem(business_id) or labels.tags_problem(tags)
     if problem is not None:
@@ -496,6 +498,8 @@ def cancel_instance(ctx: ProcessingContext, cmd: Record) -> None:
             f"Expected to cancel a process instance with key '{cmd.key}', but no such process was found",
         )
         return
+    if not b.may_update(ctx, inst.value, "CANCEL_PROCESS_INSTANCE"):
+        return
     if inst.value.parent_process_instance_key > 0:
         ctx.reject(
             RejectionType.INVALID_STATE,
@@ -517,6 +521,8 @@ def assign_business_id(ctx: ProcessingContext, cmd: Record) -> None:
     what = f"Expected to assign a business id to the process instance with key '{key}'"
     if inst is None or inst.value.flow_scope_key > 0:
         ctx.reject(RejectionType.NOT_FOUND, f"{what}, but no such process instance was found")
+        return
+    if not b.may_update(ctx, inst.value):
         return
     problem = labels.business_id_problem(business_id) or (None if business_id else "Expected a businessId, but none")
     if problem is not None:
@@ -594,6 +600,8 @@ def update_variables(ctx: ProcessingContext, cmd: Record) -> None:
             RejectionType.NOT_FOUND,
             f"Expected to update variables for element with key '{scope_key}', but no such element was found",
         )
+        return
+    if not b.may_update(ctx, inst.value):
         return
     document = v.get("variables") or {}
     if v.get("updateSemantics") == "LOCAL":

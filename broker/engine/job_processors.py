@@ -8,7 +8,7 @@ so a stale or early command is rejected instead of acting on the wall clock.
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, Final
 
 from broker.engine import behaviors as b
 from broker.engine import events, user_tasks
@@ -58,6 +58,8 @@ def _job_or_reject(ctx: ProcessingContext, cmd: Record, action: str, allowed: tu
             f"Expected to {action} job with key '{cmd.key}', but no such job was found",
         )
         return None
+    if not b.may_update(ctx, job["value"]):
+        return None
     if job["state"] not in allowed:
         ctx.reject(
             RejectionType.INVALID_STATE,
@@ -68,6 +70,9 @@ def _job_or_reject(ctx: ProcessingContext, cmd: Record, action: str, allowed: tu
 
 
 _ACTIVE = (JobState.ACTIVATABLE, JobState.ACTIVATED)
+MAX_SCANNED_FOR_PERMISSIONS: Final = 10_000
+"""Activatable jobs of other processes one activation looks past, at most, for a caller allowed only some processes'
+jobs (a bound on the work of one command; the rest are looked at by the next activation)."""
 
 # The incident a job out of retries raises, by job kind (as Zeebe's); JOB_NO_RETRIES for the others.
 _NO_RETRIES: dict[str, str] = {
@@ -100,12 +105,36 @@ def activation_request(
     }
 
 
-def _activatable(ctx: ProcessingContext, job_type: str, tenant_ids: list[str], limit: int) -> list[int]:
-    """Up to ``limit`` activatable jobs of the type in any of the tenants, oldest (lowest key) first."""
+def _activatable(
+    ctx: ProcessingContext, job_type: str, tenant_ids: list[str], limit: int, processes: frozenset[str] | None
+) -> list[int]:
+    """Up to ``limit`` activatable jobs of the type in any of the tenants, oldest (lowest key) first; with
+    ``processes``, only jobs of those processes (looking at no more than MAX_SCANNED_FOR_PERMISSIONS of the others)."""
+    jobs = ctx.state.jobs
+
+    def keys(tenant: str) -> list[int]:
+        if processes is None:
+            return jobs.activatable_keys(tenant, job_type, limit)
+        return jobs.activatable_keys(
+            tenant,
+            job_type,
+            limit,
+            accept=lambda job: job.get("bpmnProcessId") in processes,
+            max_scanned=MAX_SCANNED_FOR_PERMISSIONS,
+        )
+
     if len(tenant_ids) == 1:
-        return ctx.state.jobs.activatable_keys(tenant_ids[0], job_type, limit)
-    found = [k for t in dict.fromkeys(tenant_ids) for k in ctx.state.jobs.activatable_keys(t, job_type, limit)]
-    return sorted(found)[:limit]
+        return keys(tenant_ids[0])
+    return sorted(k for t in dict.fromkeys(tenant_ids) for k in keys(t))[:limit]
+
+
+def _permitted_processes(ctx: ProcessingContext) -> frozenset[str] | None:
+    """The processes whose jobs the caller may take (UPDATE_PROCESS_INSTANCE, as in Camunda), or None: all."""
+    access = b.caller_access(ctx)
+    if access is None or not b.services(ctx).authorizations:
+        return None
+    ids = access.resource_ids("PROCESS_DEFINITION", ("UPDATE_PROCESS_INSTANCE",))
+    return None if "*" in ids else ids
 
 
 def activate_batch(ctx: ProcessingContext, cmd: Record) -> None:
@@ -124,7 +153,7 @@ def activate_batch(ctx: ProcessingContext, cmd: Record) -> None:
         ctx.reject(RejectionType.INVALID_ARGUMENT, problem)
         return
     # a few more than asked for: jobs too large to send are failed on the way and others take their place
-    keys = _activatable(ctx, v["type"], tenants, max_jobs + _OVERSIZED_PER_BATCH)
+    keys = _activatable(ctx, v["type"], tenants, max_jobs + _OVERSIZED_PER_BATCH, _permitted_processes(ctx))
     limit = ctx.max_batch_bytes
     jobs: list[dict[str, Any]] = []
     job_keys = []
@@ -382,6 +411,8 @@ def resolve_incident(ctx: ProcessingContext, cmd: Record) -> None:
             RejectionType.NOT_FOUND,
             f"Expected to resolve incident with key '{cmd.key}', but no such incident was found",
         )
+        return
+    if not b.may_update(ctx, stored):
         return
     incident = IncidentValue.from_dict(stored)
     rec = ctx.typed_event(ValueType.INCIDENT, IncidentIntent.RESOLVED, cmd.key, incident)

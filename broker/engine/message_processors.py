@@ -69,7 +69,7 @@ def publish(ctx: ProcessingContext, cmd: Record) -> None:
     message_id = v.get("messageId", "") or ""
     ttl = int(v.get("timeToLive", 0) or 0)
     tenant = b.tenant_of(v)
-    if b.refuse_unassigned_tenant(ctx, "PublishMessage", [tenant]):
+    if not b.authorized(ctx, "MESSAGE", "CREATE", tenant=tenant, request="PublishMessage"):
         return
     if not name:
         ctx.reject(RejectionType.INVALID_ARGUMENT, "Expected to publish a message with a name, but the name is empty")
@@ -201,7 +201,7 @@ def correlate(ctx: ProcessingContext, cmd: Record) -> None:
     """
     v = cmd.value
     name = v.get("name", "")
-    if b.refuse_unassigned_tenant(ctx, "CorrelateMessage", [b.tenant_of(v)]):
+    if not b.authorized(ctx, "MESSAGE", "CREATE", tenant=b.tenant_of(v), request="CorrelateMessage"):
         return
     if not name:
         ctx.reject(RejectionType.INVALID_ARGUMENT, "Expected to correlate a message with a name, but the name is empty")

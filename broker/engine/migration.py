@@ -129,6 +129,10 @@ def refusal(ctx: ProcessingContext, cmd: Record) -> tuple[RejectionType, str] | 
 
 def migrate(ctx: ProcessingContext, cmd: Record) -> None:
     """PROCESS_INSTANCE_MIGRATION MIGRATE: check everything, then move the instance to the target definition."""
+    key = cmd.value.get("processInstanceKey", cmd.key)
+    instance = ctx.state.elements.get(key if isinstance(key, int) and key > 0 else cmd.key)
+    if instance is not None and instance.value.is_root and not b.may_update(ctx, instance.value):
+        return  # the caller's permission, before anything else about the instance is said
     try:
         plan = _check(ctx, cmd)
     except Refused as refused:

@@ -239,8 +239,17 @@ def _prepare(
     return root, process, activations, terminations, pi_key, event_key
 
 
+def _may_modify(ctx: ProcessingContext, cmd: Record) -> bool:
+    """The caller's permission, checked before anything else about the instance is said."""
+    pi_key = cmd.value.get("processInstanceKey", -1)
+    root = ctx.state.elements.get(pi_key if isinstance(pi_key, int) and pi_key > 0 else cmd.key)
+    return root is None or not root.value.is_root or b.may_update(ctx, root.value, "MODIFY_PROCESS_INSTANCE")
+
+
 def modify(ctx: ProcessingContext, cmd: Record) -> None:
     """PROCESS_INSTANCE_MODIFICATION MODIFY: activate and terminate elements of one instance, atomically."""
+    if not _may_modify(ctx, cmd):
+        return
     prepared = _prepare(ctx, cmd)
     if isinstance(prepared[0], RejectionType):
         ctx.reject(prepared[0], prepared[1])  # type: ignore[arg-type]

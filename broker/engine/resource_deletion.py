@@ -43,6 +43,8 @@ def delete_resource(ctx: ProcessingContext, cmd: Record) -> None:
     if process is None and drg is None and form is None and not distributed:
         ctx.reject(RejectionType.NOT_FOUND, f"Expected to delete resource but no resource found with key `{key}`")
         return
+    if not distributed and not _may_delete(ctx, process, drg, form):
+        return
     if process is not None and ctx.state.processes.running_instances(key) > 0:
         ctx.reject(
             RejectionType.INVALID_STATE,
@@ -63,6 +65,18 @@ def delete_resource(ctx: ProcessingContext, cmd: Record) -> None:
     if not distributed:
         command = {**value, "distributedFrom": ctx.partition_id}
         b.distribute(ctx, key, ValueType.RESOURCE_DELETION, ResourceDeletionIntent.DELETE, command)
+
+
+def _may_delete(ctx: ProcessingContext, process: dict | None, drg: dict | None, form: dict | None) -> bool:
+    """Camunda's permission for deleting each kind of resource, on its id; another tenant's is not found."""
+    if process is not None:
+        permission, stored, resource_id = "DELETE_PROCESS", process, process["bpmnProcessId"]
+    elif drg is not None:
+        permission, stored, resource_id = "DELETE_DRD", drg, drg.get("decisionRequirementsId")
+    else:
+        assert form is not None
+        permission, stored, resource_id = "DELETE_FORM", form, form.get("formId")
+    return b.authorized(ctx, "RESOURCE", permission, [str(resource_id)], tenant=b.tenant_of(stored), existing=True)
 
 
 def _delete_process(ctx: ProcessingContext, stored: dict, *, distributed: bool) -> None:

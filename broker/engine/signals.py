@@ -39,7 +39,16 @@ def broadcast_command(ctx: ProcessingContext, cmd: Record) -> None:
         return
     if b.refuse_unassigned_tenant(ctx, "BroadcastSignal", [tenant]):
         return
+    starts = sorted({s["bpmnProcessId"] for s in ctx.state.signal_subscriptions.for_name(tenant, name) if _starts(s)})
+    for process_id in starts:  # as in Camunda: starting instances by a signal needs the right to start them
+        if not b.authorized(ctx, "PROCESS_DEFINITION", "CREATE_PROCESS_INSTANCE", [process_id]):
+            return
     ctx.respond(broadcast(ctx, tenant, name, variables))
+
+
+def _starts(subscription: dict) -> bool:
+    """Whether a signal subscription is a start event's (it starts an instance) rather than a waiting element's."""
+    return subscription.get("catchEventInstanceKey", -1) <= 0
 
 
 def _receive(ctx: ProcessingContext, v: dict, tenant: str, name: str, variables: dict) -> None:

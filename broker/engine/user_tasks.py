@@ -14,6 +14,7 @@ import datetime as dt
 from typing import Any
 
 from broker.engine import behaviors as b
+from broker.engine.access import Access
 from broker.engine.bpmn import model as bpmn
 from broker.engine.context import ProcessingContext
 from broker.engine.elements import lifecycle as lc
@@ -385,6 +386,8 @@ def _task_or_reject(ctx: ProcessingContext, cmd: Record, action: str) -> dict[st
             f"Expected to {action} user task with key '{cmd.key}', but no such user task was found",
         )
         return None
+    if not _may_change(ctx, cmd, entry["value"]):
+        return None
     if entry["state"] != S.CREATED:
         ctx.reject(
             RejectionType.INVALID_STATE,
@@ -392,6 +395,36 @@ def _task_or_reject(ctx: ProcessingContext, cmd: Record, action: str) -> dict[st
         )
         return None
     return entry
+
+
+def _may_change(ctx: ProcessingContext, cmd: Record, task: dict[str, Any]) -> bool:
+    """UPDATE_USER_TASK on the task's process (Camunda's permission), or, without it, what a task list offers its
+    user: claiming for itself a task it is a candidate for (by name or group) and completing a task assigned to it.
+    A task in a tenant the caller is not assigned to is not found."""
+    access = b.caller_access(ctx)
+    if access is None:
+        return True
+    tenant = b.tenant_of(task)
+    if _offered(cmd, task, access) and (tenant == b.TENANT or tenant in access.tenants):
+        return True
+    process_id = str(task.get("bpmnProcessId") or "")
+    return b.authorized(ctx, "PROCESS_DEFINITION", "UPDATE_USER_TASK", [process_id], tenant=tenant, existing=True)
+
+
+def _offered(cmd: Record, task: dict[str, Any], access: Access) -> bool:
+    """Whether the command is the task's own user taking or finishing it: a claim for itself of a task offered to
+    it (a candidate user or group, or already its own), or completing its own task."""
+    own = access.username
+    if not own:
+        return False
+    if cmd.intent == UT.COMPLETE:
+        return task.get("assignee") == own
+    if cmd.intent == UT.CLAIM and str(cmd.value.get("assignee") or "") == own:
+        candidate = own in (task.get("candidateUsersList") or ())
+        return (
+            candidate or task.get("assignee") == own or bool(access.groups & set(task.get("candidateGroupsList") or ()))
+        )
+    return False
 
 
 def _action(cmd: Record, default: str) -> str:

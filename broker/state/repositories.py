@@ -7,7 +7,7 @@ and live processing change state in exactly the same way. Every repository keeps
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from broker.protocol.values import TENANT
@@ -426,15 +426,29 @@ class JobState(_Repository):
         v = self.txn.get(u64(key), db=self._db)
         return unpack(v) if v else None
 
-    def activatable_keys(self, tenant_id: str, job_type: str, limit: int) -> list[int]:
-        """Up to ``limit`` activatable jobs of ``job_type`` in the tenant, oldest first."""
+    def activatable_keys(
+        self,
+        tenant_id: str,
+        job_type: str,
+        limit: int,
+        accept: Callable[[dict], bool] | None = None,
+        max_scanned: int = 0,
+    ) -> list[int]:
+        """Up to ``limit`` activatable jobs of ``job_type`` in the tenant, oldest first; with ``accept``, only jobs
+        it accepts, looking at no more than ``max_scanned`` entries (0: no bound)."""
         out: list[int] = []
         exact = _hashed(job_type)
+        scanned = 0
         for k in prefix_keys(self.txn, self._activatable, _scoped(tenant_id, job_type) + b"\0"):
             key = read_u64(k, len(k) - 8)
-            if exact:
+            if exact or accept is not None:
+                scanned += 1
+                if max_scanned and scanned > max_scanned:
+                    break
                 job = self.get(key)
                 if job is None or job["value"]["type"] != job_type:
+                    continue
+                if accept is not None and not accept(job["value"]):
                     continue
             out.append(key)
             if len(out) >= limit:

@@ -281,7 +281,7 @@ async def test_a_callers_tenants_and_grants_come_through_its_groups_roles_and_ma
     assert access(Caller(client_id="worker-1")).tenants == {"team-a"}
     by_claim = access(Caller(claims={"dept": ["sales", "eng"]}))  # mapping rule eng is in group devs
     assert by_claim.tenants == {"team-a"} and by_claim.grants == devs
-    assert access(Caller(username="eve", claims={"dept": "hr"})) == Access(frozenset(), frozenset())
+    assert access(Caller(username="eve", claims={"dept": "hr"})) == Access(frozenset(), frozenset(), "eve")
     await d.close()
 
 
