@@ -24,6 +24,16 @@ class Caller:
     client_id: str = ""
     claims: Mapping[str, Any] = field(default_factory=dict)
 
+    @classmethod
+    def of(cls, authorization: Mapping[str, Any]) -> Caller:
+        """The caller a command carries (``Record.authorization``: username, clientId, claims; any may be missing)."""
+        claims = authorization.get("claims")
+        return cls(
+            username=str(authorization.get("username") or ""),
+            client_id=str(authorization.get("clientId") or ""),
+            claims=claims if isinstance(claims, dict) else {},
+        )
+
 
 @dataclass(frozen=True, slots=True)
 class Access:

@@ -86,15 +86,7 @@ def caller_access(ctx: ProcessingContext) -> Access | None:
     cached = ctx.caller_access
     if cached is not None and cached[0] is command:
         return cached[1]
-    claims = caller.get("claims")
-    access = resolve_access(
-        ctx.state.identity,
-        Caller(
-            username=str(caller.get("username") or ""),
-            client_id=str(caller.get("clientId") or ""),
-            claims=claims if isinstance(claims, dict) else {},
-        ),
-    )
+    access = resolve_access(ctx.state.identity, Caller.of(caller))
     ctx.caller_access = (command, access)
     return access
 
@@ -444,10 +436,28 @@ def _assign_path(target: dict[str, Any], path: str, value: Any) -> None:
 # -- jobs ----------------------------------------------------------------------------------------------------
 
 
+def _stream_may_take(ctx: ProcessingContext, stream: Any, job: JobValue) -> bool:
+    """Whether an authenticated worker's stream may be pushed the job: as its activation would be, the job's tenant
+    must be the worker's and (with authorizations on) its process one the worker may update. What the worker may do
+    is resolved once per round."""
+    memo_key = ("stream access", stream.stream_id)
+    access = ctx.memo.get(memo_key)
+    if access is None:
+        access = resolve_access(ctx.state.identity, Caller.of(stream.caller))
+        ctx.memo[memo_key] = access
+    if job.tenant_id != TENANT and job.tenant_id not in access.tenants:
+        return False
+    return not services(ctx).authorizations or access.allows_any(
+        "PROCESS_DEFINITION", (job.bpmn_process_id,), ("UPDATE_PROCESS_INSTANCE",)
+    )
+
+
 def job_became_activatable(ctx: ProcessingContext, job_key: int, job: JobValue) -> None:
     """Push the job to an open job stream of its type, or tell long-polling workers that work is there."""
     streams = services(ctx).job_streams
-    stream = streams.pick(job.type, job.tenant_id) if streams is not None else None
+    stream = None
+    if streams is not None:
+        stream = streams.pick(job.type, job.tenant_id, lambda s: _stream_may_take(ctx, s, job))
     if stream is None:
         ctx.side_effects.jobs_available.add(job.type)
         return

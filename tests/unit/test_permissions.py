@@ -286,3 +286,36 @@ async def test_another_tenants_resources_are_not_found_and_8_8_update_grants_sti
              RejectionType.NOT_FOUND, "tenant 'team-b'")  # fmt: skip
     accepted(await as_caller(d, ann, *cancel, {}, keys["team-a"]))
     await d.close()
+
+
+async def test_a_workers_job_stream_is_pushed_only_jobs_it_could_activate(tmp_path: Path) -> None:
+    d = driver(tmp_path)
+    assert d.partition is not None
+    for tenant in ("team-a", "team-b"):
+        accepted(await d.send(ValueType.TENANT, TenantIntent.CREATE, {"tenantId": tenant, "name": tenant}))
+        resource = {"resourceName": "one-task.bpmn", "resource": (BPMN / "one-task.bpmn").read_bytes()}
+        accepted(await d.send(ValueType.DEPLOYMENT, DeploymentIntent.CREATE, {"resources": [resource],
+                                                                               "tenantId": tenant}))  # fmt: skip
+    await user(d, "worker")
+    accepted(await d.send(ValueType.TENANT, TenantIntent.ADD_ENTITY,
+                          {"tenantId": "team-a", "entityId": "worker", "entityType": "USER"}))  # fmt: skip
+    pushed: list[str] = []
+    # the worker asks for both tenants' jobs (the gateway refuses that for an unassigned tenant; the engine holds too)
+    stream = d.partition.job_streams.add("test", "w", 60_000, [], ["team-a", "team-b"], caller={"username": "worker"})
+    d.partition.job_stream_sinks[stream.stream_id] = lambda r: (
+        pushed.extend(j["tenantId"] for j in r.value["jobs"]) or True
+    )
+
+    async def start(tenant: str) -> None:
+        value = {"bpmnProcessId": "one-task", "version": -1, "variables": {}, "tenantId": tenant}
+        accepted(await d.send(ValueType.PROCESS_INSTANCE_CREATION, ProcessInstanceCreationIntent.CREATE, value))
+        await d.settle()
+
+    await start("team-b")
+    await start("team-a")
+    assert pushed == [], "authorizations on: no permission on one-task yet"
+    await grant(d, "worker", "PROCESS_DEFINITION", "one-task", "UPDATE_PROCESS_INSTANCE")
+    await start("team-b")
+    await start("team-a")
+    assert pushed == ["team-a"], "only the worker's tenant"
+    await d.close()
