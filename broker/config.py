@@ -55,7 +55,14 @@ DEFAULTS: dict[str, Any] = {
         # Who may do what (Camunda's camunda.security.authorizations.enabled, off by default): when on, a command of an
         # authenticated caller needs a permission granted to it, directly or through its groups, roles and mapping
         # rules (README, "Tenants and access"). Tenant assignments are checked whenever authentication is on.
-        "security": {"authorizations": {"enabled": False}},
+        "security": {
+            "authorizations": {"enabled": False},
+            # The identity created at start where missing (Camunda's camunda.security.initialization): users
+            # ({username, password, name, email}; the password in plain text, hashed before it is stored: keep it out
+            # of files, e.g. WEIR_BROKER_SECURITY_INITIALIZATION_USERS_0_PASSWORD) and the users and clients of the
+            # role 'admin', which is granted every permission. It only adds: see README, "Tenants and access".
+            "initialization": {"users": [], "defaultRoles": {"admin": {"users": [], "clients": []}}},
+        },
         # Process instances one chain of signal broadcasts may start (a signal, the instances its start events start,
         # the signals they broadcast without waiting, ...) before the next one stops with an incident; 0: no limit.
         "maxInstancesPerSignalChain": 1000,
@@ -138,6 +145,10 @@ DEFAULTS: dict[str, Any] = {
                 # for cacheTtl seconds; each client address may fail failuresPerMinute checks a minute, then new
                 # credentials from it are refused without a check until it waits (0: no limit).
                 "basic": {"usersFile": "", "cacheTtl": 60.0, "failuresPerMinute": 30},
+                # Seconds a gateway keeps what the cluster's identity says about a caller (its stored password,
+                # tenants, grants, groups and roles): the bound within which a changed password or a revoked
+                # permission reaches every gateway's sign-ins and reads (commands are checked by the brokers at once).
+                "identityCacheTtl": 10.0,
             },
         },
     },
@@ -227,9 +238,31 @@ def _apply_env(config: dict[str, Any], env: Mapping[str, str], path: tuple[str, 
         name = _env_name(here)
         if name in env:
             config[key] = _coerce(".".join(here), value, env[name])
+        elif isinstance(value, list) and any(n.startswith(name + "_") and n[len(name) + 1 : len(name) + 2].isdigit()
+                                             for n in env):  # fmt: skip
+            config[key] = _indexed_env(".".join(here), value, env, name)
     exporters = config.get("exporters") if path == ("broker",) else None
     if exporters is not None:
         _apply_exporter_env(exporters, env)
+
+
+def _indexed_env(path: str, items: list[Any], env: Mapping[str, str], name: str) -> list[Any]:
+    """``<NAME>_<i>_<FIELD>`` sets a field of the i-th mapping of a list (the file's, extended as needed), as Spring
+    does for Camunda's lists: ``WEIR_BROKER_SECURITY_INITIALIZATION_USERS_0_PASSWORD``."""
+    out = [dict(item) if isinstance(item, Mapping) else item for item in items]
+    for env_name, raw in env.items():
+        m = re.fullmatch(re.escape(name) + r"_(\d+)_([A-Z0-9_]+)", env_name)
+        if m is None:
+            continue
+        index = int(m.group(1))
+        if index > len(out) + 100:
+            raise ConfigError(f"{path}: index {index} of {env_name} is far past the list's end")
+        while len(out) <= index:
+            out.append({})
+        if not isinstance(out[index], dict):
+            raise ConfigError(f"{path}[{index}]: not a mapping, so {env_name} cannot set a field of it")
+        out[index][_camel(m.group(2))] = raw
+    return out
 
 
 def _apply_exporter_env(exporters: dict[str, Any], env: Mapping[str, str]) -> None:
@@ -333,6 +366,7 @@ def validate(config: dict[str, Any]) -> None:
         raise ConfigError("broker.businessIdUniqueness: expected true or false")
     if not isinstance(config["broker"]["security"]["authorizations"]["enabled"], bool):
         raise ConfigError("broker.security.authorizations.enabled: expected true or false")
+    _validate_initialization(config["broker"]["security"]["initialization"])
     if not isinstance(config["gateway"]["multiTenancy"]["enabled"], bool):
         raise ConfigError("gateway.multiTenancy.enabled: expected true or false")
     for key, value in config["broker"]["expressions"].items():
@@ -372,6 +406,37 @@ def validate(config: dict[str, Any]) -> None:
             raise ConfigError(f"broker.exporters.{exporter_id}.className: required (an import path)")
 
 
+def _validate_initialization(section: dict[str, Any]) -> None:
+    """Users with a username and password (strings), and lists of names for the admin role."""
+    where = "broker.security.initialization"
+    users = section["users"]
+    if not isinstance(users, list):
+        raise ConfigError(f"{where}.users: expected a list of {{username, password, name, email}}")
+    seen: set[str] = set()
+    for i, user in enumerate(users):
+        if not isinstance(user, Mapping):
+            raise ConfigError(f"{where}.users[{i}]: expected a mapping with username and password")
+        unknown = set(user) - {"username", "password", "name", "email"}
+        if unknown:
+            raise ConfigError(f"{where}.users[{i}]: unknown keys {sorted(unknown)} (username, password, name, email)")
+        for key in ("username", "password"):
+            if not isinstance(user.get(key), str) or not user[key]:
+                raise ConfigError(f"{where}.users[{i}].{key}: required (a non-empty string; quote it in YAML)")
+        for key in ("name", "email"):
+            if not isinstance(user.get(key, ""), str):
+                raise ConfigError(f"{where}.users[{i}].{key}: expected a string")
+        if user["username"] in seen:
+            raise ConfigError(f"{where}.users[{i}].username: '{user['username']}' is configured twice")
+        seen.add(user["username"])
+    admin = section["defaultRoles"].get("admin") if isinstance(section["defaultRoles"], Mapping) else None
+    if not isinstance(admin, Mapping) or set(admin) - {"users", "clients"}:
+        raise ConfigError(f"{where}.defaultRoles: expected admin: {{users: [...], clients: [...]}}")
+    for key in ("users", "clients"):
+        names = admin.get(key, [])
+        if not isinstance(names, list) or not all(isinstance(n, str) and n for n in names):
+            raise ConfigError(f"{where}.defaultRoles.admin.{key}: expected a list of non-empty strings")
+
+
 def _validate_rest(rest: dict[str, Any]) -> None:
     """The REST port's lists, caps and timeouts."""
     for key in ("allowedOrigins", "allowedHosts"):
@@ -404,8 +469,9 @@ def _validate_security(config: dict[str, Any]) -> None:
         raise ConfigError(
             "gateway.security.authentication.oauth.audience: required with oauth (the aud tokens are issued for)"
         )
-    if "basic" in authn["methods"] and not authn["basic"]["usersFile"]:
-        raise ConfigError("gateway.security.authentication.basic.usersFile: required with basic")
+    ttl = authn["identityCacheTtl"]
+    if not isinstance(ttl, int | float) or isinstance(ttl, bool) or ttl < 0:
+        raise ConfigError("gateway.security.authentication.identityCacheTtl: must be a number of seconds, at least 0")
     basic = authn["basic"]
     if not isinstance(basic["cacheTtl"], int | float) or isinstance(basic["cacheTtl"], bool) or basic["cacheTtl"] < 0:
         raise ConfigError("gateway.security.authentication.basic.cacheTtl: must be a number of seconds, at least 0")
@@ -435,6 +501,9 @@ def dump(config: dict[str, Any]) -> str:
     broker = shown.get("broker", {})
     mask(broker.get("cluster", {}), "raftPassword")
     mask(broker, "adminToken")
+    for user in broker.get("security", {}).get("initialization", {}).get("users") or []:
+        if isinstance(user, dict):
+            mask(user, "password")
     for entry in (broker.get("exporters") or {}).values():
         args = entry.get("args") if isinstance(entry, dict) else None
         if isinstance(args, dict):

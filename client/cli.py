@@ -52,6 +52,7 @@ def _load_config(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _node_config(args: argparse.Namespace, *, embedded_gateway: bool) -> Any:
+    from broker.identity_init import InitialIdentity
     from broker.node import NodeConfig
 
     cfg = _load_config(args)
@@ -84,6 +85,7 @@ def _node_config(args: argparse.Namespace, *, embedded_gateway: bool) -> Any:
         max_process_depth=b["maxProcessDepth"],
         business_id_uniqueness=b["businessIdUniqueness"],
         authorizations=b["security"]["authorizations"]["enabled"],
+        initial_identity=InitialIdentity.from_config(b["security"]["initialization"]),
         multi_tenancy=g["multiTenancy"]["enabled"],
         max_instances_per_signal_chain=b["maxInstancesPerSignalChain"],
         expression_max_steps=b["expressions"]["maxSteps"],

@@ -22,7 +22,7 @@ import shutil
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from broker import monitoring
 from broker.engine.engine import Engine
@@ -60,6 +60,7 @@ __all__ = [
 log = logging.getLogger("weir.partition")
 
 Clock = Callable[[], int]
+T = TypeVar("T")
 
 
 def wall_clock_ms() -> int:
@@ -101,6 +102,8 @@ class Partition(CommandIntake, Outbound, Upkeep):
         self._supervisor = TaskSupervisor(self.config.partition_id, self._log)
         self._snapshot_not_before = 0.0
         self.jobs_available_listeners: list[Callable[[set[str]], None]] = []
+        # Called (on the event loop) each time this replica becomes the leader and starts processing.
+        self.lead_listeners: list[Callable[[], None]] = []
         self.job_stream_sinks: dict[int, Callable[[Record], bool]] = {}
         self.records_processed = 0
         self._records_since_snapshot = 0
@@ -202,6 +205,22 @@ class Partition(CommandIntake, Outbound, Upkeep):
         self.records_processed = result.records_read
         return result.records_read
 
+    def read(self, ask: Callable[[PartitionState], T]) -> T:
+        """``ask`` on a read-only view of the state as of the last committed round, for readers outside processing
+        (the command API's lookups): it takes no part in rounds, so it neither waits for one nor holds one up.
+
+        ``ask`` must not keep what it reads past its return (the view is unbound then). Any replica can answer; a
+        follower's view trails its leader by the blocks not yet applied."""
+        if self.db is None or not self.healthy:
+            raise PartitionUnavailableError(self.failure or f"partition {self.partition_id} is not available")
+        view = self._view
+        with self.db.begin() as txn:
+            view.bind(txn)
+            try:
+                return ask(view)
+            finally:
+                view.bind(None)
+
     def _open_file_log(self, directory: Path, committed: int) -> LogStorage:
         return FileLog(directory, segment_size=self.config.segment_size, committed_position_hint=committed)
 
@@ -245,6 +264,11 @@ class Partition(CommandIntake, Outbound, Upkeep):
         self._log.info("partition %d: leader, processing from position %d", self.partition_id, self.processed_position)
         if self.core.queue:
             self._wake.set()
+        for listener in self.lead_listeners:
+            try:
+                listener()
+            except Exception:
+                self._log.exception("partition %d: a leadership listener failed", self.partition_id)
 
     async def follow(self) -> None:
         """Stop taking commands; committed blocks keep arriving through the seam and are applied as they come."""

@@ -35,7 +35,7 @@ from tests.security import Certificates, TokenIssuer, make_certificates
             },
             "audience: required with oauth",
         ),
-        ({"WEIR_GATEWAY_SECURITY_AUTHENTICATION_METHODS": "basic"}, "usersFile: required with basic"),
+        ({"WEIR_GATEWAY_SECURITY_AUTHENTICATION_IDENTITY_CACHE_TTL": "-1"}, "identityCacheTtl: must be a number"),
         ({"WEIR_GATEWAY_SECURITY_TLS_ENABLED": "true"}, "needs certificateChainPath and privateKeyPath"),
         ({"WEIR_COMMAND_API_TLS_ENABLED": "true"}, "needs certificateChainPath, privateKeyPath and caPath"),
         ({"WEIR_COMMAND_API_TLS_REQUIRE_CLIENT_CERTIFICATE": "true"}, "needs commandApi.tls.enabled"),
