@@ -12,6 +12,8 @@ compact list form as in log blocks). It is not a public API: only gateways talk 
 - ``Subscribe`` (server stream): "jobs of these types are available" notices, for long-polling gateways.
 - ``StreamJobs`` (server stream): a job push stream; activated jobs arrive as JOB_BATCH records.
 - ``Topology`` (unary): the partitions here, their roles and health.
+- ``Identity`` (unary): what the first partition's identity state says about a caller (tenants, grants, user, groups,
+  roles, and on request the password hash), read between rounds from any replica of it (:func:`identity_answer`).
 
 Whoever reaches it can run any command, skip admission control (``internal``) and take jobs from any stream, so
 off loopback it must be closed: ``commandApi.secret`` (a shared secret every caller sends in metadata, compared in
@@ -35,6 +37,7 @@ from typing import Any
 import grpc
 import msgpack
 
+from broker.engine.caller_info import caller_of, describe
 from broker.grpc_guard import MetadataCheckInterceptor, SecurityConfigError, Unauthenticated
 from broker.http_guard import is_loopback
 from broker.protocol.codec import record_to_list
@@ -145,6 +148,32 @@ def pack(obj: Any) -> bytes:
 
 def unpack(data: bytes) -> Any:
     return msgpack.unpackb(data, raw=False, strict_map_key=False, unicode_errors="surrogatepass")
+
+
+IDENTITY_PARTITION = 1
+"""The partition identity commands go to first: every partition has the identity, and its replicas have it first."""
+
+
+def identity_answer(partitions: dict[int, Partition], request: Any) -> dict[str, Any]:
+    """The ``Identity`` lookup: ``{"caller": {"username", "clientId", "claims"}, "password": bool}`` →
+    ``{"ok": <broker.engine.caller_info.describe>}``, or ``{"err": "unavailable" | "invalid", "msg"}``.
+
+    Read from this broker's replica of the first partition, leader or follower, on the committed state: processing
+    is never waited for or held up."""
+    if not isinstance(request, dict) or not isinstance(request.get("caller"), dict):
+        return {"err": "invalid", "msg": "malformed identity lookup: expected {'caller': {...}, 'password': bool}"}
+    partition = partitions.get(IDENTITY_PARTITION)
+    if partition is None:
+        return {"err": "unavailable", "msg": f"partition {IDENTITY_PARTITION} is not hosted by this broker"}
+    caller = caller_of(request["caller"])
+    enabled, with_password = partition.config.authorizations, bool(request.get("password"))
+    try:
+        found = partition.read(
+            lambda state: describe(state.identity, caller, authorizations_enabled=enabled, with_password=with_password)
+        )
+    except PartitionUnavailableError as e:
+        return {"err": "unavailable", "msg": str(e)}
+    return {"ok": found}
 
 
 class CommandApi:
@@ -336,6 +365,13 @@ class CommandApi:
     async def topology(self, request: bytes, context: grpc.aio.ServicerContext) -> bytes:
         return pack(self._topology())
 
+    async def identity(self, request: bytes, context: grpc.aio.ServicerContext) -> bytes:
+        try:
+            msg = unpack(request)
+        except (ValueError, msgpack.UnpackException) as e:
+            return pack({"err": "invalid", "msg": f"malformed identity lookup: {e}"})
+        return pack(identity_answer(self._partitions, msg))
+
     def handler(self) -> grpc.GenericRpcHandler:
         return grpc.method_handlers_generic_handler(
             SERVICE,
@@ -345,6 +381,7 @@ class CommandApi:
                 "Subscribe": grpc.unary_stream_rpc_method_handler(self.subscribe),
                 "StreamJobs": grpc.unary_stream_rpc_method_handler(self.stream_jobs),
                 "Topology": grpc.unary_unary_rpc_method_handler(self.topology),
+                "Identity": grpc.unary_unary_rpc_method_handler(self.identity),
             },
         )
 

@@ -18,6 +18,7 @@ from broker import monitoring
 from broker.engine.behaviors import DEFAULT_MAX_PROCESS_DEPTH
 from broker.engine.deployment_limits import DeploymentLimits
 from broker.feel import DEFAULT_LIMITS, Limits
+from broker.identity_init import IdentityInitializer, InitialIdentity
 from broker.stream.backpressure import BackpressureConfig
 from broker.stream.partition import Partition, PartitionConfig
 from broker.stream.step_budget import DEFAULT_MAX_CHAIN_INSTANCES, DEFAULT_MAX_STEPS_PER_INSTANCE
@@ -60,6 +61,8 @@ class NodeConfig:
     business_id_uniqueness: bool = False
     # Whether commands of authenticated callers need granted permissions (broker.security.authorizations.enabled).
     authorizations: bool = False
+    # The identity created at start where missing (broker.security.initialization).
+    initial_identity: InitialIdentity = field(default_factory=InitialIdentity)
     # Whether the embedded gateway's requests name their tenant (gateway.multiTenancy.enabled).
     multi_tenancy: bool = False
     max_instances_per_signal_chain: int = DEFAULT_MAX_CHAIN_INSTANCES
@@ -101,6 +104,7 @@ class BrokerNode:
         self.inter_partition: Any = None
         self.command_port = 0
         self.monitoring: monitoring.MonitoringServer | None = None
+        self.identity_initializer: IdentityInitializer | None = None
         self.started = False
 
     async def start(self) -> None:
@@ -154,6 +158,12 @@ class BrokerNode:
 
                 partition.start(raft_config(layout, cfg.node_id, pid, directory, cfg.raft_password, cfg.host))
             self.partitions[pid] = partition
+        first = self.partitions.get(1)
+        if first is not None and not cfg.initial_identity.empty:
+            from gateway.auth import hash_password
+
+            self.identity_initializer = IdentityInitializer(first, cfg.initial_identity, hash_password)
+            self.identity_initializer.attach()
         if layout is not None and cfg.partitions > 1:
             from broker.transport.remote import RemoteBrokerClient
 
@@ -204,12 +214,16 @@ class BrokerNode:
             )
         if cfg.embedded_gateway:
             from broker.transport.broker_client import LocalBrokerClient
+            from gateway.directory import Directory
             from gateway.server import start_gateway_server
             from gateway.service import GatewayService
 
             client = LocalBrokerClient(
                 self.partitions, node_id=cfg.node_id, host=cfg.host, port=cfg.command_port, version=VERSION
             )
+            # one view of the callers for both APIs: a sign-in on one is remembered for the other
+            security = cfg.gateway_security
+            callers = Directory(client, ttl_s=security.auth.identity_cache_ttl_s if security else 10.0)
             service = GatewayService(
                 client,
                 long_poll_ms=cfg.long_poll_ms,
@@ -225,6 +239,7 @@ class BrokerNode:
                 max_message_size=cfg.max_message_size,
                 max_concurrent_streams=cfg.max_concurrent_streams,
                 security=cfg.gateway_security,
+                directory=callers,
             )
             log.info("gateway listening on %s:%d (gateway_protocol.Gateway)", cfg.host, self.gateway_port)
             if cfg.rest_port >= 0:
@@ -240,7 +255,11 @@ class BrokerNode:
                     policy=cfg.rest_policy or RestPolicy(),
                 )
                 self.rest_server = RestServer(
-                    service.commands, rest, security=cfg.gateway_security, gateway_version=GATEWAY_VERSION
+                    service.commands,
+                    rest,
+                    security=cfg.gateway_security,
+                    gateway_version=GATEWAY_VERSION,
+                    directory=callers,
                 )
                 self.rest_port = await self.rest_server.start()
                 log.info(
@@ -269,6 +288,8 @@ class BrokerNode:
         }
 
     async def stop(self) -> None:
+        if self.identity_initializer is not None:
+            await self.identity_initializer.close()
         if self.rest_server is not None:
             await self.rest_server.close()
         if self.gateway_server is not None:

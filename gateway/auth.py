@@ -7,7 +7,8 @@ Zeebe clients authenticate the way Camunda 8 expects:
   and sends it on every call as ``authorization: Bearer <jwt>``. The gateway validates it offline: signature against
   the keys of a JWKS (a file, or a URL fetched at start and refreshed), then expiry, issuer and audience.
 - **HTTP basic credentials** (``authorization: Basic base64(user:password)``, as zeebe-node sends with
-  ``ZEEBE_BASIC_AUTH_USERNAME``/``PASSWORD``), checked against a file of scrypt password hashes.
+  ``ZEEBE_BASIC_AUTH_USERNAME``/``PASSWORD``), checked against scrypt password hashes: those of a users file first
+  (when one is configured), else those of the cluster's own users (``gateway/directory.py``).
 
 A call without valid credentials ends with UNAUTHENTICATED and a message saying what to fix. The standard gRPC health
 service stays open (load balancers probe it; it reveals nothing).
@@ -37,6 +38,7 @@ import jwt
 from broker.error_messages import shown
 from broker.grpc_guard import MetadataCheckInterceptor, SecurityConfigError, Unauthenticated
 from gateway.caller import CALLER
+from gateway.directory import Directory
 
 log = logging.getLogger("weir.gateway.auth")
 # Calls to these services need no credentials.
@@ -103,9 +105,10 @@ class OAuthConfig:
 class AuthConfig:
     """Which credentials the gateway accepts: any of ``oauth`` and ``basic``; none means every call is let in.
 
-    Basic credentials that passed their scrypt check are remembered for ``basic_cache_ttl_s`` seconds; a client
-    address may fail ``basic_failures_per_minute`` checks a minute (as a burst, refilled evenly), then its new
-    credentials are refused without a check until it has waited (0: no limit).
+    Basic credentials that passed their scrypt check are remembered for ``basic_cache_ttl_s`` seconds (those of the
+    cluster's users at most ``identity_cache_ttl_s``, the directory's bound); a client address may fail
+    ``basic_failures_per_minute`` checks a minute (as a burst, refilled evenly), then its new credentials are refused
+    without a check until it has waited (0: no limit).
     """
 
     methods: list[str] = field(default_factory=list)
@@ -113,6 +116,7 @@ class AuthConfig:
     basic_users_file: str = ""
     basic_cache_ttl_s: float = 60.0
     basic_failures_per_minute: int = 30
+    identity_cache_ttl_s: float = 10.0
 
 
 def _read(path: str, what: str) -> bytes:
@@ -202,7 +206,8 @@ class FailureLimiter:
 
 
 class BasicCredentials:
-    """Checks ``user:password`` pairs against the users file, cheaply for repeats and evenly for failures.
+    """Checks ``user:password`` pairs against the users file, else the cluster's users (through ``directory``),
+    cheaply for repeats and evenly for failures.
 
     - Accepted pairs are remembered for ``ttl_s`` (a bounded LRU keyed by an HMAC of the pair under a key made at
       start, so the table holds nothing a password could be recovered from), so a worker's calls pay scrypt once.
@@ -214,8 +219,16 @@ class BasicCredentials:
       waiting; the event loop never runs it.
     """
 
-    def __init__(self, users: dict[str, str], *, ttl_s: float, failures_per_minute: int) -> None:
+    def __init__(
+        self,
+        users: dict[str, str],
+        *,
+        ttl_s: float,
+        failures_per_minute: int,
+        directory: Directory | None = None,
+    ) -> None:
         self.users = users
+        self._directory = directory
         self._ttl_s = ttl_s
         self._key = os.urandom(32)
         self._dummy = hash_password(os.urandom(16).hex())
@@ -259,7 +272,17 @@ class BasicCredentials:
         if self._waiting >= BASIC_VERIFY_WAITING:
             self._failures.give_back(address)
             raise Unauthenticated("the gateway is busy checking other credentials: try again shortly")
-        stored = self.users.get(user)
+        stored, ttl_s = self.users.get(user), self._ttl_s
+        if stored is None and self._directory is not None:
+            try:
+                found = await self._directory.lookup({"username": user}, password=True)
+            except Exception as e:  # no broker answers: not the caller's fault, so not counted as a failure
+                self._failures.give_back(address)
+                log.warning("cannot look up user %r: %s", shown(user), e)
+                raise Unauthenticated(
+                    "the gateway cannot reach the cluster's users to check these credentials: try again shortly"
+                ) from None
+            stored, ttl_s = found.password_hash or None, min(ttl_s, self._directory.ttl_s)
         self._waiting += 1
         try:
             async with self._verifying:
@@ -270,7 +293,7 @@ class BasicCredentials:
         if not ok or stored is None:
             raise Unauthenticated(f"wrong user name or password for {shown(user)!r}")
         self._failures.give_back(address)
-        self._accepted[digest] = (user, time.monotonic() + self._ttl_s)
+        self._accepted[digest] = (user, time.monotonic() + ttl_s)
         while len(self._accepted) > BASIC_CACHE_SIZE:
             self._accepted.popitem(last=False)
         return user
@@ -355,19 +378,22 @@ class JwksKeys:
 class Authenticator:
     """Checks one call's ``authorization`` metadata against the configured methods."""
 
-    def __init__(self, config: AuthConfig) -> None:
+    def __init__(self, config: AuthConfig, directory: Directory | None = None) -> None:
+        """``directory``: the cluster's users, for basic credentials no users file holds (None: the file only)."""
         unknown = set(config.methods) - {"oauth", "basic"}
         if unknown:
             raise SecurityConfigError(f"unknown authentication method(s) {sorted(unknown)}: use oauth and/or basic")
         self.config = config
         self.jwks = JwksKeys(config.oauth) if "oauth" in config.methods else None
-        if "basic" in config.methods and not config.basic_users_file:
-            raise SecurityConfigError("basic authentication needs a users file (basic.usersFile)")
+        if "basic" in config.methods and not config.basic_users_file and directory is None:
+            raise SecurityConfigError("basic authentication needs a users file (basic.usersFile) or a directory")
+        self.directory = directory
         self.basic = (
             BasicCredentials(
-                load_users(config.basic_users_file),
+                load_users(config.basic_users_file) if config.basic_users_file else {},
                 ttl_s=config.basic_cache_ttl_s,
                 failures_per_minute=config.basic_failures_per_minute,
+                directory=directory,
             )
             if "basic" in config.methods
             else None
@@ -571,5 +597,6 @@ class GatewaySecurity:
                 basic_users_file=authn["basic"]["usersFile"],
                 basic_cache_ttl_s=float(authn["basic"]["cacheTtl"]),
                 basic_failures_per_minute=int(authn["basic"]["failuresPerMinute"]),
+                identity_cache_ttl_s=float(authn["identityCacheTtl"]),
             ),
         )

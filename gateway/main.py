@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 from broker import gc_policy
 from broker.monitoring import MonitoringServer
 from broker.transport.remote import RemoteBrokerClient
+from gateway.directory import Directory
 from gateway.rest.policy import RestPolicy
 from gateway.rest.server import RestConfig, RestServer
 from gateway.server import start_gateway_server
@@ -59,6 +60,9 @@ async def run_gateway(config: GatewayConfig, stop: asyncio.Event) -> int:
         max_message_size=config.max_message_size,
         multi_tenancy=config.multi_tenancy,
     )
+    # one view of the callers for both APIs: a sign-in on one is remembered for the other
+    ttl_s = config.security.auth.identity_cache_ttl_s if config.security is not None else 10.0
+    directory = Directory(client, ttl_s=ttl_s)
     server, port = await start_gateway_server(
         service,
         config.host,
@@ -66,6 +70,7 @@ async def run_gateway(config: GatewayConfig, stop: asyncio.Event) -> int:
         max_message_size=config.max_message_size,
         max_concurrent_streams=config.max_concurrent_streams,
         security=config.security,
+        directory=directory,
     )
 
     rest: RestServer | None = None
@@ -78,7 +83,9 @@ async def run_gateway(config: GatewayConfig, stop: asyncio.Event) -> int:
             max_request_bytes=config.max_message_size,
             policy=config.rest_policy,
         )
-        rest = RestServer(service.commands, rest_config, security=config.security, gateway_version=VERSION)
+        rest = RestServer(
+            service.commands, rest_config, security=config.security, gateway_version=VERSION, directory=directory
+        )
         try:
             rest_port = await rest.start()
         except OSError:

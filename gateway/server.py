@@ -12,6 +12,7 @@ from broker.http_guard import is_loopback
 from gateway.api import gateway_pb2_grpc as pb_grpc
 from gateway.auth import Authenticator, GatewaySecurity, gateway_interceptors
 from gateway.decoding import RequestDecodingInterceptor
+from gateway.directory import Directory, directory_for
 from gateway.service import GatewayService
 
 log = logging.getLogger("weir.gateway")
@@ -49,15 +50,20 @@ async def start_gateway_server(
     max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE,
     max_concurrent_streams: int = DEFAULT_MAX_CONCURRENT_STREAMS,
     security: GatewaySecurity | None = None,
+    directory: Directory | None = None,
 ) -> tuple[grpc.aio.Server, int]:
     """Bind and start; returns the server and the port it listens on (useful when ``port`` is 0).
 
     With ``security`` the port speaks TLS (and requires client certificates when a client CA is set) and every call
-    but health checks must carry valid credentials. Raises SecurityConfigError for settings that cannot work.
+    but health checks must carry valid credentials; basic credentials are checked against the cluster's users through
+    ``directory`` (one made over the service's broker client when not given). Raises SecurityConfigError for settings
+    that cannot work.
     """
     security = security or GatewaySecurity()
     credentials = security.tls.server_credentials() if security.tls.enabled else None
-    authenticator = Authenticator(security.auth)
+    if directory is None:
+        directory = directory_for(service.commands.client, security.auth.identity_cache_ttl_s)
+    authenticator = Authenticator(security.auth, directory)
     await authenticator.start()
     server = grpc.aio.server(
         options=server_options(max_message_size, max_concurrent_streams),

@@ -143,6 +143,16 @@ class LocalBrokerClient:
             registrations.append((partition, stream.stream_id))
         return _LocalStream(registrations)
 
+    async def identity(self, caller: dict[str, Any], *, password: bool = False) -> dict[str, Any]:
+        """What the first partition's identity says about ``caller`` (see ``broker.command_api.identity_answer``);
+        raises PartitionUnavailableError when it cannot be read here."""
+        from broker.command_api import identity_answer
+
+        answer = identity_answer(self._partitions, {"caller": caller, "password": password})
+        if "ok" not in answer:
+            raise PartitionUnavailableError(answer.get("msg", "the identity cannot be read"))
+        return answer["ok"]  # type: ignore[no-any-return]
+
     def topology(self) -> Topology:
         infos = [
             PartitionInfo(pid, p.role if p.healthy else "INACTIVE", p.healthy)

@@ -19,7 +19,7 @@ from typing import Any
 import grpc
 import msgpack
 
-from broker.command_api import CommandApiSecurity
+from broker.command_api import IDENTITY_PARTITION, CommandApiSecurity
 from broker.protocol.codec import record_from_list
 from broker.protocol.documents import InvalidDocumentError
 from broker.protocol.enums import JobIntent, ValueType
@@ -43,6 +43,8 @@ NOT_LEADER_RETRY_S = 3.0
 # A broker that does not describe its partitions within this time is left out of the routing until it does.
 TOPOLOGY_TIMEOUT_S = 1.0
 REFRESH_INTERVAL_S = 0.5
+# An identity lookup waits this long for one broker before asking the next replica.
+IDENTITY_TIMEOUT_S = 2.0
 _IDENTITY: Callable[[bytes], bytes] = lambda b: b  # noqa: E731
 
 
@@ -168,6 +170,7 @@ class _Broker:
 
         self.execute = bind(self.channel.unary_unary(_SERVICE + "Execute", _IDENTITY, _IDENTITY))
         self.topology = bind(self.channel.unary_unary(_SERVICE + "Topology", _IDENTITY, _IDENTITY))
+        self.identity = bind(self.channel.unary_unary(_SERVICE + "Identity", _IDENTITY, _IDENTITY))
         self.subscribe = bind(self.channel.unary_stream(_SERVICE + "Subscribe", _IDENTITY, _IDENTITY))
         self.stream_jobs = bind(self.channel.unary_stream(_SERVICE + "StreamJobs", _IDENTITY, _IDENTITY))
         self.commands = bind(self.channel.stream_stream(_SERVICE + "Commands", _IDENTITY, _IDENTITY))
@@ -328,6 +331,34 @@ class RemoteBrokerClient:
                 raise PartitionUnavailableError(f"no leader known for partition {partition_id}")
             await asyncio.sleep(0.1)
             await self.refresh()
+
+    # -- identity lookups -------------------------------------------------------------------------------------
+
+    async def identity(self, caller: dict[str, Any], *, password: bool = False) -> dict[str, Any]:
+        """What the first partition's identity says about ``caller`` (``broker.command_api.identity_answer``), from
+        its leader when known, else from any broker with a replica of it; raises PartitionUnavailableError."""
+        request = _pack({"caller": caller, "password": password})
+        leader = self._leaders.get(IDENTITY_PARTITION)
+        replicas = [
+            b
+            for b in self._brokers
+            if b.info is not None and any(p["id"] == IDENTITY_PARTITION for p in b.info["partitions"])
+        ]
+        ordered = [leader] if leader is not None else []
+        ordered += [b for b in replicas if b is not leader]
+        problems: list[str] = []
+        for broker in ordered:
+            try:
+                answer = _unpack(await broker.identity(request, timeout=IDENTITY_TIMEOUT_S))
+            except grpc.aio.AioRpcError as e:
+                problems.append(f"{broker.address}: {e.details() or e.code().name}")
+                continue
+            if "ok" in answer:
+                return answer["ok"]  # type: ignore[no-any-return]
+            problems.append(f"{broker.address}: {answer.get('msg')}")
+        raise PartitionUnavailableError(
+            f"no broker could answer who the caller is ({'; '.join(problems) or 'no replica of partition 1 known'})"
+        )
 
     # -- notifications and job streams ------------------------------------------------------------------------
 

@@ -27,7 +27,9 @@ from broker import monitoring
 from broker.http_guard import host_refusal, origin_refusal
 from gateway.auth import Authenticator, GatewaySecurity, Unauthenticated
 from gateway.commands import CommandError, GatewayCommands
+from gateway.directory import Directory, directory_for
 from gateway.rest import openapi, problems
+from gateway.rest.authentication_routes import AuthenticationRoutes
 from gateway.rest.batch_routes import BatchRoutes
 from gateway.rest.connections import ConnectionLimiter
 from gateway.rest.endpoints import Endpoint
@@ -83,10 +85,16 @@ class RestServer:
         *,
         security: GatewaySecurity | None = None,
         gateway_version: str,
+        directory: Directory | None = None,
     ) -> None:
+        """``directory``: what the gateway knows of callers (sign-ins with the cluster's users, /authentication/me);
+        one over ``commands``' broker client when not given."""
         self.config = config
         self.security = security or GatewaySecurity()
-        self.authenticator = Authenticator(self.security.auth)
+        if directory is None:
+            directory = directory_for(commands.client, self.security.auth.identity_cache_ttl_s)
+        self.directory = directory
+        self.authenticator = Authenticator(self.security.auth, directory)
         self.policy = config.policy
         self.search = SearchRoutes(config.history_url, setting=config.history_setting, policy=self.policy)
         self.endpoints: list[Endpoint] = [
@@ -101,6 +109,7 @@ class RestServer:
             *OperateRoutes(commands, self.search).endpoints(),
             *BatchRoutes(commands, self.search).endpoints(),
             *IdentityRoutes(commands).endpoints(),
+            *AuthenticationRoutes(directory).endpoints(),
         ]
         self.openapi = openapi.document(
             self.endpoints, version=gateway_version, auth_methods=list(self.security.auth.methods)
