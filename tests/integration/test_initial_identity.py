@@ -1,7 +1,8 @@
-"""Signing in with the cluster's own users: a real `weir broker --embedded-gateway` (two partitions) whose
-configuration creates an admin user at start, and a separate `weir gateway` in front of its command API. Basic
-credentials are checked against the stored users (no users file) over gRPC and REST on both gateways; the admin
-creates a user who can then sign in; /v2/authentication/me describes the caller; a restart sets nothing up again."""
+"""Signing in with the cluster's own users: a real `weir broker --embedded-gateway` (two partitions, authorizations
+on) whose configuration creates an admin user at start, and a separate `weir gateway` in front of its command API.
+Basic credentials are checked against the stored users (no users file) over gRPC and REST on both gateways; the admin
+creates a user who can then sign in (and, holding no grant, manage no users); /v2/authentication/me describes the
+caller; a restart sets nothing up again."""
 
 from __future__ import annotations
 
@@ -29,6 +30,8 @@ SETUP = {
     "WEIR_BROKER_SECURITY_INITIALIZATION_USERS_0_NAME": "Demo",
     "WEIR_BROKER_SECURITY_INITIALIZATION_USERS_0_EMAIL": "demo@example.com",
     "WEIR_BROKER_SECURITY_INITIALIZATION_DEFAULT_ROLES_ADMIN_USERS": "demo",
+    # the admin role's grants are what lets demo manage users
+    "WEIR_BROKER_SECURITY_AUTHORIZATIONS_ENABLED": "true",
 }
 
 
@@ -100,9 +103,12 @@ async def test_the_configured_admin_signs_in_and_adds_a_user_who_can_sign_in(
     for address in (node.address, separate[0]):
         assert topology(address, ann) == grpc.StatusCode.OK
         assert topology(address, basic("ann", "demo-secret")) == grpc.StatusCode.UNAUTHENTICATED
+    async with aiohttp.ClientSession(node.rest_url, headers={"Authorization": ann}) as http:
+        status, _ = await call(http, "POST", "/v2/users", {"username": "eve", "password": "x"})
+        assert status == 403, "ann holds no grant: only the admin role's members manage users"
     status, seen = await me(separate[1], ann)
     assert status == 200, seen
-    assert (seen["username"], seen["roles"]) == ("ann", [])
+    assert (seen["username"], seen["roles"], seen["authorizedComponents"]) == ("ann", [], [])
     assert seen["tenants"] == [{"tenantId": "team-a", "name": "Team A", "description": None}]
 
 
