@@ -316,6 +316,9 @@ class CommandApi:
             job_type, worker, timeout = str(msg["type"]), str(msg["worker"]), int(msg["timeout"])
             fetch = [str(name) for name in msg.get("fetch") or []]
             tenants = [str(tenant) for tenant in msg.get("tenantIds") or [TENANT]]
+            caller = msg.get("caller")
+            if caller is not None and not isinstance(caller, dict):
+                raise TypeError("caller: expected a map")
         except Exception as e:  # not msgpack, not a map, a field missing or of the wrong type
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"malformed job stream request: {e!r}")
             return
@@ -335,7 +338,7 @@ class CommandApi:
 
         registrations = []
         for partition in self._partitions.values():
-            stream = partition.job_streams.add(job_type, worker, timeout, fetch, tenants)
+            stream = partition.job_streams.add(job_type, worker, timeout, fetch, tenants, caller)
             partition.job_stream_sinks[stream.stream_id] = sink
             registrations.append((partition, stream.stream_id))
         try:

@@ -64,6 +64,7 @@ async def start_gateway_server(
     if directory is None:
         directory = directory_for(service.commands.client, security.auth.identity_cache_ttl_s)
     authenticator = Authenticator(security.auth, directory)
+    service.directory = directory
     await authenticator.start()
     server = grpc.aio.server(
         options=server_options(max_message_size, max_concurrent_streams),

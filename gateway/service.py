@@ -26,6 +26,7 @@ from broker.protocol.record import Record
 from broker.transport.broker_client import BrokerClient
 from gateway.api import gateway_pb2 as pb
 from gateway.api import gateway_pb2_grpc as pb_grpc
+from gateway.caller import CALLER
 from gateway.commands import (
     DEFAULT_LONG_POLL_MS,
     DEFAULT_REQUEST_TIMEOUT_MS,
@@ -38,6 +39,7 @@ from gateway.commands import (
     parse_variables,
     validate_activation,
 )
+from gateway.directory import Directory
 from gateway.job_results import job_result as build_job_result
 
 log = logging.getLogger("weir.gateway")
@@ -188,6 +190,8 @@ class GatewayService(pb_grpc.GatewayServicer):
     ) -> None:
         self.client = client
         self.max_message_size = max_message_size
+        # What the gateway knows of its callers (set by start_gateway_server): job streams check tenants with it.
+        self.directory: Directory | None = None
         self.commands = commands or GatewayCommands(
             client,
             long_poll_ms=long_poll_ms,
@@ -532,8 +536,18 @@ class GatewayService(pb_grpc.GatewayServicer):
             queue.put_nowait(record)
             return True
 
+        caller = CALLER.get()
+        if caller is not None and self.directory is not None:
+            access = await self.directory.access(caller)
+            unseen = next((t for t in tenants if not access.sees_tenant(t)), None)
+            if unseen is not None:
+                await context.abort(
+                    grpc.StatusCode.PERMISSION_DENIED,
+                    f"Expected to handle gRPC request StreamActivatedJobs with tenant identifier '{unseen}', but "
+                    "tenant is not authorized to perform this request",
+                )
         handle = self.client.open_job_stream(
-            request.type, request.worker or "", request.timeout, list(request.fetchVariable), sink, tenants
+            request.type, request.worker or "", request.timeout, list(request.fetchVariable), sink, tenants, caller
         )
         try:
             while True:

@@ -76,6 +76,7 @@ class BrokerClient(Protocol):
         fetch_variables: list[str],
         sink: JobSink,
         tenant_ids: Sequence[str] = (TENANT,),
+        caller: dict[str, Any] | None = None,
     ) -> JobStreamHandle: ...
 
     def topology(self) -> Topology: ...
@@ -135,10 +136,11 @@ class LocalBrokerClient:
         fetch_variables: list[str],
         sink: JobSink,
         tenant_ids: Sequence[str] = (TENANT,),
+        caller: dict[str, Any] | None = None,
     ) -> JobStreamHandle:
         registrations = []
         for partition in self._partitions.values():
-            stream = partition.job_streams.add(job_type, worker, timeout, fetch_variables, tenant_ids)
+            stream = partition.job_streams.add(job_type, worker, timeout, fetch_variables, tenant_ids, caller)
             partition.job_stream_sinks[stream.stream_id] = sink
             registrations.append((partition, stream.stream_id))
         return _LocalStream(registrations)

@@ -385,6 +385,7 @@ class RemoteBrokerClient:
         fetch_variables: list[str],
         sink: JobSink,
         tenant_ids: Sequence[str] = (TENANT,),
+        caller: dict[str, Any] | None = None,
     ) -> _RemoteStream:
         request = _pack(
             {
@@ -393,6 +394,7 @@ class RemoteBrokerClient:
                 "timeout": timeout,
                 "fetch": fetch_variables,
                 "tenantIds": list(tenant_ids),
+                "caller": caller,
             }
         )
 

@@ -486,8 +486,9 @@ class SimBrokerClient:
         fetch_variables: list[str],
         sink: JobSink,
         tenant_ids: Sequence[str] = (TENANT,),
+        caller: dict[str, Any] | None = None,
     ) -> SimJobStream:
-        return SimJobStream(self.cluster, job_type, worker, timeout, fetch_variables, sink, tenant_ids)
+        return SimJobStream(self.cluster, job_type, worker, timeout, fetch_variables, sink, tenant_ids, caller)
 
     def topology(self) -> Topology:
         brokers = [
@@ -525,6 +526,7 @@ class SimJobStream:
         fetch_variables: list[str],
         sink: JobSink,
         tenant_ids: Sequence[str] = (TENANT,),
+        caller: dict[str, Any] | None = None,
     ) -> None:
         self.cluster = cluster
         self.job_type = job_type
@@ -533,6 +535,7 @@ class SimJobStream:
         self.fetch_variables = list(fetch_variables)
         self.sink = sink
         self.tenant_ids = tuple(tenant_ids)
+        self.caller = caller
         self.open = True
         self.pushed = 0
         self._registered: dict[tuple[int, int], tuple[Partition, int]] = {}  # (broker, partition) → stream there
@@ -555,7 +558,7 @@ class SimJobStream:
                 if held is not None and held[0] is partition:
                     continue
                 stream = partition.job_streams.add(
-                    self.job_type, self.worker, self.timeout, self.fetch_variables, self.tenant_ids
+                    self.job_type, self.worker, self.timeout, self.fetch_variables, self.tenant_ids, self.caller
                 )
                 partition.job_stream_sinks[stream.stream_id] = functools.partial(self._push, node)
                 self._registered[(node, pid)] = (partition, stream.stream_id)
