@@ -156,11 +156,18 @@ def _finish(ctx: ProcessingContext, cmd: Record, event: Record) -> None:
     if cmd.value.get("distributedFrom") or b.services(ctx).partitions_count <= 1:
         ctx.respond(event)
         return
-    distribution_key = ctx.keys.next_key()
-    command = {**event.value, "distributedFrom": ctx.partition_id, "_key": event.key}
-    b.distribute(ctx, distribution_key, ValueType(cmd.value_type), cmd.intent_enum, command)
+    distribution_key = distribute_change(ctx, event, cmd.intent_enum)
     answer = {"valueType": event.value_type.name, "intent": event.intent, "key": event.key, "value": event.value}
     b.park_request(ctx, cmd, distribution_key, answer=answer)
+
+
+def distribute_change(ctx: ProcessingContext, event: Record, command_intent: IntEnum) -> int:
+    """Hand the change ``event`` made to every other partition as the identity command that makes it there (its
+    value, where it came from and its key); the distribution's key."""
+    distribution_key = ctx.keys.next_key()
+    command = {**event.value, "distributedFrom": ctx.partition_id, "_key": event.key}
+    b.distribute(ctx, distribution_key, ValueType(event.value_type), command_intent, command)
+    return distribution_key
 
 
 def answer_when_distributed(ctx: ProcessingContext, distribution_key: int) -> None:
@@ -198,9 +205,9 @@ def create(ctx: ProcessingContext, cmd: Record) -> None:
     if v.get("distributedFrom"):
         stored = ctx.state.identity.get(kind.name, str(entity_id))
         if stored is not None and stored[kind.key_field] == v["_key"]:
-            _again(ctx, cmd, kind.intents["CREATED"], v["_key"], _public(stored))
+            _again(ctx, cmd, kind.intents["CREATED"], v["_key"], public(stored))
             return
-        _finish(ctx, cmd, ctx.event(kind.value_type, kind.intents["CREATED"], v["_key"], _value(kind, v)))
+        _finish(ctx, cmd, ctx.event(kind.value_type, kind.intents["CREATED"], v["_key"], record_value(kind, v)))
         return
     if not b.authorized(ctx, kind.name, "CREATE"):
         return
@@ -237,7 +244,7 @@ def create(ctx: ProcessingContext, cmd: Record) -> None:
             )
             return
     key = ctx.keys.next_key()
-    _finish(ctx, cmd, ctx.event(kind.value_type, kind.intents["CREATED"], key, _value(kind, {**v, "_key": key})))
+    _finish(ctx, cmd, ctx.event(kind.value_type, kind.intents["CREATED"], key, record_value(kind, {**v, "_key": key})))
 
 
 def update(ctx: ProcessingContext, cmd: Record) -> None:
@@ -246,9 +253,9 @@ def update(ctx: ProcessingContext, cmd: Record) -> None:
     stored = ctx.state.identity.get(kind.name, entity_id) if isinstance(entity_id, str) else None
     if v.get("distributedFrom"):
         if stored is None:  # deleted since (a later change already reached this partition): nothing to update
-            _again(ctx, cmd, kind.intents["UPDATED"], v["_key"], _value(kind, v))
+            _again(ctx, cmd, kind.intents["UPDATED"], v["_key"], record_value(kind, v))
             return
-        _finish(ctx, cmd, ctx.event(kind.value_type, kind.intents["UPDATED"], v["_key"], _value(kind, v)))
+        _finish(ctx, cmd, ctx.event(kind.value_type, kind.intents["UPDATED"], v["_key"], record_value(kind, v)))
         return
     if not b.authorized(ctx, kind.name, "UPDATE", [str(entity_id)]):
         return
@@ -263,9 +270,11 @@ def update(ctx: ProcessingContext, cmd: Record) -> None:
         ctx.reject(RejectionType.INVALID_ARGUMENT, problem)
         return
     # what the command leaves out stays as it was (a password that is not changed is not sent)
-    changed = {**_public(stored), **{name: v[name] for name in kind.fields if v.get(name) is not None}}
+    changed = {**public(stored), **{name: v[name] for name in kind.fields if v.get(name) is not None}}
     key = stored[kind.key_field]
-    _finish(ctx, cmd, ctx.event(kind.value_type, kind.intents["UPDATED"], key, _value(kind, {**changed, "_key": key})))
+    _finish(
+        ctx, cmd, ctx.event(kind.value_type, kind.intents["UPDATED"], key, record_value(kind, {**changed, "_key": key}))
+    )
 
 
 def delete(ctx: ProcessingContext, cmd: Record) -> None:
@@ -274,7 +283,7 @@ def delete(ctx: ProcessingContext, cmd: Record) -> None:
     stored = ctx.state.identity.get(kind.name, entity_id) if isinstance(entity_id, str) else None
     if v.get("distributedFrom"):
         if stored is None:
-            _again(ctx, cmd, kind.intents["DELETED"], v["_key"], _value(kind, v))
+            _again(ctx, cmd, kind.intents["DELETED"], v["_key"], record_value(kind, v))
             return
         _delete(ctx, cmd, kind, stored)
         return
@@ -296,7 +305,7 @@ def _delete(ctx: ProcessingContext, cmd: Record, kind: Kind, stored: dict) -> No
     if kind.name in OWNER_TYPES:
         for key, authorization in ctx.state.identity.authorizations_of(kind.name, entity_id):
             ctx.event(ValueType.AUTHORIZATION, AuthorizationIntent.DELETED, key, authorization)
-    event = ctx.event(kind.value_type, kind.intents["DELETED"], stored[kind.key_field], _public(stored))
+    event = ctx.event(kind.value_type, kind.intents["DELETED"], stored[kind.key_field], public(stored))
     _finish(ctx, cmd, event)
 
 
@@ -315,9 +324,9 @@ def _membership(ctx: ProcessingContext, cmd: Record, *, adding: bool) -> None:
     identity = ctx.state.identity
     if v.get("distributedFrom"):
         if identity.is_member(kind.name, entity_id, member_type, member_id) == adding:
-            _again(ctx, cmd, intent, v["_key"], _value(kind, v))
+            _again(ctx, cmd, intent, v["_key"], record_value(kind, v))
             return
-        _finish(ctx, cmd, ctx.event(kind.value_type, intent, v["_key"], _value(kind, v)))
+        _finish(ctx, cmd, ctx.event(kind.value_type, intent, v["_key"], record_value(kind, v)))
         return
     if not b.authorized(ctx, kind.name, "UPDATE", [entity_id]):
         return
@@ -361,7 +370,7 @@ def _membership(ctx: ProcessingContext, cmd: Record, *, adding: bool) -> None:
                 f"entity is not assigned to this {kind.noun}.",
             )
         return
-    value = _value(kind, {**_public(stored), "entityId": member_id, "entityType": member_type})
+    value = record_value(kind, {**public(stored), "entityId": member_id, "entityType": member_type})
     _finish(ctx, cmd, ctx.event(kind.value_type, intent, stored[kind.key_field], value))
 
 
@@ -374,7 +383,7 @@ def _bad_id(kind: Kind, entity_id: Any) -> str:
     return f"Expected to create {kind.noun} with a valid ID ({rule}), but got '{entity_id}'"
 
 
-def _value(kind: Kind, v: dict) -> dict:
+def record_value(kind: Kind, v: dict) -> dict:
     """A record value of the kind: its id and key, the fields it has, and the member fields of kinds with members."""
     out = {kind.key_field: v.get("_key", v.get(kind.key_field, -1)), kind.id_field: v[kind.id_field]}
     out.update({name: v.get(name) or "" for name in kind.fields})
@@ -383,7 +392,7 @@ def _value(kind: Kind, v: dict) -> dict:
     return out
 
 
-def _public(stored: dict) -> dict:
+def public(stored: dict) -> dict:
     """A stored identity as its record value (without the state's own bookkeeping)."""
     return {k: val for k, val in stored.items() if not k.startswith("_")}
 
@@ -395,9 +404,11 @@ def create_authorization(ctx: ProcessingContext, cmd: Record) -> None:
     v = cmd.value
     if v.get("distributedFrom"):
         if ctx.state.identity.authorization(v["_key"]) is not None:
-            _again(ctx, cmd, AuthorizationIntent.CREATED, v["_key"], _authorization(v))
+            _again(ctx, cmd, AuthorizationIntent.CREATED, v["_key"], authorization_value(v))
             return
-        _finish(ctx, cmd, ctx.event(ValueType.AUTHORIZATION, AuthorizationIntent.CREATED, v["_key"], _authorization(v)))
+        _finish(
+            ctx, cmd, ctx.event(ValueType.AUTHORIZATION, AuthorizationIntent.CREATED, v["_key"], authorization_value(v))
+        )
         return
     if not b.authorized(ctx, "AUTHORIZATION", "CREATE"):
         return
@@ -406,7 +417,7 @@ def create_authorization(ctx: ProcessingContext, cmd: Record) -> None:
         ctx.reject(*problem)
         return
     key = ctx.keys.next_key()
-    value = _authorization({**v, "_key": key})
+    value = authorization_value({**v, "_key": key})
     _finish(ctx, cmd, ctx.event(ValueType.AUTHORIZATION, AuthorizationIntent.CREATED, key, value))
 
 
@@ -415,9 +426,9 @@ def update_authorization(ctx: ProcessingContext, cmd: Record) -> None:
     key = v.get("_key", cmd.key)
     if v.get("distributedFrom"):
         if ctx.state.identity.authorization(key) is None:
-            _again(ctx, cmd, AuthorizationIntent.UPDATED, key, _authorization(v))
+            _again(ctx, cmd, AuthorizationIntent.UPDATED, key, authorization_value(v))
             return
-        _finish(ctx, cmd, ctx.event(ValueType.AUTHORIZATION, AuthorizationIntent.UPDATED, key, _authorization(v)))
+        _finish(ctx, cmd, ctx.event(ValueType.AUTHORIZATION, AuthorizationIntent.UPDATED, key, authorization_value(v)))
         return
     if not b.authorized(ctx, "AUTHORIZATION", "UPDATE"):
         return
@@ -431,7 +442,7 @@ def update_authorization(ctx: ProcessingContext, cmd: Record) -> None:
     if problem is not None:
         ctx.reject(*problem)
         return
-    value = _authorization({**v, "_key": key})
+    value = authorization_value({**v, "_key": key})
     _finish(ctx, cmd, ctx.event(ValueType.AUTHORIZATION, AuthorizationIntent.UPDATED, key, value))
 
 
@@ -443,7 +454,7 @@ def delete_authorization(ctx: ProcessingContext, cmd: Record) -> None:
         return
     if stored is None:
         if v.get("distributedFrom"):
-            _again(ctx, cmd, AuthorizationIntent.DELETED, key, _authorization(v))
+            _again(ctx, cmd, AuthorizationIntent.DELETED, key, authorization_value(v))
             return
         ctx.reject(
             RejectionType.NOT_FOUND,
@@ -498,7 +509,7 @@ def _authorization_problem(ctx: ProcessingContext, v: dict, verb: str) -> tuple[
     return None
 
 
-def _authorization(v: dict) -> dict:
+def authorization_value(v: dict) -> dict:
     matcher = v.get("resourceMatcher") or ("ANY" if v.get("resourceId") == "*" else "ID")
     return {
         "authorizationKey": v.get("_key", v.get("authorizationKey", -1)),

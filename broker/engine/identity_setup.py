@@ -18,7 +18,7 @@ from typing import Any, Final
 
 from broker.engine import behaviors as b
 from broker.engine.context import ProcessingContext
-from broker.engine.identity import PERMISSIONS, ROLE, USER, _authorization, _value
+from broker.engine.identity import PERMISSIONS, ROLE, USER, authorization_value, distribute_change, public, record_value
 from broker.protocol.enums import AuthorizationIntent, IdentitySetupIntent, RoleIntent, UserIntent, ValueType
 from broker.protocol.record import Record
 
@@ -42,18 +42,18 @@ def initialize(ctx: ProcessingContext, cmd: Record) -> None:
             continue
         key = ctx.keys.next_key()
         fields = {name: user.get(name) if isinstance(user.get(name), str) else "" for name in USER.fields}
-        value = _value(USER, {**fields, "username": username, "_key": key})
+        value = record_value(USER, {**fields, "username": username, "_key": key})
         _distributed(ctx, ctx.event(ValueType.USER, UserIntent.CREATED, key, value), UserIntent.CREATE)
         created["users"].append(username)
     role = identity.get(ROLE.name, ADMIN_ROLE)
     if role is None:
         key = ctx.keys.next_key()
-        role = _value(ROLE, {"roleId": ADMIN_ROLE, "name": ADMIN_ROLE_NAME, "_key": key})
+        role = record_value(ROLE, {"roleId": ADMIN_ROLE, "name": ADMIN_ROLE_NAME, "_key": key})
         _distributed(ctx, ctx.event(ValueType.ROLE, RoleIntent.CREATED, key, role), RoleIntent.CREATE)
         created["roles"].append(ADMIN_ROLE)
         for resource_type, permissions in sorted(PERMISSIONS.items()):
             grant_key = ctx.keys.next_key()
-            grant = _authorization(
+            grant = authorization_value(
                 {
                     "_key": grant_key,
                     "ownerId": ADMIN_ROLE,
@@ -71,7 +71,7 @@ def initialize(ctx: ProcessingContext, cmd: Record) -> None:
             continue
         if identity.is_member(ROLE.name, ADMIN_ROLE, member_type, member_id):
             continue
-        value = _value(ROLE, {**_public(role), "entityId": member_id, "entityType": member_type})
+        value = record_value(ROLE, {**public(role), "entityId": member_id, "entityType": member_type})
         event = ctx.event(ValueType.ROLE, RoleIntent.ENTITY_ADDED, role[ROLE.key_field], value)
         _distributed(ctx, event, RoleIntent.ADD_ENTITY)
         created["roleMembers"].append(f"{member_type}:{member_id}")
@@ -80,16 +80,8 @@ def initialize(ctx: ProcessingContext, cmd: Record) -> None:
 
 
 def _distributed(ctx: ProcessingContext, event: Record, command_intent: Any) -> None:
-    """Hand the event's change to every other partition as the identity command that makes it there (the form
-    ``broker.engine.identity`` distributes: the event's value, where it came from and its key)."""
-    if b.services(ctx).partitions_count <= 1:
-        return
-    command = {**event.value, "distributedFrom": ctx.partition_id, "_key": event.key}
-    b.distribute(ctx, ctx.keys.next_key(), ValueType(event.value_type), command_intent, command)
-
-
-def _public(stored: dict[str, Any]) -> dict[str, Any]:
-    return {k: val for k, val in stored.items() if not k.startswith("_")}
+    if b.services(ctx).partitions_count > 1:
+        distribute_change(ctx, event, command_intent)
 
 
 PROCESSORS: Final[dict[tuple[int, int], Callable[[ProcessingContext, Record], None]]] = {
