@@ -8,11 +8,14 @@ through the REST API afterwards. Screenshots are kept in tests/web/artifacts/.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import queue
 import shutil
 import socket
 import subprocess
 import sys
+import threading
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -50,10 +53,14 @@ class WebWeir:
         return item
 
 
-@pytest.fixture(scope="module")
-def web(tmp_path_factory: pytest.TempPathFactory) -> Iterator[WebWeir]:
+def need_browser() -> None:
     if not (shutil.which("node") and Path(CHROMIUM).exists() and (BROWSER_MODULES / "playwright-core").is_dir()):
         pytest.fail("the browser test needs node, /usr/bin/chromium and playwright-core: run `make browser`")
+
+
+@pytest.fixture(scope="module")
+def web(tmp_path_factory: pytest.TempPathFactory) -> Iterator[WebWeir]:
+    need_browser()
     w = WebWeir(tmp_path_factory.mktemp("web"))
     w.process.start()
     try:
@@ -71,23 +78,95 @@ def stub(web: WebWeir) -> Iterator[Stub]:
         channel.close()
 
 
-def drive(web: WebWeir, steps: list[dict[str, Any]], name: str) -> list[dict[str, Any]]:
-    """Runs the steps in a fresh Chromium profile; returns what each step saw (fails with the browser's console)."""
-    ARTIFACTS.mkdir(exist_ok=True)
-    scenario = {
-        "base": web.base,
-        "artifacts": str(ARTIFACTS),
-        "modules": str(BROWSER_MODULES),
-        "executablePath": CHROMIUM,
-        "steps": steps,
-    }
-    scenario_file = ARTIFACTS / f"{name}.json"
-    scenario_file.write_text(json.dumps(scenario))
-    out = subprocess.run(["node", str(DRIVER), str(scenario_file)], capture_output=True, text=True, timeout=120)
+class Browser:
+    """One ``drive.mjs`` (one Chromium) for the module's scenarios, each in a fresh browser context of its own: a
+    Chromium launch per scenario cost seconds each on a loaded machine. Started on the first scenario, and again
+    after one that did not answer in time."""
+
+    SCENARIO_TIMEOUT = 120.0
+
+    def __init__(self, log: Path) -> None:
+        self.log = log  # what the driver writes to stderr
+        self.proc: subprocess.Popen[str] | None = None
+        self.lines: queue.Queue[str | None] = queue.Queue()
+
+    def _start(self) -> subprocess.Popen[str]:
+        self.lines = queue.Queue()
+        command = ["node", str(DRIVER), str(BROWSER_MODULES), CHROMIUM]
+        with self.log.open("a") as log:
+            proc = subprocess.Popen(
+                command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, text=True, bufsize=1
+            )
+        lines = self.lines
+
+        def read() -> None:
+            assert proc.stdout is not None
+            for line in proc.stdout:
+                lines.put(line)
+            lines.put(None)
+
+        threading.Thread(target=read, daemon=True).start()
+        self.proc = proc
+        return proc
+
+    def _errors(self) -> str:
+        try:
+            return self.log.read_text(errors="replace")[-3000:]
+        except OSError:
+            return ""
+
+    def run(self, scenario: dict[str, Any]) -> dict[str, Any]:
+        """The driver's report on ``scenario``."""
+        proc = self.proc if self.proc is not None and self.proc.poll() is None else self._start()
+        assert proc.stdin is not None
+        try:
+            proc.stdin.write(json.dumps(scenario) + "\n")
+            proc.stdin.flush()
+            line = self.lines.get(timeout=self.SCENARIO_TIMEOUT)
+        except (BrokenPipeError, queue.Empty) as e:
+            self.close(kill=True)
+            pytest.fail(f"the browser driver did not answer ({e!r}): {self._errors()}")
+        if line is None:
+            self.close()
+            pytest.fail(f"the browser driver failed ({proc.wait()}): {self._errors()}")
+        try:
+            report: dict[str, Any] = json.loads(line)
+        except ValueError:
+            pytest.fail(f"the browser driver answered {line[:3000]!r}: {self._errors()}")
+        return report
+
+    def close(self, kill: bool = False) -> None:
+        proc, self.proc = self.proc, None
+        if proc is None:
+            return
+        if kill:  # mid-scenario: its answer would come too late, to the next one
+            proc.kill()
+        with contextlib.suppress(OSError):
+            assert proc.stdin is not None
+            proc.stdin.close()  # the driver closes Chromium and exits
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+@pytest.fixture(scope="module")
+def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Browser]:
+    need_browser()
+    b = Browser(tmp_path_factory.mktemp("browser") / "drive.log")
     try:
-        report = json.loads(out.stdout)
-    except ValueError:
-        pytest.fail(f"the browser driver failed ({out.returncode}): {out.stderr[-3000:]}")
+        yield b
+    finally:
+        b.close()
+
+
+def drive(browser: Browser, web: WebWeir, steps: list[dict[str, Any]], name: str) -> list[dict[str, Any]]:
+    """Runs the steps in a fresh browser context; returns what each step saw (fails with the browser's console)."""
+    ARTIFACTS.mkdir(exist_ok=True)
+    scenario = {"base": web.base, "artifacts": str(ARTIFACTS), "steps": steps}
+    (ARTIFACTS / f"{name}.json").write_text(json.dumps(scenario))  # again by hand: node drive.mjs MODULES < FILE
+    report = browser.run(scenario)
     assert "error" not in report, f"{report['error']}\nbrowser console: {report['console']}"
     blocked = [line for line in report["console"] if "Content Security Policy" in line]
     assert not blocked, f"the web view's content security policy blocked part of the page: {blocked}"
@@ -100,7 +179,9 @@ def assert_no_error(notice: str) -> None:
     assert notice == "" or notice.startswith("Done; the history has not caught up yet"), notice
 
 
-def test_instance_page_highlights_the_active_element_and_retries_an_incident(web: WebWeir, stub: Stub) -> None:
+def test_instance_page_highlights_the_active_element_and_retries_an_incident(
+    web: WebWeir, stub: Stub, browser: Browser
+) -> None:
     order = deploy(stub, "web-order.bpmn")
     check_stock = order.type("check-stock")
     failing = create(stub, order.pid(), {"orderId": 1})
@@ -119,6 +200,7 @@ def test_instance_page_highlights_the_active_element_and_retries_an_incident(web
     )
 
     seen = drive(
+        browser,
         web,
         [
             {"open": "#/processes"},
@@ -164,7 +246,7 @@ def test_instance_page_highlights_the_active_element_and_retries_an_incident(web
     assert ship[0]["state"] == "ACTIVE"
 
 
-def test_instance_page_follows_the_instance_live(web: WebWeir, stub: Stub) -> None:
+def test_instance_page_follows_the_instance_live(web: WebWeir, stub: Stub, browser: Browser) -> None:
     order = deploy(stub, "web-order.bpmn")
     key = create(stub, order.pid(), {"orderId": 3})
     (job,) = activate_now(stub, order.type("check-stock"), 1)
@@ -174,6 +256,7 @@ def test_instance_page_follows_the_instance_live(web: WebWeir, stub: Stub) -> No
         what="the instance in the history",
     )
     seen = drive(
+        browser,
         web,
         [
             {"open": f"#/instance/{key}"},
@@ -192,7 +275,7 @@ def test_instance_page_follows_the_instance_live(web: WebWeir, stub: Stub) -> No
     assert seen[4]["markers"]["ship"] == ["weir-active"]
 
 
-def test_task_list_claims_and_completes_a_user_task(web: WebWeir, stub: Stub) -> None:
+def test_task_list_claims_and_completes_a_user_task(web: WebWeir, stub: Stub, browser: Browser) -> None:
     approval = deploy(stub, "web-approval.bpmn")
     instance = create(stub, approval.pid(), {"amount": 120})
     task = eventually(
@@ -203,6 +286,7 @@ def test_task_list_claims_and_completes_a_user_task(web: WebWeir, stub: Stub) ->
     key = task["userTaskKey"]
 
     seen = drive(
+        browser,
         web,
         [
             {"open": "#/tasks"},
@@ -234,7 +318,7 @@ def test_task_list_claims_and_completes_a_user_task(web: WebWeir, stub: Stub) ->
     assert web.rest.call("GET", f"/v2/user-tasks/{key}")["assignee"] == "ada"
 
 
-def test_without_the_diagram_viewer_the_page_says_how_to_install_it(web: WebWeir, stub: Stub) -> None:
+def test_without_the_diagram_viewer_the_page_says_how_to_install_it(web: WebWeir, stub: Stub, browser: Browser) -> None:
     order = deploy(stub, "web-order.bpmn")
     eventually(
         lambda: web.rest.search("process-definitions", {"processDefinitionId": order.pid()}),
@@ -243,6 +327,7 @@ def test_without_the_diagram_viewer_the_page_says_how_to_install_it(web: WebWeir
     )
     key = order.definition_key
     seen = drive(
+        browser,
         web,
         [{"block": "**/vendor/bpmn-viewer.js"}, {"open": f"#/process/{key}"}, {"texts": "#diagram .missing"}],
         "no-viewer",
@@ -273,7 +358,7 @@ def test_the_gateway_serves_the_pages_beside_the_api(web: WebWeir) -> None:
     assert answer.startswith(b"HTTP/1.1 404"), answer[:100]
 
 
-def test_sign_in_when_the_gateway_checks_credentials(tmp_path: Path) -> None:
+def test_sign_in_when_the_gateway_checks_credentials(tmp_path: Path, browser: Browser) -> None:
     """With basic auth on, the page asks for credentials; once given, it sends them with every call."""
     from gateway.auth import hash_password
 
@@ -287,6 +372,7 @@ def test_sign_in_when_the_gateway_checks_credentials(tmp_path: Path) -> None:
     w.process.start()
     try:
         seen = drive(
+            browser,
             w,
             [
                 {"open": "#/instances"},
@@ -331,10 +417,8 @@ def weir_cli(w: WebWeir, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=60)
 
 
-def test_sign_in_with_a_bearer_token_when_the_gateway_checks_jwts(tmp_path: Path) -> None:
+def test_sign_in_with_a_bearer_token_when_the_gateway_checks_jwts(tmp_path: Path, browser: Browser) -> None:
     """With OAuth on, the page signs in with an access token: a forged one is refused, a valid one lists instances."""
-    if not (shutil.which("node") and Path(CHROMIUM).exists() and (BROWSER_MODULES / "playwright-core").is_dir()):
-        pytest.fail("the browser test needs node, /usr/bin/chromium and playwright-core: run `make browser`")
     audience = "weir-gateway"
     with TokenIssuer(make_certificates(tmp_path / "certs"), {}) as issuer:
         w = WebWeir(tmp_path)
@@ -366,6 +450,7 @@ def test_sign_in_with_a_bearer_token_when_the_gateway_checks_jwts(tmp_path: Path
             )
             forged = issuer.token("ada", audience=audience, key=_key())
             seen = drive(
+                browser,
                 w,
                 [
                     {"open": "#/instances"},
@@ -387,7 +472,7 @@ def test_sign_in_with_a_bearer_token_when_the_gateway_checks_jwts(tmp_path: Path
     assert anonymous is None
 
 
-def test_instances_show_their_business_id_and_tags(web: WebWeir, stub: Stub) -> None:
+def test_instances_show_their_business_id_and_tags(web: WebWeir, stub: Stub, browser: Browser) -> None:
     app = deploy(stub, "one-task.bpmn")
     body = {"processDefinitionId": app.pid(), "businessId": "order-4711", "tags": ["vip", "shop:eu"]}
     key = web.rest.call("POST", "/v2/process-instances", body)["processInstanceKey"]
@@ -397,6 +482,7 @@ def test_instances_show_their_business_id_and_tags(web: WebWeir, stub: Stub) -> 
         what="the instance in the history",
     )
     seen = drive(
+        browser,
         web,
         [
             {"open": "#/instances"},
@@ -425,7 +511,7 @@ def keys_shown(step: dict[str, Any]) -> list[str]:
     return [text for text in step["texts"] if text.isdigit()]
 
 
-def test_instance_list_pages_and_filters(web: WebWeir, stub: Stub) -> None:
+def test_instance_list_pages_and_filters(web: WebWeir, stub: Stub, browser: Browser) -> None:
     order = deploy(stub, "web-order.bpmn")
     pid = order.pid()
     keys = [
@@ -442,6 +528,7 @@ def test_instance_list_pages_and_filters(web: WebWeir, stub: Stub) -> None:
 
     links = "#view td a[href^='#/instance/']"
     seen = drive(
+        browser,
         web,
         [
             {"open": f"#/instances?process={pid}&limit=2"},
@@ -481,7 +568,7 @@ def test_instance_list_pages_and_filters(web: WebWeir, stub: Stub) -> None:
     assert sorted(keys_shown(seen[18])) == sorted(keys)
 
 
-def test_an_operator_moves_a_token_and_migrates_the_instance(web: WebWeir, stub: Stub) -> None:
+def test_an_operator_moves_a_token_and_migrates_the_instance(web: WebWeir, stub: Stub, browser: Browser) -> None:
     order = deploy(stub, "web-order.bpmn")
     key = create(stub, order.pid(), {"orderId": 5})
     waiting = {"processInstanceKey": str(key), "elementId": "check-stock", "state": "ACTIVE"}
@@ -495,6 +582,7 @@ def test_an_operator_moves_a_token_and_migrates_the_instance(web: WebWeir, stub:
     in_history(web, "process-definitions", {"processDefinitionKey": v2_key})
 
     seen = drive(
+        browser,
         web,
         [
             {"open": f"#/instance/{key}"},
@@ -559,12 +647,13 @@ def test_an_operator_moves_a_token_and_migrates_the_instance(web: WebWeir, stub:
     )
 
 
-def test_a_called_instance_shows_its_call_hierarchy(web: WebWeir, stub: Stub) -> None:
+def test_a_called_instance_shows_its_call_hierarchy(web: WebWeir, stub: Stub, browser: Browser) -> None:
     app = deploy(stub, "call-activity.bpmn")
     parent = create(stub, app.pid("call-activity"))
     (child,) = in_history(web, "process-instances", {"parentProcessInstanceKey": str(parent)})
     child_key = child["processInstanceKey"]
     seen = drive(
+        browser,
         web,
         [{"open": f"#/instance/{child_key}"}, {"texts": "nav.breadcrumbs li"}, {"texts": "nav.breadcrumbs a"}],
         "call-hierarchy",
@@ -579,7 +668,7 @@ def batch_endpoints_exist(web: WebWeir) -> bool:
     return "/v2/process-instances/cancellation" in paths and "/v2/batch-operations/{batchOperationKey}" in paths
 
 
-def test_batch_cancel_and_retry_from_a_list_selection(web: WebWeir, stub: Stub) -> None:
+def test_batch_cancel_and_retry_from_a_list_selection(web: WebWeir, stub: Stub, browser: Browser) -> None:
     order = deploy(stub, "web-order.bpmn")
     pid = order.pid()
     failing = create(stub, pid)
@@ -590,6 +679,7 @@ def test_batch_cancel_and_retry_from_a_list_selection(web: WebWeir, stub: Stub) 
     in_history(web, "incidents", {"processInstanceKey": str(failing), "state": "ACTIVE"})
 
     seen = drive(
+        browser,
         web,
         [
             {"open": f"#/instances?process={pid}"},
@@ -621,6 +711,7 @@ def test_batch_cancel_and_retry_from_a_list_selection(web: WebWeir, stub: Stub) 
             what="the batch to cancel the instance",
         )
     seen = drive(
+        browser,
         web,
         [
             {"open": f"#/instances?process={pid}&incidents=true"},
@@ -640,7 +731,7 @@ def test_batch_cancel_and_retry_from_a_list_selection(web: WebWeir, stub: Stub) 
     )
 
 
-def test_batch_progress_follows_camundas_batch_operation_answers(web: WebWeir, stub: Stub) -> None:
+def test_batch_progress_follows_camundas_batch_operation_answers(web: WebWeir, stub: Stub, browser: Browser) -> None:
     """The page against the documented shapes of Camunda's batch endpoints, answered in the browser: it sends a
     filter on the selected keys, then polls the batch until it ends and shows its counts."""
     order = deploy(stub, "web-order.bpmn")
@@ -661,6 +752,7 @@ def test_batch_progress_follows_camundas_batch_operation_answers(web: WebWeir, s
         },
     ]
     seen = drive(
+        browser,
         web,
         [
             {
