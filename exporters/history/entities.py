@@ -11,6 +11,8 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
 
+from exporters.history.scope import Guard, Offer
+
 # How a field's values are stored, filtered and rendered.
 KEY = "key"  # BIGINT; a string in JSON ("2251799813685249")
 INT = "int"
@@ -41,6 +43,11 @@ class Entity:
     fields: tuple[Field, ...]
     filter_only: tuple[Field, ...] = ()  # filter fields that are not part of an item
     sort_only: tuple[Field, ...] = ()  # sort fields that are not part of an item
+    #: Who may read a row (`exporters.history.scope`): its tenant column (None: the rows belong to no tenant), the
+    #: permission it needs, and for user tasks whom it is assigned and offered to.
+    tenant: str | None = None
+    guard: Guard | None = None
+    offer: Offer | None = None
 
     @property
     def item_fields(self) -> tuple[Field, ...]:
@@ -76,6 +83,8 @@ def _f(name: str, sql: str, kind: str, **kw: Any) -> Field:
 
 
 _PD = "process_definitions"
+_PROCESS = "PROCESS_DEFINITION"
+_DECISION = "DECISION_DEFINITION"
 PROCESS_DEFINITIONS = Entity(
     "process-definitions",
     f"{_PD} d",
@@ -90,6 +99,8 @@ PROCESS_DEFINITIONS = Entity(
         _f("tenantId", "d.tenant_id", STR),
         _f("hasStartForm", "0", BOOL, filterable=False, sortable=False),
     ),
+    tenant="d.tenant_id",
+    guard=Guard(_PROCESS, "READ_PROCESS_DEFINITION", "d.process_definition_id"),
 )
 
 _PI_SOURCE = f"process_instances p LEFT JOIN {_PD} pd ON pd.process_definition_key = p.process_definition_key"
@@ -114,6 +125,8 @@ PROCESS_INSTANCES = Entity(
         _f("businessId", "p.business_id", STR),
         _f("tags", "p.tags", JSON_LIST, sortable=False),
     ),
+    tenant="p.tenant_id",
+    guard=Guard(_PROCESS, "READ_PROCESS_INSTANCE", "p.process_definition_id"),
 )
 
 ELEMENT_INSTANCES = Entity(
@@ -140,6 +153,8 @@ ELEMENT_INSTANCES = Entity(
         # Camunda 8.8's name for it: the immediate children of a process instance or of a containing element
         _f("elementInstanceScopeKey", "e.flow_scope_key", KEY, sortable=False),
     ),
+    tenant="e.tenant_id",
+    guard=Guard(_PROCESS, "READ_PROCESS_INSTANCE", "e.process_definition_id"),
 )
 
 #: Characters of a variable's JSON value that a search result shows before it is cut (``isTruncated``); Camunda's
@@ -162,14 +177,27 @@ _VARIABLE_FIELDS = (
     _f("processInstanceKey", "v.process_instance_key", KEY),
     _f("tenantId", "v.tenant_id", STR),
 )
-VARIABLES = Entity("variables", "variables v", _VARIABLE_FIELDS[0], _VARIABLE_FIELDS)
+#: Variables carry their process definition's key, not its id: the id comes from the definition.
+_VARIABLE_PROCESS_ID = (
+    f"(SELECT vd.process_definition_id FROM {_PD} vd WHERE vd.process_definition_key = v.process_definition_key)"
+)
+VARIABLES = Entity(
+    "variables",
+    "variables v",
+    _VARIABLE_FIELDS[0],
+    _VARIABLE_FIELDS,
+    tenant="v.tenant_id",
+    guard=Guard(_PROCESS, "READ_PROCESS_INSTANCE", _VARIABLE_PROCESS_ID),
+)
 #: The variables a user task sees (``/v2/user-tasks/{key}/variables/search``): those of every scope from the
-#: task's element up to its process instance; Camunda 8.8 filters them by name only.
+#: task's element up to its process instance; Camunda 8.8 filters them by name only. Whoever may read the task may
+#: read them (`HistoryReader.search_user_task_variables` checks the task).
 USER_TASK_VARIABLES = Entity(
     "user-task-variables",
     "variables v",
     _VARIABLE_FIELDS[0],
     tuple(f if f.name == "name" else replace(f, filterable=False) for f in _VARIABLE_FIELDS),
+    tenant="v.tenant_id",
 )
 
 INCIDENTS = Entity(
@@ -190,6 +218,8 @@ INCIDENTS = Entity(
         _f("jobKey", "i.job_key", KEY),
         _f("tenantId", "i.tenant_id", STR),
     ),
+    tenant="i.tenant_id",
+    guard=Guard(_PROCESS, "READ_PROCESS_INSTANCE", "i.process_definition_id"),
 )
 
 JOBS = Entity(
@@ -219,6 +249,8 @@ JOBS = Entity(
         _f("tenantId", "j.tenant_id", STR),
         _f("tags", "j.tags", JSON_LIST, sortable=False),
     ),
+    tenant="j.tenant_id",
+    guard=Guard(_PROCESS, "READ_PROCESS_INSTANCE", "j.process_definition_id"),
 )
 
 _UT_SOURCE = f"user_tasks t LEFT JOIN {_PD} td ON td.process_definition_key = t.process_definition_key"
@@ -256,6 +288,10 @@ USER_TASKS = Entity(
         _f("candidateGroup", "t.candidate_groups", JSON_LIST, sortable=False),
         _f("candidateUser", "t.candidate_users", JSON_LIST, sortable=False),
     ),
+    tenant="t.tenant_id",
+    guard=Guard(_PROCESS, "READ_USER_TASK", "t.process_definition_id"),
+    # Camunda 8.9's property-based access: the assignee and the candidates read a task without the permission
+    offer=Offer("t.assignee", "t.candidate_users", "t.candidate_groups"),
 )
 
 DECISION_INSTANCES = Entity(
@@ -280,6 +316,8 @@ DECISION_INSTANCES = Entity(
         _f("elementInstanceKey", "di.element_instance_key", KEY),
         _f("tenantId", "di.tenant_id", STR),
     ),
+    tenant="di.tenant_id",
+    guard=Guard(_DECISION, "READ_DECISION_INSTANCE", "di.decision_definition_id"),
 )
 
 #: Deployed decisions with their requirements graph's name and version; deleted ones are gone, as in Camunda.
@@ -312,6 +350,8 @@ DECISION_DEFINITIONS = Entity(
             sortable=False,
         ),
     ),
+    tenant="dd.tenant_id",
+    guard=Guard(_DECISION, "READ_DECISION_DEFINITION", "dd.decision_definition_id"),
 )
 DECISION_REQUIREMENTS = Entity(
     "decision-requirements",
@@ -325,6 +365,8 @@ DECISION_REQUIREMENTS = Entity(
         _f("resourceName", "dr.resource_name", STR),
         _f("tenantId", "dr.tenant_id", STR),
     ),
+    tenant="dr.tenant_id",
+    guard=Guard("DECISION_REQUIREMENTS_DEFINITION", "READ", "dr.decision_requirements_id"),
 )
 
 
@@ -365,6 +407,7 @@ BATCH_OPERATIONS = Entity(
         _f("operationsCompletedCount", _COMPLETED, INT),
         _f("errors", "NULL", JSON_LIST, filterable=False, sortable=False),
     ),
+    guard=Guard("BATCH", "READ", "CAST(b.batch_operation_key AS TEXT)"),
 )
 #: The items of batch operations; those a canceled batch never reached are CANCELED.
 BATCH_OPERATION_ITEMS = Entity(
@@ -384,6 +427,7 @@ BATCH_OPERATION_ITEMS = Entity(
         _f("processedDate", "bi.processed_date", DATE),
         _f("errorMessage", "bi.error_message", STR),
     ),
+    guard=Guard("BATCH", "READ", "CAST(bi.batch_operation_key AS TEXT)"),
 )
 
 # -- identity (Camunda 8.8): users, groups, roles, tenants, mapping rules, authorizations and memberships -----------
@@ -393,18 +437,21 @@ USERS = Entity(
     "identity_users u",
     _f("username", "u.username", STR),
     (_f("username", "u.username", STR), _f("name", "u.name", STR), _f("email", "u.email", STR)),
+    guard=Guard("USER", "READ", "u.username"),
 )
 GROUPS = Entity(
     "groups",
     "identity_groups g",
     _f("groupId", "g.group_id", STR),
     (_f("groupId", "g.group_id", STR), _f("name", "g.name", STR), _f("description", "g.description", STR)),
+    guard=Guard("GROUP", "READ", "g.group_id"),
 )
 ROLES = Entity(
     "roles",
     "identity_roles r",
     _f("roleId", "r.role_id", STR),
     (_f("roleId", "r.role_id", STR), _f("name", "r.name", STR), _f("description", "r.description", STR)),
+    guard=Guard("ROLE", "READ", "r.role_id"),
 )
 TENANTS = Entity(
     "tenants",
@@ -412,6 +459,7 @@ TENANTS = Entity(
     _f("tenantId", "t.tenant_id", STR),
     (_f("tenantId", "t.tenant_id", STR), _f("name", "t.name", STR), _f("description", "t.description", STR)),
     sort_only=(_f("key", "t.tenant_key", KEY),),  # Camunda 8.8 sorts tenants by their key too
+    guard=Guard("TENANT", "READ", "t.tenant_id"),
 )
 MAPPING_RULES = Entity(
     "mapping-rules",
@@ -423,6 +471,7 @@ MAPPING_RULES = Entity(
         _f("claimValue", "mr.claim_value", STR),
         _f("name", "mr.name", STR),
     ),
+    guard=Guard("MAPPING_RULE", "READ", "mr.mapping_rule_id"),
 )
 #: Authorizations; Weir's name resources by id (or "*" for all), never by property (Camunda 8.9's
 #: resourcePropertyName), so that field is null and filtering by property names finds none.
@@ -443,6 +492,7 @@ AUTHORIZATIONS = Entity(
         _f("resourceIds", "a.resource_id", ANY_OF, sortable=False),
         _f("resourcePropertyNames", "CAST(NULL AS TEXT)", ANY_OF, sortable=False),
     ),
+    guard=Guard("AUTHORIZATION", "READ", "CAST(a.authorization_key AS TEXT)"),
 )
 #: The members of a group, role or tenant that are named by id only (users and clients may come from an identity
 #: provider; a tenant's groups are listed by id). Not searchable on their own: the reader narrows them to one

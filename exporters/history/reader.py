@@ -23,10 +23,11 @@ from exporters.history import entities, query
 from exporters.history.backends import Backend, PostgresBackend, SqliteBackend, check_url, file_identity, sqlite_path
 from exporters.history.entities import Entity
 from exporters.history.query import InvalidQuery, encode_cursor
+from exporters.history.scope import EVERYTHING, Guard, Scope
 
 _log = logging.getLogger("weir.history.reader")
 
-__all__ = ["ENTITIES", "HistoryReader", "InvalidQuery", "open_reader"]
+__all__ = ["ENTITIES", "EVERYTHING", "HistoryReader", "InvalidQuery", "Scope", "open_reader"]
 
 ENTITIES = tuple(entities.ENTITIES)
 # Items whose name is the BPMN element's (the id when the element has no name, as Operate shows it).
@@ -99,10 +100,23 @@ _MEMBERS_OF = (
 _CONTAINERS_OF = (
     "SELECT container_id FROM identity_memberships WHERE container_kind = ? AND member_type = ? AND member_id = ?"
 )
+#: The identities that have members, as entities (their guard decides who may read one).
+_IDENTITY_ENTITIES = {"GROUP": entities.GROUPS, "ROLE": entities.ROLES, "TENANT": entities.TENANTS}
+#: A form read on its own (a resource): the tenant and Camunda's RESOURCE READ on its form id.
+_FORM_GUARD = Guard("RESOURCE", "READ", "f.form_id")
+
+
+def visible(entity: Entity, scope: Scope) -> tuple[str, list[Any]]:
+    """The condition (``?`` placeholders) keeping ``entity``'s rows to ``scope``, over its aliases."""
+    return scope.condition(entity.tenant, entity.guard, entity.offer)
 
 
 class HistoryReader:
-    """Searches and lookups over the history tables (SQLite or PostgreSQL)."""
+    """Searches and lookups over the history tables (SQLite or PostgreSQL).
+
+    Every read takes a ``scope`` (`exporters.history.scope`, default: everything): searches count and page only the
+    rows it allows, and a lookup of a row it does not allow answers as for a missing one (None, or nothing).
+    """
 
     placeholder = "?"
 
@@ -115,38 +129,46 @@ class HistoryReader:
     # -- the contract ------------------------------------------------------------------------------------------
 
     async def search(
-        self, entity: str, request: dict[str, Any] | None, *, truncate_values: bool = True
+        self, entity: str, request: dict[str, Any] | None, *, truncate_values: bool = True, scope: Scope = EVERYTHING
     ) -> dict[str, Any]:
         """Answer a v2 search request for ``entity`` (see `exporters.history.query` for what it accepts).
 
         Long variable values are cut to their preview (``isTruncated``) unless ``truncate_values`` is False.
         """
-        return await self._search(_entity(entity), request, truncate_values=truncate_values)
+        return await self._search(_entity(entity), request, truncate_values=truncate_values, scope=scope)
 
     async def search_user_task_variables(
-        self, user_task_key: str, request: dict[str, Any] | None, *, truncate_values: bool = True
+        self,
+        user_task_key: str,
+        request: dict[str, Any] | None,
+        *,
+        truncate_values: bool = True,
+        scope: Scope = EVERYTHING,
     ) -> dict[str, Any] | None:
         """The variables a user task sees: those of its element's scope and of every enclosing scope up to its
         process instance (all of them, an outer variable too when an inner one of the same name shadows it, as
-        Camunda 8.8 answers). None when the history has no such user task."""
+        Camunda 8.8 answers). None when the history has no such user task (or ``scope`` does not allow it)."""
         definition = entities.USER_TASK_VARIABLES
         q = query.build(definition, request)  # a bad request is a client error even for an unknown task
         try:
             task_key = query.key_value(entities.USER_TASKS.key, user_task_key, "userTaskKey")
         except InvalidQuery:
             return None
-        p = self.placeholder
-        tasks = await self._fetch(f"SELECT process_instance_key FROM user_tasks WHERE user_task_key = {p}", [task_key])
+        allowed, allowed_params = visible(entities.USER_TASKS, scope)
+        tasks = await self._query(
+            f"SELECT t.process_instance_key FROM user_tasks t WHERE t.user_task_key = ? AND {allowed}",
+            [task_key, *allowed_params],
+        )
         if not tasks:
             return None
         instance = tasks[0][0]
         scopes_sql = (
             "WITH RECURSIVE scopes(k) AS ("
-            f"SELECT element_instance_key FROM user_tasks WHERE user_task_key = {p} "
+            "SELECT element_instance_key FROM user_tasks WHERE user_task_key = ? "
             "UNION SELECT e.flow_scope_key FROM element_instances e JOIN scopes s ON e.element_instance_key = s.k"
             ") SELECT k FROM scopes"
         )
-        scopes = {int(k) for (k,) in await self._fetch(scopes_sql, [task_key]) if k is not None}
+        scopes = {int(k) for (k,) in await self._query(scopes_sql, [task_key]) if k is not None}
         if instance is not None:
             scopes.add(int(instance))
         if not scopes:
@@ -157,20 +179,27 @@ class HistoryReader:
         if instance is not None:  # every scope is of the task's instance: its index narrows the search
             q.where += " AND v.process_instance_key = ?"
             q.params.append(int(instance))
-        return await self._search(definition, q, truncate_values=truncate_values)
+        return await self._search(definition, q, truncate_values=truncate_values, scope=scope)
 
     async def _search(
-        self, definition: Entity, request: dict[str, Any] | query.SqlQuery | None, *, truncate_values: bool
+        self,
+        definition: Entity,
+        request: dict[str, Any] | query.SqlQuery | None,
+        *,
+        truncate_values: bool,
+        scope: Scope,
     ) -> dict[str, Any]:
         q = request if isinstance(request, query.SqlQuery) else query.build(definition, request)
         columns = definition.item_columns(truncate_values=truncate_values)
-        where = self._marks(q.where)
+        allowed, allowed_params = visible(definition, scope)
+        where = self._marks(f"({q.where}) AND {allowed}")
+        params = [*q.params, *allowed_params]
         count_sql = f"SELECT COUNT(*) FROM {definition.source} WHERE {where}"
         select_sql = (
             f"SELECT {columns} FROM {definition.source} WHERE {where} ORDER BY {q.order_by} "
             f"LIMIT {int(q.limit)} OFFSET {int(q.offset)}"
         )
-        total_rows, rows = await self._fetch_pair(count_sql, select_sql, q.params)
+        total_rows, rows = await self._fetch_pair(count_sql, select_sql, params)
         items = await self._named([entities.item(definition, row) for row in rows], definition)
         return {
             "items": items,
@@ -181,61 +210,87 @@ class HistoryReader:
             },
         }
 
-    async def get(self, entity: str, key: str) -> dict[str, Any] | None:
-        """One item by its key (None when the history has none)."""
+    async def get(self, entity: str, key: str, *, scope: Scope = EVERYTHING) -> dict[str, Any] | None:
+        """One item by its key (None when the history has none, or ``scope`` does not allow it)."""
         definition = _entity(entity)
         try:
             value = query.key_value(definition.key, key, definition.key.name)
         except InvalidQuery:
             return None
         columns = definition.item_columns(truncate_values=False)
-        sql = f"SELECT {columns} FROM {definition.source} WHERE {definition.key.sql} = {self.placeholder}"
-        rows = await self._fetch(sql, [value])
+        allowed, allowed_params = visible(definition, scope)
+        sql = f"SELECT {columns} FROM {definition.source} WHERE {definition.key.sql} = ? AND {allowed}"
+        rows = await self._query(sql, [value, *allowed_params])
         return (await self._named([entities.item(definition, rows[0])], definition))[0] if rows else None
 
     # -- identity: the members of groups, roles and tenants ---------------------------------------------------
 
     async def search_members(
-        self, container_kind: str, container_id: str, member_type: str, request: dict[str, Any] | None
+        self,
+        container_kind: str,
+        container_id: str,
+        member_type: str,
+        request: dict[str, Any] | None,
+        *,
+        scope: Scope = EVERYTHING,
     ) -> dict[str, Any] | None:
         """The members of one type of a group, role or tenant: users, clients and groups by id; roles and mapping
-        rules as whole items. None when the history has no such group, role or tenant."""
+        rules as whole items (those ``scope`` allows). None when the history has no such group, role or tenant, or
+        ``scope`` does not allow reading it."""
         id_members = _ID_MEMBERS.get(member_type)
         definition = id_members or _ITEM_MEMBERS[member_type]
         q = query.build(definition, request)  # a bad request is a client error even for an unknown container
-        if not await self._identity_exists(container_kind, container_id):
+        if not await self._identity_exists(container_kind, container_id, scope):
             return None
         if id_members is not None:
             q.where = f"({q.where}) AND m.container_kind = ? AND m.container_id = ? AND m.member_type = ?"
         else:
             q.where = f"({q.where}) AND {definition.key.sql} IN ({_MEMBERS_OF})"
         q.params = [*q.params, container_kind, container_id, member_type]
-        return await self._search(definition, q, truncate_values=True)
+        return await self._search(definition, q, truncate_values=True, scope=scope)
 
     async def search_containers(
-        self, container_kind: str, member_type: str, member_id: str, request: dict[str, Any] | None
+        self,
+        container_kind: str,
+        member_type: str,
+        member_id: str,
+        request: dict[str, Any] | None,
+        *,
+        scope: Scope = EVERYTHING,
     ) -> dict[str, Any] | None:
         """The groups, roles or tenants of ``container_kind`` that a group or role is a member of (a group's roles),
-        as whole items. None when the history has no such member."""
-        definition = {"GROUP": entities.GROUPS, "ROLE": entities.ROLES, "TENANT": entities.TENANTS}[container_kind]
+        as whole items (those ``scope`` allows). None when the history has no such member, or ``scope`` does not
+        allow reading it."""
+        definition = _IDENTITY_ENTITIES[container_kind]
         q = query.build(definition, request)
-        if not await self._identity_exists(member_type, member_id):
+        if not await self._identity_exists(member_type, member_id, scope):
             return None
         q.where = f"({q.where}) AND {definition.key.sql} IN ({_CONTAINERS_OF})"
         q.params = [*q.params, container_kind, member_type, member_id]
-        return await self._search(definition, q, truncate_values=True)
+        return await self._search(definition, q, truncate_values=True, scope=scope)
 
-    async def _identity_exists(self, kind: str, entity_id: str) -> bool:
-        table, column = _IDENTITY_TABLES[kind]
-        return bool(await self._query(f"SELECT 1 FROM {table} WHERE {column} = ?", [entity_id]))
+    async def _identity_exists(self, kind: str, entity_id: str, scope: Scope) -> bool:
+        definition = _IDENTITY_ENTITIES[kind]
+        allowed, allowed_params = visible(definition, scope)
+        sql = f"SELECT 1 FROM {definition.source} WHERE {definition.key.sql} = ? AND {allowed}"
+        return bool(await self._query(sql, [entity_id, *allowed_params]))
 
-    async def process_definition_xml(self, key: str) -> str | None:
-        """The BPMN XML of a process definition (None when unknown)."""
-        if not isinstance(key, str | int) or not str(key).isdigit():
+    async def process_definition_xml(self, key: str, *, scope: Scope = EVERYTHING) -> str | None:
+        """The BPMN XML of a process definition (None when unknown, or ``scope`` does not allow reading it)."""
+        found = await self._definition(key, "d.bpmn_xml", scope)
+        return found[0] if found else None
+
+    async def _definition(self, key: Any, columns: str, scope: Scope) -> tuple[Any, ...] | None:
+        """``columns`` (over ``d``) of a process definition the scope allows reading."""
+        definition_key = _digits(key)
+        if definition_key is None:
             return None
-        sql = f"SELECT bpmn_xml FROM process_definitions WHERE process_definition_key = {self.placeholder}"
-        rows = await self._fetch(sql, [int(key)])
-        return rows[0][0] if rows else None
+        allowed, allowed_params = visible(entities.PROCESS_DEFINITIONS, scope)
+        rows = await self._query(
+            f"SELECT {columns} FROM process_definitions d WHERE d.process_definition_key = ? AND {allowed}",
+            [definition_key, *allowed_params],
+        )
+        return rows[0] if rows else None
 
     # -- what an instance view draws (Camunda 8.8 Operate reads) -------------------------------------------------
 
@@ -244,28 +299,33 @@ class HistoryReader:
         return await self._fetch(self._marks(sql), params)
 
     async def process_definition_element_statistics(
-        self, process_definition_key: str, request: dict[str, Any] | None
+        self, process_definition_key: str, request: dict[str, Any] | None, *, scope: Scope = EVERYTHING
     ) -> list[dict[str, Any]]:
         """Per element of a process definition: its element instances active (without an incident), canceled,
         with an active incident and completed, over the definition's instances that match ``request``'s filter
-        (the fields of a process instance search). None of an unknown definition, as Camunda's search answers."""
+        (the fields of a process instance search) and that ``scope`` allows reading. None of an unknown
+        definition, as Camunda's search answers."""
         q = query.build(entities.PROCESS_INSTANCES, request)  # a bad filter is a client error even for an unknown key
         definition = _digits(process_definition_key)
         if definition is None:
             return []
+        allowed, allowed_params = visible(entities.PROCESS_INSTANCES, scope)
         instances = (
             f"SELECT p.process_instance_key FROM {entities.PROCESS_INSTANCES.source} "
-            f"WHERE p.process_definition_key = ? AND ({q.where})"
+            f"WHERE p.process_definition_key = ? AND ({q.where}) AND {allowed}"
         )
-        return await self._element_statistics(f"e.process_instance_key IN ({instances})", [definition, *q.params])
+        params = [definition, *q.params, *allowed_params]
+        return await self._element_statistics(f"e.process_instance_key IN ({instances})", params)
 
-    async def process_instance_element_statistics(self, process_instance_key: str) -> list[dict[str, Any]]:
-        """The element statistics of one process instance (none of an unknown instance: the history may not have
-        it yet, and Camunda's search answers so too)."""
-        instance = _digits(process_instance_key)
+    async def process_instance_element_statistics(
+        self, process_instance_key: str, *, scope: Scope = EVERYTHING
+    ) -> list[dict[str, Any]]:
+        """The element statistics of one process instance (none of an unknown instance, or one ``scope`` does not
+        allow reading: the history may not have it yet, and Camunda's search answers so too)."""
+        instance = await self._instance(process_instance_key, scope)
         if instance is None:
             return []
-        return await self._element_statistics("e.process_instance_key = ?", [instance])
+        return await self._element_statistics("e.process_instance_key = ?", [int(instance[0])])
 
     async def _element_statistics(self, where: str, params: list[Any]) -> list[dict[str, Any]]:
         # A multi-instance body shares its element id with its inner instances: only they are counted.
@@ -289,22 +349,28 @@ class HistoryReader:
             for element_id, active, canceled, incidents, completed in await self._query(sql, params)
         ]
 
-    async def _instance(self, process_instance_key: str) -> tuple[Any, ...] | None:
-        """(key, definition key, definition id, parent instance key, tenant) of an instance in the history."""
+    async def _instance(self, process_instance_key: str, scope: Scope) -> tuple[Any, ...] | None:
+        """(key, definition key, definition id, parent instance key, tenant) of an instance in the history that
+        ``scope`` allows reading."""
         key = _digits(process_instance_key)
         if key is None:
             return None
+        allowed, allowed_params = visible(entities.PROCESS_INSTANCES, scope)
         rows = await self._query(
-            "SELECT process_instance_key, process_definition_key, process_definition_id, "
-            "parent_process_instance_key, tenant_id FROM process_instances WHERE process_instance_key = ?",
-            [key],
+            "SELECT p.process_instance_key, p.process_definition_key, p.process_definition_id, "
+            "p.parent_process_instance_key, p.tenant_id FROM process_instances p "
+            f"WHERE p.process_instance_key = ? AND {allowed}",
+            [key, *allowed_params],
         )
         return rows[0] if rows else None
 
-    async def call_hierarchy(self, process_instance_key: str) -> list[dict[str, Any]] | None:
+    async def call_hierarchy(
+        self, process_instance_key: str, *, scope: Scope = EVERYTHING
+    ) -> list[dict[str, Any]] | None:
         """The instance and the instances that called it, the root first, each with its process's name (its id
-        when it has none). None when the history has no such instance."""
-        instance = await self._instance(process_instance_key)
+        when it has none). None when the history has no such instance, or ``scope`` does not allow reading it;
+        the chain stops below a caller ``scope`` does not allow reading."""
+        instance = await self._instance(process_instance_key, scope)
         if instance is None:
             return None
         chain: list[dict[str, Any]] = []
@@ -323,13 +389,14 @@ class HistoryReader:
                     "processDefinitionName": (names[0][0] if names else None) or definition_id,
                 }
             )
-            current = await self._instance(str(parent)) if parent is not None else None
+            current = await self._instance(str(parent), scope) if parent is not None else None
         chain.reverse()
         return chain
 
-    async def sequence_flows(self, process_instance_key: str) -> list[dict[str, Any]]:
-        """The sequence flows the instance took, each once (none of an unknown instance, as Camunda's search)."""
-        hierarchy = await self.call_hierarchy(process_instance_key)
+    async def sequence_flows(self, process_instance_key: str, *, scope: Scope = EVERYTHING) -> list[dict[str, Any]]:
+        """The sequence flows the instance took, each once (none of an unknown instance, or one ``scope`` does not
+        allow reading, as Camunda's search)."""
+        hierarchy = await self.call_hierarchy(process_instance_key, scope=scope)
         if hierarchy is None:
             return []
         root = hierarchy[0]["processInstanceKey"]
@@ -352,12 +419,12 @@ class HistoryReader:
         ]
 
     async def search_instance_incidents(
-        self, process_instance_key: str, request: dict[str, Any] | None
+        self, process_instance_key: str, request: dict[str, Any] | None, *, scope: Scope = EVERYTHING
     ) -> dict[str, Any] | None:
-        """The incidents of an instance and of every instance it called (at any depth), searched as incidents are.
-        None when the history has no such instance."""
+        """The incidents of an instance and of every instance it called (at any depth), searched as incidents are
+        (those ``scope`` allows). None when the history has no such instance, or ``scope`` does not allow it."""
         q = query.build(entities.INCIDENTS, request)
-        instance = await self._instance(process_instance_key)
+        instance = await self._instance(process_instance_key, scope)
         if instance is None:
             return None
         tree = (
@@ -368,110 +435,130 @@ class HistoryReader:
         marks = ", ".join("?" for _ in keys)
         q.where = f"({q.where}) AND i.process_instance_key IN ({marks})"
         q.params = [*q.params, *keys]
-        return await self._search(entities.INCIDENTS, q, truncate_values=True)
+        return await self._search(entities.INCIDENTS, q, truncate_values=True, scope=scope)
 
-    async def decision_requirements_xml(self, decision_requirements_key: str) -> str | None:
-        """The DMN XML of a decision requirements graph (None when unknown or deleted)."""
+    async def decision_requirements_xml(
+        self, decision_requirements_key: str, *, scope: Scope = EVERYTHING
+    ) -> str | None:
+        """The DMN XML of a decision requirements graph (None when unknown or deleted, or ``scope`` does not allow
+        reading it)."""
         key = _digits(decision_requirements_key)
         if key is None:
             return None
+        allowed, allowed_params = visible(entities.DECISION_REQUIREMENTS, scope)
         rows = await self._query(
-            "SELECT dmn_xml FROM decision_requirements WHERE decision_requirements_key = ? AND deleted = 0", [key]
+            "SELECT dr.dmn_xml FROM decision_requirements dr "
+            f"WHERE dr.decision_requirements_key = ? AND dr.deleted = 0 AND {allowed}",
+            [key, *allowed_params],
         )
         return rows[0][0] if rows else None
 
-    async def decision_definition_xml(self, decision_definition_key: str) -> str | None:
-        """The DMN XML of the graph a decision is part of (None when unknown or deleted)."""
+    async def decision_definition_xml(self, decision_definition_key: str, *, scope: Scope = EVERYTHING) -> str | None:
+        """The DMN XML of the graph a decision is part of (None when unknown or deleted, or ``scope`` does not
+        allow reading the decision)."""
         key = _digits(decision_definition_key)
         if key is None:
             return None
+        allowed, allowed_params = visible(entities.DECISION_DEFINITIONS, scope)
         rows = await self._query(
             "SELECT dr.dmn_xml FROM decision_definitions dd JOIN decision_requirements dr "
             "ON dr.decision_requirements_key = dd.decision_requirements_key "
-            "WHERE dd.decision_definition_key = ? AND dd.deleted = 0",
-            [key],
+            f"WHERE dd.decision_definition_key = ? AND dd.deleted = 0 AND {allowed}",
+            [key, *allowed_params],
         )
         return rows[0][0] if rows else None
 
-    async def form(self, form_key: Any) -> dict[str, Any] | None:
-        """A deployed form by key: tenantId, formId, schema (its JSON as text), version, formKey."""
+    async def form(self, form_key: Any, *, scope: Scope = EVERYTHING) -> dict[str, Any] | None:
+        """A deployed form by key: tenantId, formId, schema (its JSON as text), version, formKey. ``scope``'s
+        tenants only: the form of a task or a start event is read with the task's or the process's permission."""
         key = _digits(form_key)
         if key is None:
             return None
+        allowed, allowed_params = scope.condition(tenant="f.tenant_id")
         rows = await self._query(
-            "SELECT tenant_id, form_id, form_schema, version, form_key FROM forms WHERE form_key = ? AND deleted = 0",
-            [key],
+            "SELECT f.tenant_id, f.form_id, f.form_schema, f.version, f.form_key FROM forms f "
+            f"WHERE f.form_key = ? AND f.deleted = 0 AND {allowed}",
+            [key, *allowed_params],
         )
         if not rows:
             return None
         tenant, form_id, form_schema, version, key = rows[0]
         return {"tenantId": tenant, "formId": form_id, "schema": form_schema, "version": version, "formKey": str(key)}
 
-    async def user_task_form_key(self, user_task_key: str) -> tuple[bool, int | None]:
-        """Whether the history has the user task, and the key of the form linked to it (None: none)."""
+    async def user_task_form_key(self, user_task_key: str, *, scope: Scope = EVERYTHING) -> tuple[bool, int | None]:
+        """Whether the history has the user task (and ``scope`` allows reading it), and the key of the form linked
+        to it (None: none)."""
         key = _digits(user_task_key)
         if key is None:
             return False, None
-        rows = await self._query("SELECT form_key FROM user_tasks WHERE user_task_key = ?", [key])
+        allowed, allowed_params = visible(entities.USER_TASKS, scope)
+        rows = await self._query(
+            f"SELECT t.form_key FROM user_tasks t WHERE t.user_task_key = ? AND {allowed}", [key, *allowed_params]
+        )
         if not rows:
             return False, None
         return True, int(rows[0][0]) if rows[0][0] is not None else None
 
-    async def start_form_key(self, process_definition_key: str) -> tuple[bool, int | None]:
-        """Whether the history has the process definition, and the key of the form linked to its start event
-        (``zeebe:formDefinition formId``, resolved by its binding: latest, deployment or versionTag; None: none,
-        or an embedded or external form)."""
-        key = _digits(process_definition_key)
-        if key is None:
-            return False, None
-        rows = await self._query(
-            "SELECT process_definition_id, bpmn_xml, deployment_key FROM process_definitions "
-            "WHERE process_definition_key = ?",
-            [key],
+    async def start_form_key(
+        self, process_definition_key: str, *, scope: Scope = EVERYTHING
+    ) -> tuple[bool, int | None]:
+        """Whether the history has the process definition (and ``scope`` allows reading it), and the key of the form
+        linked to its start event (``zeebe:formDefinition formId``, resolved by its binding: latest, deployment or
+        versionTag, in the process's tenant; None: none, or an embedded or external form)."""
+        found = await self._definition(
+            process_definition_key, "d.process_definition_id, d.bpmn_xml, d.deployment_key, d.tenant_id", scope
         )
-        if not rows:
+        if found is None:
             return False, None
-        process_id, xml, deployment_key = rows[0]
+        process_id, xml, deployment_key, tenant = found
         link = start_form_link(xml, process_id)
         if link is None:
             return True, None
         form_id, binding, version_tag = link
         sql = "SELECT form_key FROM forms WHERE form_id = ? AND deleted = 0"
         params: list[Any] = [form_id]
+        if tenant is not None:  # a process links the forms of its own tenant
+            sql += " AND tenant_id = ?"
+            params.append(tenant)
         if binding == "deployment":
             sql += " AND deployment_key = ?"
             params.append(deployment_key)
         elif binding == "versionTag":
             sql += " AND version_tag = ?"
             params.append(version_tag)
-        found = await self._query(f"{sql} ORDER BY version DESC LIMIT 1", params)
-        return True, int(found[0][0]) if found else None
+        forms = await self._query(f"{sql} ORDER BY version DESC LIMIT 1", params)
+        return True, int(forms[0][0]) if forms else None
 
-    async def resource(self, resource_key: str) -> dict[str, Any] | None:
+    async def resource(self, resource_key: str, *, scope: Scope = EVERYTHING) -> dict[str, Any] | None:
         """A deployed resource by key (a process, a decision requirements graph or a form): its ResourceResult
-        fields, with ``kind`` and ``content`` (the deployed text)."""
+        fields, with ``kind`` and ``content`` (the deployed text). None when unknown, or ``scope`` does not allow
+        reading it: a process needs READ_PROCESS_DEFINITION, a graph DECISION_REQUIREMENTS_DEFINITION READ, a form
+        RESOURCE READ."""
         key = _digits(resource_key)
         if key is None:
             return None
         lookups = (
             (
                 "bpmn",
-                "SELECT resource_name, version, version_tag, process_definition_id, tenant_id, bpmn_xml "
-                "FROM process_definitions WHERE process_definition_key = ?",
+                "SELECT d.resource_name, d.version, d.version_tag, d.process_definition_id, d.tenant_id, d.bpmn_xml "
+                "FROM process_definitions d WHERE d.process_definition_key = ?",
+                visible(entities.PROCESS_DEFINITIONS, scope),
             ),
             (
                 "dmn",
-                "SELECT resource_name, version, NULL, decision_requirements_id, tenant_id, dmn_xml "
-                "FROM decision_requirements WHERE decision_requirements_key = ? AND deleted = 0",
+                "SELECT dr.resource_name, dr.version, NULL, dr.decision_requirements_id, dr.tenant_id, dr.dmn_xml "
+                "FROM decision_requirements dr WHERE dr.decision_requirements_key = ? AND dr.deleted = 0",
+                visible(entities.DECISION_REQUIREMENTS, scope),
             ),
             (
                 "form",
-                "SELECT resource_name, version, version_tag, form_id, tenant_id, form_schema "
-                "FROM forms WHERE form_key = ? AND deleted = 0",
+                "SELECT f.resource_name, f.version, f.version_tag, f.form_id, f.tenant_id, f.form_schema "
+                "FROM forms f WHERE f.form_key = ? AND f.deleted = 0",
+                scope.condition("f.tenant_id", _FORM_GUARD),
             ),
         )
-        for kind, sql in lookups:
-            rows = await self._query(sql, [key])
+        for kind, sql, (allowed, allowed_params) in lookups:
+            rows = await self._query(f"{sql} AND {allowed}", [key, *allowed_params])
             if rows:
                 name, version, tag, resource_id, tenant, content = rows[0]
                 return {
