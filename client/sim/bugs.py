@@ -133,6 +133,23 @@ def _keep_due_work_on_leader_change() -> Iterator[None]:
         ScheduledWork.reset = original  # type: ignore[method-assign]
 
 
+def _identity_on_one_partition() -> Iterator[None]:
+    """An identity change is answered by the first partition at once and never handed to the others: the other
+    partitions keep checking commands against the old users, groups and grants."""
+    from broker.engine import identity
+
+    original = identity._finish
+
+    def finish(ctx: Any, cmd: Record, event: Record) -> None:
+        ctx.respond(event)
+
+    identity._finish = finish
+    try:
+        yield
+    finally:
+        identity._finish = original
+
+
 _keep: set[asyncio.Task[None]] = set()
 
 BUGS: dict[str, Callable[[], Iterator[None]]] = {
@@ -142,6 +159,7 @@ BUGS: dict[str, Callable[[], Iterator[None]]] = {
     "reuse-keys-after-restart": _forget_keys_on_recovery,
     "drop-pending-follow-ups": _drop_pending_follow_ups,
     "lose-timers-on-leader-change": _keep_due_work_on_leader_change,
+    "identity-on-one-partition": _identity_on_one_partition,
 }
 
 

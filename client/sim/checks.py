@@ -200,6 +200,22 @@ def deployments_everywhere(history: History, logs: dict[int, list[Record]]) -> l
     return out
 
 
+def identity_everywhere(history: History, logs: dict[int, list[Record]]) -> list[str]:
+    """An identity change acknowledged to a client is on every partition: it is answered only once every partition
+    applied it, so no partition may still lack it (a revoked grant still held somewhere)."""
+    out = []
+    for pid, recs in sorted(logs.items()):
+        have = {
+            (int(r.value_type), int(r.intent), r.key, str(r.value.get("entityId") or ""))
+            for r in recs
+            if r.record_type == RecordType.EVENT
+        }
+        missing = [change for change in history.identity if change not in have]
+        if missing:
+            out.append(f"partition {pid}: acknowledged identity changes {missing[:5]} never arrived")
+    return out
+
+
 def tenants_kept(history: History, logs: dict[int, list[Record]]) -> list[str]:
     """Everything an instance causes stays in its tenant: the instance is in the tenant it was created in, its
     elements, jobs, variables, incidents and user tasks carry it, the instances it calls are in it, and the messages

@@ -319,7 +319,7 @@ def _outcomes(workload: Workload) -> str:
     return (
         f"instances={len(history.instances)} completed={len(workload.finished & history.instances.keys())} "
         f"jobs={len(history.completed_jobs)} pushed={history.outcomes['pushed']} "
-        f"canaries={len(history.canary_done)}/{len(history.canaries)}"
+        f"canaries={len(history.canary_done)}/{len(history.canaries)} identity={len(history.identity)}"
     )
 
 
@@ -342,6 +342,7 @@ def _check(cluster: SimCluster, workload: Workload, sink: dict, faults: list[tup
     violations += checks.deployments_everywhere(history, logs)
     violations += checks.deployments_usable(history)
     violations += checks.tenants_kept(history, logs)
+    violations += checks.identity_everywhere(history, logs)
     violations += checks.completed_instances(history, logs)
     violations += checks.canaries_in_time(history, CANARY_BOUND_S, faults)
     return violations

@@ -29,7 +29,7 @@ from broker.protocol.record import Record
 from broker.protocol.values import TENANT
 from client.sim import models
 from client.sim.cluster import SimCluster
-from gateway import user_tasks
+from gateway import identity, user_tasks
 from gateway.commands import CommandError, GatewayCommands
 
 # How long a client waits for a command's answer before it counts the outcome as unknown (simulated seconds).
@@ -46,6 +46,9 @@ STREAM_CHURN_TICKS = 300
 # The tenants the catalogue is deployed in (the gateway runs with multi-tenancy): each has its own versions, messages
 # and jobs; workers take the jobs of both.
 TENANTS = (TENANT, "sim-team-b")
+# Every this many ticks an administrator changes the identity (a group, a member of it, a grant; a grant revoked):
+# each change must be on every partition once it is acknowledged, leader changes and lost messages notwithstanding.
+IDENTITY_EVERY_TICKS = 40
 
 
 @dataclass(slots=True)
@@ -60,6 +63,8 @@ class History:
     pushed: dict[int, list[int]] = field(default_factory=dict)  # job batch key of a push a worker got → its jobs
     canaries: dict[int, float] = field(default_factory=dict)  # canary instance key → simulated time created
     canary_done: dict[int, float] = field(default_factory=dict)
+    # acknowledged identity changes: (value type, event intent, key, member id or "")
+    identity: list[tuple[int, int, int, str]] = field(default_factory=list)
     outcomes: Counter[str] = field(default_factory=Counter)
 
 
@@ -112,6 +117,7 @@ class Workload:
         self._streams: list[_StreamWorker] = []
         self._stream_names = itertools.count(1)
         self._creations = itertools.count()
+        self._grants: list[int] = []  # authorization keys granted (and not yet revoked)
 
     # -- the tick --------------------------------------------------------------------------------------------
 
@@ -135,6 +141,8 @@ class Workload:
                 self._spawn(self._work(job_type))
         if tick % 25 == 0:  # jobs that became activatable while no stream was open are polled
             self._spawn(self._work(STREAM_TYPE))
+        if self.starting and tick % IDENTITY_EVERY_TICKS == IDENTITY_EVERY_TICKS // 2:
+            self._spawn(self._change_identity(tick // IDENTITY_EVERY_TICKS))
         if tick % 7 == 0:
             for key in sorted(self._user_tasks)[:5]:
                 self._user_tasks.discard(key)
@@ -185,6 +193,30 @@ class Workload:
     def _outcome(self, outcome: str, key: int | None = None) -> None:
         self.history.outcomes[outcome] += 1
         self.note(outcome if key is None else f"{outcome} {key}", show=False)
+
+    async def _change_identity(self, n: int) -> None:
+        """An administrator's change, in turn: a new group, a client joining it, a grant to it, a grant revoked."""
+        group = f"sim-group-{n // 4}"
+        step = n % 4
+        if step == 0:
+            call = functools.partial(identity.create, self.gateway, "GROUP", {"groupId": group, "name": group})
+        elif step == 1:
+            call = functools.partial(identity.membership, self.gateway, "GROUP", group, "CLIENT", f"sim-{n}", add=True)
+        elif step == 2:
+            grant: dict[str, Any] = {"ownerType": "GROUP", "ownerId": group, "resourceType": "PROCESS_DEFINITION"}
+            grant |= {"resourceId": "*", "permissionTypes": ["READ_PROCESS_INSTANCE"]}
+            call = functools.partial(identity.create_authorization, self.gateway, grant)
+        elif self._grants:
+            call = functools.partial(identity.delete_authorization, self.gateway, self._grants.pop(0))
+        else:
+            return
+        record = await self._call("identity", call)
+        if record is None:
+            return
+        if record.value_type == ValueType.AUTHORIZATION and step == 2:
+            self._grants.append(record.key)
+        member = str(record.value.get("entityId") or "")
+        self.history.identity.append((int(record.value_type), int(record.intent), record.key, member))
 
     async def _deploy(self, tenant: str) -> None:
         missing = [m for m in models.CATALOGUE if (tenant, m.process_id) not in self.history.deployed]
