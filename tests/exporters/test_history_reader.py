@@ -15,6 +15,7 @@ from exporters.history import schema
 from exporters.history.backends import open_backend
 from exporters.history.reader import HistoryReader, InvalidQuery, open_reader, start_form_link, start_form_named
 from exporters.history.rows import Batch
+from tests.exporters.conftest import fresh_database
 from tests.exporters.history_check import expected_history
 from tests.exporters.scenario import run_scenario
 from tests.exporters.test_history_exporter import export_all, record_log
@@ -25,10 +26,20 @@ def records(tmp_path_factory: pytest.TempPathFactory) -> list[Record]:
     return asyncio.run(run_scenario(tmp_path_factory.mktemp("partition"), instances=4))
 
 
+@pytest.fixture(scope="module", params=["sqlite", "postgresql"])
+def exported(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory, records: list[Record]) -> str:
+    """The scenario's records exported once per backend for the module: the tests of ``reader`` only read."""
+    if request.param == "sqlite":
+        url = f"sqlite:///{tmp_path_factory.mktemp('history') / 'history.db'}"
+    else:
+        url = fresh_database(request.getfixturevalue("postgres"))
+    asyncio.run(export_all(record_log(records), url, records[-1].position))
+    return url
+
+
 @pytest.fixture
-async def reader(history_url: str, records: list[Record]) -> Any:
-    await export_all(record_log(records), history_url, records[-1].position)
-    r = open_reader(history_url)
+async def reader(exported: str) -> Any:
+    r = open_reader(exported)
     try:
         yield r
     finally:
