@@ -7,7 +7,8 @@ remembered for a bounded time.
   at most ``size`` callers (least recently used go first); callers asking at once share one lookup. So a changed
   password, a revoked grant or a removed tenant reaches this gateway's sign-ins and reads within ``ttl_s``; the
   brokers check every command against their own state at once.
-- Search and read code asks :meth:`Directory.access` (see :class:`CallerAccess`) what a caller may see.
+- Search and read code asks :meth:`Directory.access` (see :class:`CallerAccess`) what a caller may see, and hands
+  its :meth:`CallerAccess.scope` to the history reader, which keeps every query to it.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final, Protocol, runtime_checkable
 
 from broker.protocol.values import TENANT
+from exporters.history.scope import EVERYTHING, Scope
 
 DEFAULT_TTL_S: Final = 10.0
 DEFAULT_SIZE: Final = 10_000
@@ -58,12 +60,16 @@ class CallerAccess:
     - ``tenants``: the tenants it is assigned to; the default tenant ``<default>`` is open to every caller.
     - ``authorizations_enabled`` (``broker.security.authorizations.enabled``): whether ``grants`` decide too; when
       False, any permission is allowed in a tenant the caller sees.
+    - ``username`` and ``groups``: the user tasks assigned or offered to the user or one of its groups are readable
+      without a grant (Camunda 8.9's property-based access), in the caller's tenants.
     """
 
     authenticated: bool
     authorizations_enabled: bool
     tenants: frozenset[str]
     grants: frozenset[Grant]
+    username: str = ""
+    groups: frozenset[str] = frozenset()
 
     def sees_tenant(self, tenant_id: str) -> bool:
         return not self.authenticated or tenant_id == TENANT or tenant_id in self.tenants
@@ -82,6 +88,18 @@ class CallerAccess:
             return None
         ids = {rid for rt, rid, p in self.grants if rt == resource_type and p == permission}
         return None if "*" in ids else frozenset(ids)
+
+    def scope(self) -> Scope:
+        """The history rows this caller may read (`exporters.history.scope`): its tenants and the default one, and
+        with authorizations enabled its grants, user name and groups."""
+        if not self.authenticated:
+            return EVERYTHING
+        return Scope(
+            tenants=self.tenants | {TENANT},
+            grants=self.grants if self.authorizations_enabled else None,
+            username=self.username,
+            groups=self.groups,
+        )
 
 
 UNRESTRICTED: Final = CallerAccess(False, False, frozenset(), frozenset())
@@ -115,8 +133,13 @@ class CallerInfo:
 
     @property
     def access(self) -> CallerAccess:
+        return self.access_of("")
+
+    def access_of(self, username: str) -> CallerAccess:
+        """The access of the caller this answer describes, signed in as ``username`` ("" for a client)."""
         tenants = frozenset(t.tenant_id for t in self.tenants)
-        return CallerAccess(True, self.authorizations_enabled, tenants, self.grants)
+        groups = frozenset(self.groups)
+        return CallerAccess(True, self.authorizations_enabled, tenants, self.grants, username, groups)
 
 
 def caller_key(caller: Mapping[str, Any]) -> str:
@@ -169,7 +192,7 @@ class Directory:
         """What ``caller`` may see (None, as :data:`gateway.caller.CALLER` holds when authentication is off: all)."""
         if caller is None:
             return UNRESTRICTED
-        return (await self.lookup(caller)).access
+        return (await self.lookup(caller)).access_of(str(caller.get("username") or ""))
 
     def forget(self) -> None:
         """Drop every remembered answer (the next lookups ask the brokers)."""

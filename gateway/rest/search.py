@@ -4,6 +4,10 @@ member of what), with filters, sort and cursor paging as in Camunda's v2 search 
 
 The gateway opens the store read-only through ``exporters.history.reader.open_reader(url)``; without a store (no
 URL configured) every search endpoint answers 503 naming the setting to add.
+
+Every read is kept to what its caller may see (:meth:`SearchRoutes.scope`): with authentication on, the directory's
+:class:`~gateway.directory.CallerAccess` of the caller becomes the reader's scope, an extra SQL condition on each
+query, so totals and pages count only visible rows and a get of an invisible item is the 404 of a missing one.
 """
 
 from __future__ import annotations
@@ -18,7 +22,10 @@ from aiohttp import web
 
 from exporters.history.query import decode_cursor, encode_cursor
 from exporters.history.reader import InvalidQuery
+from exporters.history.scope import EVERYTHING, Scope
+from gateway.caller import CALLER
 from gateway.commands import CommandError, ErrorCode, fail, invalid
+from gateway.directory import Directory
 from gateway.rest.endpoints import ANY_OBJECT, INTEGER, Endpoint, obj
 from gateway.rest.policy import RestPolicy
 from gateway.rest.routes import json_response, read_json_value
@@ -146,11 +153,25 @@ SEARCH_RESPONSE = obj(
 
 
 class SearchRoutes:
-    """Search and get-by-key endpoints over a history reader (None: no store configured)."""
+    """Search and get-by-key endpoints over a history reader (None: no store configured).
 
-    def __init__(self, history_url: str | None, *, setting: str, policy: RestPolicy | None = None) -> None:
+    ``authentication``: whether callers sign in (then each read asks ``directory`` what its caller may see; without
+    a directory such reads are refused with 503 rather than answered unfiltered).
+    """
+
+    def __init__(
+        self,
+        history_url: str | None,
+        *,
+        setting: str,
+        policy: RestPolicy | None = None,
+        directory: Directory | None = None,
+        authentication: bool = False,
+    ) -> None:
         self.history_url = history_url
         self.setting = setting
+        self.directory = directory
+        self.authentication = authentication
         self._reader: Any = None
         self.policy = policy or RestPolicy()
         #: searches with whole values running; more wait (then 503), so their memory stays bounded
@@ -179,13 +200,37 @@ class SearchRoutes:
         return self._reader
 
     async def read(self, method: str, *args: Any) -> Any:
-        """Call a history reader method: 503 without a store or when it fails, 400 for a query it refuses."""
+        """Call a history reader method within the caller's scope: 503 without a store or when it fails, 400 for a
+        query it refuses."""
         return await self._call(method, *args)
+
+    async def scope(self) -> Scope:
+        """What the caller of this request may read (:data:`gateway.caller.CALLER`): everything with authentication
+        off; else its tenants and, with authorizations enabled, what its grants cover (as the directory has them, at
+        most identityCacheTtl old)."""
+        if not self.authentication:
+            return EVERYTHING
+        caller = CALLER.get()
+        if caller is None:
+            fail(ErrorCode.UNAUTHENTICATED, "Reading the history needs a signed-in caller")
+        if self.directory is None:
+            fail(
+                ErrorCode.UNAVAILABLE,
+                "This gateway cannot ask the cluster who its callers are, so it cannot tell what they may read",
+            )
+        try:
+            access = await self.directory.access(caller)
+        except CommandError:
+            raise
+        except Exception as e:
+            fail(ErrorCode.UNAVAILABLE, f"Cannot tell what the caller may read, the cluster did not answer: {e}")
+        return access.scope()
 
     async def _call(self, method: str, *args: Any, **kwargs: Any) -> Any:
         reader = self._open()
+        scope = await self.scope()
         try:
-            return await getattr(reader, method)(*args, **kwargs)
+            return await getattr(reader, method)(*args, scope=scope, **kwargs)
         except CommandError:
             raise
         except InvalidQuery as e:

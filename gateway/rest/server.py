@@ -96,7 +96,13 @@ class RestServer:
         self.directory = directory
         self.authenticator = Authenticator(self.security.auth, directory)
         self.policy = config.policy
-        self.search = SearchRoutes(config.history_url, setting=config.history_setting, policy=self.policy)
+        self.search = SearchRoutes(
+            config.history_url,
+            setting=config.history_setting,
+            policy=self.policy,
+            directory=directory,
+            authentication=self.authenticator.enabled,
+        )
         self.endpoints: list[Endpoint] = [
             *CommandRoutes(
                 commands,

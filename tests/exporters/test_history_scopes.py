@@ -12,6 +12,7 @@ import pytest
 from exporters.history import schema
 from exporters.history.backends import open_backend, upsert_sql
 from exporters.history.reader import EVERYTHING, HistoryReader, Scope, open_reader
+from gateway.directory import CallerAccess
 
 A, B = "team-a", "team-b"
 PD = "PROCESS_DEFINITION"
@@ -228,3 +229,12 @@ async def test_a_user_reads_the_tasks_assigned_or_offered_to_it_in_its_tenants(r
     # authorizations off: a user reads every task of its tenants
     assert await total(reader, "user-tasks", Scope(tenants=tenants(A), username="ann")) == 4
 
+
+def test_a_callers_access_becomes_its_scope() -> None:
+    grants = frozenset({(PD, "pay", "READ_PROCESS_INSTANCE")})
+    off = CallerAccess(False, False, frozenset(), frozenset())
+    assert off.scope() == EVERYTHING
+    tenants_only = CallerAccess(True, False, frozenset({A}), grants, "ann", frozenset({"clerks"}))
+    assert tenants_only.scope() == Scope(tenants=tenants(A), username="ann", groups=frozenset({"clerks"}))
+    both = CallerAccess(True, True, frozenset({A}), grants, "ann")
+    assert both.scope() == Scope(tenants=tenants(A), grants=grants, username="ann")
