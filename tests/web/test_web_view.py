@@ -8,6 +8,7 @@ through the REST API afterwards. Screenshots are kept in tests/web/artifacts/.
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import json
 import queue
@@ -454,9 +455,9 @@ def test_sign_in_with_a_bearer_token_when_the_gateway_checks_jwts(tmp_path: Path
                 w,
                 [
                     {"open": "#/instances"},
-                    {"auth": {"scheme": "bearer", "token": forged, "me": "ada"}},
+                    {"auth": {"scheme": "bearer", "token": forged}},
                     {"texts": "#view h1"},
-                    {"auth": {"scheme": "bearer", "token": token, "me": "ada"}},
+                    {"auth": {"scheme": "bearer", "token": token}},
                     {"waitFor": f"#view td a[href='#/instance/{key}']"},
                     {"texts": "#view h1, #view td a, #auth-toggle"},
                     {"screenshot": "bearer-signed-in"},
@@ -470,6 +471,90 @@ def test_sign_in_with_a_bearer_token_when_the_gateway_checks_jwts(tmp_path: Path
     assert seen[2]["texts"] == ["Sign in"], "a forged token does not sign in"
     assert {"Process instances", str(key), "Signed in as ada"} <= set(seen[5]["texts"])
     assert anonymous is None
+
+
+def test_a_signed_in_user_sees_and_takes_the_tasks_offered_to_it(tmp_path: Path, browser: Browser) -> None:
+    """With the cluster's users and authorizations on: ann signs in (a wrong password is refused), sees only the
+    tasks offered to her or to her group (none of bob's: she holds no READ_USER_TASK) and claims one; signed out,
+    the page asks again; bob sees his own."""
+    admin_password = "admin-secret"
+    w = WebWeir(tmp_path)
+    w.process.env = {
+        "WEIR_GATEWAY_SECURITY_AUTHENTICATION_METHODS": "basic",
+        "WEIR_GATEWAY_SECURITY_AUTHENTICATION_IDENTITY_CACHE_TTL": "0.2",
+        "WEIR_BROKER_SECURITY_AUTHORIZATIONS_ENABLED": "true",
+        "WEIR_BROKER_SECURITY_INITIALIZATION_USERS_0_USERNAME": "admin",
+        "WEIR_BROKER_SECURITY_INITIALIZATION_USERS_0_PASSWORD": admin_password,
+        "WEIR_BROKER_SECURITY_INITIALIZATION_DEFAULT_ROLES_ADMIN_USERS": "admin",
+    }
+    w.process.start()
+    try:
+        admin = "Basic " + base64.b64encode(f"admin:{admin_password}".encode()).decode()
+        w.rest = RestClient(w.process.rest_url, admin, timeout=10)
+        for user in ("ann", "bob"):
+            w.rest.call("POST", "/v2/users", {"username": user, "password": f"{user}-secret"})
+        w.rest.call("POST", "/v2/groups", {"groupId": "clerks", "name": "Clerks"})
+        w.rest.call("PUT", "/v2/groups/clerks/users/ann")
+        with grpc.insecure_channel(w.process.address) as channel:
+            content = (REPO / "tests" / "fixtures" / "bpmn" / "web-offers.bpmn").read_bytes()
+            Stub(channel).DeployResource(
+                gateway_pb.DeployResourceRequest(resources=[gateway_pb.Resource(name="o.bpmn", content=content)]),
+                metadata=[("authorization", admin)],
+                timeout=10,
+            )
+        offers = {"ann": {"users": ["ann"], "groups": []}, "clerks": {"users": [], "groups": ["clerks"]},
+                  "bob": {"users": ["bob"], "groups": []}}  # fmt: skip
+        instances = {
+            name: w.rest.call("POST", "/v2/process-instances", {"processDefinitionId": "web-offers",
+                                                                "variables": variables})["processInstanceKey"]
+            for name, variables in offers.items()
+        }  # fmt: skip
+        tasks = eventually(
+            lambda: (found := w.rest.search("user-tasks", {"processDefinitionId": "web-offers"})) and len(found) == 3
+            and {t["processInstanceKey"]: t["userTaskKey"] for t in found},
+            timeout=HISTORY_WAIT,
+            what="the three tasks in the history",
+        )  # fmt: skip
+        key = {name: tasks[instance] for name, instance in instances.items()}
+        rows = "#view h2, #view td:first-child + td + td a"
+        seen = drive(
+            browser,
+            w,
+            [
+                {"open": "#/tasks"},
+                {"auth": {"scheme": "basic", "user": "ann", "password": "wrong"}},
+                {"texts": "#auth-error, #view h1"},
+                {"auth": {"scheme": "basic", "user": "ann", "password": "ann-secret"}},
+                {"waitFor": f"button.claim[data-task='{key['clerks']}']"},
+                {"texts": f"{rows}, #auth-toggle, #view p.meta"},
+                {"screenshot": "offered-tasks"},
+                {"click": f"button.claim[data-task='{key['ann']}']"},
+                {"waitFor": f"button.complete[data-task='{key['ann']}']"},
+                {"texts": rows},
+                {"click": "#sign-out"},
+                {"open": "#/instances"},
+                {"texts": "#auth-toggle, #view h1"},
+                {"auth": {"scheme": "basic", "user": "bob", "password": "bob-secret"}},
+                {"open": "#/tasks"},
+                {"waitFor": f"button.claim[data-task='{key['bob']}']"},
+                {"texts": rows},
+            ],
+            "offered-tasks",
+        )
+        assignee = w.rest.call("GET", f"/v2/user-tasks/{key['ann']}")["assignee"]
+    finally:
+        w.process.stop()
+    assert seen[0]["heading"] == "Sign in"
+    refused, heading = seen[2]["texts"]  # the form, above the view
+    assert heading == "Sign in" and refused.startswith("The gateway refused these credentials"), refused
+    ann, clerks, bob = (str(instances[n]) for n in ("ann", "clerks", "bob"))
+    shown = seen[5]["texts"]  # in the page's order: the header, then the view
+    assert shown[:4] == ["Signed in as ann", "Claiming as ann.", "Assigned to you (0)", "You may claim (2)"]
+    assert sorted(shown[4:]) == sorted([ann, clerks]), "not bob's task: only those offered to her or her group"
+    assert seen[9]["texts"] == ["Assigned to you (1)", ann, "You may claim (1)", clerks]
+    assert assignee == "ann"
+    assert seen[11]["heading"] == "Sign in" and seen[12]["texts"] == ["Sign in", "Sign in"]
+    assert seen[16]["texts"] == ["Assigned to you (0)", "You may claim (1)", bob]
 
 
 def test_instances_show_their_business_id_and_tags(web: WebWeir, stub: Stub, browser: Browser) -> None:

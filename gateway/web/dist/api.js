@@ -1,4 +1,5 @@
-// The REST API v2 of the gateway serving this page, with the credentials the user entered (kept for the session).
+// The REST API v2 of the gateway serving this page, with the credentials the user signed in with (kept for the
+// session). What the page shows is what the API answers for them: the gateway keeps each caller to what it may see.
 
 const STORAGE_KEY = "weir.auth";
 
@@ -14,10 +15,16 @@ export function saveAuth(auth) {
   sessionStorage.setItem(STORAGE_KEY, JSON.stringify(auth));
 }
 
-/** Who claims tasks: the basic-auth user, else the name the user gave. */
+/** Who is signed in: the user the gateway named at sign-in (GET /v2/authentication/me), else, on a gateway that
+ * checks no credentials, the name the user gave for claiming tasks. */
 export function currentUser() {
   const auth = loadAuth();
-  return (auth.scheme === "basic" ? auth.user : auth.me) || "";
+  return auth.who || (auth.scheme === "none" ? auth.me : "") || "";
+}
+
+/** The groups the signed-in user is in (tasks offered to one of them are the user's to claim). */
+export function currentGroups() {
+  return loadAuth().groups || [];
 }
 
 function authorization(auth) {
@@ -35,12 +42,12 @@ export class ApiError extends Error {
   }
 }
 
-export async function call(method, path, body, { accept = "application/json" } = {}) {
+export async function call(method, path, body, { accept = "application/json", auth = loadAuth() } = {}) {
   // marked as a script's call: the gateway then answers a missing credential without a challenge, so the browser
   // leaves asking for it to the page's sign-in form
   const headers = { accept, "x-requested-with": "XMLHttpRequest" };
-  const auth = authorization(loadAuth());
-  if (auth) headers.authorization = auth;
+  const credentials = authorization(auth);
+  if (credentials) headers.authorization = credentials;
   if (body !== undefined) headers["content-type"] = "application/json";
   const response = await fetch(path, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
   const text = await response.text();
@@ -56,6 +63,12 @@ export async function call(method, path, body, { accept = "application/json" } =
   if (accept !== "application/json") return text;
   return text ? JSON.parse(text) : null;
 }
+
+/**
+ * Who the gateway says `auth`'s credentials belong to (Camunda's CamundaUserResult: username, displayName, groups,
+ * tenants…); throws the ApiError of credentials it refuses (401). A gateway that checks none answers "anonymous".
+ */
+export const whoIs = (auth) => call("GET", "/v2/authentication/me", undefined, { auth });
 
 /** Every item of a search (cursor paging), up to `max`. */
 export async function search(entity, filter = {}, { sort, max = 1000 } = {}) {

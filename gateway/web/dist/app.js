@@ -1,7 +1,21 @@
 // Weir's web view: what is deployed, what runs, where it waits, what failed, and the tasks people work on.
 // Pages are chosen by the URL fragment (#/instances, #/instance/KEY, …); every figure comes from the REST API v2.
 
-import { ApiError, call, currentUser, get, loadAuth, patch, post, processXml, saveAuth, search, searchPage } from "./api.js";
+import {
+  ApiError,
+  call,
+  currentGroups,
+  currentUser,
+  get,
+  loadAuth,
+  patch,
+  post,
+  processXml,
+  saveAuth,
+  search,
+  searchPage,
+  whoIs,
+} from "./api.js";
 import { flowNodes, marksFrom, marksFromStatistics, showDiagram } from "./diagram.js";
 
 const view = document.getElementById("view");
@@ -562,7 +576,7 @@ async function incidentsPage() {
   return [h("h1", {}, "Open incidents"), incidentsTable(incidents)];
 }
 
-function tasksTable(tasks) {
+function tasksTable(tasks, empty = "No user tasks.") {
   const me = currentUser();
   return table(
     [
@@ -571,20 +585,44 @@ function tasksTable(tasks) {
       ["Instance", (t) => link(`#/instance/${t.processInstanceKey}`, t.processInstanceKey)],
       ["State", (t) => stateTag(t.state)],
       ["Assignee", (t) => t.assignee || "—"],
+      ["Offered to", (t) => h("span", { class: "candidates" }, candidates(t))],
       ["Created", (t) => time(t.creationDate)],
       ["", (t) => (t.state === "CREATED" ? taskActions(t, me) : "")],
     ],
     tasks,
-    "No user tasks.",
+    empty,
   );
 }
 
-/** Claim a free task; complete or give back one's own; a task someone else holds is theirs (as in Tasklist). */
+/** Whom a task is offered to: its candidate users and groups (none: anyone who may work on it). */
+function candidates(task) {
+  const named = [...(task.candidateUsers || []), ...(task.candidateGroups || []).map((g) => `${g} (group)`)];
+  return named.length ? named.join(", ") : "anyone";
+}
+
+/**
+ * Whether the signed-in user may claim this free task: it is offered to the user or one of the user's groups, or to
+ * no one in particular. A gateway that checks no credentials lets anyone claim any task. The engine decides in the
+ * end; this only spares the user buttons that would be refused.
+ */
+function mayClaim(task, me) {
+  if (task.assignee || !me) return false;
+  if (loadAuth().scheme === "none") return true;
+  const users = task.candidateUsers || [];
+  const groups = task.candidateGroups || [];
+  if (!users.length && !groups.length) return true;
+  const mine = currentGroups();
+  return users.includes(me) || groups.some((g) => mine.includes(g));
+}
+
+/** Claim a task offered to the user; complete or give back one's own; a task someone else holds, or one offered to
+ * others only, is theirs (as in Tasklist). */
 function taskActions(task, me) {
   const key = task.userTaskKey;
   const assigneeIs = (who) => async () => ((await get(`/v2/user-tasks/${key}`)).assignee || null) === who;
   if (!task.assignee) {
-    const claim = h("button", { class: "claim", "data-task": key, title: me ? "" : "Enter your name under Sign in" }, "Claim");
+    if (me && !mayClaim(task, me)) return "";
+    const claim = h("button", { class: "claim", "data-task": key, title: me ? "" : "Sign in to claim tasks" }, "Claim");
     claim.disabled = !me;
     claim.addEventListener("click", () =>
       act(claim, () => post(`/v2/user-tasks/${key}/assignment`, { assignee: me, allowOverride: false }), assigneeIs(me)),
@@ -614,13 +652,22 @@ function taskActions(task, me) {
   return h("span", { class: "task-actions" }, variables, complete, unclaim);
 }
 
+/** The open tasks the gateway lets the user see: those assigned to the user, those the user may claim, and the
+ * others it may see (assigned to someone else, or offered to others only). */
 async function tasksPage() {
   const tasks = await search("user-tasks", { state: "CREATED" }, { sort: [{ field: "creationDate" }] });
   const me = currentUser();
+  const mine = tasks.filter((t) => me && t.assignee === me);
+  const claimable = tasks.filter((t) => mayClaim(t, me));
+  const others = tasks.filter((t) => !mine.includes(t) && !claimable.includes(t));
   return [
     h("h1", {}, "Open user tasks"),
-    h("p", { class: "meta" }, me ? `Claiming as ${me}.` : "Enter your name under Sign in to claim tasks."),
-    tasksTable(tasks),
+    h("p", { class: "meta" }, me ? `Claiming as ${me}.` : "Sign in to claim tasks."),
+    h("h2", { id: "tasks-mine" }, `Assigned to you (${mine.length})`),
+    tasksTable(mine, "No task is assigned to you."),
+    h("h2", { id: "tasks-claimable" }, `You may claim (${claimable.length})`),
+    tasksTable(claimable, "No task is offered to you."),
+    ...(others.length ? [h("h2", { id: "tasks-others" }, `Others' tasks (${others.length})`), tasksTable(others)] : []),
   ];
 }
 
@@ -677,9 +724,15 @@ function refreshNow() {
   route({ refresh: true });
 }
 
+/**
+ * The sign-in form: credentials are checked with GET /v2/authentication/me before the page uses them, and the
+ * gateway's answer names who is signed in and the groups the user is in. Refused credentials sign the user out.
+ */
 function setUpAuthForm() {
   const form = document.getElementById("auth");
   const toggle = document.getElementById("auth-toggle");
+  const signOut = document.getElementById("sign-out");
+  const error = document.getElementById("auth-error");
   const auth = loadAuth();
   for (const name of ["scheme", "user", "password", "token", "me"]) form.elements[name].value = auth[name] || (name === "scheme" ? "none" : "");
   const showFields = () => {
@@ -689,20 +742,49 @@ function setUpAuthForm() {
   };
   const showWho = () => {
     const who = currentUser();
-    toggle.textContent = who ? `Signed in as ${who}` : "Sign in";
+    const signedIn = Boolean(who) && loadAuth().scheme !== "none";
+    toggle.textContent = signedIn ? `Signed in as ${who}` : who ? `Working as ${who}` : "Sign in";
+    signOut.hidden = !signedIn;
   };
   form.elements.scheme.addEventListener("change", showFields);
   toggle.addEventListener("click", () => (form.hidden = !form.hidden));
-  form.addEventListener("submit", (event) => {
+  form.addEventListener("submit", async (event) => {
     event.preventDefault();
     const entered = Object.fromEntries(new FormData(form));
-    saveAuth(entered);
-    form.hidden = true;
+    try {
+      const me = await whoIs(entered);
+      const anonymous = entered.scheme === "none";
+      saveAuth({ ...entered, who: anonymous ? entered.me || "" : me.username, groups: anonymous ? [] : me.groups || [] });
+      error.hidden = true;
+      form.hidden = true;
+    } catch (refused) {
+      saveAuth({ scheme: entered.scheme }); // signed out: the page asks for credentials again
+      const rejected = refused instanceof ApiError && refused.status === 401;
+      error.textContent = rejected ? `The gateway refused these credentials: ${refused.message}` : `Cannot sign in: ${refused.message}`;
+      error.hidden = false;
+    }
+    showWho();
+    route();
+  });
+  signOut.addEventListener("click", () => {
+    saveAuth({ scheme: loadAuth().scheme });
+    for (const name of ["user", "password", "token"]) form.elements[name].value = "";
+    error.hidden = true;
     showWho();
     route();
   });
   showFields();
   showWho();
+  // a gateway that checks credentials: offer a user and password first
+  if (!currentUser() && auth.scheme === "none") {
+    whoIs({ scheme: "none" }).catch((refused) => {
+      const untouched = form.elements.scheme.value === "none" && loadAuth().scheme === "none" && !currentUser();
+      if (refused instanceof ApiError && refused.status === 401 && untouched) {
+        form.elements.scheme.value = "basic";
+        showFields();
+      }
+    });
+  }
 }
 
 setUpAuthForm();
