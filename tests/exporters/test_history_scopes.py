@@ -12,7 +12,10 @@ import pytest
 from exporters.history import schema
 from exporters.history.backends import open_backend, upsert_sql
 from exporters.history.reader import EVERYTHING, HistoryReader, Scope, open_reader
-from gateway.directory import CallerAccess
+from gateway.caller import CALLER
+from gateway.commands import CommandError, ErrorCode
+from gateway.directory import CallerAccess, Directory
+from gateway.rest.search import SearchRoutes
 
 A, B = "team-a", "team-b"
 PD = "PROCESS_DEFINITION"
@@ -238,3 +241,39 @@ def test_a_callers_access_becomes_its_scope() -> None:
     assert tenants_only.scope() == Scope(tenants=tenants(A), username="ann", groups=frozenset({"clerks"}))
     both = CallerAccess(True, True, frozenset({A}), grants, "ann")
     assert both.scope() == Scope(tenants=tenants(A), grants=grants, username="ann")
+
+
+class _Identity:
+    """An identity source answering for ann: team-a, one grant, the clerks group."""
+
+    async def identity(self, caller: dict[str, Any], *, password: bool = False) -> dict[str, Any]:
+        return {
+            "authorizationsEnabled": True,
+            "tenants": [{"tenantId": A, "name": A, "description": ""}],
+            "grants": [[PD, "pay", "READ_PROCESS_INSTANCE"]],
+            "user": {"username": caller["username"], "name": "", "email": ""},
+            "groups": ["clerks"],
+            "roles": [],
+        }
+
+
+async def test_the_gateway_reads_within_the_callers_scope_and_refuses_when_it_cannot_tell() -> None:
+    assert await SearchRoutes(None, setting="s").scope() == EVERYTHING, "authentication off: everything"
+    routes = SearchRoutes(None, setting="s", directory=Directory(_Identity()), authentication=True)
+    token = CALLER.set({"username": "ann"})
+    try:
+        scope = await routes.scope()
+        assert scope == Scope(
+            tenants=tenants(A),
+            grants=frozenset({(PD, "pay", "READ_PROCESS_INSTANCE")}),
+            username="ann",
+            groups=frozenset({"clerks"}),
+        )
+        with pytest.raises(CommandError) as refused:
+            await SearchRoutes(None, setting="s", authentication=True).scope()
+        assert refused.value.code == ErrorCode.UNAVAILABLE, "no directory: no unfiltered answer"
+    finally:
+        CALLER.reset(token)
+    with pytest.raises(CommandError) as anonymous:
+        await routes.scope()
+    assert anonymous.value.code == ErrorCode.UNAUTHENTICATED
