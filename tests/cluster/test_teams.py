@@ -86,7 +86,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
             c.up()
         yield c
     finally:
-        c.down()
+        c.kill_everything()
         server.stop()
         server.remove()
 
