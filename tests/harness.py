@@ -39,6 +39,23 @@ START_ATTEMPTS = 3
 T = TypeVar("T")
 
 
+class LazyModule:
+    """A module imported when a test first reads one of its names, the test skipped (with ``reason``) when it is not
+    installed: for a heavy library a test module uses only in its tests, which every pytest-xdist worker would
+    otherwise import while collecting (the official Python SDK takes 1.5 s and more)."""
+
+    def __init__(self, name: str, reason: str) -> None:
+        self._name = name
+        self._reason = reason
+
+    def __getattr__(self, attribute: str) -> Any:
+        if attribute.startswith("_"):  # pytest looks for fixtures and markers among a module's names: not yet
+            raise AttributeError(attribute)
+        import pytest
+
+        return getattr(pytest.importorskip(self._name, reason=self._reason), attribute)
+
+
 class StartupFailed(AssertionError):
     """A process exited while starting: waiting longer cannot help (:func:`eventually` gives up at once)."""
 

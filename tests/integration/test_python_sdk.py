@@ -14,35 +14,9 @@ from typing import Any, TypeVar
 
 import pytest
 
-from tests.harness import BPMN, FIXTURES, WeirProcess
+from tests.harness import BPMN, FIXTURES, LazyModule, WeirProcess
 
-sdk = pytest.importorskip("camunda_orchestration_sdk", reason="camunda-orchestration-sdk not installed (dev extras)")
-
-from camunda_orchestration_sdk import (  # noqa: E402
-    CamundaAsyncClient,
-    CamundaClient,
-    ConnectedJobContext,
-    DecisionEvaluationByID,
-    IncidentSearchQuery,
-    JobActivationRequest,
-    JobCompletionRequest,
-    JobError,
-    JobFailRequest,
-    JobSearchQuery,
-    JobUpdateRequest,
-    MessageCorrelationRequest,
-    MessagePublicationRequest,
-    ProcessCreationById,
-    ProcessInstanceSearchQuery,
-    SetVariableRequest,
-    SignalBroadcastRequest,
-    SyncJobContext,
-    UserTaskAssignmentRequest,
-    UserTaskCompletionRequest,
-    UserTaskSearchQuery,
-    VariableSearchQuery,
-    WorkerConfig,
-)
+sdk = LazyModule("camunda_orchestration_sdk", reason="camunda-orchestration-sdk not installed (dev extras)")
 
 T = TypeVar("T")
 DMN = FIXTURES / "dmn"
@@ -53,8 +27,8 @@ def _configuration(weir: WeirProcess) -> dict[str, str]:
 
 
 @pytest.fixture(scope="module")
-def client(weir: WeirProcess) -> Iterator[CamundaClient]:
-    with CamundaClient(configuration=_configuration(weir)) as c:
+def client(weir: WeirProcess) -> Iterator[sdk.CamundaClient]:
+    with sdk.CamundaClient(configuration=_configuration(weir)) as c:
         c.deploy_resources_from_files(
             [
                 BPMN / "one-task.bpmn",
@@ -80,42 +54,42 @@ def until(what: str, find: Callable[[], T | None], timeout: float = 30.0) -> T:
         time.sleep(0.1)
 
 
-def create(client: CamundaClient, process_id: str, variables: dict[str, Any] | None = None, **more: Any) -> Any:
+def create(client: sdk.CamundaClient, process_id: str, variables: dict[str, Any] | None = None, **more: Any) -> Any:
     return client.create_process_instance(
-        data=ProcessCreationById.from_dict(
+        data=sdk.ProcessCreationById.from_dict(
             {"processDefinitionId": process_id, "variables": variables or {}, **more},
         )
     )
 
 
-def instances(client: CamundaClient, **filter_: Any) -> list[Any]:
-    return client.search_process_instances(data=ProcessInstanceSearchQuery.from_dict({"filter": filter_})).items
+def instances(client: sdk.CamundaClient, **filter_: Any) -> list[Any]:
+    return client.search_process_instances(data=sdk.ProcessInstanceSearchQuery.from_dict({"filter": filter_})).items
 
 
-def state_of(client: CamundaClient, key: Any) -> str:
+def state_of(client: sdk.CamundaClient, key: Any) -> str:
     found = instances(client, processInstanceKey=str(key))
     return str(found[0].state) if found else ""
 
 
-def ended(client: CamundaClient, key: Any, state: str = "COMPLETED") -> None:
+def ended(client: sdk.CamundaClient, key: Any, state: str = "COMPLETED") -> None:
     until(f"instance {key} {state}", lambda: state_of(client, key) == state)
 
 
-def activate(client: CamundaClient, job_type: str) -> Any:
+def activate(client: sdk.CamundaClient, job_type: str) -> Any:
     request = {"type": job_type, "worker": "py", "timeout": 60_000, "maxJobsToActivate": 1, "requestTimeout": 5000}
-    jobs = client.activate_jobs(data=JobActivationRequest.from_dict(request)).jobs
+    jobs = client.activate_jobs(data=sdk.JobActivationRequest.from_dict(request)).jobs
     assert len(jobs) == 1, f"no {job_type} job"
     return jobs[0]
 
 
-def test_topology_names_the_api_level(client: CamundaClient) -> None:
+def test_topology_names_the_api_level(client: sdk.CamundaClient) -> None:
     topology = client.get_topology()
     assert topology.partitions_count == 1
     assert topology.gateway_version.startswith("8.9.")
     assert [p.partition_id for p in topology.brokers[0].partitions] == [1]
 
 
-def test_create_without_and_with_the_result(client: CamundaClient) -> None:
+def test_create_without_and_with_the_result(client: sdk.CamundaClient) -> None:
     created = create(client, "one-task", {"n": 1})
     assert created.process_definition_id == "one-task"
     assert created.variables.to_dict() == {}
@@ -123,7 +97,7 @@ def test_create_without_and_with_the_result(client: CamundaClient) -> None:
     assert str(job.process_instance_key) == str(created.process_instance_key)
     assert job.variables.to_dict() == {"n": 1}
     assert job.physical_tenant_id == "default" and job.priority == 0 and job.user_task is None and job.tags == []
-    client.complete_job(job.job_key, data=JobCompletionRequest.from_dict({"variables": {"done": True}}))
+    client.complete_job(job.job_key, data=sdk.JobCompletionRequest.from_dict({"variables": {"done": True}}))
     ended(client, created.process_instance_key)
 
     done = create(client, "pass-through", {"x": 2}, awaitCompletion=True)
@@ -135,25 +109,25 @@ def test_create_without_and_with_the_result(client: CamundaClient) -> None:
     assert found.tags == [] and found.business_id is None and found.suspended_date is None
 
 
-def test_incident_raised_by_a_failed_job_and_resolved(client: CamundaClient) -> None:
+def test_incident_raised_by_a_failed_job_and_resolved(client: sdk.CamundaClient) -> None:
     created = create(client, "one-task")
     job = activate(client, "test")
-    client.fail_job(job.job_key, data=JobFailRequest.from_dict({"retries": 0, "errorMessage": "out of paper"}))
-    query = IncidentSearchQuery.from_dict({"filter": {"processInstanceKey": str(created.process_instance_key)}})
+    client.fail_job(job.job_key, data=sdk.JobFailRequest.from_dict({"retries": 0, "errorMessage": "out of paper"}))
+    query = sdk.IncidentSearchQuery.from_dict({"filter": {"processInstanceKey": str(created.process_instance_key)}})
     incident = until("the incident", lambda: client.search_incidents(data=query).items)[0]
     assert incident.error_message == "out of paper"
     assert str(incident.error_type) == "JOB_NO_RETRIES"
-    client.update_job(job.job_key, data=JobUpdateRequest.from_dict({"changeset": {"retries": 1}}))
+    client.update_job(job.job_key, data=sdk.JobUpdateRequest.from_dict({"changeset": {"retries": 1}}))
     client.resolve_incident(incident.incident_key)
     again = activate(client, "test")
     assert str(again.job_key) == str(job.job_key)
     client.complete_job(again.job_key)
     ended(client, created.process_instance_key)
-    jobs = client.search_jobs(data=JobSearchQuery.from_dict({"filter": {"jobKey": str(job.job_key)}})).items
+    jobs = client.search_jobs(data=sdk.JobSearchQuery.from_dict({"filter": {"jobKey": str(job.job_key)}})).items
     assert [str(j.state) for j in jobs] == ["COMPLETED"]
 
 
-def test_bpmn_error_caught_by_a_boundary_event(client: CamundaClient) -> None:
+def test_bpmn_error_caught_by_a_boundary_event(client: sdk.CamundaClient) -> None:
     created = create(client, "error-boundary")
     job = activate(client, "charge")
     client.throw_job_error(job.job_key, data=sdk.JobErrorRequest.from_dict({"errorCode": "PAYMENT_FAILED"}))
@@ -163,23 +137,25 @@ def test_bpmn_error_caught_by_a_boundary_event(client: CamundaClient) -> None:
     ended(client, created.process_instance_key)
 
 
-def test_user_task_assigned_and_completed(client: CamundaClient) -> None:
+def test_user_task_assigned_and_completed(client: sdk.CamundaClient) -> None:
     created = create(client, "user-task-native", {"reviewers": ["ann"], "due": "2031-01-01T00:00:00Z"})
-    query = UserTaskSearchQuery.from_dict({"filter": {"processInstanceKey": str(created.process_instance_key)}})
+    query = sdk.UserTaskSearchQuery.from_dict({"filter": {"processInstanceKey": str(created.process_instance_key)}})
     task = until("the user task", lambda: client.search_user_tasks(data=query).items)[0]
     assert task.custom_headers.to_dict() == {"department": "sales"}
-    client.assign_user_task(task.user_task_key, data=UserTaskAssignmentRequest.from_dict({"assignee": "ann"}))
-    client.complete_user_task(task.user_task_key, data=UserTaskCompletionRequest.from_dict({"variables": {"ok": 1}}))
+    client.assign_user_task(task.user_task_key, data=sdk.UserTaskAssignmentRequest.from_dict({"assignee": "ann"}))
+    client.complete_user_task(
+        task.user_task_key, data=sdk.UserTaskCompletionRequest.from_dict({"variables": {"ok": 1}})
+    )
     ended(client, created.process_instance_key)
     assert str(client.get_user_task(task.user_task_key).state) == "COMPLETED"
 
 
-def test_messages_signals_and_variables(client: CamundaClient) -> None:
+def test_messages_signals_and_variables(client: sdk.CamundaClient) -> None:
     waiting = create(client, "message-catch", {"requestId": "r-1"})
     until("the subscription", lambda: state_of(client, waiting.process_instance_key) == "ACTIVE")
     time.sleep(0.5)  # the subscription opens as the instance reaches the catch event
     correlated = client.correlate_message(
-        data=MessageCorrelationRequest.from_dict({"name": "approved", "correlationKey": "r-1"})
+        data=sdk.MessageCorrelationRequest.from_dict({"name": "approved", "correlationKey": "r-1"})
     )
     assert str(correlated.process_instance_key) == str(waiting.process_instance_key)
     activate_and_complete = activate(client, "approved")
@@ -187,30 +163,30 @@ def test_messages_signals_and_variables(client: CamundaClient) -> None:
     ended(client, waiting.process_instance_key)
 
     published = client.publish_message(
-        data=MessagePublicationRequest.from_dict({"name": "nobody", "correlationKey": "k", "timeToLive": 0})
+        data=sdk.MessagePublicationRequest.from_dict({"name": "nobody", "correlationKey": "k", "timeToLive": 0})
     )
     assert published.message_key
 
     signalled = create(client, "signal-catch")
     until("the instance", lambda: state_of(client, signalled.process_instance_key) == "ACTIVE")
     time.sleep(0.5)
-    client.broadcast_signal(data=SignalBroadcastRequest.from_dict({"signalName": "wake-up", "variables": {"s": 1}}))
+    client.broadcast_signal(data=sdk.SignalBroadcastRequest.from_dict({"signalName": "wake-up", "variables": {"s": 1}}))
     job = activate(client, "after-signal")
     client.create_element_instance_variables(
-        job.process_instance_key, data=SetVariableRequest.from_dict({"variables": {"note": "set"}})
+        job.process_instance_key, data=sdk.SetVariableRequest.from_dict({"variables": {"note": "set"}})
     )
     client.complete_job(job.job_key)
     ended(client, signalled.process_instance_key)
-    query = VariableSearchQuery.from_dict(
+    query = sdk.VariableSearchQuery.from_dict(
         {"filter": {"processInstanceKey": str(signalled.process_instance_key), "name": "note"}}
     )
     variable = until("the variable", lambda: client.search_variables(data=query).items)[0]
     assert variable.value == '"set"'
 
 
-def test_decision_evaluated(client: CamundaClient) -> None:
+def test_decision_evaluated(client: sdk.CamundaClient) -> None:
     result = client.evaluate_decision(
-        data=DecisionEvaluationByID.from_dict(
+        data=sdk.DecisionEvaluationByID.from_dict(
             {"decisionDefinitionId": "discount", "variables": {"orders": 12, "total": 200}}
         )
     )
@@ -221,33 +197,33 @@ def test_decision_evaluated(client: CamundaClient) -> None:
     assert rule.evaluated_outputs[0].rule_index == rule.rule_index
 
 
-def test_cancel(client: CamundaClient) -> None:
+def test_cancel(client: sdk.CamundaClient) -> None:
     created = create(client, "one-task")
     # data=None: the SDK 10.0.1 cannot serialize its own default (Unset) for this optional body
     client.cancel_process_instance(created.process_instance_key, data=None)
     ended(client, created.process_instance_key, "TERMINATED")
 
 
-def test_job_workers_async_and_thread(weir: WeirProcess, client: CamundaClient) -> None:
+def test_job_workers_async_and_thread(weir: WeirProcess, client: sdk.CamundaClient) -> None:
     keys = [create(client, "one-task", {"i": i}).process_instance_key for i in range(4)]
     seen: list[int] = []
     lock = threading.Lock()
 
-    async def on_async(job: ConnectedJobContext) -> dict[str, object]:
+    async def on_async(job: sdk.ConnectedJobContext) -> dict[str, object]:
         with lock:
             seen.append(job.variables.to_dict()["i"])
         return {"by": "async"}
 
-    def on_thread(job: SyncJobContext) -> dict[str, object]:
+    def on_thread(job: sdk.SyncJobContext) -> dict[str, object]:
         with lock:
             seen.append(job.variables.to_dict()["i"])
         return {"by": "thread"}
 
     async def run() -> None:
-        async with CamundaAsyncClient(configuration=_configuration(weir)) as worker_client:
+        async with sdk.CamundaAsyncClient(configuration=_configuration(weir)) as worker_client:
             for callback, strategy in ((on_async, "async"), (on_thread, "thread")):
                 worker_client.create_job_worker(
-                    config=WorkerConfig(job_type="test", job_timeout_milliseconds=30_000, max_concurrent_jobs=2),
+                    config=sdk.WorkerConfig(job_type="test", job_timeout_milliseconds=30_000, max_concurrent_jobs=2),
                     callback=callback,
                     execution_strategy=strategy,  # type: ignore[arg-type]
                 )
@@ -265,16 +241,16 @@ def test_job_workers_async_and_thread(weir: WeirProcess, client: CamundaClient) 
     assert sorted(seen) == [0, 1, 2, 3]
 
 
-def test_a_worker_throws_a_bpmn_error(weir: WeirProcess, client: CamundaClient) -> None:
+def test_a_worker_throws_a_bpmn_error(weir: WeirProcess, client: sdk.CamundaClient) -> None:
     created = create(client, "error-boundary")
 
-    async def charge(job: ConnectedJobContext) -> dict[str, object]:
-        raise JobError(error_code="PAYMENT_FAILED", message="card declined")
+    async def charge(job: sdk.ConnectedJobContext) -> dict[str, object]:
+        raise sdk.JobError(error_code="PAYMENT_FAILED", message="card declined")
 
     async def run() -> None:
-        async with CamundaAsyncClient(configuration=_configuration(weir)) as worker_client:
+        async with sdk.CamundaAsyncClient(configuration=_configuration(weir)) as worker_client:
             worker_client.create_job_worker(
-                config=WorkerConfig(job_type="charge", job_timeout_milliseconds=30_000), callback=charge
+                config=sdk.WorkerConfig(job_type="charge", job_timeout_milliseconds=30_000), callback=charge
             )
             workers = asyncio.create_task(worker_client.run_workers())
             await asyncio.to_thread(activate_handler)
@@ -290,13 +266,13 @@ def test_a_worker_throws_a_bpmn_error(weir: WeirProcess, client: CamundaClient) 
     ended(client, created.process_instance_key)
 
 
-def _maybe_activate(client: CamundaClient, job_type: str) -> Any:
+def _maybe_activate(client: sdk.CamundaClient, job_type: str) -> Any:
     request = {"type": job_type, "worker": "py", "timeout": 60_000, "maxJobsToActivate": 1, "requestTimeout": 1000}
-    jobs = client.activate_jobs(data=JobActivationRequest.from_dict(request)).jobs
+    jobs = client.activate_jobs(data=sdk.JobActivationRequest.from_dict(request)).jobs
     return jobs[0] if jobs else None
 
 
-def test_every_search_and_get_decodes(client: CamundaClient) -> None:
+def test_every_search_and_get_decodes(client: sdk.CamundaClient) -> None:
     """Runs last: what the tests above left in the history, searched and fetched by key through the SDK's models."""
     page = {"page": {"limit": 100}}
     searches: list[tuple[Callable[..., Any], Any, Callable[..., Any] | None, str]] = [
@@ -308,7 +284,7 @@ def test_every_search_and_get_decodes(client: CamundaClient) -> None:
         ),
         (
             client.search_process_instances,
-            ProcessInstanceSearchQuery,
+            sdk.ProcessInstanceSearchQuery,
             client.get_process_instance,
             "process_instance_key",
         ),
@@ -318,10 +294,10 @@ def test_every_search_and_get_decodes(client: CamundaClient) -> None:
             client.get_element_instance,
             "element_instance_key",
         ),
-        (client.search_variables, VariableSearchQuery, client.get_variable, "variable_key"),
-        (client.search_incidents, IncidentSearchQuery, client.get_incident, "incident_key"),
-        (client.search_jobs, JobSearchQuery, None, "job_key"),
-        (client.search_user_tasks, UserTaskSearchQuery, client.get_user_task, "user_task_key"),
+        (client.search_variables, sdk.VariableSearchQuery, client.get_variable, "variable_key"),
+        (client.search_incidents, sdk.IncidentSearchQuery, client.get_incident, "incident_key"),
+        (client.search_jobs, sdk.JobSearchQuery, None, "job_key"),
+        (client.search_user_tasks, sdk.UserTaskSearchQuery, client.get_user_task, "user_task_key"),
         (
             client.search_decision_instances,
             sdk.DecisionInstanceSearchQuery,
@@ -335,7 +311,7 @@ def test_every_search_and_get_decodes(client: CamundaClient) -> None:
         assert found.page.has_more_total_items is False and found.page.total_items == len(found.items)
         if get is not None:
             assert getattr(get(getattr(found.items[0], key)), key) == getattr(found.items[0], key)
-    task = client.search_user_tasks(data=UserTaskSearchQuery.from_dict(page)).items[0]
+    task = client.search_user_tasks(data=sdk.UserTaskSearchQuery.from_dict(page)).items[0]
     assert client.search_user_task_variables(task.user_task_key).items
     definition = client.search_process_definitions().items[0]
     assert "<" in client.get_process_definition_xml(definition.process_definition_key)

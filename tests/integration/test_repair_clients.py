@@ -14,23 +14,10 @@ from typing import Any, TypeVar
 
 import pytest
 
-from tests.harness import WeirProcess, running
+from tests.harness import LazyModule, WeirProcess, running
 from tests.integration.node_clients import CLIENTS, run_node_script
 
-sdk = pytest.importorskip("camunda_orchestration_sdk", reason="camunda-orchestration-sdk not installed (dev extras)")
-
-from camunda_orchestration_sdk import (  # noqa: E402
-    BatchOperationItemSearchQuery,
-    CamundaClient,
-    ConsistencyOptions,
-    ElementInstanceSearchQuery,
-    ProcessCreationById,
-    ProcessCreationByKey,
-    ProcessInstanceCancellationBatchOperationRequest,
-    ProcessInstanceMigrationInstruction,
-    ProcessInstanceModificationInstruction,
-    ProcessInstanceSearchQuery,
-)
+sdk = LazyModule("camunda_orchestration_sdk", reason="camunda-orchestration-sdk not installed (dev extras)")
 
 T = TypeVar("T")
 PARTITIONS = 3
@@ -85,13 +72,13 @@ def weir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[WeirProcess]:
 class Deployed:
     """The Python SDK's client, and the keys of ``py-migrate`` v1 and v2."""
 
-    def __init__(self, client: CamundaClient, v1: str, v2: str) -> None:
+    def __init__(self, client: sdk.CamundaClient, v1: str, v2: str) -> None:
         self.client, self.v1, self.v2 = client, v1, v2
 
 
 @pytest.fixture(scope="module")
 def deployed(weir: WeirProcess, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployed]:
-    with CamundaClient(configuration={"CAMUNDA_REST_ADDRESS": weir.rest_url, "CAMUNDA_AUTH_STRATEGY": "NONE"}) as c:
+    with sdk.CamundaClient(configuration={"CAMUNDA_REST_ADDRESS": weir.rest_url, "CAMUNDA_AUTH_STRATEGY": "NONE"}) as c:
         files, v2_file = write_processes(tmp_path_factory.mktemp("py-bpmn"), "py")
         v1 = {p.process_definition_id: p for p in c.deploy_resources_from_files(files).processes}["py-migrate"]
         v2 = c.deploy_resources_from_files([v2_file]).processes[0]
@@ -100,7 +87,7 @@ def deployed(weir: WeirProcess, tmp_path_factory: pytest.TempPathFactory) -> Ite
 
 
 @pytest.fixture(scope="module")
-def client(deployed: Deployed) -> CamundaClient:
+def client(deployed: Deployed) -> sdk.CamundaClient:
     return deployed.client
 
 
@@ -115,21 +102,21 @@ def until(what: str, find: Callable[[], T | None], timeout: float = 20.0) -> T:
         time.sleep(0.1)
 
 
-def create(client: CamundaClient, process_id: str, **more: Any) -> str:
+def create(client: sdk.CamundaClient, process_id: str, **more: Any) -> str:
     created = client.create_process_instance(
-        data=ProcessCreationById.from_dict({"processDefinitionId": process_id, **more})
+        data=sdk.ProcessCreationById.from_dict({"processDefinitionId": process_id, **more})
     )
     return str(created.process_instance_key)
 
 
-def active_elements(client: CamundaClient, key: str) -> list[str]:
+def active_elements(client: sdk.CamundaClient, key: str) -> list[str]:
     """The element ids active in instance ``key``, sorted."""
     query = {"filter": {"processInstanceKey": key, "state": "ACTIVE"}}
-    found = client.search_element_instances(data=ElementInstanceSearchQuery.from_dict(query)).items
+    found = client.search_element_instances(data=sdk.ElementInstanceSearchQuery.from_dict(query)).items
     return sorted(str(e.element_id) for e in found)
 
 
-def becomes(client: CamundaClient, key: str, elements: list[str]) -> None:
+def becomes(client: sdk.CamundaClient, key: str, elements: list[str]) -> None:
     """Waits until exactly ``elements`` are active in ``key`` (the search lists no process-level instance)."""
     seen: list[list[str]] = []
 
@@ -143,19 +130,19 @@ def becomes(client: CamundaClient, key: str, elements: list[str]) -> None:
         raise AssertionError(f"{key}: expected {sorted(elements)} active, last seen {seen[-1:]}") from None
 
 
-def test_python_sdk_modifies_an_instance(client: CamundaClient) -> None:
+def test_python_sdk_modifies_an_instance(client: sdk.CamundaClient) -> None:
     key = create(client, "py-repair")
     becomes(client, key, ["a"])
     move = {"sourceElementInstruction": {"sourceType": "byId", "sourceElementId": "a"}, "targetElementId": "b"}
     client.modify_process_instance(
-        key, data=ProcessInstanceModificationInstruction.from_dict({"moveInstructions": [move]})
+        key, data=sdk.ProcessInstanceModificationInstruction.from_dict({"moveInstructions": [move]})
     )
     becomes(client, key, ["b"])
 
     a = {"elementId": "a", "variableInstructions": [{"variables": {"again": True}}]}
     client.modify_process_instance(
         key,
-        data=ProcessInstanceModificationInstruction.from_dict(
+        data=sdk.ProcessInstanceModificationInstruction.from_dict(
             {"activateInstructions": [a], "terminateInstructions": [{"elementId": "b"}]}
         ),
     )
@@ -165,12 +152,14 @@ def test_python_sdk_modifies_an_instance(client: CamundaClient) -> None:
 
 def test_python_sdk_migrates_an_instance_to_a_second_version(deployed: Deployed) -> None:
     client = deployed.client
-    created = client.create_process_instance(data=ProcessCreationByKey.from_dict({"processDefinitionKey": deployed.v1}))
+    created = client.create_process_instance(
+        data=sdk.ProcessCreationByKey.from_dict({"processDefinitionKey": deployed.v1})
+    )
     key = str(created.process_instance_key)
     becomes(client, key, ["a"])
     client.migrate_process_instance(
         key,
-        data=ProcessInstanceMigrationInstruction.from_dict(
+        data=sdk.ProcessInstanceMigrationInstruction.from_dict(
             {
                 "targetProcessDefinitionKey": deployed.v2,
                 "mappingInstructions": [{"sourceElementId": "a", "targetElementId": "a2"}],
@@ -185,35 +174,39 @@ def test_python_sdk_migrates_an_instance_to_a_second_version(deployed: Deployed)
     assert migrated.process_definition_version == 2 and str(migrated.state) == "ACTIVE"
 
 
-def test_python_sdk_creates_an_instance_with_start_instructions(client: CamundaClient) -> None:
+def test_python_sdk_creates_an_instance_with_start_instructions(client: sdk.CamundaClient) -> None:
     key = create(client, "py-repair", startInstructions=[{"elementId": "b"}], variables={"late": 1})
     becomes(client, key, ["b"])
     query = {"filter": {"processInstanceKey": key, "elementId": "a"}}
-    assert client.search_element_instances(data=ElementInstanceSearchQuery.from_dict(query)).items == []
+    assert client.search_element_instances(data=sdk.ElementInstanceSearchQuery.from_dict(query)).items == []
 
 
-def test_python_sdk_cancels_instances_in_a_batch(client: CamundaClient) -> None:
+def test_python_sdk_cancels_instances_in_a_batch(client: sdk.CamundaClient) -> None:
     keys = [create(client, "py-repair") for _ in range(4)]
     # a batch takes the instances its filter matches in the history: wait for the history to know them all
-    search = ProcessInstanceSearchQuery.from_dict({"filter": {"processInstanceKey": {"$in": keys}}})
+    search = sdk.ProcessInstanceSearchQuery.from_dict({"filter": {"processInstanceKey": {"$in": keys}}})
     until("the instances in the history", lambda: len(client.search_process_instances(data=search).items) == 4)
     batch = client.cancel_process_instances_batch_operation(
-        data=ProcessInstanceCancellationBatchOperationRequest.from_dict(
+        data=sdk.ProcessInstanceCancellationBatchOperationRequest.from_dict(
             {"filter": {"processInstanceKey": {"$in": keys}}}
         )
     )
     key = batch.batch_operation_key
     assert str(batch.batch_operation_type) == "CANCEL_PROCESS_INSTANCE"
     # the batch operation reaches the history a little after its creation: the SDK's own polling waits for it
-    ended = ConsistencyOptions(wait_up_to_ms=20_000, poll_interval_ms=100, predicate=lambda b: b.end_date is not None)
+    ended = sdk.ConsistencyOptions(
+        wait_up_to_ms=20_000, poll_interval_ms=100, predicate=lambda b: b.end_date is not None
+    )
     done = client.get_batch_operation(key, consistency=ended)
     assert str(done.state) == "COMPLETED"
     assert (done.operations_total_count, done.operations_completed_count, done.operations_failed_count) == (4, 4, 0)
     assert done.errors == []
 
-    query = BatchOperationItemSearchQuery.from_dict({"filter": {"batchOperationKey": str(key)}})
+    query = sdk.BatchOperationItemSearchQuery.from_dict({"filter": {"batchOperationKey": str(key)}})
     # each partition's items reach the history at its own pace, the end of the batch may come first
-    all_items = ConsistencyOptions(wait_up_to_ms=20_000, poll_interval_ms=100, predicate=lambda r: len(r.items) == 4)
+    all_items = sdk.ConsistencyOptions(
+        wait_up_to_ms=20_000, poll_interval_ms=100, predicate=lambda r: len(r.items) == 4
+    )
     items = client.search_batch_operation_items(data=query, consistency=all_items).items
     assert sorted(str(i.item_key) for i in items) == sorted(keys)
     assert {str(i.state) for i in items} == {"COMPLETED"}
