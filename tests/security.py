@@ -218,10 +218,12 @@ class TokenIssuer:
         lifetime_s: int | None = None,
         key: rsa.RSAPrivateKey | None = None,
         key_id: str | None = None,
+        claims: dict[str, Any] | None = None,
     ) -> str:
-        """An access token as the grant issues it; the keyword arguments make the bad ones tests need."""
+        """An access token as the grant issues it, with ``claims`` besides the standard ones; the other keyword
+        arguments make the bad ones tests need."""
         now = int(time.time())
-        claims: dict[str, Any] = {
+        standard: dict[str, Any] = {
             "iss": self.issuer if issuer is None else issuer,
             "sub": subject,
             "iat": now,
@@ -229,9 +231,9 @@ class TokenIssuer:
             "jti": uuid.uuid4().hex,
         }
         if audience:
-            claims["aud"] = audience
+            standard["aud"] = audience
         headers = {"kid": self.key_id if key_id is None else key_id}
-        return jwt.encode(claims, key or self.key, algorithm="RS256", headers=headers)
+        return jwt.encode({**standard, **(claims or {})}, key or self.key, algorithm="RS256", headers=headers)
 
     def __enter__(self) -> TokenIssuer:
         self._thread.start()
