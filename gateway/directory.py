@@ -22,13 +22,10 @@ from dataclasses import dataclass, field
 from typing import Any, Final, Protocol, runtime_checkable
 
 from broker.protocol.values import TENANT
-from exporters.history.scope import EVERYTHING, Scope
+from exporters.history.scope import EVERYTHING, Grant, Scope
 
 DEFAULT_TTL_S: Final = 10.0
 DEFAULT_SIZE: Final = 10_000
-
-Grant = tuple[str, str, str]
-"""(resource type, resource id or "*", permission), as the engine's ``Access.grants``."""
 
 
 @runtime_checkable
@@ -56,7 +53,7 @@ class UserInfo:
 class CallerAccess:
     """What a caller may see, for filtering reads and searches:
 
-    - ``authenticated`` False (authentication is off): everything; ``allows`` and ``sees_tenant`` say yes.
+    - ``authenticated`` False (authentication is off): everything; ``sees_tenant`` says yes.
     - ``tenants``: the tenants it is assigned to; the default tenant ``<default>`` is open to every caller.
     - ``authorizations_enabled`` (``broker.security.authorizations.enabled``): whether ``grants`` decide too; when
       False, any permission is allowed in a tenant the caller sees.
@@ -73,21 +70,6 @@ class CallerAccess:
 
     def sees_tenant(self, tenant_id: str) -> bool:
         return not self.authenticated or tenant_id == TENANT or tenant_id in self.tenants
-
-    def allows(self, resource_type: str, resource_id: str, permission: str) -> bool:
-        """Whether a grant covers ``permission`` on the resource (its own id or every resource of the type)."""
-        if not (self.authenticated and self.authorizations_enabled):
-            return True
-        grants = self.grants
-        return (resource_type, resource_id, permission) in grants or (resource_type, "*", permission) in grants
-
-    def resource_ids(self, resource_type: str, permission: str) -> frozenset[str] | None:
-        """The ids of the resources of a type the caller holds ``permission`` on; None: every one (a search then
-        needs no filter by id)."""
-        if not (self.authenticated and self.authorizations_enabled):
-            return None
-        ids = {rid for rt, rid, p in self.grants if rt == resource_type and p == permission}
-        return None if "*" in ids else frozenset(ids)
 
     def scope(self) -> Scope:
         """The history rows this caller may read (`exporters.history.scope`): its tenants and the default one, and
