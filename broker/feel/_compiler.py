@@ -552,11 +552,10 @@ class Compiler:
                     result = expression(env)
                 finally:
                     env.scope = previous
-                if result is True or result is False:
-                    return result
-            else:
-                result = expression(env)
-            return _unary_match(env, value, result)
+                # feel-scala: an expression of the input decides only by a boolean; anything else (``? > 3``
+                # for a null input is null) is null, never compared with the input
+                return result if result is True or result is False else None
+            return _unary_match(env, value, expression(env))
 
         return matches
 

@@ -50,6 +50,14 @@ UNARY: list[UnaryCase] = [
     ("? > 5 and ? < 10", 7, {}, True),
     ("? > 5 and ? < 10", 12, {}, False),
     ("? = limit", 3, {"limit": 3}, True),
+    # feel-scala (InterpreterUnaryTest, ComparisonTypeTest): an expression of ``?`` decides by its boolean; null
+    # compared, or any other value, is null, not the input compared with it
+    ("? > 3", None, {}, None),
+    ("? + 1 > 3", None, {}, None),
+    ('ends with(?, "@camunda.com")', None, {}, None),
+    ("?", None, {}, None),
+    ("?", 3, {}, None),
+    ("? = null", None, {}, True),
     ("limit", 3, {"limit": 3}, True),
     ("< limit", 2, {"limit": 3}, True),
     ("[low..high]", 5, {"low": 1, "high": 9}, True),
