@@ -66,6 +66,10 @@ DEFAULTS: dict[str, Any] = {
         # Process instances one chain of signal broadcasts may start (a signal, the instances its start events start,
         # the signals they broadcast without waiting, ...) before the next one stops with an incident; 0: no limit.
         "maxInstancesPerSignalChain": 1000,
+        # Process instances one chain of follow-ups may start by recursion (a called instance of a process already
+        # on its call stack, e.g. a process calling itself twice in parallel, which the depth alone cannot bound)
+        # before the next one stops with an incident; 0: no limit.
+        "maxRecursiveInstancesPerChain": 1000,
         # What one FEEL evaluation may spend: steps (about one per evaluated node; the default is ~100 ms of work)
         # and size (characters and list/context items produced, ~bytes). Over either, the expression fails with an
         # incident naming it. A result larger than gateway.maxMessageSize is refused the same way.
@@ -358,7 +362,7 @@ def validate(config: dict[str, Any]) -> None:
     steps = config["broker"]["maxStepsPerInstance"]
     if not isinstance(steps, int) or isinstance(steps, bool) or steps < 0:
         raise ConfigError("broker.maxStepsPerInstance: must be an integer of at least 0 (0: no limit)")
-    for key in ("maxProcessDepth", "maxInstancesPerSignalChain"):
+    for key in ("maxProcessDepth", "maxInstancesPerSignalChain", "maxRecursiveInstancesPerChain"):
         value = config["broker"][key]
         if not isinstance(value, int) or isinstance(value, bool) or value < 0:
             raise ConfigError(f"broker.{key}: must be an integer of at least 0 (0: no limit)")

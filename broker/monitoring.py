@@ -92,6 +92,12 @@ SIGNAL_CHAINS_STOPPED = Counter(
     "Chains of signal broadcasts stopped for starting more process instances than broker.maxInstancesPerSignalChain",
     ["partition"],
 )
+RECURSIVE_CHAINS_STOPPED = Counter(
+    "weir_recursive_chains_stopped_total",
+    "Chains of calls stopped for starting more instances of processes on their own call stack than "
+    "broker.maxRecursiveInstancesPerChain",
+    ["partition"],
+)
 RAFT_TERM = Gauge("weir_raft_term", "Raft term of the partition's replica here", ["partition"])
 LOG_BYTES = Gauge("weir_log_size_bytes", "Bytes of log segments the partition keeps", ["partition"])
 SNAPSHOT_AGE = Gauge("weir_snapshot_age_seconds", "Seconds since the partition's last snapshot", ["partition"])

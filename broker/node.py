@@ -66,6 +66,7 @@ class NodeConfig:
     # Whether the embedded gateway's requests name their tenant (gateway.multiTenancy.enabled).
     multi_tenancy: bool = False
     max_instances_per_signal_chain: int = DEFAULT_MAX_CHAIN_INSTANCES
+    max_recursive_instances_per_chain: int = DEFAULT_MAX_CHAIN_INSTANCES
     # The FEEL budget of one evaluation (broker.expressions.maxSteps / maxSize, see broker.feel.Limits).
     expression_max_steps: int = DEFAULT_LIMITS.max_steps
     expression_max_size: int = DEFAULT_LIMITS.max_size
@@ -142,6 +143,7 @@ class BrokerNode:
                 business_id_uniqueness=cfg.business_id_uniqueness,
                 authorizations=cfg.authorizations,
                 max_instances_per_signal_chain=cfg.max_instances_per_signal_chain,
+                max_recursive_instances_per_chain=cfg.max_recursive_instances_per_chain,
                 expression_limits=Limits(max_steps=cfg.expression_max_steps, max_size=cfg.expression_max_size),
                 deployment_limits=cfg.deployment_limits,
             )

@@ -88,6 +88,7 @@ def _node_config(args: argparse.Namespace, *, embedded_gateway: bool) -> Any:
         initial_identity=InitialIdentity.from_config(b["security"]["initialization"]),
         multi_tenancy=g["multiTenancy"]["enabled"],
         max_instances_per_signal_chain=b["maxInstancesPerSignalChain"],
+        max_recursive_instances_per_chain=b["maxRecursiveInstancesPerChain"],
         expression_max_steps=b["expressions"]["maxSteps"],
         expression_max_size=b["expressions"]["maxSize"],
         deployment_limits=_deployment_limits(b["deployments"]),

@@ -40,6 +40,8 @@ class PartitionConfig:
     # Process instances one chain of signal broadcasts may start before the next one stops with an incident (see
     # broker/stream/step_budget.py); 0 turns the bound off.
     max_instances_per_signal_chain: int = DEFAULT_MAX_CHAIN_INSTANCES
+    # Process instances one chain of follow-ups may start by recursion (see step_budget.py); 0 turns the bound off.
+    max_recursive_instances_per_chain: int = DEFAULT_MAX_CHAIN_INSTANCES
     # Process instances in one chain of call activities (the root is 1): a deeper call raises an incident.
     max_process_depth: int = DEFAULT_MAX_PROCESS_DEPTH
     # What one FEEL evaluation may spend (steps and produced size); its result may be at most max_message_size.
@@ -58,4 +60,5 @@ class PartitionConfig:
             max_commands_per_round=self.max_commands_per_round,
             max_steps_per_instance=self.max_steps_per_instance,
             max_instances_per_signal_chain=self.max_instances_per_signal_chain,
+            max_recursive_instances_per_chain=self.max_recursive_instances_per_chain,
         )

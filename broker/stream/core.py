@@ -58,6 +58,8 @@ class CoreConfig:
     max_steps_per_instance: int = DEFAULT_MAX_STEPS_PER_INSTANCE
     # Process instances one chain of signal broadcasts may start (see step_budget.py).
     max_instances_per_signal_chain: int = DEFAULT_MAX_CHAIN_INSTANCES
+    # Process instances one chain may start by recursion (see step_budget.py).
+    max_recursive_instances_per_chain: int = DEFAULT_MAX_CHAIN_INSTANCES
 
 
 @dataclass(slots=True)
@@ -130,7 +132,10 @@ class StreamCore:
         self._committed_key_counter = keys.counter
         self._careful = False
         self.step_budget = StepBudget(
-            config.max_steps_per_instance, config.max_instances_per_signal_chain, step=engine.STEP_COMMAND
+            config.max_steps_per_instance,
+            config.max_instances_per_signal_chain,
+            config.max_recursive_instances_per_chain,
+            step=engine.STEP_COMMAND,
         )
         self._fair = FairTake(config.max_commands_per_round)
         # The round processed but neither completed nor aborted yet (its transaction is open).

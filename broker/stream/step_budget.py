@@ -16,7 +16,12 @@ that instance ends there, and resolving the incident starts a new chain (a new c
 The same chains bound how many process instances a chain may start without a parent (signal start events: a
 signal whose started instances broadcast it again, each instance short, none over the step budget). The instance
 beyond ``max_chain_instances`` stops ACTIVATING with an incident the same way; the stop is logged and counted per chain
-(``weir_signal_chains_stopped_total``). Called instances (call activities) are bounded by the process depth instead.
+(``weir_signal_chains_stopped_total``). Called instances (call activities) are bounded by the process depth, which
+cannot bound a recursion that fans out (a process calling itself twice in parallel doubles its instances at each level
+long before the depth limit): so a chain may also start at most ``max_recursive_instances`` called instances of a
+process already on their call stack within the chain; beyond, each stops ACTIVATING with an incident the same way
+(logged and counted per chain: ``weir_recursive_chains_stopped_total``). Other called instances, such as those of a
+multi-instance call activity over a large collection, do not count.
 
 The count is a function of the log: the chain of a command follows source positions, and the commands of a chain are
 processed in log order, so the n-th activation of an instance in a chain is the same record whichever leader
@@ -44,8 +49,10 @@ class StepBudget:
     turns its count off. ``step``: the (value type, intent) of the command that is one step, from the engine."""
 
     __slots__ = (
+        "_ancestry",
         "_bodies",
         "_chain_stops",
+        "_recursive",
         "_root_of",
         "_started",
         "_step_intent",
@@ -53,24 +60,30 @@ class StepBudget:
         "_steps",
         "limit",
         "max_chain_instances",
+        "max_recursive_instances",
     )
 
     def __init__(
         self,
         limit: int = DEFAULT_MAX_STEPS_PER_INSTANCE,
         max_chain_instances: int = DEFAULT_MAX_CHAIN_INSTANCES,
+        max_recursive_instances: int = DEFAULT_MAX_CHAIN_INSTANCES,
         *,
         step: tuple[ValueType, int],
     ) -> None:
         self._step_type, self._step_intent = step[0], int(step[1])
         self.limit = limit
         self.max_chain_instances = max_chain_instances
+        self.max_recursive_instances = max_recursive_instances
         self._root_of: dict[int, int] = {}  # command position → position of the command that began its chain
         self._steps: dict[tuple[int, int], int] = {}  # (chain root, process instance key) → activations so far
         self._bodies: dict[int, int] = {}  # multi-instance body element instance key → its chain root
         self._started: dict[int, int] = {}  # chain root → process instances started without a parent so far
-        # Activations stopped by the chain bound, by command position → whether it is the chain's first stop.
-        self._chain_stops: dict[int, bool] = {}
+        # process instance key started in a chain → (chain root, the process ids on its call stack, its own included)
+        self._ancestry: dict[int, tuple[int, frozenset[str]]] = {}
+        self._recursive: dict[int, int] = {}  # chain root → called instances of a process on their call stack so far
+        # Activations stopped by a chain bound, by command position → (signal chain?, whether it is the chain's first).
+        self._chain_stops: dict[int, tuple[bool, bool]] = {}
 
     def charge(self, command: Record) -> str | None:
         """Count ``command`` (about to be processed, in log order) in its chain.
@@ -88,12 +101,10 @@ class StepBudget:
         elif self._bodies and self._bodies.get(value.get("flowScopeKey", -1)) == root:
             return None  # an instance its multi-instance body starts: a loop over a collection, not a cycle
         instance = int(value.get("processInstanceKey", -1))
-        if value.get("bpmnElementType") == "PROCESS" and value.get("parentProcessInstanceKey", -1) <= 0:
-            started = self._started.get(root, 0) + 1
-            self._started[root] = started
-            if 0 < self.max_chain_instances < started:
-                self._chain_stops[command.position] = started == self.max_chain_instances + 1
-                return self._chain_message(instance, value)
+        if value.get("bpmnElementType") == "PROCESS":
+            stop = self._charge_instance(command, root, instance, value)
+            if stop is not None:
+                return stop
         key = (root, instance)
         steps = self._steps.get(key, 0) + 1
         self._steps[key] = steps
@@ -107,6 +118,38 @@ class StepBudget:
             "whose condition stays true): change the variables that keep it going, then resolve this incident to "
             "continue."
         )
+
+    def _charge_instance(self, command: Record, root: int, instance: int, value: dict) -> str | None:
+        """Count a process instance's activation: parentless ones per signal chain, recursive called ones per chain."""
+        process_id = str(value.get("bpmnProcessId", ""))
+        parent = int(value.get("parentProcessInstanceKey", -1))
+        if parent <= 0:
+            self._ancestry[instance] = (root, frozenset((process_id,)))
+            started = self._started.get(root, 0) + 1
+            self._started[root] = started
+            if 0 < self.max_chain_instances < started:
+                self._chain_stops[command.position] = (True, started == self.max_chain_instances + 1)
+                return self._chain_message(instance, value)
+            return None
+        # The parent's call stack is known when the parent started in this chain (a caller that waited first begins
+        # a new chain: its call is counted from there).
+        above = self._ancestry.get(parent)
+        stack = above[1] if above is not None and above[0] == root else frozenset()
+        self._ancestry[instance] = (root, stack | {process_id})
+        if process_id not in stack:
+            return None
+        recursive = self._recursive.get(root, 0) + 1
+        self._recursive[root] = recursive
+        if 0 < self.max_recursive_instances < recursive:
+            self._chain_stops[command.position] = (False, recursive == self.max_recursive_instances + 1)
+            return (
+                f"Process instance {instance} of '{process_id}' was not started: one chain of calls without a wait "
+                f"state started {self.max_recursive_instances} instances of processes already on their call stack "
+                f"(broker.maxRecursiveInstancesPerChain = {self.max_recursive_instances}). A process that calls "
+                "itself without end is likely (e.g. twice in parallel, which the depth limit cannot stop in time): "
+                "cancel the root process instance, or resolve this incident to let the chain go on."
+            )
+        return None
 
     def _chain_message(self, instance: int, value: dict) -> str:
         process_id = value.get("bpmnProcessId", "?")
@@ -124,8 +167,8 @@ class StepBudget:
         label = str(partition_id)
         for command in stopped:
             value = command.value
-            first_of_chain = self._chain_stops.pop(command.position, None)
-            if first_of_chain is None:
+            stop = self._chain_stops.pop(command.position, None)
+            if stop is None:
                 monitoring.INSTANCES_STOPPED_BY_BUDGET.labels(label).inc()
                 log.warning(
                     "partition %d: process instance %s stopped by the step budget (%d element activations without "
@@ -135,7 +178,19 @@ class StepBudget:
                     self.limit,
                     value.get("elementId"),
                 )
-            elif first_of_chain:
+            elif stop == (False, True):
+                monitoring.RECURSIVE_CHAINS_STOPPED.labels(label).inc()
+                log.warning(
+                    "partition %d: a chain of calls started %d instances of processes already on their call stack; "
+                    "instance %s of '%s' (key %s) was stopped with an incident, and so is every further one of this "
+                    "chain (a process calling itself without end?)",
+                    partition_id,
+                    self.max_recursive_instances,
+                    value.get("processInstanceKey"),
+                    value.get("bpmnProcessId"),
+                    command.key,
+                )
+            elif stop == (True, True):
                 monitoring.SIGNAL_CHAINS_STOPPED.labels(label).inc()
                 log.warning(
                     "partition %d: a chain of signal broadcasts started %d process instances; instance %s of '%s' "
@@ -159,6 +214,8 @@ class StepBudget:
         self._steps = {k: n for k, n in self._steps.items() if k[0] in roots}
         self._bodies = {k: r for k, r in self._bodies.items() if r in roots}
         self._started = {r: n for r, n in self._started.items() if r in roots}
+        self._recursive = {r: n for r, n in self._recursive.items() if r in roots}
+        self._ancestry = {k: a for k, a in self._ancestry.items() if a[0] in roots}
 
     def clear(self) -> None:
         """Forget every chain (a rolled-back round, a change of leader): counts start again from zero."""
@@ -170,3 +227,5 @@ class StepBudget:
         self._steps.clear()
         self._bodies.clear()
         self._started.clear()
+        self._recursive.clear()
+        self._ancestry.clear()

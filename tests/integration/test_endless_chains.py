@@ -33,13 +33,21 @@ def start(directory: Path, env: dict[str, str]) -> Iterator[tuple[WeirProcess, S
 def unbounded(tmp_path: Path) -> Iterator[tuple[WeirProcess, Stub]]:
     """A Weir whose loop limits are off: a storm or a recursion runs until the test ends."""
     yield from start(
-        tmp_path / "data", {"WEIR_BROKER_MAX_INSTANCES_PER_SIGNAL_CHAIN": "0", "WEIR_BROKER_MAX_PROCESS_DEPTH": "0"}
+        tmp_path / "data",
+        {
+            "WEIR_BROKER_MAX_INSTANCES_PER_SIGNAL_CHAIN": "0",
+            "WEIR_BROKER_MAX_PROCESS_DEPTH": "0",
+            "WEIR_BROKER_MAX_RECURSIVE_INSTANCES_PER_CHAIN": "0",
+        },
     )
 
 
 @pytest.fixture
 def bounded(tmp_path: Path) -> Iterator[tuple[WeirProcess, Stub]]:
-    yield from start(tmp_path / "data", {"WEIR_BROKER_MAX_INSTANCES_PER_SIGNAL_CHAIN": "50"})
+    yield from start(
+        tmp_path / "data",
+        {"WEIR_BROKER_MAX_INSTANCES_PER_SIGNAL_CHAIN": "50", "WEIR_BROKER_MAX_RECURSIVE_INSTANCES_PER_CHAIN": "50"},
+    )
 
 
 def records_processed(w: WeirProcess) -> float:
@@ -101,3 +109,38 @@ def test_a_chain_of_signal_broadcasts_past_its_bound_stops_with_an_incident_and_
     (incident,) = open_incidents(w)
     assert "broker.maxInstancesPerSignalChain = 50" in incident.value["errorMessage"]
     assert incident.value["bpmnProcessId"].startswith("signal-storm")
+
+
+def test_a_process_calling_itself_twice_stops_at_its_recursion_bound_and_the_canary_completes(
+    bounded: tuple[WeirProcess, Stub],
+) -> None:
+    """Two parallel self-calls double at each level (the depth limit would come after 2^1000 instances): the chain's
+    recursive instances stop at broker.maxRecursiveInstancesPerChain, set through the environment."""
+    w, stub = bounded
+    canary = deploy(stub, "one-task.bpmn")
+    deploy_raw(stub, ("call-recursive-twice.bpmn", (BPMN / "call-recursive-twice.bpmn").read_bytes()))
+    create(stub, "call-recursive-twice", {})
+
+    def stopped() -> bool:
+        text = w.probe("/metrics", timeout=10.0)[1]["text"]
+        match = re.search(r'^weir_recursive_chains_stopped_total\{partition="1"\} (\S+)$', text, re.M)
+        return match is not None and float(match.group(1)) == 1.0
+
+    eventually(stopped, timeout=30, what="the recursion stopped")
+    assert "a chain of calls started 50 instances of processes already on their call stack" in w.log()
+    run_canary_after_chains(w, stub, canary)
+    w.stop()
+    incidents = open_incidents(w)
+    assert incidents and all(
+        "broker.maxRecursiveInstancesPerChain = 50" in i.value["errorMessage"] for i in incidents
+    ), incidents
+
+
+def run_canary_after_chains(w: WeirProcess, stub: Stub, canary: Deployed) -> None:
+    """A one-task instance from start to end within the bound once the chains stopped."""
+    began = time.monotonic()
+    instance = create(stub, canary.pid())
+    (job,) = activate(stub, canary.type("test"), within=CANARY_BOUND_S)
+    complete(stub, job.key)
+    eventually(lambda: not is_active(stub, instance), timeout=CANARY_BOUND_S, what="the canary instance completed")
+    assert time.monotonic() - began < CANARY_BOUND_S

@@ -2,8 +2,9 @@
 broadcast the same signal, and a process that calls itself.
 
 Other instances on the partition keep being served while such a chain runs; the chain of signal broadcasts stops at
-its bound with an incident (counted, logged, stoppable by the operator); the call depth is configurable; and replay
-rebuilds the live state."""
+its bound with an incident (counted, logged, stoppable by the operator); the call depth is configurable; a process
+calling itself twice in parallel (which doubles at each level, long before any depth limit) stops at the bound on
+recursive instances per chain; and replay rebuilds the live state."""
 
 from __future__ import annotations
 
@@ -146,7 +147,10 @@ async def test_a_process_calling_itself_without_end_does_not_keep_other_instance
 ) -> None:
     """With the depth limit off, the recursion never ends; a one-task instance still runs to its end meanwhile."""
     directory = tmp_path / "p" / "1"
-    d = Driver(directory, PartitionConfig(checker_interval_s=0.005, max_process_depth=0))
+    d = Driver(
+        directory,
+        PartitionConfig(checker_interval_s=0.005, max_process_depth=0, max_recursive_instances_per_chain=0),
+    )
     d.open()
     accepted(await d.deploy("call-recursive.bpmn", "one-task.bpmn"))
     accepted(await d.create("call-recursive", {"depth": 1}))
@@ -159,7 +163,41 @@ async def test_a_process_calling_itself_without_end_does_not_keep_other_instance
     check_replay_equals_live(directory, tmp_path)
 
 
-@pytest.mark.parametrize("key", ["MAX_PROCESS_DEPTH", "MAX_INSTANCES_PER_SIGNAL_CHAIN"])
+async def test_a_process_calling_itself_twice_stops_at_the_recursion_bound_and_the_partition_drains(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Two parallel self-calls double the instances at each level: the depth limit (1000) would let 2^1000 start.
+    The chain's recursive instances are bounded instead: the ones beyond stop ACTIVATING with incidents, the
+    partition's backlog drains, a one-task instance completes, and cancelling the root ends the whole tree."""
+    directory = tmp_path / "p" / "1"
+    d = Driver(directory, PartitionConfig(checker_interval_s=0.005, max_recursive_instances_per_chain=30))
+    d.open()
+    accepted(await d.deploy("call-recursive-twice.bpmn", "one-task.bpmn"))
+    before = monitoring.RECURSIVE_CHAINS_STOPPED.labels("1")._value.get()
+    with caplog.at_level(logging.WARNING, logger="weir.partition"):
+        root = accepted(await d.create("call-recursive-twice", {})).value["processInstanceKey"]
+        await d.settle()
+    found = await incidents(d, 32)  # the children the last running level asked for
+    assert all("broker.maxRecursiveInstancesPerChain = 30" in i["errorMessage"] for _, i in found), found
+    assert all(i["elementId"] == "call-recursive-twice" for _, i in found), "the called process stops, ACTIVATING"
+    # the root and 30 recursive instances ran, the 32 called next stopped: the tree did not keep growing
+    assert len(found) == 32 and started(directory, "call-recursive-twice") == 31 + 32
+    assert d.partition is not None and d.partition.backlog == 0
+    assert monitoring.RECURSIVE_CHAINS_STOPPED.labels("1")._value.get() == before + 1
+    assert [r for r in caplog.records if "calling itself without end" in r.getMessage()]
+    assert await asyncio.wait_for(complete_canary(d), 20) < 20
+    accepted(await d.cancel(root))
+    await d.settle()
+    assert await incidents(d, 0) == []
+    assert not d.read(lambda s: list(s.iter_all("element_instances")))
+    await d.close()
+    live = check_replay_equals_live(directory, tmp_path)
+    await check_restart_recovers(d, live, from_scratch=True)
+
+
+@pytest.mark.parametrize(
+    "key", ["MAX_PROCESS_DEPTH", "MAX_INSTANCES_PER_SIGNAL_CHAIN", "MAX_RECURSIVE_INSTANCES_PER_CHAIN"]
+)
 def test_the_loop_limits_must_be_integers_of_at_least_zero(key: str) -> None:
     with pytest.raises(ConfigError, match="at least 0"):
         load(env={f"WEIR_BROKER_{key}": "-1"})
