@@ -103,6 +103,31 @@ PROCESS_DEFINITIONS = Entity(
     guard=Guard(_PROCESS, "READ_PROCESS_DEFINITION", "d.process_definition_id"),
 )
 
+
+def _of_instance(column: str, instance_key: str, *, root_only: bool = False) -> str:
+    """A column of the process instance a row belongs to, looked up by its key (null for a row whose instance the
+    history does not have); ``root_only``: only when that instance is a root one."""
+    root = " AND oi.parent_process_instance_key IS NULL" if root_only else ""
+    return f"(SELECT oi.{column} FROM process_instances oi WHERE oi.process_instance_key = {instance_key}{root})"
+
+
+def _root_key(instance_key: str) -> Field:
+    """rootProcessInstanceKey (Camunda 8.9) of a row: its instance's key when that is a root instance; null for rows
+    of called instances, whose root the history does not keep."""
+    return _f(
+        "rootProcessInstanceKey",
+        _of_instance("process_instance_key", instance_key, root_only=True),
+        KEY,
+        filterable=False,
+        sortable=False,
+    )
+
+
+def _business_id(instance_key: str) -> Field:
+    """businessId (Camunda 8.10) of a job or user task: its instance's (inherited, as the engine gives it)."""
+    return _f("businessId", _of_instance("business_id", instance_key), STR, sortable=False)
+
+
 _PI_SOURCE = f"process_instances p LEFT JOIN {_PD} pd ON pd.process_definition_key = p.process_definition_key"
 PROCESS_INSTANCES = Entity(
     "process-instances",
@@ -147,6 +172,7 @@ ELEMENT_INSTANCES = Entity(
         _f("hasIncident", "CASE WHEN e.incident_key IS NULL THEN 0 ELSE 1 END", BOOL),
         _f("incidentKey", "e.incident_key", KEY),
         _f("tenantId", "e.tenant_id", STR),
+        _root_key("e.process_instance_key"),
     ),
     filter_only=(
         _f("flowScopeKey", "e.flow_scope_key", KEY, sortable=False),
@@ -176,6 +202,7 @@ _VARIABLE_FIELDS = (
     _f("scopeKey", "v.scope_key", KEY),
     _f("processInstanceKey", "v.process_instance_key", KEY),
     _f("tenantId", "v.tenant_id", STR),
+    _root_key("v.process_instance_key"),
 )
 #: Variables carry their process definition's key, not its id: the id comes from the definition.
 _VARIABLE_PROCESS_ID = (
@@ -217,6 +244,7 @@ INCIDENTS = Entity(
         _f("state", "i.state", STR),
         _f("jobKey", "i.job_key", KEY),
         _f("tenantId", "i.tenant_id", STR),
+        _root_key("i.process_instance_key"),
     ),
     tenant="i.tenant_id",
     guard=Guard(_PROCESS, "READ_PROCESS_INSTANCE", "i.process_definition_id"),
@@ -248,6 +276,8 @@ JOBS = Entity(
         _f("processDefinitionId", "j.process_definition_id", STR),
         _f("tenantId", "j.tenant_id", STR),
         _f("tags", "j.tags", JSON_LIST, sortable=False),
+        _business_id("j.process_instance_key"),
+        _root_key("j.process_instance_key"),
     ),
     tenant="j.tenant_id",
     guard=Guard(_PROCESS, "READ_PROCESS_INSTANCE", "j.process_definition_id"),
@@ -282,6 +312,8 @@ USER_TASKS = Entity(
         _f("processDefinitionKey", "t.process_definition_key", KEY),
         _f("formKey", "t.form_key", KEY),
         _f("tags", "t.tags", JSON_LIST, sortable=False),
+        _business_id("t.process_instance_key"),
+        _root_key("t.process_instance_key"),
     ),
     filter_only=(
         # One of the task's candidates: matched against the stored JSON array.

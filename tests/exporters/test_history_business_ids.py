@@ -75,6 +75,21 @@ async def test_instances_jobs_and_user_tasks_keep_business_ids_and_tags(history_
         tasks = (await reader.search("user-tasks", {"filter": {"tags": ["vip"]}}))["items"]
         assert len(tasks) == 1 and tasks[0]["processInstanceKey"] == str(created["task"])
         assert tasks[0]["tags"] == ["vip"]
+
+        # A job or user task has its instance's business id (8.10), and every row of a root instance names it as
+        # its root (8.9); a called instance's rows have no root: the history does not keep it
+        assert jobs[0]["businessId"] == "order-2" and jobs[0]["rootProcessInstanceKey"] is None
+        assert tasks[0]["businessId"] is None and tasks[0]["rootProcessInstanceKey"] == str(created["task"])
+        by_business = await search("jobs", {"filter": {"businessId": "order-2"}}, "jobKey")
+        assert by_business == [int(jobs[0]["jobKey"])]
+        root_rows = {
+            entity: (await reader.search(entity, {"filter": {"processInstanceKey": str(created["called"])}}))["items"]
+            for entity in ("element-instances", "variables")
+        }
+        assert root_rows["element-instances"]
+        assert {i["rootProcessInstanceKey"] for rows in root_rows.values() for i in rows} == {str(created["called"])}
+        child_elements = await reader.search("element-instances", {"filter": {"processInstanceKey": str(child)}})
+        assert {i["rootProcessInstanceKey"] for i in child_elements["items"]} == {None}
     finally:
         await reader.close()
 
