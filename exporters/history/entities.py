@@ -124,7 +124,8 @@ def _root_key(instance_key: str) -> Field:
 
 
 def _business_id(instance_key: str) -> Field:
-    """businessId (Camunda 8.10) of a job or user task: its instance's (inherited, as the engine gives it)."""
+    """businessId (Camunda 8.10) of a job, user task or decision instance: its instance's (null for a decision
+    evaluated on its own)."""
     return _f("businessId", _of_instance("business_id", instance_key), STR, sortable=False)
 
 
@@ -347,6 +348,8 @@ DECISION_INSTANCES = Entity(
         _f("processInstanceKey", "di.process_instance_key", KEY),
         _f("elementInstanceKey", "di.element_instance_key", KEY),
         _f("tenantId", "di.tenant_id", STR),
+        _business_id("di.process_instance_key"),
+        _root_key("di.process_instance_key"),
     ),
     tenant="di.tenant_id",
     guard=Guard(_DECISION, "READ_DECISION_INSTANCE", "di.decision_definition_id"),

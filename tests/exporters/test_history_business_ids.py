@@ -9,12 +9,15 @@ from typing import Any
 
 import pytest
 
-from broker.protocol.enums import RecordType
+from broker.protocol.enums import DeploymentIntent, RecordType, ValueType
 from exporters.history import schema
 from exporters.history.backends import open_backend
 from exporters.history.reader import open_reader
 from tests.exporters.scenario import PartitionDriver, logged_run
 from tests.exporters.test_history_exporter import export_all, record_log
+from tests.harness import BPMN
+
+DMN = BPMN.parent / "dmn"
 
 
 async def _create(
@@ -31,6 +34,11 @@ async def test_instances_jobs_and_user_tasks_keep_business_ids_and_tags(history_
 
     async def drive(d: PartitionDriver) -> None:
         await d.deploy("call-activity.bpmn", "user-task-native.bpmn")
+        decisions = [{"resourceName": n, "resource": (DMN / n).read_bytes()} for n in ("discount.dmn", "greeting.dmn")]
+        await d.send(ValueType.DEPLOYMENT, DeploymentIntent.CREATE, {"resources": decisions})
+        await d.deploy("business-rule-task.bpmn")
+        rule_variables = {"decisionToCall": "discount", "orders": 12, "total": 10, "name": "Ada"}
+        created["decided"] = await _create(d, "business-rule-task", "order-3", [], rule_variables)
         created["called"] = await _create(d, "call-activity", "order-2", ["shop:eu", "vip"])
         created["other"] = await _create(d, "call-activity", "order-1", ["shop:us"])
         task_variables = {"reviewers": ["ann"], "due": "2031-01-01T00:00:00Z"}
@@ -68,7 +76,7 @@ async def test_instances_jobs_and_user_tasks_keep_business_ids_and_tags(history_
             {"filter": {"parentProcessInstanceKey": {"$exists": False}}, "sort": [{"field": "businessId"}]},
         )
         ids = [i["businessId"] for i in ordered["items"]]
-        assert [i for i in ids if i] == ["order-1", "order-2"]
+        assert [i for i in ids if i] == ["order-1", "order-2", "order-3"]
 
         jobs = (await reader.search("jobs", {"filter": {"tags": "shop:eu"}}))["items"]
         assert [j["tags"] for j in jobs] == [["shop:eu", "vip"]] and jobs[0]["processInstanceKey"] == str(child)
@@ -88,6 +96,12 @@ async def test_instances_jobs_and_user_tasks_keep_business_ids_and_tags(history_
         }
         assert root_rows["element-instances"]
         assert {i["rootProcessInstanceKey"] for rows in root_rows.values() for i in rows} == {str(created["called"])}
+        decided = (
+            await reader.search("decision-instances", {"filter": {"processInstanceKey": str(created["decided"])}})
+        )["items"]
+        assert decided and {(i["businessId"], i["rootProcessInstanceKey"]) for i in decided} == {
+            ("order-3", str(created["decided"]))
+        }
         child_elements = await reader.search("element-instances", {"filter": {"processInstanceKey": str(child)}})
         assert {i["rootProcessInstanceKey"] for i in child_elements["items"]} == {None}
     finally:
