@@ -323,7 +323,8 @@ def plan(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def start_broker(cluster: dict[str, Any], broker: dict[str, Any]) -> None:
-    Path(broker["dataDir"]).mkdir(parents=True, exist_ok=True)
+    # owner only, as a broker makes its own (it leaves a folder that exists as it is): the state, log and history
+    Path(broker["dataDir"]).mkdir(parents=True, exist_ok=True, mode=0o700)
     broker["pid"] = _spawn(broker["command"], process_env(cluster, broker), Path(broker["log"]))
 
 
@@ -360,7 +361,7 @@ def cmd_up(args: argparse.Namespace) -> int:
         print("error: --replication cannot exceed --brokers", file=sys.stderr)
         return 2
     data_dir = Path(args.data_dir)
-    data_dir.mkdir(parents=True, exist_ok=True)
+    data_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
     cluster = plan(args)
     for broker in cluster["brokers"]:
         start_broker(cluster, broker)

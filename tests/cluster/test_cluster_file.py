@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from client.cluster import is_secret, plan, process_env, read_cluster, write_cluster
+import client.cluster as cluster_module
+from client.cluster import is_secret, plan, process_env, read_cluster, start_broker, write_cluster
 
 
 def mode(path: Path) -> int:
@@ -68,3 +69,20 @@ def test_up_records_settings_in_cluster_json_and_secrets_in_an_owner_only_file(
         assert env["WEIR_COMMAND_API_SECRET"] == secrets["WEIR_COMMAND_API_SECRET"]
     assert process_env(cluster, cluster["brokers"][1])["WEIR_BROKER_CLUSTER_NODE_ID"] == "1"
     assert is_secret("WEIR_GATEWAY_HISTORY_URL") and not is_secret("WEIR_COMMAND_API_TLS_CA_PATH")
+
+
+def test_a_broker_s_data_folder_is_made_owner_only(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`up` makes each broker's folder before the broker runs, and a broker leaves an existing folder as it is: so
+    `up` makes it 0700 itself, as a broker would."""
+    monkeypatch.setattr(cluster_module, "_spawn", lambda command, env, log: 4242)
+    args = argparse.Namespace(
+        data_dir=str(tmp_path), brokers=1, partitions=1, replication=1, broker_hosts=None, broker_netns=None,
+        broker_args=[], gateway_port=0,
+    )  # fmt: skip
+    cluster = plan(args)
+    previous = os.umask(0o022)
+    try:
+        start_broker(cluster, cluster["brokers"][0])
+    finally:
+        os.umask(previous)
+    assert mode(Path(cluster["brokers"][0]["dataDir"])) == 0o700
