@@ -67,6 +67,7 @@ _JOB_FIELDS: Mapping = {
     "changedAttributes": TEXT,
     "tags": KEYWORD,
     "businessId": KEYWORD,
+    "rootProcessInstanceKey": LONG,
     # the worker's job result: a task listener's denial or corrections, an ad-hoc sub-process's choice
     "result": STORED_ONLY,
 }
@@ -338,6 +339,7 @@ VALUE_PROPERTIES: dict[ValueType, Mapping] = {
         "corrections": STORED_ONLY,  # on COMPLETE_TASK_LISTENER commands
         "tags": KEYWORD,
         "businessId": KEYWORD,
+        "rootProcessInstanceKey": LONG,
     },
     ValueType.PROCESS_EVENT: {
         "scopeKey": LONG,

@@ -39,6 +39,13 @@ def record_document(record: Record, broker_version: str) -> dict[str, Any]:
         value = {k: v for k, v in value.items() if k not in dropped}
     if record.value_type in _LABELLED and ("businessId" not in value or "tags" not in value):
         value = {"businessId": "", "tags": [], **value}
+    if (
+        record.value_type == ValueType.PROCESS_INSTANCE
+        and "rootProcessInstanceKey" not in value
+        and value.get("parentProcessInstanceKey", -1) <= 0
+        and "processInstanceKey" in value
+    ):  # left out of a root instance's records: the instance itself
+        value = {**value, "rootProcessInstanceKey": value["processInstanceKey"]}
     if record.value_type == ValueType.DEPLOYMENT:
         value = _rename_metadata(value)
     elif record.value_type == ValueType.PROCESS and "isDuplicate" in value:

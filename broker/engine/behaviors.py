@@ -205,6 +205,22 @@ def services(ctx: ProcessingContext) -> Services:
     return ctx.services
 
 
+def root_instance_key(ctx: ProcessingContext, v: ProcessInstanceValue) -> int:
+    """The process instance at the top of the chain of calls that started ``v``'s instance: the one ``v`` names,
+    else (a value written before Weir kept it) found by following the parent links in the state."""
+    if v.root_process_instance_key > 0:
+        return v.root_process_instance_key
+    key = v.process_instance_key
+    parent_key = v.parent_process_instance_key
+    while parent_key > 0:
+        parent = ctx.state.elements.get(parent_key)
+        if parent is None:
+            break
+        key = parent_key
+        parent_key = parent.value.parent_process_instance_key
+    return key
+
+
 # -- variables -----------------------------------------------------------------------------------------------
 
 
@@ -264,7 +280,14 @@ def _variable_value(scope_key: int, name: str, value: Any, inst: ElementInstance
         return VariableValue(name, value, scope_key, scope_key, -1, "")
     v = inst.value
     return VariableValue(
-        name, value, scope_key, v.process_instance_key, v.process_definition_key, v.bpmn_process_id, v.tenant_id
+        name,
+        value,
+        scope_key,
+        v.process_instance_key,
+        v.process_definition_key,
+        v.bpmn_process_id,
+        v.tenant_id,
+        v.root_process_instance_key,
     )
 
 
@@ -347,6 +370,7 @@ def raise_incident(
             job_key=job_key,
             variable_scope_key=variable_scope_key if variable_scope_key is not None else instance.key,
             tenant_id=v.tenant_id,
+            root_process_instance_key=v.root_process_instance_key,
         ),
     )
 

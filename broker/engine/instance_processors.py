@@ -453,6 +453,7 @@ def create_instance(ctx: ProcessingContext, cmd: Record) -> None:
         flow_scope_key=-1,
         bpmn_element_type=bpmn.PROCESS,
         bpmn_event_type=bpmn.UNSPECIFIED,
+        root_process_instance_key=pi_key,  # a created instance is the root of its chain of calls
         tenant_id=tenant,
         business_id=business_id,
         tags=tuple(tags),
@@ -504,7 +505,7 @@ def cancel_instance(ctx: ProcessingContext, cmd: Record) -> None:
         ctx.reject(
             RejectionType.INVALID_STATE,
             f"Expected to cancel a process instance with key '{cmd.key}', but it is created by a parent process "
-            f"instance. Cancel the root process instance '{_root_instance_key(ctx, inst)}' instead.",
+            f"instance. Cancel the root process instance '{b.root_instance_key(ctx, inst.value)}' instead.",
         )
         return
     rec = lifecycle.terminate(ctx, inst)
@@ -575,19 +576,6 @@ def _business_id_record(ctx: ProcessingContext, inst: ElementInstance) -> Record
         value=_business_id_value(inst.value, inst.value.business_id),
         partition_id=ctx.partition_id,
     )
-
-
-def _root_instance_key(ctx: ProcessingContext, inst: ElementInstance) -> int:
-    """The process instance at the top of the chain of call activities that started ``inst``'s instance."""
-    key = inst.value.process_instance_key
-    parent_key = inst.value.parent_process_instance_key
-    while parent_key > 0:
-        parent = ctx.state.elements.get(parent_key)
-        if parent is None:
-            break
-        key = parent_key
-        parent_key = parent.value.parent_process_instance_key
-    return key
 
 
 def update_variables(ctx: ProcessingContext, cmd: Record) -> None:

@@ -707,6 +707,7 @@ def _write(ctx: ProcessingContext, plan: _Plan, step: _Step) -> None:
             "processDefinitionKey": target_key,
             "bpmnProcessId": new.bpmn_process_id,
             "tenantId": new.tenant_id,
+            "rootProcessInstanceKey": new.root_process_instance_key,
         }
         ctx.event(ValueType.VARIABLE, VariableIntent.MIGRATED, found[0], value)
     if step.subscriptions:

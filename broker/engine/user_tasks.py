@@ -138,6 +138,7 @@ def create(ctx: ProcessingContext, element: bpmn.Element, inst: ElementInstance)
         denied_reason="",
         tags=v.tags,  # the instance's tags and business id (Camunda 8.9)
         business_id=v.business_id,
+        root_process_instance_key=v.root_process_instance_key,
         tenant_id=v.tenant_id,
     )
     ctx.typed_event(ValueType.USER_TASK, UT.CREATING, key, value)

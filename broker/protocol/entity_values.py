@@ -41,6 +41,7 @@ _JOB_KEYS: Final = (
     "processDefinitionKey",
     "tenantId",
     "jobKind",
+    "rootProcessInstanceKey",
 )
 _JOB_NONE_OPTIONAL: Final = ("", None, (), "", None, None)  # the optional fields, all absent
 
@@ -48,6 +49,8 @@ _JOB_NONE_OPTIONAL: Final = ("", None, (), "", None, None)  # the optional field
 class JobValue(NamedTuple):
     """The value of a JOB record (and of each job in a JOB_BATCH).
 
+    - ``root_process_instance_key``: the root of its instance's chain of calls (Camunda 8.9), -1 when not known (a
+      job written before Weir kept it).
     - ``job_listener_event_type``: a listener job's event type (START, CREATING…); left out of the record while empty.
     - ``changed_attributes``: a task listener job's changed user task attributes (None: not a task listener's job).
     - ``result``: a completed job's result (None: none was given), ``user_task``: the user task an activated task
@@ -73,6 +76,7 @@ class JobValue(NamedTuple):
     process_definition_key: int
     tenant_id: str = TENANT
     job_kind: str = "BPMN_ELEMENT"
+    root_process_instance_key: int = -1
     job_listener_event_type: str = ""
     changed_attributes: tuple[str, ...] | None = None
     tags: tuple[str, ...] = ()
@@ -88,7 +92,7 @@ class JobValue(NamedTuple):
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> JobValue:
-        if len(d) == 19 and tuple(d) == _JOB_KEYS:  # the common case, read at C speed: no optional key
+        if len(d) == 20 and tuple(d) == _JOB_KEYS:  # the common case, read at C speed: no optional key
             return _new(cls, (*d.values(), *_JOB_NONE_OPTIONAL))
         get = d.get
         changed = get("changedAttributes")
@@ -114,6 +118,7 @@ class JobValue(NamedTuple):
                 d["processDefinitionKey"],
                 get("tenantId", TENANT),
                 get("jobKind", "BPMN_ELEMENT"),
+                get("rootProcessInstanceKey", -1),
                 get("jobListenerEventType", ""),
                 None if changed is None else tuple(changed),
                 tuple(get("tags") or ()),
@@ -124,7 +129,7 @@ class JobValue(NamedTuple):
         )
 
     def to_dict(self) -> dict[str, Any]:
-        if self[19:] == _JOB_NONE_OPTIONAL:  # the common case, written at C speed
+        if self[20:] == _JOB_NONE_OPTIONAL:  # the common case, written at C speed
             return dict(zip(_JOB_KEYS, self, strict=False))
         d = {
             "type": self.type,
@@ -146,6 +151,7 @@ class JobValue(NamedTuple):
             "processDefinitionKey": self.process_definition_key,
             "tenantId": self.tenant_id,
             "jobKind": self.job_kind,
+            "rootProcessInstanceKey": self.root_process_instance_key,
         }
         if self.job_listener_event_type:
             d["jobListenerEventType"] = self.job_listener_event_type
@@ -168,14 +174,14 @@ class JobValue(NamedTuple):
     ) -> JobValue:
         """The job as handed to ``worker`` until ``deadline`` (no longer in back-off), with its variables."""
         return _new(
-            JobValue, (self[0], worker, *self[2:4], -1, deadline, *self[6:8], variables, *self[9:24], user_task)
+            JobValue, (self[0], worker, *self[2:4], -1, deadline, *self[6:8], variables, *self[9:25], user_task)
         )
 
     def completed(self, variables: dict[str, Any], result: dict[str, Any] | None = None) -> JobValue:
         """The job as completed with ``variables`` (and, given one, a result)."""
         if result is None:
             return _new(JobValue, (*self[:8], variables, *self[9:]))
-        return _new(JobValue, (*self[:8], variables, *self[9:23], result, self[24]))
+        return _new(JobValue, (*self[:8], variables, *self[9:24], result, self[25]))
 
 
 # -- MESSAGE -------------------------------------------------------------------------------------------------
@@ -295,7 +301,8 @@ class TimerValue(NamedTuple):
 class UserTaskValue(NamedTuple):
     """The value of a USER_TASK record: the task's attributes as a transition leaves them.
 
-    ``business_id`` and ``tags`` are the instance's (Camunda 8.9), left out of the record while empty.
+    ``business_id`` and ``tags`` are the instance's (Camunda 8.9), left out of the record while empty;
+    ``root_process_instance_key`` the root of its instance's chain of calls (-1: written before Weir kept it).
     """
 
     user_task_key: int
@@ -322,6 +329,7 @@ class UserTaskValue(NamedTuple):
     denied_reason: str = ""
     tags: tuple[str, ...] = ()
     business_id: str = ""
+    root_process_instance_key: int = -1
 
     @classmethod
     def of_record(cls, record: Any) -> UserTaskValue:
@@ -358,6 +366,7 @@ class UserTaskValue(NamedTuple):
                 get("deniedReason", ""),
                 tuple(get("tags") or ()),
                 get("businessId", ""),
+                get("rootProcessInstanceKey", -1),
             ),
         )
 
@@ -385,6 +394,7 @@ class UserTaskValue(NamedTuple):
             "creationTimestamp": self.creation_timestamp,
             "priority": self.priority,
             "deniedReason": self.denied_reason,
+            "rootProcessInstanceKey": self.root_process_instance_key,
         }
         if self.tags:
             d["tags"] = list(self.tags)
@@ -404,11 +414,13 @@ _VARIABLE_KEYS: Final = (
     "processDefinitionKey",
     "bpmnProcessId",
     "tenantId",
+    "rootProcessInstanceKey",
 )
 
 
 class VariableValue(NamedTuple):
-    """The value of a VARIABLE record. ``value`` is the decoded document value (exporters ship it as JSON text)."""
+    """The value of a VARIABLE record. ``value`` is the decoded document value (exporters ship it as JSON text);
+    ``root_process_instance_key`` the root of its instance's chain of calls (-1: none known)."""
 
     name: str
     value: Any
@@ -417,6 +429,7 @@ class VariableValue(NamedTuple):
     process_definition_key: int
     bpmn_process_id: str
     tenant_id: str = TENANT
+    root_process_instance_key: int = -1
 
     @classmethod
     def of_record(cls, record: Any) -> VariableValue:
@@ -436,6 +449,7 @@ class VariableValue(NamedTuple):
                 get("processDefinitionKey", -1),
                 get("bpmnProcessId", ""),
                 get("tenantId", TENANT),
+                get("rootProcessInstanceKey", -1),
             ),
         )
 
@@ -447,7 +461,8 @@ class VariableValue(NamedTuple):
 
 
 class IncidentValue(NamedTuple):
-    """The value of an INCIDENT record: what stopped which element (``job_key`` -1: not a job's failure)."""
+    """The value of an INCIDENT record: what stopped which element (``job_key`` -1: not a job's failure);
+    ``root_process_instance_key`` the root of its instance's chain of calls (-1: none known)."""
 
     error_type: str
     error_message: str
@@ -459,6 +474,7 @@ class IncidentValue(NamedTuple):
     job_key: int = -1
     variable_scope_key: int = -1
     tenant_id: str = TENANT
+    root_process_instance_key: int = -1
 
     @classmethod
     def of_record(cls, record: Any) -> IncidentValue:
@@ -481,6 +497,7 @@ class IncidentValue(NamedTuple):
                 get("jobKey", -1),
                 get("variableScopeKey", -1),
                 get("tenantId", TENANT),
+                get("rootProcessInstanceKey", -1),
             ),
         )
 
@@ -496,4 +513,5 @@ class IncidentValue(NamedTuple):
             "jobKey": self.job_key,
             "variableScopeKey": self.variable_scope_key,
             "tenantId": self.tenant_id,
+            "rootProcessInstanceKey": self.root_process_instance_key,
         }

@@ -30,6 +30,9 @@ class ProcessInstanceValue(NamedTuple):
 
     - ``flow_scope_key``: the element instance of the enclosing process or sub-process (-1 for the process).
     - ``parent_*``: the calling instance and call activity, for instances started by a call activity (else -1).
+    - ``root_process_instance_key``: the instance at the top of its chain of call activities (Camunda 8.9): a root
+      instance's own key, a called instance's caller's root (-1: a called instance's value written before Weir kept
+      it). Left out of the record value while it is the instance's own key, as for every element of a root instance.
     - ``business_id`` and ``tags``: what the creator named the instance by (Camunda 8.9), carried by every element so
       that jobs, user tasks and exports have them; left out of the record value while empty, to keep records small.
     """
@@ -44,6 +47,7 @@ class ProcessInstanceValue(NamedTuple):
     bpmn_event_type: str
     parent_process_instance_key: int = -1
     parent_element_instance_key: int = -1
+    root_process_instance_key: int = -1
     tenant_id: str = TENANT
     business_id: str = ""
     tags: tuple[str, ...] = ()
@@ -70,6 +74,7 @@ class ProcessInstanceValue(NamedTuple):
                 event_type,
                 self.parent_process_instance_key,
                 self.parent_element_instance_key,
+                self.root_process_instance_key,
                 self.tenant_id,
                 self.business_id,
                 self.tags,
@@ -85,6 +90,10 @@ class ProcessInstanceValue(NamedTuple):
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> ProcessInstanceValue:
         get = d.get
+        parent = get("parentProcessInstanceKey", -1)
+        root = get("rootProcessInstanceKey")
+        if root is None:  # a root instance's element, or a value written before Weir kept it
+            root = d["processInstanceKey"] if parent <= 0 else -1
         return _new(
             cls,
             (
@@ -96,8 +105,9 @@ class ProcessInstanceValue(NamedTuple):
                 d["flowScopeKey"],
                 d["bpmnElementType"],
                 get("bpmnEventType", "UNSPECIFIED"),
-                get("parentProcessInstanceKey", -1),
+                parent,
                 get("parentElementInstanceKey", -1),
+                root,
                 get("tenantId", TENANT),
                 get("businessId", ""),
                 tuple(get("tags") or ()),
@@ -118,6 +128,8 @@ class ProcessInstanceValue(NamedTuple):
             "parentElementInstanceKey": self.parent_element_instance_key,
             "tenantId": self.tenant_id,
         }
+        if self.root_process_instance_key != self.process_instance_key:
+            d["rootProcessInstanceKey"] = self.root_process_instance_key
         if self.business_id:
             d["businessId"] = self.business_id
         if self.tags:

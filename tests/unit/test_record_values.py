@@ -26,6 +26,7 @@ from broker.protocol.entity_values import (
     VariableValue,
 )
 from broker.protocol.enums import JobIntent, RecordType, ValueType
+from broker.protocol.values import ProcessInstanceValue
 from broker.stream.partition import PartitionConfig
 from broker.tools.inspect import iter_records
 from tests.unit.test_replay import DECISIONS, EVENT_STARTED, FIXTURES, Driver, _random_step, accepted
@@ -59,6 +60,7 @@ JOB_KEYS = [
     "processDefinitionKey",
     "tenantId",
     "jobKind",
+    "rootProcessInstanceKey",
 ]
 USER_TASK_KEYS = [
     "userTaskKey",
@@ -83,6 +85,7 @@ USER_TASK_KEYS = [
     "creationTimestamp",
     "priority",
     "deniedReason",
+    "rootProcessInstanceKey",
 ]
 
 
@@ -152,6 +155,7 @@ def test_messages_variables_and_incidents_write_the_keys_of_their_records() -> N
         "processDefinitionKey",
         "bpmnProcessId",
         "tenantId",
+        "rootProcessInstanceKey",
     ]
     incident = IncidentValue("JOB_NO_RETRIES", "boom", "order", 9, 10, "task", 11, 12, 11)
     assert list(incident.to_dict()) == [
@@ -165,7 +169,35 @@ def test_messages_variables_and_incidents_write_the_keys_of_their_records() -> N
         "jobKey",
         "variableScopeKey",
         "tenantId",
+        "rootProcessInstanceKey",
     ]
+
+
+def test_values_written_before_root_instance_keys_decode_with_none_known() -> None:
+    """Logs and state written before Weir kept rootProcessInstanceKey still decode: -1, then the key itself."""
+    for value in (
+        job(),
+        user_task(),
+        VariableValue("n", 1, 10, 10, 9, "order"),
+        IncidentValue("E", "", "o", 9, 10, "t", 11),
+    ):
+        old = value.to_dict()
+        del old["rootProcessInstanceKey"]
+        assert type(value).from_dict(old) == value and value.root_process_instance_key == -1
+        assert type(value).from_dict({**old, "rootProcessInstanceKey": 10}).root_process_instance_key == 10
+    # a process instance's value names its root only when that is another instance: a root instance's elements
+    # (written before or after) are their own root; a called instance's written before have none known
+    root = ProcessInstanceValue("order", 1, 9, 10, "order", -1, "PROCESS", "UNSPECIFIED", root_process_instance_key=10)
+    assert "rootProcessInstanceKey" not in root.to_dict() and ProcessInstanceValue.from_dict(root.to_dict()) == root
+    task = root.for_element("task", "SERVICE_TASK", "UNSPECIFIED", 10)
+    assert task.root_process_instance_key == 10 and ProcessInstanceValue.from_dict(task.to_dict()) == task
+    called = root._replace(process_instance_key=20, parent_process_instance_key=10, parent_element_instance_key=11)
+    assert (
+        called.to_dict()["rootProcessInstanceKey"] == 10 and ProcessInstanceValue.from_dict(called.to_dict()) == called
+    )
+    old = called.to_dict()
+    del old["rootProcessInstanceKey"]
+    assert ProcessInstanceValue.from_dict(old).root_process_instance_key == -1
 
 
 def test_a_timer_keeps_its_repeating_part_only_when_it_repeats() -> None:

@@ -73,6 +73,7 @@ class CallActivityProcessor(ElementProcessor):
             bpmn_event_type=bpmn.UNSPECIFIED,
             parent_process_instance_key=v.process_instance_key,
             parent_element_instance_key=inst.key,
+            root_process_instance_key=b.root_instance_key(ctx, v),
             tenant_id=v.tenant_id,  # a call stays within its tenant, as does the lookup of the process it calls
             # the child carries its caller's business id and tags (Camunda 8.9): searches by them find the whole tree
             business_id=v.business_id,

@@ -98,6 +98,7 @@ def write_job(
             v.process_definition_key,
             v.tenant_id,
             kind,
+            v.root_process_instance_key,
             listener_event_type,
             changed_attributes,
             v.tags,  # the instance's tags and business id (Camunda 8.9), handed to the worker that activates the job
