@@ -104,23 +104,26 @@ PROCESS_DEFINITIONS = Entity(
 )
 
 
-def _of_instance(column: str, instance_key: str, *, root_only: bool = False) -> str:
+def _of_instance(column: str, instance_key: str) -> str:
     """A column of the process instance a row belongs to, looked up by its key (null for a row whose instance the
-    history does not have); ``root_only``: only when that instance is a root one."""
-    root = " AND oi.parent_process_instance_key IS NULL" if root_only else ""
-    return f"(SELECT oi.{column} FROM process_instances oi WHERE oi.process_instance_key = {instance_key}{root})"
+    history does not have)."""
+    return f"(SELECT oi.{column} FROM process_instances oi WHERE oi.process_instance_key = {instance_key})"
+
+
+def _root_of(alias: str) -> str:
+    """rootProcessInstanceKey of the instance row ``alias``: the one its record named; for rows written before
+    records named it, the instance itself when it is a root one (the root of a called one is not known then)."""
+    return (
+        f"COALESCE({alias}.root_process_instance_key, CASE WHEN {alias}.parent_process_instance_key IS NULL "
+        f"THEN {alias}.process_instance_key END)"
+    )
 
 
 def _root_key(instance_key: str) -> Field:
-    """rootProcessInstanceKey (Camunda 8.9) of a row: its instance's key when that is a root instance; null for rows
-    of called instances, whose root the history does not keep."""
-    return _f(
-        "rootProcessInstanceKey",
-        _of_instance("process_instance_key", instance_key, root_only=True),
-        KEY,
-        filterable=False,
-        sortable=False,
-    )
+    """rootProcessInstanceKey (Camunda 8.9) of a row: its instance's (null for a row whose instance the history
+    does not have)."""
+    root = f"(SELECT {_root_of('oi')} FROM process_instances oi WHERE oi.process_instance_key = {instance_key})"
+    return _f("rootProcessInstanceKey", root, KEY, filterable=False, sortable=False)
 
 
 def _business_id(instance_key: str) -> Field:
@@ -150,6 +153,7 @@ PROCESS_INSTANCES = Entity(
         _f("tenantId", "p.tenant_id", STR),
         _f("businessId", "p.business_id", STR),
         _f("tags", "p.tags", JSON_LIST, sortable=False),
+        _f("rootProcessInstanceKey", _root_of("p"), KEY, filterable=False, sortable=False),
     ),
     tenant="p.tenant_id",
     guard=Guard(_PROCESS, "READ_PROCESS_INSTANCE", "p.process_definition_id"),

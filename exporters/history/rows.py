@@ -339,6 +339,7 @@ class Batch:
                     "partition_id": record.partition_id,
                     "business_id": _text(v.get("businessId")),
                     "tags": _json_list(v.get("tags") or []),
+                    "root_process_instance_key": _key(v, "rootProcessInstanceKey"),
                 }
                 self._set(schema.PROCESS_INSTANCES, record.key, row)
             elif intent in _ELEMENT_END:

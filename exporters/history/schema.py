@@ -53,6 +53,7 @@ PROCESS_INSTANCES = Table(
         "partition_id",
         "business_id",
         "tags",
+        "root_process_instance_key",
     ),
 )
 ELEMENT_INSTANCES = Table(
@@ -383,6 +384,7 @@ _ADDED_LATER: dict[str, int] = {
     "process_instances.tags": 3,
     "jobs.tags": 3,
     "user_tasks.tags": 3,
+    "process_instances.root_process_instance_key": 7,
 }
 
 
@@ -486,6 +488,12 @@ MIGRATIONS: tuple[Migration, ...] = (
             "(container_kind, container_id, member_type)",
             "CREATE INDEX identity_memberships_by_member ON identity_memberships (member_type, member_id)",
         ),
+    ),
+    Migration(
+        7,
+        "root instances (Camunda 8.9): each instance's rootProcessInstanceKey, the top of its chain of calls (null "
+        "in rows written before)",
+        _add_columns(7),
     ),
 )
 

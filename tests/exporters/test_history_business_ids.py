@@ -62,9 +62,9 @@ async def test_instances_jobs_and_user_tasks_keep_business_ids_and_tags(history_
         by_id = await search("process-instances", {"filter": {"businessId": "order-2"}}, "processInstanceKey")
         assert len(by_id) == 2 and created["called"] in by_id, "the root and the child it called"
         (child,) = [k for k in by_id if k != created["called"]]
-        assert (await reader.get("process-instances", str(child)) or {})["parentProcessInstanceKey"] == str(
-            created["called"]
-        )
+        called = await reader.get("process-instances", str(child)) or {}
+        assert called["parentProcessInstanceKey"] == called["rootProcessInstanceKey"] == str(created["called"])
+        assert root["rootProcessInstanceKey"] == str(created["called"])
         both = await search("process-instances", {"filter": {"tags": ["vip", "shop:eu"]}}, "processInstanceKey")
         assert both == sorted([created["called"], child])
         vip = await search("process-instances", {"filter": {"tags": "vip"}}, "processInstanceKey")
@@ -84,9 +84,9 @@ async def test_instances_jobs_and_user_tasks_keep_business_ids_and_tags(history_
         assert len(tasks) == 1 and tasks[0]["processInstanceKey"] == str(created["task"])
         assert tasks[0]["tags"] == ["vip"]
 
-        # A job or user task has its instance's business id (8.10), and every row of a root instance names it as
-        # its root (8.9); a called instance's rows have no root: the history does not keep it
-        assert jobs[0]["businessId"] == "order-2" and jobs[0]["rootProcessInstanceKey"] is None
+        # A job or user task has its instance's business id (8.10), and every row names the root of its instance's
+        # chain of calls (8.9): a root instance's rows the instance itself, a called instance's rows its caller
+        assert jobs[0]["businessId"] == "order-2" and jobs[0]["rootProcessInstanceKey"] == str(created["called"])
         assert tasks[0]["businessId"] is None and tasks[0]["rootProcessInstanceKey"] == str(created["task"])
         by_business = await search("jobs", {"filter": {"businessId": "order-2"}}, "jobKey")
         assert by_business == [int(jobs[0]["jobKey"])]
@@ -103,7 +103,7 @@ async def test_instances_jobs_and_user_tasks_keep_business_ids_and_tags(history_
             ("order-3", str(created["decided"]))
         }
         child_elements = await reader.search("element-instances", {"filter": {"processInstanceKey": str(child)}})
-        assert {i["rootProcessInstanceKey"] for i in child_elements["items"]} == {None}
+        assert {i["rootProcessInstanceKey"] for i in child_elements["items"]} == {str(created["called"])}
     finally:
         await reader.close()
 
@@ -123,6 +123,11 @@ async def test_migration_3_adds_the_columns_and_older_rows_read_without_them(
                 f"INSERT INTO process_instances (process_instance_key, state, has_incident) VALUES ({p}, {p}, {p})",
                 (7, "ACTIVE", 0),
             )
+            cursor.execute(
+                "INSERT INTO process_instances (process_instance_key, state, has_incident, parent_process_instance_key)"
+                f" VALUES ({p}, {p}, {p}, {p})",
+                (8, "ACTIVE", 0, 7),
+            )
         assert backend.migrate(2) == list(range(3, schema.LATEST_VERSION + 1))
     finally:
         backend.close()
@@ -130,6 +135,9 @@ async def test_migration_3_adds_the_columns_and_older_rows_read_without_them(
     try:
         old = await reader.get("process-instances", "7")
         assert old is not None and old["businessId"] is None and old["tags"] == []
+        # rows written before records named their root: a root instance is its own, a called one's is not known
+        assert old["rootProcessInstanceKey"] == "7"
+        assert (await reader.get("process-instances", "8") or {})["rootProcessInstanceKey"] is None
         assert (await reader.search("process-instances", {"filter": {"tags": "vip"}}))["items"] == []
     finally:
         await reader.close()

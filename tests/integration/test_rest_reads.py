@@ -136,6 +136,7 @@ async def test_a_called_instance_with_an_incident_seen_from_both_ends(
     root = (await create(http, {"processDefinitionId": "reads-caller"}))["processInstanceKey"]
     [job] = await activate(http, "reads-work")
     child = job["processInstanceKey"]
+    assert child != root and job["rootProcessInstanceKey"] == root  # the called instance's job names the caller
     assert await call(http, "POST", f"/v2/jobs/{job['jobKey']}/failure", {"retries": 0, "errorMessage": "no"}) == (
         204,
         None,
@@ -186,6 +187,7 @@ async def test_a_called_instance_with_an_incident_seen_from_both_ends(
     [incident] = incidents["items"]
     assert (incident["processInstanceKey"], incident["elementId"], incident["errorMessage"]) == (child, "work", "no")
     assert incident["state"] == "ACTIVE" and incident["errorType"] == "JOB_NO_RETRIES"
+    assert incident["rootProcessInstanceKey"] == root
     narrowed = {"filter": {"processInstanceKey": root}}
     status, none = await call(http, "POST", f"/v2/process-instances/{root}/incidents/search", narrowed)
     assert status == 200 and none["items"] == [] and none["page"]["totalItems"] == 0

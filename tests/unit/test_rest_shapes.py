@@ -41,7 +41,11 @@ def test_a_root_instance_is_its_own_root_and_values_present_stay() -> None:
     root = shape_item("process-instances", {"processInstanceKey": "7", "parentProcessInstanceKey": None})
     assert root["rootProcessInstanceKey"] == "7" and root["suspendedDate"] is None
     child = shape_item("process-instances", {"processInstanceKey": "8", "parentProcessInstanceKey": "7"})
-    assert child["rootProcessInstanceKey"] is None  # the history does not know the root of a child
+    assert child["rootProcessInstanceKey"] is None  # a row written before the history kept a called one's root
+    rooted = shape_item(
+        "process-instances", {"processInstanceKey": "8", "parentProcessInstanceKey": "7", "rootProcessInstanceKey": "7"}
+    )
+    assert rooted["rootProcessInstanceKey"] == "7"
     tagged = shape_item("process-instances", {"processInstanceKey": "9", "businessId": "b-1", "tags": ["t"]})
     assert (tagged["businessId"], tagged["tags"]) == ("b-1", ["t"])
     assert shape_item("jobs", {"priority": 40, "kind": None})["priority"] == 40
