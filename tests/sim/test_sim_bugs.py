@@ -17,12 +17,14 @@ BUG_SEED_BUDGET = 8
 BUG_CLUSTERS: dict[str, dict] = {
     "lose-timers-on-leader-change": {"faults": ("isolate-leader",), "partitions": 1, "replication": 2, "ticks": 600},
     # Recovery dropping queued follow-ups shows after a crash that leaves some: crashes alone, without drops that
-    # slow the load down so that fewer follow-ups are queued when a broker dies, on three brokers and partitions (with
-    # the catalogue in two tenants, 2 x 2 clusters left none queued at a crash in the first 12 seeds; 3 x 3 at seed 2).
-    "drop-pending-follow-ups": {"faults": ("crash",), "brokers": 3, "partitions": 3},
+    # slow the load down so that fewer follow-ups are queued when a broker dies. Which cluster leaves some queued at a
+    # crash early depends on the whole workload's timeline: with the identity changes in it, 2 brokers with 4
+    # partitions do at seed 5; 2 x 2, 3 x 3 and 3 x 6 did not within 8 seeds.
+    "drop-pending-follow-ups": {"faults": ("crash",), "brokers": 2, "partitions": 4},
 }
 
 
+@pytest.mark.timeout(360)  # up to 9 simulated runs of ~10 s each, on a machine the rest of the suite loads too
 @pytest.mark.parametrize("bug", sorted(BUGS))
 def test_each_injected_bug_is_caught_within_the_seed_budget(bug: str) -> None:
     """The seed that catches the bug runs clean without it: the violation is the bug's, not the run's."""
