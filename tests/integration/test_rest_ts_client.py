@@ -203,17 +203,20 @@ async function main() {
 """
 
 
+FILES = [
+    BPMN / "one-task.bpmn",
+    BPMN / "pass-through.bpmn",
+    BPMN / "error-boundary.bpmn",
+    BPMN / "user-task-native.bpmn",
+    BPMN / "message-catch.bpmn",
+    BPMN / "signal-catch.bpmn",
+    FIXTURES / "dmn" / "discount.dmn",
+]
+"""What the scenario deploys."""
+
+
 def test_orchestration_cluster_api_client_end_to_end(weir: WeirProcess, tmp_path: Path) -> None:
-    files = [
-        BPMN / "one-task.bpmn",
-        BPMN / "pass-through.bpmn",
-        BPMN / "error-boundary.bpmn",
-        BPMN / "user-task-native.bpmn",
-        BPMN / "message-catch.bpmn",
-        BPMN / "signal-catch.bpmn",
-        FIXTURES / "dmn" / "discount.dmn",
-    ]
-    out = run_node_script(SCRIPT, [weir.rest_url, *map(str, files)], tmp_path, timeout=240)
+    out = run_node_script(SCRIPT, [weir.rest_url, *map(str, FILES)], tmp_path, timeout=240)
     assert out["topology"] == {"version": "8.9.0", "partitions": 1}
     processes = ["one-task", "pass-through", "error-boundary", "error-boundary-catch-all", "user-task-native"]
     assert out["deployed"] == sorted([*processes, "message-catch", "signal-catch"])

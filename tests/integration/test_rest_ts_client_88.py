@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.harness import BPMN, FIXTURES, WeirProcess
+from tests.harness import WeirProcess
 from tests.integration import test_rest_ts_client as ts9
 from tests.integration.node_clients import CLIENTS, run_node_script
 
@@ -41,16 +41,7 @@ def test_orchestration_cluster_api_8_8_runs_the_scenario(weir: WeirProcess, tmp_
     script = ts9.SCRIPT.replace(STRICT, "").replace(
         "require('@camunda8/orchestration-cluster-api')", f"require({json.dumps(str(PACKAGE))})"
     )
-    files = [
-        BPMN / "one-task.bpmn",
-        BPMN / "pass-through.bpmn",
-        BPMN / "error-boundary.bpmn",
-        BPMN / "user-task-native.bpmn",
-        BPMN / "message-catch.bpmn",
-        BPMN / "signal-catch.bpmn",
-        FIXTURES / "dmn" / "discount.dmn",
-    ]
-    out = run_node_script(script, [weir.rest_url, *map(str, files)], tmp_path, timeout=240)
+    out = run_node_script(script, [weir.rest_url, *map(str, ts9.FILES)], tmp_path, timeout=240)
     assert out["topology"] == {"version": "8.9.0", "partitions": 1}
     assert out["created"]["variables"] == {} and out["job"]["variables"] == {"n": 1}
     assert out["searched"] == {"total": 1, "more": False}
