@@ -142,7 +142,7 @@ class Workload:
         if tick % 25 == 0:  # jobs that became activatable while no stream was open are polled
             self._spawn(self._work(STREAM_TYPE))
         if self.starting and tick % IDENTITY_EVERY_TICKS == IDENTITY_EVERY_TICKS // 2:
-            self._start(self._change_identity(tick // IDENTITY_EVERY_TICKS))
+            self._spawn(self._change_identity(tick // IDENTITY_EVERY_TICKS))
         if tick % 7 == 0:
             for key in sorted(self._user_tasks)[:5]:
                 self._user_tasks.discard(key)
@@ -154,13 +154,6 @@ class Workload:
     def _spawn(self, coroutine: Coroutine[Any, Any, None]) -> None:
         """Start a client call at a random moment within the tick (clients do not act in lockstep)."""
         task = asyncio.get_running_loop().create_task(self._after(self.rng.uniform(0, 0.01), coroutine))
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-
-    def _start(self, coroutine: Coroutine[Any, Any, None]) -> None:
-        """Start a client call at the tick, drawing nothing from the run's random stream: the identity changes were
-        added to the workload later, and the faults and load the other draws decide stay what they were."""
-        task = asyncio.get_running_loop().create_task(coroutine)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
