@@ -116,15 +116,11 @@ def authorized(
     access = caller_access(ctx)
     if access is None:
         return True
-    if tenant != TENANT and tenant not in access.tenants:
+    if not assigned(access, tenant):
         if existing:
             ctx.reject(RejectionType.NOT_FOUND, hidden_message(permission, resource_type, tenant))
         else:
-            ctx.reject(
-                RejectionType.FORBIDDEN,
-                f"Expected to handle request {request or permission} with tenant identifier '{tenant}', but tenant is "
-                "not authorized to perform this request",
-            )
+            ctx.reject(RejectionType.FORBIDDEN, _unassigned_message(request or permission, tenant))
         return False
     if not services(ctx).authorizations:
         return True
@@ -156,14 +152,22 @@ def refuse_unassigned_tenant(ctx: ProcessingContext, request: str, tenants: Iter
     if access is None:
         return False
     for tenant in dict.fromkeys(tenants):
-        if tenant != TENANT and tenant not in access.tenants:
-            ctx.reject(
-                RejectionType.FORBIDDEN,
-                f"Expected to handle request {request} with tenant identifier '{tenant}', but tenant is not "
-                "authorized to perform this request",
-            )
+        if not assigned(access, tenant):
+            ctx.reject(RejectionType.FORBIDDEN, _unassigned_message(request, tenant))
             return True
     return False
+
+
+def assigned(access: Access, tenant: str) -> bool:
+    """Whether the caller may act in ``tenant``: one it is assigned to, or the default tenant, open to everyone."""
+    return tenant == TENANT or tenant in access.tenants
+
+
+def _unassigned_message(request: str, tenant: str) -> str:
+    return (
+        f"Expected to handle request {request} with tenant identifier '{tenant}', but tenant is not authorized to "
+        "perform this request"
+    )
 
 
 def answer_again(
@@ -469,7 +473,7 @@ def _stream_may_take(ctx: ProcessingContext, stream: Any, job: JobValue) -> bool
     if access is None:
         access = resolve_access(ctx.state.identity, Caller.of(stream.caller))
         ctx.memo[memo_key] = access
-    if job.tenant_id != TENANT and job.tenant_id not in access.tenants:
+    if not assigned(access, job.tenant_id):
         return False
     return not services(ctx).authorizations or access.allows_any(
         "PROCESS_DEFINITION", (job.bpmn_process_id,), ("UPDATE_PROCESS_INSTANCE",)

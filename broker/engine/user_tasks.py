@@ -406,7 +406,7 @@ def _may_change(ctx: ProcessingContext, cmd: Record, task: dict[str, Any]) -> bo
     if access is None:
         return True
     tenant = b.tenant_of(task)
-    if _offered(cmd, task, access) and (tenant == b.TENANT or tenant in access.tenants):
+    if _offered(cmd, task, access) and b.assigned(access, tenant):
         return True
     process_id = str(task.get("bpmnProcessId") or "")
     return b.authorized(ctx, "PROCESS_DEFINITION", "UPDATE_USER_TASK", [process_id], tenant=tenant, existing=True)
