@@ -6,6 +6,7 @@ a 404 like a missing one; a task offered to ann is hers to read without READ_USE
 
 from __future__ import annotations
 
+import asyncio
 import base64
 from collections.abc import Iterator
 from typing import Any
@@ -43,6 +44,12 @@ def node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[WeirProcess]:
 async def set_up_teams(node: WeirProcess) -> dict[str, Any]:
     """The identities, deployments and instances of both teams: {"a": [keys], "b": [keys], "task": instance key}."""
     async with aiohttp.ClientSession(node.rest_url, headers=basic("admin")) as admin:
+        # the configured admin exists once the first partition's leader has run the identity setup, a moment after
+        # the node is up (a sign-in before that is refused, and the gateway remembers the answer for its cache ttl)
+        deadline = asyncio.get_running_loop().time() + 30
+        while (await call(admin, "GET", "/v2/authentication/me"))[0] != 200:
+            assert asyncio.get_running_loop().time() < deadline, "the configured admin cannot sign in"
+            await asyncio.sleep(0.5)
 
         async def ok(method: str, path: str, body: Any = None) -> Any:
             status, answer = await call(admin, method, path, body)
