@@ -4,7 +4,8 @@ remembered for a bounded time.
 - :meth:`Directory.lookup` answers a :class:`CallerInfo` (tenants, grants, user fields, groups, roles, and for basic
   sign-ins the stored password hash) from the first partition's state, through the broker client's ``identity``.
 - Answers are remembered per caller for ``ttl_s`` seconds (``gateway.security.authentication.identityCacheTtl``),
-  at most ``size`` callers (least recently used go first); callers asking at once share one lookup. So a changed
+  at most ``size`` callers (least recently used go first); callers asking at once share one lookup; a sign-in's "no
+  such user" at most :data:`UNKNOWN_USER_TTL_S`. So a changed
   password, a revoked grant or a removed tenant reaches this gateway's sign-ins and reads within ``ttl_s``; the
   brokers check every command against their own state at once.
 - Search and read code asks :meth:`Directory.access` (see :class:`CallerAccess`) what a caller may see, and hands
@@ -26,6 +27,10 @@ from exporters.history.scope import EVERYTHING, Grant, Scope
 
 DEFAULT_TTL_S: Final = 10.0
 DEFAULT_SIZE: Final = 10_000
+#: How long "no such user" is remembered, at most. Short, so that sign-ins right after a cluster starts (before its
+#: configured users are written) or a user is created are not refused for a whole ttl; not zero, so that a storm of
+#: sign-ins with one unknown name still asks the brokers about once a second.
+UNKNOWN_USER_TTL_S: Final = 1.0
 
 
 @runtime_checkable
@@ -156,11 +161,17 @@ class Directory:
         request = {k: caller[k] for k in ("username", "clientId", "claims") if caller.get(k)}
         future: asyncio.Future[CallerInfo] = asyncio.ensure_future(self._ask(request, password))
 
-        def forget_failure(done: asyncio.Future[CallerInfo]) -> None:
-            if (done.cancelled() or done.exception() is not None) and self._cache.get(key, (0.0, None))[1] is done:
+        def settle(done: asyncio.Future[CallerInfo]) -> None:
+            """A failure is forgotten at once, an unknown user soon (see UNKNOWN_USER_TTL_S)."""
+            held = self._cache.get(key)
+            if held is None or held[1] is not done:
+                return
+            if done.cancelled() or done.exception() is not None:
                 del self._cache[key]
+            elif done.result().user is None and caller.get("username"):
+                self._cache[key] = (min(held[0], time.monotonic() + UNKNOWN_USER_TTL_S), done)
 
-        future.add_done_callback(forget_failure)
+        future.add_done_callback(settle)
         self._cache[key] = (now + self.ttl_s, future)
         self._cache.move_to_end(key)
         while len(self._cache) > self._size:

@@ -20,6 +20,7 @@ from broker.engine.identity import PERMISSIONS
 from broker.identity_init import InitialIdentity
 from broker.protocol.enums import IdentitySetupIntent, RecordType, ValueType
 from broker.protocol.record import Record
+from gateway import directory as directory_module
 from gateway.directory import Directory
 from tests.unit.test_identity import identity
 from tests.unit.test_replay import accepted, check_replay_equals_live, distributed, routed_partitions
@@ -93,11 +94,12 @@ class _Source:
         self.calls = 0
         self.release = asyncio.Event()
         self.release.set()
+        self.unknown_calls = 0  # this many first calls answer that the user is not stored
 
     async def identity(self, caller: dict[str, Any], *, password: bool = False) -> dict[str, Any]:
         self.calls += 1
         await self.release.wait()
-        user = {"username": caller["username"], "name": "", "email": ""}
+        user = {"username": caller["username"], "name": "", "email": ""} if self.calls > self.unknown_calls else None
         return {"authorizationsEnabled": True, "tenants": [{"tenantId": "t1", "name": "T", "description": ""}],
                 "grants": [["PROCESS_DEFINITION", "order", "READ_PROCESS_INSTANCE"]], "user": user, "groups": [],
                 "roles": [], **({"passwordHash": "scrypt$h"} if password else {})}  # fmt: skip
@@ -124,3 +126,19 @@ async def test_the_directory_remembers_callers_for_its_ttl_and_shares_lookups() 
     assert source.calls == 3, "asked again once the answer is older than the ttl"
     unrestricted = await directory.access(None)
     assert unrestricted.sees_tenant("any")
+
+
+async def test_the_directory_forgets_an_unknown_user_soon(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Right after a cluster starts its configured users are not written yet: a sign-in refused then must not be
+    refused for a whole ttl once they are."""
+    monkeypatch.setattr(directory_module, "UNKNOWN_USER_TTL_S", 0.1)
+    source = _Source()
+    source.unknown_calls = 1  # the first answer comes before the user is written
+    directory = Directory(source, ttl_s=60)
+    assert (await directory.lookup({"username": "demo"}, password=True)).user is None
+    assert (await directory.lookup({"username": "demo"}, password=True)).user is None, "remembered for a moment"
+    assert source.calls == 1
+    await asyncio.sleep(0.15)
+    assert (await directory.lookup({"username": "demo"}, password=True)).user is not None
+    await directory.lookup({"username": "demo"}, password=True)
+    assert source.calls == 2, "a known user is remembered for the ttl"
