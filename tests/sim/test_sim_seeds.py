@@ -6,21 +6,20 @@ from __future__ import annotations
 
 import pytest
 
-from client.sim.run import run
-from tests.sim.common import TICKS, cli, config, run_once
+from tests.sim.common import TICKS, cli, run_once
 
 # A fixed seed set that every change must keep clean: 3 brokers × 3 partitions, every fault.
 CLEAN_SEEDS = range(1, 5)
 
 
 def test_the_same_seed_gives_the_same_transcript_in_this_process_and_another() -> None:
+    """A fresh process with another hash seed gives the transcript of this one, which may have run other simulations
+    (with injected bugs too) before: nothing of a run depends on the process or is left behind by an earlier run."""
     other = cli(
         *("--seed", "1", "--ticks", str(TICKS), "--brokers", "3", "--partitions", "3", "--faults", "all"),
         env={"PYTHONHASHSEED": "123", "PATH": "/usr/bin:/bin"},
     )
     first = run_once(1)
-    second = run(config(1), None)
-    assert first.transcript == second.transcript
     assert len(first.transcript) > 500, "a run this long has many events"
     out, err = other.communicate(timeout=300)
     assert other.returncode == 0, out + err
