@@ -45,7 +45,7 @@ CANARY_BOUND_S = 15.0
 #: A call that is not a long poll must be answered within this (a hang otherwise).
 ANSWER_S = 20.0
 #: Client deadline of the RPCs that legitimately wait (long polling, a stream, waiting for an instance's result).
-WAITING_S = 2.0
+WAITING_S = 0.5
 MiB = 1024 * 1024
 #: How far above its resident memory after start-up the node may be at the end. The examples leave instances
 #: waiting (timers of a day, signal catches, parallel joins that never join, chains stopped with incidents),
