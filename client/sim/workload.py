@@ -110,8 +110,14 @@ class Workload:
         self.history = History()
         self._tasks: set[asyncio.Task[None]] = set()
         self._offsets: dict[int, int] = {}  # sink records read so far, by partition
-        self._user_tasks: set[int] = set()
-        self._incidents: dict[int, int] = {}  # incident key → job key
+        # User tasks to complete and incidents to resolve (incident key → job key), oldest first: a few are taken
+        # at a time and one whose call failed goes to the back, so none can keep the others waiting.
+        self._user_tasks: dict[int, None] = {}
+        self._incidents: dict[int, int] = {}
+        # Incidents and user tasks the sink showed resolved / done: a call whose answer was lost (or a second call,
+        # started by a CREATED the exporter offered again) must not put them back, or they are tried for ever.
+        self._resolved: set[int] = set()
+        self._done_user_tasks: set[int] = set()
         self.finished: set[int] = set()  # process instances completed (from the sink)
         self.starting = True
         self._streams: list[_StreamWorker] = []
@@ -144,10 +150,10 @@ class Workload:
         if self.starting and tick % IDENTITY_EVERY_TICKS == IDENTITY_EVERY_TICKS // 2:
             self._spawn(self._change_identity(tick // IDENTITY_EVERY_TICKS))
         if tick % 7 == 0:
-            for key in sorted(self._user_tasks)[:5]:
-                self._user_tasks.discard(key)
+            for key in list(self._user_tasks)[:5]:
+                del self._user_tasks[key]
                 self._spawn(self._complete_user_task(key))
-            for incident, job in sorted(self._incidents.items())[:5]:
+            for incident, job in list(self._incidents.items())[:5]:
                 del self._incidents[incident]
                 self._spawn(self._resolve(incident, job))
 
@@ -311,15 +317,15 @@ class Workload:
             self.history.completed_jobs.add(key)
 
     async def _complete_user_task(self, key: int) -> None:
-        if await self._call("user task", lambda: user_tasks.complete(self.gateway, key, {})) is None:
-            self._user_tasks.add(key)  # tried again later (a completion that did land is refused NOT_FOUND then)
+        done = await self._call("user task", lambda: user_tasks.complete(self.gateway, key, {})) is not None
+        if not done and key not in self._done_user_tasks:
+            self._user_tasks[key] = None  # tried again later (a completion that did land is refused NOT_FOUND then)
 
     async def _resolve(self, incident: int, job: int) -> None:
-        if job > 0 and await self._call("retries", lambda: self.gateway.update_job_retries(job, 1)) is None:
-            self._incidents[incident] = job
-            return
-        if await self._call("resolve", lambda: self.gateway.resolve_incident(incident)) is None:
-            self._incidents[incident] = job
+        retried = job <= 0 or await self._call("retries", lambda: self.gateway.update_job_retries(job, 1)) is not None
+        resolved = retried and await self._call("resolve", lambda: self.gateway.resolve_incident(incident)) is not None
+        if not resolved and incident not in self._resolved:
+            self._incidents[incident] = job  # tried again later
 
     # -- what the sink says happened -------------------------------------------------------------------------
 
@@ -337,12 +343,16 @@ class Workload:
             return
         value_type, intent = record.value_type, record.intent
         if value_type == ValueType.USER_TASK and intent == UserTaskIntent.CREATED:
-            self._user_tasks.add(record.key)
+            if record.key not in self._done_user_tasks:  # not a CREATED offered again after its end
+                self._user_tasks[record.key] = None
         elif value_type == ValueType.USER_TASK and intent in (UserTaskIntent.COMPLETED, UserTaskIntent.CANCELED):
-            self._user_tasks.discard(record.key)
+            self._done_user_tasks.add(record.key)
+            self._user_tasks.pop(record.key, None)
         elif value_type == ValueType.INCIDENT and intent == IncidentIntent.CREATED:
-            self._incidents[record.key] = record.value.get("jobKey", -1)
+            if record.key not in self._resolved:  # not a CREATED offered again after its RESOLVED
+                self._incidents[record.key] = record.value.get("jobKey", -1)
         elif value_type == ValueType.INCIDENT and intent == IncidentIntent.RESOLVED:
+            self._resolved.add(record.key)
             self._incidents.pop(record.key, None)
         elif (
             value_type == ValueType.PROCESS_INSTANCE
