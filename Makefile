@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 DATA_DIR ?= ./data
 
-.PHONY: install run test test-all lint typecheck proto bench clean node-clients postgresql web browser
+.PHONY: install run test test-all lint typecheck proto bench clean node-clients postgresql web browser npm test-packages
 
 install: $(VENV)/.installed web
 
@@ -24,7 +24,10 @@ TEST_WORKERS ?= 4
 # Python may write its bytecode caches during the tests even where the environment says not to: every test process
 # and every broker, gateway and CLI process a test starts would otherwise compile the sources again (half a second
 # each, hundreds of times).
-test: install node-clients postgresql browser lint
+# The installs run side by side (pip beside npm; the Debian packages first, once), then the linter, then the tests.
+test:
+	@$(MAKE) --no-print-directory -j 4 install node-clients postgresql browser
+	@$(MAKE) --no-print-directory lint
 	env -u PYTHONDONTWRITEBYTECODE $(PY) -m pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --dist loadfile -m "not slow"
 
 ## test-all: make test, then the slow tests one at a time (each starts whole clusters or loads the machine itself)
@@ -36,8 +39,7 @@ test-all: test
 NODE_CLIENTS := .cache/node-clients
 node-clients: $(NODE_CLIENTS)/.installed
 
-$(NODE_CLIENTS)/.installed: Makefile
-	@command -v npm >/dev/null || { [ "$$(id -u)" = 0 ] && apt-get update -qq && apt-get install -y -qq nodejs npm; }
+$(NODE_CLIENTS)/.installed: Makefile | npm
 	mkdir -p $(NODE_CLIENTS)
 	cd $(NODE_CLIENTS) && npm install --no-package-lock --ignore-scripts --no-audit --no-fund --silent \
 		zbctl@8.4.1 zeebe-node@8.3.2 @camunda8/sdk@8.8.13 @camunda8/orchestration-cluster-api@9.1.5
@@ -50,8 +52,8 @@ BPMN_JS_VERSION := 18.31.1
 web: $(WEB_VENDOR)/bpmn-viewer.js
 
 # Without npm (and not root to install it) Weir still runs: the web view then says the diagram viewer is missing.
-$(WEB_VENDOR)/bpmn-viewer.js:
-	@command -v npm >/dev/null || { [ "$$(id -u)" = 0 ] && apt-get update -qq && apt-get install -y -qq nodejs npm; } || \
+$(WEB_VENDOR)/bpmn-viewer.js: | npm
+	@command -v npm >/dev/null || \
 		{ echo "note: no npm: the web view will run without its diagram viewer (make web installs it)"; exit 0; }; \
 	set -e; mkdir -p $(WEB_CACHE) $(WEB_VENDOR); \
 	cd $(WEB_CACHE) && npm install --no-package-lock --ignore-scripts --no-audit --no-fund --silent bpmn-js@$(BPMN_JS_VERSION); \
@@ -63,17 +65,28 @@ $(WEB_VENDOR)/bpmn-viewer.js:
 BROWSER_CACHE := .cache/browser
 browser: $(BROWSER_CACHE)/.installed
 
-$(BROWSER_CACHE)/.installed:
-	@command -v npm >/dev/null || { [ "$$(id -u)" = 0 ] && apt-get update -qq && apt-get install -y -qq nodejs npm; }
-	@command -v chromium >/dev/null || { [ "$$(id -u)" = 0 ] && apt-get update -qq && apt-get install -y -qq chromium; }
+$(BROWSER_CACHE)/.installed: | test-packages
 	mkdir -p $(BROWSER_CACHE)
 	cd $(BROWSER_CACHE) && npm install --no-package-lock --ignore-scripts --no-audit --no-fund --silent playwright-core@1.65.1
 	touch $@
 
 ## postgresql: Debian's PostgreSQL server binaries, for the history exporter tests (they start their own server)
-postgresql:
-	@ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1 || command -v postgres >/dev/null || \
-		{ [ "$$(id -u)" = 0 ] && apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql; }
+postgresql: test-packages
+
+# The Debian packages, each installed (as root) only when missing. Every apt-get of the Makefile is in these two
+# targets, and test-packages comes after npm, so parallel installs (make -j, as make test runs them) never run two.
+## npm: Debian's nodejs and npm (the web view's diagram viewer and the Node clients come from the npm registry)
+npm:
+	@command -v npm >/dev/null || { [ "$$(id -u)" = 0 ] && apt-get update -qq && \
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nodejs npm; } || true
+
+## test-packages: Debian's chromium (the web view's browser test) and postgresql (the history exporter tests)
+test-packages: npm
+	@missing=""; command -v chromium >/dev/null || missing="$$missing chromium"; \
+	ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1 || command -v postgres >/dev/null || \
+		missing="$$missing postgresql"; \
+	[ -z "$$missing" ] || { [ "$$(id -u)" = 0 ] && apt-get update -qq && \
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; }
 
 ## lint: ruff (lint and format), the layering contracts of [tool.importlinter] (lint-imports) and mypy
 lint: install
