@@ -165,6 +165,7 @@ VALUE_PROPERTIES: dict[ValueType, Mapping] = {
         "items": STORED_ONLY,  # on the CREATE distributed to a partition: its own items
         "partitionItems": STORED_ONLY,  # on the CREATE the gateway sends
         "distributedFrom": INTEGER,
+        "caller": STORED_ONLY,  # its creator (username, clientId, claims): each item is checked with its permissions
     },
     ValueType.BATCH_OPERATION_CHUNK: {
         "batchOperationKey": LONG,

@@ -32,6 +32,8 @@ from typing import Any, Final
 
 from broker.engine import behaviors as b
 from broker.engine import migration, modification
+from broker.engine.access import Access, Caller, forbidden_message, hidden_message
+from broker.engine.access import resolve as resolve_access
 from broker.engine.context import EventApplier, ProcessingContext
 from broker.protocol.enums import (
     BatchOperationChunkIntent,
@@ -50,6 +52,7 @@ from broker.protocol.enums import (
     ValueType,
 )
 from broker.protocol.record import Record
+from broker.protocol.values import TENANT
 
 BOC = BatchOperationCreationIntent
 BOL = BatchOperationLifecycleManagementIntent
@@ -62,6 +65,14 @@ RESOLVE_INCIDENT: Final = "RESOLVE_INCIDENT"
 MIGRATE_PROCESS_INSTANCE: Final = "MIGRATE_PROCESS_INSTANCE"
 MODIFY_PROCESS_INSTANCE: Final = "MODIFY_PROCESS_INSTANCE"
 TYPES: Final = frozenset({CANCEL_PROCESS_INSTANCE, RESOLVE_INCIDENT, MIGRATE_PROCESS_INSTANCE, MODIFY_PROCESS_INSTANCE})
+#: The permission each item needs on its process, as the command the item becomes would (UPDATE_PROCESS_INSTANCE,
+#: Camunda 8.8's one permission for every change, covers each too).
+ITEM_PERMISSIONS: Final = {
+    CANCEL_PROCESS_INSTANCE: "CANCEL_PROCESS_INSTANCE",
+    MODIFY_PROCESS_INSTANCE: "MODIFY_PROCESS_INSTANCE",
+    MIGRATE_PROCESS_INSTANCE: "UPDATE_PROCESS_INSTANCE",
+    RESOLVE_INCIDENT: "UPDATE_PROCESS_INSTANCE",
+}
 
 # Batch states on a partition
 ACTIVE: Final = "ACTIVE"
@@ -106,6 +117,8 @@ def create(ctx: ProcessingContext, cmd: Record) -> None:
         "coordinatorPartitionId": ctx.partition_id,
         "itemsCount": sum(len(i) for i in items.values()),
     }
+    if cmd.authorization:  # each item is checked against its creator's permissions when it is worked
+        created["caller"] = cmd.authorization
     rec = ctx.event(ValueType.BATCH_OPERATION_CREATION, BOC.CREATED, key, created)
     ctx.respond(rec)
     for partition_id in range(1, partitions_count + 1):
@@ -232,8 +245,10 @@ def execute(ctx: ProcessingContext, cmd: Record) -> None:
     executing = {**ref, "itemKeys": [item_key for item_key, _ in chunk]}
     ctx.event(ValueType.BATCH_OPERATION_EXECUTION, BatchOperationExecutionIntent.EXECUTING, key, executing)
     outcomes = []
+    caller = entry.get("caller")
+    access = resolve_access(ctx.state.identity, Caller.of(caller)) if caller else None
     for item_key, instance_key in chunk:
-        error = _issue(ctx, entry, item_key, instance_key)
+        error = _issue(ctx, entry, access, item_key, instance_key)
         outcomes.append(
             {
                 "itemKey": item_key,
@@ -252,13 +267,17 @@ def execute(ctx: ProcessingContext, cmd: Record) -> None:
         _finish_partition(ctx, key, entry)
 
 
-def _issue(ctx: ProcessingContext, entry: dict, item_key: int, instance_key: int) -> str | None:
-    """Write the item's command; the reason its rejection would give instead when it cannot take it."""
+def _issue(ctx: ProcessingContext, entry: dict, access: Access | None, item_key: int, instance_key: int) -> str | None:
+    """Write the item's command; the reason its rejection would give instead when it cannot take it (``access``:
+    the batch creator's, when it was created by an authenticated caller)."""
     batch_type = entry["batchOperationType"]
     if batch_type == RESOLVE_INCIDENT:
         incident = ctx.state.incidents.get(item_key)
         if incident is None:
             return f"Expected to resolve incident with key '{item_key}', but no such incident was found"
+        forbidden = _forbidden(ctx, access, batch_type, str(incident.get("bpmnProcessId") or ""), b.tenant_of(incident))
+        if forbidden is not None:
+            return forbidden
         job_key = incident.get("jobKey", -1)
         if job_key > 0:  # a job out of retries gets one back first, or resolving raises the incident again (Zeebe)
             ctx.follow_up(ValueType.JOB, JobIntent.UPDATE_RETRIES, job_key, {"retries": 1})
@@ -268,6 +287,9 @@ def _issue(ctx: ProcessingContext, entry: dict, item_key: int, instance_key: int
     if inst is None or inst.value.flow_scope_key > 0 or inst.state == ProcessInstanceIntent.ELEMENT_TERMINATING:
         what = {CANCEL_PROCESS_INSTANCE: "cancel", MIGRATE_PROCESS_INSTANCE: "migrate"}.get(batch_type, "modify")
         return f"Expected to {what} a process instance with key '{instance_key}', but no such process was found"
+    forbidden = _forbidden(ctx, access, batch_type, inst.value.bpmn_process_id, inst.value.tenant_id or TENANT)
+    if forbidden is not None:
+        return forbidden
     if batch_type == CANCEL_PROCESS_INSTANCE:
         if inst.value.parent_process_instance_key > 0:
             return (
@@ -313,6 +335,24 @@ def _issue(ctx: ProcessingContext, entry: dict, item_key: int, instance_key: int
             return refused[1]
         ctx.follow_up(ValueType.PROCESS_INSTANCE_MODIFICATION, modify, instance_key, value)
     return None
+
+
+def _forbidden(
+    ctx: ProcessingContext, access: Access | None, batch_type: str, process_id: str, tenant: str
+) -> str | None:
+    """Why the batch's creator may not change this item (Camunda checks every item with its creator's permissions,
+    as the item's own command would be checked), or None: an item of a tenant it is not assigned to is not found,
+    one of a process it holds no permission on is forbidden."""
+    if access is None:
+        return None
+    permission = ITEM_PERMISSIONS[batch_type]
+    if not b.assigned(access, tenant):
+        return hidden_message(permission, "PROCESS_DEFINITION", tenant)
+    if not b.services(ctx).authorizations:
+        return None
+    if access.allows_any("PROCESS_DEFINITION", (process_id,), (permission, "UPDATE_PROCESS_INSTANCE")):
+        return None
+    return forbidden_message(permission, "PROCESS_DEFINITION", (process_id,))
 
 
 def _command(ctx: ProcessingContext, value_type: ValueType, intent: int, key: int, value: dict) -> Record:
@@ -435,6 +475,7 @@ def apply_created(state: Any, r: Record) -> None:
         "pendingPartitions": list(v.get("partitionIds", [r.partition_id])) if coordinator else [],
         "migrationPlan": v.get("migrationPlan"),
         "modificationPlan": v.get("modificationPlan"),
+        "caller": v.get("caller"),
         "chunks": 0,
         "nextChunk": 0,
         "partitionDone": False,

@@ -17,6 +17,8 @@ from broker.engine.access import forbidden_message
 from broker.engine.job_processors import activation_request
 from broker.protocol.enums import (
     AuthorizationIntent,
+    BatchOperationCreationIntent,
+    BatchOperationExecutionIntent,
     ClockIntent,
     DecisionEvaluationIntent,
     DeploymentIntent,
@@ -319,3 +321,37 @@ async def test_a_workers_job_stream_is_pushed_only_jobs_it_could_activate(tmp_pa
     await start("team-a")
     assert pushed == ["team-a"], "only the worker's tenant"
     await d.close()
+
+
+async def test_a_batch_changes_only_the_items_its_creator_may_change(tmp_path: Path) -> None:
+    """Each item of a batch is checked with its creator's permissions as the item's own command would be: an
+    instance of a process it may not cancel fails with the reason, the others are cancelled."""
+    from broker.engine import batch_operations as bo
+    from tests.unit.test_batch_operations import items_of, logged, settled
+
+    d = driver(tmp_path)
+    accepted(await d.deploy("one-task.bpmn", "user-task-native.bpmn"))
+    ops = await user(d, "ops")
+    await grant(d, "ops", "BATCH", "*", "CREATE_BATCH_OPERATION_CANCEL_PROCESS_INSTANCE")
+    await grant(d, "ops", "PROCESS_DEFINITION", "one-task", "CANCEL_PROCESS_INSTANCE")
+    allowed = [await instance(d, "one-task"), await instance(d, "one-task")]
+    other = await instance(d, "user-task-native")
+    await d.settle()
+    value = {
+        "batchOperationType": bo.CANCEL_PROCESS_INSTANCE,
+        "filter": {},
+        "partitionItems": items_of(1, [(k, k) for k in [*allowed, other]]),
+    }
+    create = ValueType.BATCH_OPERATION_CREATION, BatchOperationCreationIntent.CREATE
+    created = accepted(await as_caller(d, ops, *create, value))
+    entry = await settled(d, created.value["batchOperationKey"], bo.COMPLETED)
+    assert (entry["completedCount"], entry["failedCount"]) == (2, 1)
+    assert d.read(lambda s: [k for k in [*allowed, other] if s.elements.get(k) is not None]) == [other]
+    executed = ValueType.BATCH_OPERATION_EXECUTION, BatchOperationExecutionIntent.EXECUTED
+    records = await logged(d)
+    outcomes = {i["itemKey"]: i for r in records if (r.value_type, r.intent) == executed for i in r.value["items"]}
+    assert outcomes[other]["state"] == "FAILED"
+    assert outcomes[other]["errorMessage"] == forbidden_message(
+        "CANCEL_PROCESS_INSTANCE", "PROCESS_DEFINITION", ["user-task-native"]
+    )
+    assert {outcomes[k]["state"] for k in allowed} == {"COMPLETED"}
