@@ -43,6 +43,23 @@ from broker.protocol.record import Record
 DEFAULT_MAX_STEPS_PER_INSTANCE: Final = 10_000
 DEFAULT_MAX_CHAIN_INSTANCES: Final = 1000
 
+# The chain bounds, and at a chain's first stop: the counter of chains each stopped, what the warning says started,
+# and its likely cause.
+SIGNAL_CHAIN: Final = "signal chain"
+RECURSION: Final = "recursion"
+_CHAIN_REPORTS: Final = {
+    SIGNAL_CHAIN: (
+        monitoring.SIGNAL_CHAINS_STOPPED,
+        "signal broadcasts started %d process instances",
+        "a process that broadcasts the signal that starts it?",
+    ),
+    RECURSION: (
+        monitoring.RECURSIVE_CHAINS_STOPPED,
+        "calls started %d instances of processes already on their call stack",
+        "a process calling itself without end?",
+    ),
+}
+
 
 class StepBudget:
     """Counts steps (element activations) per (chain, process instance) and instances started per chain; a limit ≤ 0
@@ -82,8 +99,9 @@ class StepBudget:
         # process instance key started in a chain → (chain root, the process ids on its call stack, its own included)
         self._ancestry: dict[int, tuple[int, frozenset[str]]] = {}
         self._recursive: dict[int, int] = {}  # chain root → called instances of a process on their call stack so far
-        # Activations stopped by a chain bound, by command position → (signal chain?, whether it is the chain's first).
-        self._chain_stops: dict[int, tuple[bool, bool]] = {}
+        # Activations stopped by a chain bound, by command position → the bound (SIGNAL_CHAIN or RECURSION) when it is
+        # the chain's first stop (logged and counted), "" for a later one.
+        self._chain_stops: dict[int, str] = {}
 
     def charge(self, command: Record) -> str | None:
         """Count ``command`` (about to be processed, in log order) in its chain.
@@ -128,7 +146,7 @@ class StepBudget:
             started = self._started.get(root, 0) + 1
             self._started[root] = started
             if 0 < self.max_chain_instances < started:
-                self._chain_stops[command.position] = (True, started == self.max_chain_instances + 1)
+                self._chain_stops[command.position] = SIGNAL_CHAIN if started == self.max_chain_instances + 1 else ""
                 return self._chain_message(instance, value)
             return None
         # The parent's call stack is known when the parent started in this chain (a caller that waited first begins
@@ -141,7 +159,7 @@ class StepBudget:
         recursive = self._recursive.get(root, 0) + 1
         self._recursive[root] = recursive
         if 0 < self.max_recursive_instances < recursive:
-            self._chain_stops[command.position] = (False, recursive == self.max_recursive_instances + 1)
+            self._chain_stops[command.position] = RECURSION if recursive == self.max_recursive_instances + 1 else ""
             return (
                 f"Process instance {instance} of '{process_id}' was not started: one chain of calls without a wait "
                 f"state started {self.max_recursive_instances} instances of processes already on their call stack "
@@ -167,8 +185,7 @@ class StepBudget:
         label = str(partition_id)
         for command in stopped:
             value = command.value
-            stop = self._chain_stops.pop(command.position, None)
-            if stop is None:
+            if command.position not in self._chain_stops:
                 monitoring.INSTANCES_STOPPED_BY_BUDGET.labels(label).inc()
                 log.warning(
                     "partition %d: process instance %s stopped by the step budget (%d element activations without "
@@ -178,30 +195,22 @@ class StepBudget:
                     self.limit,
                     value.get("elementId"),
                 )
-            elif stop == (False, True):
-                monitoring.RECURSIVE_CHAINS_STOPPED.labels(label).inc()
-                log.warning(
-                    "partition %d: a chain of calls started %d instances of processes already on their call stack; "
-                    "instance %s of '%s' (key %s) was stopped with an incident, and so is every further one of this "
-                    "chain (a process calling itself without end?)",
-                    partition_id,
-                    self.max_recursive_instances,
-                    value.get("processInstanceKey"),
-                    value.get("bpmnProcessId"),
-                    command.key,
-                )
-            elif stop == (True, True):
-                monitoring.SIGNAL_CHAINS_STOPPED.labels(label).inc()
-                log.warning(
-                    "partition %d: a chain of signal broadcasts started %d process instances; instance %s of '%s' "
-                    "(key %s) was stopped with an incident, and so is every further one of this chain (a process "
-                    "that broadcasts the signal that starts it?)",
-                    partition_id,
-                    self.max_chain_instances,
-                    value.get("processInstanceKey"),
-                    value.get("bpmnProcessId"),
-                    command.key,
-                )
+                continue
+            bound = self._chain_stops.pop(command.position)
+            if not bound:
+                continue  # a later stop of a chain already reported
+            counter, started, cause = _CHAIN_REPORTS[bound]
+            counter.labels(label).inc()
+            log.warning(
+                "partition %d: a chain of %s; instance %s of '%s' (key %s) was stopped with an incident, and so is "
+                "every further one of this chain (%s)",
+                partition_id,
+                started % (self.max_chain_instances if bound == SIGNAL_CHAIN else self.max_recursive_instances),
+                value.get("processInstanceKey"),
+                value.get("bpmnProcessId"),
+                command.key,
+                cause,
+            )
 
     def forget_processed(self, pending: Iterable[Record]) -> None:
         """Keep only what the ``pending`` commands (queued follow-ups) still need to find their chains."""

@@ -69,6 +69,18 @@ async def complete_canary(d: Driver) -> float:
     return time.monotonic() - began
 
 
+async def cancel_and_check_nothing_is_left(d: Driver, instance: int, tmp_path: Path) -> None:
+    """Cancel the chain's instance: no incident and no element instance is left, and replay and a restart from
+    scratch rebuild the live state."""
+    accepted(await d.cancel(instance))
+    await d.settle()
+    assert await incidents(d, 0) == []
+    assert not d.read(lambda s: list(s.iter_all("element_instances")))
+    await d.close()
+    live = check_replay_equals_live(d.directory, tmp_path)
+    await check_restart_recovers(d, live, from_scratch=True)
+
+
 async def test_a_signal_storm_does_not_keep_other_instances_from_completing(tmp_path: Path) -> None:
     """With the chain bound off, the storm never ends; a one-task instance still runs to its end meanwhile."""
     directory = tmp_path / "p" / "1"
@@ -116,13 +128,7 @@ async def test_a_chain_of_signal_broadcasts_stops_at_its_bound_and_the_operator_
     assert stopped_chains() == before + 2
 
     # cancelling the stopped instance ends the storm for good
-    accepted(await d.cancel(again["processInstanceKey"]))
-    await d.settle()
-    assert await incidents(d, 0) == []
-    assert not d.read(lambda s: list(s.iter_all("element_instances")))
-    await d.close()
-    live = check_replay_equals_live(directory, tmp_path)
-    await check_restart_recovers(d, live, from_scratch=True)
+    await cancel_and_check_nothing_is_left(d, again["processInstanceKey"], tmp_path)
 
 
 async def test_the_process_depth_is_configurable_and_its_incident_says_how_to_go_on(tmp_path: Path) -> None:
@@ -186,13 +192,7 @@ async def test_a_process_calling_itself_twice_stops_at_the_recursion_bound_and_t
     assert monitoring.RECURSIVE_CHAINS_STOPPED.labels("1")._value.get() == before + 1
     assert [r for r in caplog.records if "calling itself without end" in r.getMessage()]
     assert await asyncio.wait_for(complete_canary(d), 20) < 20
-    accepted(await d.cancel(root))
-    await d.settle()
-    assert await incidents(d, 0) == []
-    assert not d.read(lambda s: list(s.iter_all("element_instances")))
-    await d.close()
-    live = check_replay_equals_live(directory, tmp_path)
-    await check_restart_recovers(d, live, from_scratch=True)
+    await cancel_and_check_nothing_is_left(d, root, tmp_path)
 
 
 @pytest.mark.parametrize(
