@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 DATA_DIR ?= ./data
 
-.PHONY: install run test test-all lint typecheck proto bench clean node-clients postgresql web browser npm test-packages
+.PHONY: install run test test-collect test-all lint typecheck proto bench clean node-clients postgresql web browser npm test-packages
 
 install: $(VENV)/.installed web
 
@@ -25,11 +25,17 @@ TEST_WORKERS ?= 6
 # Python may write its bytecode caches during the tests even where the environment says not to: every test process
 # and every broker, gateway and CLI process a test starts would otherwise compile the sources again (half a second
 # each, hundreds of times).
-# The installs and the linter run side by side (the venv, then the linter, beside npm; the Debian packages first,
-# once), then the tests.
+# The installs, the linter and a first collection of the suite run side by side (the venv, then the linter and the
+# collection, beside npm; the Debian packages first, once), then the tests.
 test:
-	@$(MAKE) --no-print-directory -j 4 lint node-clients postgresql browser
+	@$(MAKE) --no-print-directory -j 4 lint test-collect node-clients postgresql browser
 	env -u PYTHONDONTWRITEBYTECODE $(PY) -m pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --dist loadfile -m "not slow"
+
+## test-collect: collect the suite once, so that the test processes, which all start at once, find every module
+## compiled (their own assertion-rewritten test modules included) instead of each compiling them again (13 s each
+## in a fresh clone, against 5 s)
+test-collect: install
+	env -u PYTHONDONTWRITEBYTECODE $(PY) -m pytest -q -p no:cacheprovider --collect-only -m "not slow" > /dev/null
 
 ## test-all: make test, then the slow tests one at a time (each starts whole clusters or loads the machine itself)
 test-all: test
