@@ -30,15 +30,17 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import grpc
-import jwt
 
 from broker.error_messages import shown
 from broker.grpc_guard import MetadataCheckInterceptor, SecurityConfigError, Unauthenticated
 from gateway.caller import CALLER
 from gateway.directory import Directory
+
+if TYPE_CHECKING:
+    import jwt  # imported where tokens are checked: a gateway without OAuth never loads it (and cryptography's X.509)
 
 log = logging.getLogger("weir.gateway.auth")
 # Calls to these services need no credentials.
@@ -316,6 +318,8 @@ class JwksKeys:
 
     def load(self) -> None:
         """Read the JWKS now (blocking); raises SecurityConfigError when it cannot be read or holds no usable key."""
+        import jwt
+
         source = self._config.jwks_path or self._config.jwks_url
         try:
             if self._config.jwks_path:
@@ -470,6 +474,8 @@ class Authenticator:
         )
 
     def _check_bearer(self, token: str) -> dict[str, Any]:
+        import jwt
+
         now = time.time()
         cached = self._tokens.get(token)
         if cached is not None and now < cached[0]:
@@ -517,6 +523,8 @@ class Authenticator:
 
     def _explain(self, token: str, header: dict[str, Any], error: jwt.InvalidTokenError) -> str:
         """What is wrong with a token, in terms of the client setting that fixes it."""
+        import jwt
+
         oauth = self.config.oauth
         if isinstance(error, jwt.ExpiredSignatureError):
             expired = _unverified_claim(token, "exp")
@@ -544,6 +552,8 @@ class Authenticator:
 
 
 def _unverified_claim(token: str, name: str) -> Any:
+    import jwt
+
     try:
         return jwt.decode(token, options={"verify_signature": False}).get(name)
     except jwt.InvalidTokenError:

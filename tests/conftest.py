@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from broker import gc_policy
 from tests.harness import WeirProcess, running
 
 # The files that take longest in `make test` (4 processes on a 2-core machine), longest first, as `--durations=0`
@@ -71,6 +72,13 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """The files of LONGEST_FIRST first, in its order; within a file, and for the other files, the order is kept."""
     rank = {path: n for n, path in enumerate(LONGEST_FIRST)}
     items.sort(key=lambda item: rank.get(item.nodeid.split("::", 1)[0], len(rank)))
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """The garbage-collector settings of Weir's own long-running processes, once the suite is collected: the
+    simulator and the engine run in test processes too, and everything collection allocated stays alive to the end
+    (with CPython's defaults, a tenth of a simulator run goes to collections)."""
+    gc_policy.apply_after_startup()
 
 
 @pytest.fixture(scope="module")

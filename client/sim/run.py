@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TextIO
 
-from broker import logs
+from broker import gc_policy, logs
 from broker.protocol.enums import RecordType, ValueType
 from broker.raft.sim_world import world_switch
 from client.sim import checks
@@ -392,6 +392,7 @@ def main(args: argparse.Namespace) -> int:
         raise SystemExit("weir sim: --replication must be between 1 and --brokers")
     faults = parse_faults(args.faults)
     logs.configure(args.log_level)
+    gc_policy.apply_after_startup()  # a long run of production code, like a node's
     for seed in range(args.seed, args.seed + args.seeds):
         config = SimConfig(seed, args.ticks, args.brokers, args.partitions, args.replication, faults)
         started = time.monotonic()
