@@ -1,6 +1,9 @@
 """The served OpenAPI document and the server agree: schemathesis generates requests from /v2/openapi.json against
 a real `weir start`, and every answer must be documented (status, content type, body schema) and none may be a
-server error."""
+server error.
+
+schemathesis is imported by the test alone (and its pytest plugin is off, ``-p no:schemathesis``): every test process
+collects this file, and only one runs it."""
 
 from __future__ import annotations
 
@@ -9,19 +12,9 @@ import os
 from typing import Any
 
 import pytest
-import schemathesis
 from hypothesis import HealthCheck, given, settings
-from schemathesis import checks
 
 from tests.harness import WeirProcess
-
-CHECKS = [
-    checks.not_a_server_error,
-    checks.status_code_conformance,
-    checks.content_type_conformance,
-    checks.response_schema_conformance,
-]
-
 
 # Generated requests per operation: 20 for one with a body or query (their input space is large), 6 for one whose
 # only input is its path (an id or key: a few cover the shapes hypothesis draws). An operation whose body and query
@@ -43,6 +36,15 @@ def input_schemas(operation: Any) -> str:
 
 @pytest.mark.timeout(600 * SCALE)
 def test_every_answer_is_documented_and_none_is_a_server_error(weir: WeirProcess) -> None:
+    import schemathesis
+    from schemathesis import checks
+
+    every_check = [
+        checks.not_a_server_error,
+        checks.status_code_conformance,
+        checks.content_type_conformance,
+        checks.response_schema_conformance,
+    ]
     schema = schemathesis.openapi.from_url(f"{weir.rest_url}/v2/openapi.json")
     tested = []
     inputs_seen: set[str] = set()
@@ -65,7 +67,7 @@ def test_every_answer_is_documented_and_none_is_a_server_error(weir: WeirProcess
         def run(case: schemathesis.Case) -> None:
             if case.path == "/v2/jobs/activation" and isinstance(case.body, dict):
                 case.body["requestTimeout"] = -1  # no long polls: generated job types never have jobs
-            case.call_and_validate(checks=CHECKS)
+            case.call_and_validate(checks=every_check)
 
         run()
         tested.append(f"{operation.method.upper()} {operation.path}")
