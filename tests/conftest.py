@@ -10,7 +10,7 @@ import pytest
 from broker import gc_policy
 from tests.harness import WeirProcess, running
 
-# The files that take longest in `make test` (4 processes on a 2-core machine), longest first, as `--durations=0`
+# The files that take longest in `make test` (6 processes on a 2-core machine), longest first, as `--durations=0`
 # summed them per file; a file not listed runs after these, in the collection's order. With `--dist loadfile` each
 # file goes whole to the next free process: handed out longest first, the run ends with short files, not with a long
 # one started last (xdist's own order, by the number of tests in a file, put files of one long test last).
