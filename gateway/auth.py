@@ -474,12 +474,12 @@ class Authenticator:
         )
 
     def _check_bearer(self, token: str) -> dict[str, Any]:
-        import jwt
-
         now = time.time()
         cached = self._tokens.get(token)
         if cached is not None and now < cached[0]:
             return cached[1]
+        import jwt  # loaded already by the JWKS (JwksKeys.load)
+
         assert self.jwks is not None
         oauth = self.config.oauth
         try:
