@@ -25,21 +25,22 @@ TEST_WORKERS ?= 6
 # Python may write its bytecode caches during the tests even where the environment says not to: every test process
 # and every broker, gateway and CLI process a test starts would otherwise compile the sources again (half a second
 # each, hundreds of times).
+PYTEST := env -u PYTHONDONTWRITEBYTECODE $(PY) -m pytest -q -p no:cacheprovider
 # The installs, the linter and a first collection of the suite run side by side (the venv, then the linter and the
 # collection, beside npm; the Debian packages first, once), then the tests.
 test:
 	@$(MAKE) --no-print-directory -j 4 lint test-collect node-clients postgresql browser
-	env -u PYTHONDONTWRITEBYTECODE $(PY) -m pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --dist loadfile -m "not slow"
+	$(PYTEST) -n $(TEST_WORKERS) --dist loadfile -m "not slow"
 
 ## test-collect: collect the suite once, so that the test processes, which all start at once, find every module
 ## compiled (their own assertion-rewritten test modules included) instead of each compiling them again (in a fresh
 ## clone, six of them took 77 s of CPU to start and collect, against 32 s with every module compiled)
 test-collect: install
-	env -u PYTHONDONTWRITEBYTECODE $(PY) -m pytest -q -p no:cacheprovider --collect-only -m "not slow" > /dev/null
+	$(PYTEST) --collect-only -m "not slow" > /dev/null
 
 ## test-all: make test, then the slow tests one at a time (each starts whole clusters or loads the machine itself)
 test-all: test
-	env -u PYTHONDONTWRITEBYTECODE $(PY) -m pytest -q -p no:cacheprovider -m slow
+	$(PYTEST) -m slow
 
 ## node-clients: zbctl, zeebe-node, @camunda8/sdk (8.8) and @camunda8/orchestration-cluster-api (8.9) from the npm
 ## registry, for the compatibility tests
